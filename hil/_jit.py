@@ -1,0 +1,30 @@
+"""The one place that fixes the Numba options used by every kernel.
+
+`cache=True` keeps compiled machine code between processes (set `NUMBA_CACHE_DIR`
+to a writable folder when the package directory is read-only); `error_model="numpy"`
+makes a division by zero give inf/NaN instead of raising, so kernels never raise;
+`nogil=True` lets a GUI thread run while a kernel executes. No `fastmath`: it would
+let the compiler drop the NaN checks the kernels rely on.
+"""
+
+from __future__ import annotations
+
+import os
+
+from numba import njit
+
+_OPTIONS = dict(cache=True, error_model="numpy", nogil=True)
+
+
+def kernel(signature=None, **extra):
+    """Decorator: compile a kernel with the project's options (eagerly when a signature is given)."""
+    options = dict(_OPTIONS)
+    options.update(extra)
+    if signature is None:
+        return njit(**options)
+    return njit(signature, **options)
+
+
+def numba_cache_dir() -> str | None:
+    """The folder Numba writes its cache to, if one was set through the environment."""
+    return os.environ.get("NUMBA_CACHE_DIR")

@@ -1,0 +1,1 @@
+"""Kinematics: Numba kernels behind `RobotModel` (FK, Jacobians, centre of mass, batches)."""

@@ -1,0 +1,304 @@
+"""`RobotModel`: one shape for every robot, built from a data file.
+
+A model is a tree of revolute joints. Link i's pose in the base frame is
+`T_base_link[i] = T_base_link[parent(i)] @ placement[i] @ Rot(axis[i], q[i])`,
+so link i's frame sits on joint i's axis and turns with it. Named frames are a link
+plus a fixed offset. All quantities are SI: metres, radians, seconds, kilograms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from hil.errors import InputError
+from hil.kinematics import _kernels as K
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Link geometry for drawing and collision, in the link frame (metres).
+
+    `kind` is "capsule" (segment p0–p1 swept by `radius`) or "box" (centre `p0`,
+    half extents `half`, axes of the link frame).
+    """
+
+    link: int
+    kind: str
+    p0: tuple[float, float, float]
+    p1: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    radius: float = 0.0
+    half: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Joint:
+    """One revolute joint: parent link (-1 = base), fixed placement (4, 4), unit axis, limits in SI."""
+
+    name: str
+    parent: int
+    placement: np.ndarray
+    axis: np.ndarray
+    lower: float
+    upper: float
+    velocity_limit: float
+    acceleration_limit: float
+
+
+def _transform_rows(T: np.ndarray) -> np.ndarray:
+    return np.asarray(T, dtype=np.float64)[:3, :4].reshape(12)
+
+
+class RobotModel:
+    """A robot as data plus fast kinematics.
+
+    Public API (units SI, frames named in `frame_names`):
+    `fk(q) -> (4, 4)` base→tool pose; `fk_frames(q) -> (n_frames, 4, 4)`;
+    `jacobian(q, frame) -> (6, n)` geometric, [linear; angular], base frame;
+    `com(q) -> (3,)` and `com_jacobian(q) -> (3, n)` base frame;
+    `fk_batch(Q) -> (N, 4, 4)` tool poses for many configurations.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        joints: Sequence[Joint],
+        frames: Mapping[str, tuple[int, np.ndarray]],
+        tool_frame: str,
+        base_frame: str,
+        link_names: Sequence[str],
+        home: np.ndarray,
+        poses: Mapping[str, np.ndarray],
+        shapes: Sequence[Shape],
+        masses: np.ndarray,
+        coms: np.ndarray,
+        meta: Mapping[str, object] | None = None,
+        tool_offset: np.ndarray | None = None,
+        source: str = "",
+    ) -> None:
+        self.name = name
+        self.source = source
+        self.joints: tuple[Joint, ...] = tuple(joints)
+        self.n = len(self.joints)
+        self.joint_names: tuple[str, ...] = tuple(j.name for j in self.joints)
+        self.link_names: tuple[str, ...] = tuple(link_names)
+        self.base_frame = base_frame
+        self.lower = np.array([j.lower for j in self.joints])
+        self.upper = np.array([j.upper for j in self.joints])
+        self.velocity_limit = np.array([j.velocity_limit for j in self.joints])
+        self.acceleration_limit = np.array([j.acceleration_limit for j in self.joints])
+        self.home = np.asarray(home, dtype=np.float64).copy()
+        self.poses: dict[str, np.ndarray] = {k: np.asarray(v, float).copy() for k, v in poses.items()}
+        self.poses.setdefault("home", self.home.copy())
+        self.shapes: tuple[Shape, ...] = tuple(shapes)
+        self.meta: dict[str, object] = dict(meta or {})
+        self.tool_offset = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float).copy()
+
+        jt = np.zeros((self.n, K.JT_WIDTH))
+        for i, j in enumerate(self.joints):
+            if not -1 <= j.parent < i:
+                raise InputError(f"{name}: joint {j.name!r} has parent {j.parent}; parents must come first")
+            jt[i, K.JT_PARENT] = j.parent
+            jt[i, K.JT_A:K.JT_A + 12] = _transform_rows(j.placement)
+            jt[i, K.JT_AXIS:K.JT_AXIS + 3] = j.axis
+        self._jt = jt
+
+        # frame rows: base, one per link, then the named extra frames
+        names = [base_frame] + list(self.link_names)
+        rows = [(-1, np.eye(4))] + [(i, np.eye(4)) for i in range(self.n)]
+        for fname, (link, offset) in frames.items():
+            if fname in names:
+                raise InputError(f"{name}: frame name {fname!r} is used twice")
+            off = np.asarray(offset, float)
+            if fname == tool_frame:
+                off = off @ self.tool_offset
+            names.append(fname)
+            rows.append((link, off))
+        ft = np.zeros((len(rows), K.FT_WIDTH))
+        for f, (link, off) in enumerate(rows):
+            ft[f, K.FT_LINK] = link
+            ft[f, K.FT_O:K.FT_O + 12] = _transform_rows(off)
+        self._ft = ft
+        self.frame_names: tuple[str, ...] = tuple(names)
+        self._frame_index = {nm: i for i, nm in enumerate(names)}
+        if tool_frame not in self._frame_index:
+            raise InputError(f"{name}: tool frame {tool_frame!r} is not a frame ({', '.join(names)})")
+        self.tool_frame = tool_frame
+        self._tool = self._frame_index[tool_frame]
+        self.frame_link = ft[:, K.FT_LINK].astype(np.int64)
+
+        mt = np.zeros((self.n + 1, 4))
+        mt[:, 0] = masses
+        mt[:, 1:] = coms
+        self._mt = mt
+        self.masses = mt[:, 0].copy()
+        self.total_mass = float(self.masses.sum())
+        self._qshape = (self.n,)
+
+    # ------------------------------------------------------------------ inputs
+    def frame_index(self, frame: str | int) -> int:
+        """Row of `frame` (a name or an index) in `fk_frames` output."""
+        if isinstance(frame, (int, np.integer)):
+            if 0 <= frame < len(self.frame_names):
+                return int(frame)
+            raise InputError(f"{self.name}: frame index {frame} out of range 0..{len(self.frame_names) - 1}")
+        try:
+            return self._frame_index[frame]
+        except KeyError:
+            raise InputError(
+                f"{self.name}: unknown frame {frame!r}; frames are: {', '.join(self.frame_names)}") from None
+
+    def joint_index(self, joint: str | int) -> int:
+        """Index of a joint given by name or index."""
+        if isinstance(joint, (int, np.integer)):
+            if 0 <= joint < self.n:
+                return int(joint)
+            raise InputError(f"{self.name}: joint index {joint} out of range 0..{self.n - 1}")
+        try:
+            return self.joint_names.index(joint)
+        except ValueError:
+            raise InputError(
+                f"{self.name}: unknown joint {joint!r}; joints are: {', '.join(self.joint_names)}") from None
+
+    def _as_q(self, q) -> np.ndarray:
+        if type(q) is np.ndarray and q.dtype == np.float64 and q.shape == self._qshape:
+            return q
+        try:
+            arr = np.asarray(q, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{self.name}: q must be {self.n} numbers (radians), got {q!r}") from e
+        if arr.shape != self._qshape:
+            raise InputError(
+                f"{self.name}: q must have shape ({self.n},) (radians, joints {', '.join(self.joint_names)}), "
+                f"got shape {arr.shape}")
+        return arr
+
+    def _bad_q(self, q: np.ndarray, index: int) -> InputError:
+        return InputError(
+            f"{self.name}: q[{index}] ({self.joint_names[index]}) is {float(q[index])!r}; joint values must be finite")
+
+    # -------------------------------------------------------------- kinematics
+    def fk(self, q) -> np.ndarray:
+        """Pose (4, 4) of the tool frame in the base frame, metres; q in radians."""
+        q = self._as_q(q)
+        out = np.empty((4, 4))
+        bad = K.fk_frame_into(q, self._jt, self._ft, self._tool, out)
+        if bad >= 0:
+            raise self._bad_q(q, bad)
+        return out
+
+    def fk_frame(self, q, frame: str | int) -> np.ndarray:
+        """Pose (4, 4) of one named frame in the base frame."""
+        q = self._as_q(q)
+        f = self.frame_index(frame)
+        out = np.empty((4, 4))
+        bad = K.fk_frame_into(q, self._jt, self._ft, f, out)
+        if bad >= 0:
+            raise self._bad_q(q, bad)
+        return out
+
+    def fk_frames(self, q) -> np.ndarray:
+        """Poses (n_frames, 4, 4) of every frame in `frame_names`, base frame."""
+        q = self._as_q(q)
+        out = np.empty((self._ft.shape[0], 4, 4))
+        bad = K.fk_all_into(q, self._jt, self._ft, out)
+        if bad >= 0:
+            raise self._bad_q(q, bad)
+        return out
+
+    def jacobian(self, q, frame: str | int | None = None) -> np.ndarray:
+        """Geometric Jacobian (6, n) of `frame` (default: tool): rows [v; ω] in the base frame,
+        v the velocity of the frame origin. Columns of joints not on the frame's chain are zero."""
+        q = self._as_q(q)
+        f = self._tool if frame is None else self.frame_index(frame)
+        J = np.empty((6, self.n))
+        poses = K.empty_poses(self._ft.shape[0])
+        bad = K.jacobian_into(q, self._jt, self._ft, f, poses, J)
+        if bad >= 0:
+            raise self._bad_q(q, bad)
+        return J
+
+    def com(self, q) -> np.ndarray:
+        """Centre of mass (3,) of the whole robot in the base frame, metres."""
+        q = self._as_q(q)
+        out = np.empty(3)
+        poses = K.empty_poses(self._ft.shape[0])
+        bad = K.com_into(q, self._jt, self._ft, self._mt, poses, out)
+        if bad >= 0:
+            raise self._bad_q(q, bad)
+        return out
+
+    def com_jacobian(self, q) -> np.ndarray:
+        """Jacobian (3, n) of the centre of mass in the base frame."""
+        q = self._as_q(q)
+        com = np.empty(3)
+        Jc = np.empty((3, self.n))
+        poses = K.empty_poses(self._ft.shape[0])
+        bad = K.com_jacobian_into(q, self._jt, self._ft, self._mt, poses, com, Jc)
+        if bad >= 0:
+            raise self._bad_q(q, bad)
+        return Jc
+
+    def fk_batch(self, Q, frame: str | int | None = None) -> np.ndarray:
+        """Tool poses (N, 4, 4) for configurations Q (N, n), radians; runs on all cores."""
+        try:
+            Q = np.ascontiguousarray(Q, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{self.name}: Q must be an (N, {self.n}) array of radians") from e
+        if Q.ndim != 2 or Q.shape[1] != self.n:
+            raise InputError(f"{self.name}: Q must have shape (N, {self.n}), got {Q.shape}")
+        finite = np.isfinite(Q)
+        if not finite.all():
+            k, i = np.argwhere(~finite)[0]
+            raise InputError(
+                f"{self.name}: Q[{k}, {i}] ({self.joint_names[i]}) is {float(Q[k, i])!r}; joint values must be finite")
+        f = self._tool if frame is None else self.frame_index(frame)
+        out = np.empty((Q.shape[0], 4, 4))
+        K.fk_batch_into(Q, self._jt, self._ft, f, out)
+        return out
+
+    # ------------------------------------------------------------------ limits
+    def within_limits(self, q, tol: float = 1e-12) -> bool:
+        """True when every joint is inside its position range."""
+        q = self._as_q(q)
+        return bool(np.all(q >= self.lower - tol) and np.all(q <= self.upper + tol))
+
+    def limit_violations(self, q, tol: float = 1e-12) -> list[str]:
+        """Human-readable list of joints outside their ranges (degrees), empty when none."""
+        q = self._as_q(q)
+        out = []
+        for i in range(self.n):
+            if not self.lower[i] - tol <= q[i] <= self.upper[i] + tol:
+                out.append(
+                    f"{self.joint_names[i]} = {math.degrees(q[i]):.3f}° outside "
+                    f"[{math.degrees(self.lower[i]):.1f}, {math.degrees(self.upper[i]):.1f}]°")
+        return out
+
+    def with_tool(self, tool_offset: np.ndarray) -> "RobotModel":
+        """A copy of this model whose tool frame carries `tool_offset` (4, 4), metres."""
+        T = np.asarray(tool_offset, float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise InputError(f"{self.name}: tool offset must be a finite (4, 4) transform")
+        frames = {}
+        for f in range(self.n + 1, len(self.frame_names)):
+            off = np.eye(4)
+            off[:3, :4] = self._ft[f, K.FT_O:].reshape(3, 4)
+            if self.frame_names[f] == self.tool_frame:
+                off = off @ np.linalg.inv(self.tool_offset)
+            frames[self.frame_names[f]] = (int(self._ft[f, K.FT_LINK]), off)
+        return RobotModel(
+            self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
+            self.poses, self.shapes, self._mt[:, 0], self._mt[:, 1:], self.meta, T, self.source)
+
+    def __repr__(self) -> str:
+        return f"RobotModel({self.name!r}, {self.n} joints, {len(self.frame_names)} frames)"
+
+    # kernels' view of the model, for other kernels (IK, safety) that take the same tables
+    @property
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(joint table, frame table, mass table) as used by `hil.kinematics._kernels`."""
+        return self._jt, self._ft, self._mt

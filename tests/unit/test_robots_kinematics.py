@@ -1,0 +1,331 @@
+"""Robot models and kinematics kernels, checked against independent math.
+
+The reference FK here is a plain-NumPy product of the papers' matrices, written from
+ROBOTS.md (DH table in mm; the humanoid leg matrices as functions of theta), never
+through the model's joint table or the kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.errors import ConfigError, InputError
+
+S = np.diag([1.0, -1.0, 1.0, 1.0])
+
+
+# ---------------------------------------------------------------- independent references
+def dh_standard(theta, d, a, alpha):
+    ct, st, ca, sa = np.cos(theta), np.sin(theta), np.cos(alpha), np.sin(alpha)
+    return np.array([[ct, -st * ca, st * sa, a * ct],
+                     [st, ct * ca, -ct * sa, a * st],
+                     [0, sa, ca, d],
+                     [0, 0, 0, 1.0]])
+
+
+# ROBOTS.md §1, lengths in mm
+PUMA_A_MM = [0, 500, 20, 0, 0, 0]
+PUMA_D_MM = [0, 150, 0, 500, 0, 0]
+PUMA_ALPHA_DEG = [-90, 0, 90, -90, 90, 0]
+PUMA_RANGE_DEG = [(-160, 160), (-225, 45), (-45, 225), (-110, 170), (-100, 100), (-266, 266)]
+
+
+def puma_fk_reference(q):
+    T = np.eye(4)
+    for i in range(6):
+        T = T @ dh_standard(q[i], PUMA_D_MM[i] / 1000.0, PUMA_A_MM[i] / 1000.0, math.radians(PUMA_ALPHA_DEG[i]))
+    return T
+
+
+def _m(rows, scale=0.1):
+    T = np.eye(4)
+    T[:3, :] = np.array(rows, dtype=float)
+    T[:3, 3] *= scale
+    return T
+
+
+def left_leg_reference(t):
+    """body_T_foot of the paper's left leg (ROBOTS.md §2), metres at 1 unit = 0.1 m."""
+    c = np.cos(t)
+    s = np.sin(t)
+    return (_m([[0, 0, 1, 0.281], [c[0], -s[0], 0, 0.240], [s[0], c[0], 0, -0.696]])
+            @ _m([[0, 0, -1, 0.060], [-s[1], -c[1], 0, -0.480], [-c[1], s[1], 0, -0.261]])
+            @ _m([[s[2], c[2], 0, -0.200], [c[2], -s[2], 0, 0.410], [0, 0, -1, 0]])
+            @ _m([[0, c[3], -s[3], 0.615], [0, s[3], c[3], 0], [1, 0, 0, 0.292]])
+            @ _m([[c[4], -s[4], 0, -0.351], [-s[4], -c[4], 0, 0.480], [0, 0, -1, -0.031]]))
+
+
+def random_q(model, rng, k):
+    return rng.uniform(model.lower, model.upper, size=(k, model.n))
+
+
+@pytest.fixture(scope="module")
+def puma():
+    return robots.load("puma560")
+
+
+@pytest.fixture(scope="module")
+def humanoid():
+    return robots.load("humanoid17")
+
+
+# ------------------------------------------------------------------------------ PUMA
+def test_puma_fk_matches_dh_product(puma):
+    rng = np.random.default_rng(1)
+    for q in random_q(puma, rng, 500):
+        np.testing.assert_allclose(puma.fk(q), puma_fk_reference(q), atol=1e-12)
+
+
+def test_puma_home_is_stretched_horizontally(puma):
+    T = puma.fk(puma.poses["home"])
+    # the paper's home pose: arm out along +y, wrist centre a2 + d4 from the shoulder axis
+    assert T[2, 3] == pytest.approx(-0.02, abs=1e-12)
+    assert T[1, 3] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_puma_limits_and_pedestal_loaded(puma):
+    np.testing.assert_allclose(np.degrees(puma.lower), [r[0] for r in PUMA_RANGE_DEG], atol=1e-12)
+    np.testing.assert_allclose(np.degrees(puma.upper), [r[1] for r in PUMA_RANGE_DEG], atol=1e-12)
+    np.testing.assert_allclose(np.degrees(puma.home), [90, 0, 90, 0, 0, 0], atol=1e-12)
+    assert puma.meta["floor_z_m"] == pytest.approx(-0.72)
+
+
+def test_puma_tool_offset_is_separate(puma):
+    rng = np.random.default_rng(2)
+    offset = np.eye(4)
+    offset[:3, 3] = [0.01, -0.02, 0.15]
+    tooled = puma.with_tool(offset)
+    for q in random_q(puma, rng, 20):
+        np.testing.assert_allclose(tooled.fk(q), puma_fk_reference(q) @ offset, atol=1e-12)
+        np.testing.assert_allclose(tooled.fk_frame(q, "wrist"), puma_fk_reference(q), atol=1e-12)
+    np.testing.assert_allclose(puma.fk(puma.home), puma_fk_reference(puma.home), atol=1e-12)
+
+
+# -------------------------------------------------------------------------- humanoid
+def test_humanoid_left_leg_matches_paper(humanoid):
+    rng = np.random.default_rng(3)
+    idx = [humanoid.joint_index(n) for n in ("l_hip_roll", "l_hip_pitch", "l_knee", "l_ankle_pitch", "l_ankle_roll")]
+    for q in random_q(humanoid, rng, 300):
+        np.testing.assert_allclose(humanoid.fk_frame(q, "l_foot"), left_leg_reference(q[idx]), atol=1e-12)
+
+
+def test_humanoid_right_leg_is_mirror_of_left(humanoid):
+    rng = np.random.default_rng(4)
+    left = [humanoid.joint_index("l_" + n) for n in ("hip_roll", "hip_pitch", "knee", "ankle_pitch", "ankle_roll")]
+    right = [humanoid.joint_index("r_" + n) for n in ("hip_roll", "hip_pitch", "knee", "ankle_pitch", "ankle_roll")]
+    for q in random_q(humanoid, rng, 200):
+        q[right] = q[left]
+        for a, b in (("l_foot", "r_foot"), ("l_sole", "r_sole"), ("l_hand", "r_hand")):
+            if a == "l_hand":
+                q[[humanoid.joint_index("r_" + n) for n in ("shoulder_pitch", "shoulder_roll", "elbow")]] = \
+                    q[[humanoid.joint_index("l_" + n) for n in ("shoulder_pitch", "shoulder_roll", "elbow")]]
+            np.testing.assert_allclose(humanoid.fk_frame(q, b), S @ humanoid.fk_frame(q, a) @ S, atol=1e-12)
+
+
+def test_humanoid_joint_axes_at_zero(humanoid):
+    # ROBOTS.md §2: hip roll x, hip pitch -y, knee y, ankle pitch y, ankle roll x (body frame)
+    J = humanoid.jacobian(np.zeros(humanoid.n), "l_foot")
+    expected = {"l_hip_roll": [1, 0, 0], "l_hip_pitch": [0, -1, 0], "l_knee": [0, 1, 0],
+                "l_ankle_pitch": [0, 1, 0], "l_ankle_roll": [1, 0, 0]}
+    for name, axis in expected.items():
+        np.testing.assert_allclose(J[3:, humanoid.joint_index(name)], axis, atol=1e-12)
+    np.testing.assert_allclose(humanoid.fk_frame(np.zeros(humanoid.n), "l_foot")[:3, 3],
+                               [0.0251, 0.0241, -0.2681], atol=1e-12)
+
+
+def test_humanoid_home_stands_flat(humanoid):
+    for side in ("l_sole", "r_sole"):
+        T = humanoid.fk_frame(humanoid.home, side)
+        np.testing.assert_allclose(T[:3, :3], np.eye(3), atol=1e-3)
+    com = humanoid.com(humanoid.home)
+    soles = [humanoid.fk_frame(humanoid.home, s)[:3, 3] for s in ("l_sole", "r_sole")]
+    assert abs(com[0] - soles[0][0]) < 0.005 and abs(com[1]) < 1e-12
+
+
+def test_humanoid_masses_plausible(humanoid):
+    assert 1.5 <= humanoid.total_mass <= 2.0
+    assert humanoid.meta["scale_m_per_unit"] == 0.1
+    for f in ("body", "l_sole", "r_sole", "l_hand", "r_hand", "head"):
+        humanoid.frame_index(f)
+
+
+# ------------------------------------------------------------------ both robots
+@pytest.mark.parametrize("name", ["puma560", "humanoid17"])
+def test_all_rotations_proper_and_orthonormal(name):
+    m = robots.load(name)
+    rng = np.random.default_rng(5)
+    for q in random_q(m, rng, 100):
+        F = m.fk_frames(q)
+        R = F[:, :3, :3]
+        np.testing.assert_allclose(R @ np.transpose(R, (0, 2, 1)), np.broadcast_to(np.eye(3), R.shape), atol=1e-12)
+        np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-12)
+        np.testing.assert_array_equal(F[:, 3, :], np.broadcast_to([0, 0, 0, 1.0], (F.shape[0], 4)))
+
+
+@pytest.mark.parametrize("name", ["puma560", "humanoid17"])
+def test_fk_frames_consistent_with_single_frame(name):
+    m = robots.load(name)
+    q = random_q(m, np.random.default_rng(6), 1)[0]
+    F = m.fk_frames(q)
+    for i, f in enumerate(m.frame_names):
+        np.testing.assert_allclose(m.fk_frame(q, f), F[i], atol=1e-13)
+
+
+def _rot_log(R):
+    """Rotation vector of R (angle-axis), independent of the kernels."""
+    c = (np.trace(R) - 1.0) / 2.0
+    angle = math.acos(max(-1.0, min(1.0, c)))
+    if angle < 1e-12:
+        return np.zeros(3)
+    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    return w * angle / (2 * math.sin(angle))
+
+
+@pytest.mark.parametrize("name,frames", [("puma560", ["tool", "link3"]),
+                                         ("humanoid17", ["l_sole", "r_hand", "head_camera", "r_foot"])])
+def test_jacobian_matches_finite_differences(name, frames):
+    m = robots.load(name)
+    rng = np.random.default_rng(7)
+    h = 1e-6
+    for q in random_q(m, rng, 10):
+        for f in frames:
+            J = m.jacobian(q, f)
+            T0 = m.fk_frame(q, f)
+            num = np.zeros_like(J)
+            for k in range(m.n):
+                dq = np.zeros(m.n)
+                dq[k] = h
+                Tp, Tm = m.fk_frame(q + dq, f), m.fk_frame(q - dq, f)
+                num[:3, k] = (Tp[:3, 3] - Tm[:3, 3]) / (2 * h)
+                num[3:, k] = (_rot_log(Tp[:3, :3] @ T0[:3, :3].T) - _rot_log(Tm[:3, :3] @ T0[:3, :3].T)) / (2 * h)
+            np.testing.assert_allclose(J, num, atol=1e-7)
+
+
+def test_puma_jacobian_default_is_tool(puma):
+    q = puma.poses["rest"]
+    np.testing.assert_allclose(puma.jacobian(q), puma.jacobian(q, "tool"))
+
+
+def test_com_against_hand_computation_at_zero(humanoid):
+    # the data file gives each centre of mass in the body frame at q = 0: the COM at q = 0 is
+    # their mass-weighted mean, computed here straight from the file (mirrored ones: y -> -y)
+    data = tomllib.loads(robots.DATA_DIR.joinpath("humanoid17.toml").read_text())
+    total, acc = 0.0, np.zeros(3)
+    for e in data["mass"]:
+        c = np.array(e["com"]) * 0.1
+        total += e["mass_kg"]
+        acc += e["mass_kg"] * c
+        if e.get("mirror"):
+            total += e["mass_kg"]
+            acc += e["mass_kg"] * c * [1, -1, 1]
+    np.testing.assert_allclose(humanoid.com(np.zeros(humanoid.n)), acc / total, atol=1e-12)
+    assert humanoid.total_mass == pytest.approx(total)
+
+
+def test_puma_com_against_dh_reference(puma):
+    rng = np.random.default_rng(8)
+    # link masses and centres of mass as in the data file (link i frame = DH frame i-1 @ Rz(q_i))
+    coms = {2: (17.4, [0.25, 0, 0.15]), 3: (4.8, [0.02, -0.2, 0]), 4: (0.82, [0, 0, 0.44]),
+            5: (0.34, [0, 0, 0]), 6: (0.09, [0, 0, 0.03])}
+    for q in random_q(puma, rng, 20):
+        frames = [np.eye(4)]
+        for i in range(6):
+            frames.append(frames[-1] @ dh_standard(q[i], PUMA_D_MM[i] / 1e3, PUMA_A_MM[i] / 1e3,
+                                                   math.radians(PUMA_ALPHA_DEG[i])))
+        total, acc = 0.0, np.zeros(3)
+        for link, (mass, c) in coms.items():
+            ct, st = math.cos(q[link - 1]), math.sin(q[link - 1])
+            Rz = np.array([[ct, -st, 0, 0], [st, ct, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+            p = (frames[link - 1] @ Rz @ np.append(c, 1.0))[:3]
+            total += mass
+            acc += mass * p
+        np.testing.assert_allclose(puma.com(q), acc / total, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["puma560", "humanoid17"])
+def test_com_jacobian_matches_finite_differences(name):
+    m = robots.load(name)
+    rng = np.random.default_rng(9)
+    h = 1e-6
+    for q in random_q(m, rng, 5):
+        Jc = m.com_jacobian(q)
+        num = np.zeros_like(Jc)
+        for k in range(m.n):
+            dq = np.zeros(m.n)
+            dq[k] = h
+            num[:, k] = (m.com(q + dq) - m.com(q - dq)) / (2 * h)
+        np.testing.assert_allclose(Jc, num, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["puma560", "humanoid17"])
+def test_fk_batch_equals_single_calls(name):
+    m = robots.load(name)
+    Q = random_q(m, np.random.default_rng(10), 257)
+    out = m.fk_batch(Q)
+    assert out.shape == (257, 4, 4)
+    for k in range(0, 257, 16):
+        np.testing.assert_allclose(out[k], m.fk(Q[k]), atol=1e-14)
+    np.testing.assert_allclose(m.fk_batch(Q[:, :])[-1], m.fk(Q[-1]), atol=1e-14)
+
+
+def test_kernels_compose_inside_other_kernels(puma):
+    # the kernels are plain njit functions: a user's own kernel can call them
+    from numba import njit
+
+    from hil.kinematics import _kernels as K
+
+    @njit
+    def tool_height(Q, jt, ft, f):
+        out = np.empty((4, 4))
+        h = np.empty(Q.shape[0])
+        for k in range(Q.shape[0]):
+            K.fk_frame_into(Q[k], jt, ft, f, out)
+            h[k] = out[2, 3]
+        return h
+
+    Q = random_q(puma, np.random.default_rng(11), 10)
+    jt, ft, _ = puma.tables
+    h = tool_height(Q, jt, ft, puma.frame_index("tool"))
+    np.testing.assert_allclose(h, [puma_fk_reference(q)[2, 3] for q in Q], atol=1e-12)
+
+
+# ------------------------------------------------------------------------- bad input
+def test_bad_inputs_name_the_value(puma, humanoid):
+    with pytest.raises(InputError, match=r"shape \(6,\).*got shape \(5,\)"):
+        puma.fk(np.zeros(5))
+    q = np.zeros(6)
+    q[2] = np.nan
+    with pytest.raises(InputError, match=r"q\[2\] \(elbow\) is nan"):
+        puma.fk(q)
+    q[2] = np.inf
+    with pytest.raises(InputError, match=r"q\[2\] \(elbow\) is inf"):
+        puma.jacobian(q)
+    with pytest.raises(InputError, match="unknown frame 'nose'"):
+        humanoid.jacobian(np.zeros(17), "nose")
+    with pytest.raises(InputError, match=r"q\[3\] \(l_ankle_pitch\) is nan"):
+        humanoid.com(np.where(np.arange(17) == 3, np.nan, 0.0))
+    with pytest.raises(InputError, match=r"Q\[1, 0\] \(waist\) is nan"):
+        puma.fk_batch([[0.0] * 6, [np.nan] + [0.0] * 5])
+    with pytest.raises(InputError, match=r"shape \(N, 6\)"):
+        puma.fk_batch(np.zeros((3, 5)))
+    with pytest.raises(InputError, match="q must"):
+        puma.fk("not numbers")
+    with pytest.raises(ConfigError, match="unknown robot 'puma600'.*available robots: humanoid17, puma560"):
+        robots.load("puma600")
+
+
+def test_bad_data_file_is_rejected(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text('[robot]\nname = "x"\ntool_frame = "t"\n[[joint]]\nname = "j"\nparent = "base"\n'
+                 'placement = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, -1, 0]]\naxis = [0, 0, 1]\n'
+                 'lower_deg = -10\nupper_deg = 10\nvelocity_deg_s = 1\nacceleration_deg_s2 = 1\n')
+    with pytest.raises(ConfigError, match="joint 'j'.*not a proper rotation"):
+        robots.load(str(p))
+    p.write_text("[robot\nname=")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        robots.load(str(p))

@@ -1,0 +1,1 @@
+"""twin package."""

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from hil._jit import entry_point
 from hil.errors import InputError
 from hil.kinematics import _kernels as K
 
@@ -47,6 +48,39 @@ class Joint:
     upper: float
     velocity_limit: float
     acceleration_limit: float
+
+
+_NDARRAY = np.ndarray
+_F64 = np.dtype(np.float64)
+_empty = np.empty  # module-level binding: `np.empty` costs an extra ~140 ns attribute lookup on numpy 2
+
+
+class _Entries:
+    """Compiled kernel entries for the argument types the wrappers pass (built once per process)."""
+
+    def __init__(self) -> None:
+        q = np.zeros(2)[::2]  # layout "A": any 1-D float64 vector, strided or not
+        kin = np.zeros((3, K.K_WIDTH))
+        kin[0, K.HDR_N] = 1
+        kin[0, K.HDR_M] = 1
+        mt = np.zeros((2, 4))
+        m4 = np.zeros((4, 4))
+        poses = np.zeros((1, 4, 4))
+        self.fk_tool = entry_point(K.fk_tool_into, q, kin, m4)
+        self.fk_frame = entry_point(K.fk_frame_into, q, kin, 0, m4)
+        self.fk_all = entry_point(K.fk_all_into, q, kin, poses)
+        self.jacobian = entry_point(K.jacobian_into, q, kin, 0, poses, np.zeros((6, 1)))
+        self.com = entry_point(K.com_into, q, kin, mt, poses, np.zeros(3))
+
+
+_ENTRIES: _Entries | None = None
+
+
+def _entries() -> _Entries:
+    global _ENTRIES
+    if _ENTRIES is None:
+        _ENTRIES = _Entries()
+    return _ENTRIES
 
 
 def _transform_rows(T: np.ndarray) -> np.ndarray:
@@ -98,14 +132,9 @@ class RobotModel:
         self.meta: dict[str, object] = dict(meta or {})
         self.tool_offset = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float).copy()
 
-        jt = np.zeros((self.n, K.JT_WIDTH))
         for i, j in enumerate(self.joints):
             if not -1 <= j.parent < i:
                 raise InputError(f"{name}: joint {j.name!r} has parent {j.parent}; parents must come first")
-            jt[i, K.JT_PARENT] = j.parent
-            jt[i, K.JT_A:K.JT_A + 12] = _transform_rows(j.placement)
-            jt[i, K.JT_AXIS:K.JT_AXIS + 3] = j.axis
-        self._jt = jt
 
         # frame rows: base, one per link, then the named extra frames
         names = [base_frame] + list(self.link_names)
@@ -118,18 +147,28 @@ class RobotModel:
                 off = off @ self.tool_offset
             names.append(fname)
             rows.append((link, off))
-        ft = np.zeros((len(rows), K.FT_WIDTH))
-        for f, (link, off) in enumerate(rows):
-            ft[f, K.FT_LINK] = link
-            ft[f, K.FT_O:K.FT_O + 12] = _transform_rows(off)
-        self._ft = ft
         self.frame_names: tuple[str, ...] = tuple(names)
         self._frame_index = {nm: i for i, nm in enumerate(names)}
         if tool_frame not in self._frame_index:
             raise InputError(f"{name}: tool frame {tool_frame!r} is not a frame ({', '.join(names)})")
         self.tool_frame = tool_frame
         self._tool = self._frame_index[tool_frame]
-        self.frame_link = ft[:, K.FT_LINK].astype(np.int64)
+        self._offsets = [off for _, off in rows]
+
+        m = len(rows)
+        kin = np.zeros((1 + self.n + m, K.K_WIDTH))
+        kin[0, K.HDR_N] = self.n
+        kin[0, K.HDR_M] = m
+        kin[0, K.HDR_TOOL] = self._tool
+        for i, j in enumerate(self.joints):
+            kin[1 + i, K.K_PARENT] = j.parent
+            kin[1 + i, K.K_A:K.K_A + 12] = _transform_rows(j.placement)
+            kin[1 + i, K.K_AXIS:K.K_AXIS + 3] = j.axis
+        for f, (link, off) in enumerate(rows):
+            kin[1 + self.n + f, K.K_LINK] = link
+            kin[1 + self.n + f, K.K_O:K.K_O + 12] = _transform_rows(off)
+        self._kin = kin
+        self.frame_link = np.array([link for link, _ in rows], dtype=np.int64)
 
         mt = np.zeros((self.n + 1, 4))
         mt[:, 0] = masses
@@ -138,6 +177,7 @@ class RobotModel:
         self.masses = mt[:, 0].copy()
         self.total_mass = float(self.masses.sum())
         self._qshape = (self.n,)
+        self._entries = _entries()
 
     # ------------------------------------------------------------------ inputs
     def frame_index(self, frame: str | int) -> int:
@@ -165,8 +205,6 @@ class RobotModel:
                 f"{self.name}: unknown joint {joint!r}; joints are: {', '.join(self.joint_names)}") from None
 
     def _as_q(self, q) -> np.ndarray:
-        if type(q) is np.ndarray and q.dtype == np.float64 and q.shape == self._qshape:
-            return q
         try:
             arr = np.asarray(q, dtype=np.float64)
         except (TypeError, ValueError) as e:
@@ -177,70 +215,78 @@ class RobotModel:
                 f"got shape {arr.shape}")
         return arr
 
-    def _bad_q(self, q: np.ndarray, index: int) -> InputError:
+    def _q_error(self, q: np.ndarray, status: int) -> InputError:
+        if status == -2:
+            return InputError(f"{self.name}: q must have shape ({self.n},), got shape {q.shape}")
         return InputError(
-            f"{self.name}: q[{index}] ({self.joint_names[index]}) is {float(q[index])!r}; joint values must be finite")
+            f"{self.name}: q[{status}] ({self.joint_names[status]}) is {float(q[status])!r}; "
+            "joint values must be finite")
 
     # -------------------------------------------------------------- kinematics
+    # Fast path: once q is known to be a contiguous float64 vector of the right length it goes
+    # straight to the kernel's compiled entry (no Numba type dispatch, see `hil._jit.entry_point`);
+    # the kernel checks finiteness and reports by status. Anything else goes through `_as_q`.
+    def _fast_q(self, q) -> np.ndarray:
+        if q.__class__ is not _NDARRAY or q.dtype is not _F64 or q.shape != self._qshape:
+            return self._as_q(q)
+        return q
+
     def fk(self, q) -> np.ndarray:
         """Pose (4, 4) of the tool frame in the base frame, metres; q in radians."""
-        q = self._as_q(q)
-        out = np.empty((4, 4))
-        bad = K.fk_frame_into(q, self._jt, self._ft, self._tool, out)
-        if bad >= 0:
-            raise self._bad_q(q, bad)
+        if q.__class__ is not _NDARRAY or q.dtype is not _F64 or q.shape != self._qshape:
+            q = self._as_q(q)
+        out = _empty((4, 4))
+        if self._entries.fk_tool(q, self._kin, out) != -1:
+            raise self._q_error(q, K.fk_tool_into(q, self._kin, out))
         return out
 
     def fk_frame(self, q, frame: str | int) -> np.ndarray:
         """Pose (4, 4) of one named frame in the base frame."""
-        q = self._as_q(q)
+        q = self._fast_q(q)
         f = self.frame_index(frame)
-        out = np.empty((4, 4))
-        bad = K.fk_frame_into(q, self._jt, self._ft, f, out)
-        if bad >= 0:
-            raise self._bad_q(q, bad)
+        out = _empty((4, 4))
+        st = self._entries.fk_frame(q, self._kin, f, out)
+        if st != -1:
+            raise self._q_error(q, st)
         return out
 
     def fk_frames(self, q) -> np.ndarray:
         """Poses (n_frames, 4, 4) of every frame in `frame_names`, base frame."""
-        q = self._as_q(q)
-        out = np.empty((self._ft.shape[0], 4, 4))
-        bad = K.fk_all_into(q, self._jt, self._ft, out)
-        if bad >= 0:
-            raise self._bad_q(q, bad)
+        q = self._fast_q(q)
+        out = _empty((len(self.frame_names), 4, 4))
+        st = self._entries.fk_all(q, self._kin, out)
+        if st != -1:
+            raise self._q_error(q, st)
         return out
 
     def jacobian(self, q, frame: str | int | None = None) -> np.ndarray:
         """Geometric Jacobian (6, n) of `frame` (default: tool): rows [v; ω] in the base frame,
         v the velocity of the frame origin. Columns of joints not on the frame's chain are zero."""
-        q = self._as_q(q)
+        q = self._fast_q(q)
         f = self._tool if frame is None else self.frame_index(frame)
-        J = np.empty((6, self.n))
-        poses = K.empty_poses(self._ft.shape[0])
-        bad = K.jacobian_into(q, self._jt, self._ft, f, poses, J)
-        if bad >= 0:
-            raise self._bad_q(q, bad)
+        J = _empty((6, self.n))
+        st = self._entries.jacobian(q, self._kin, f, _empty((len(self.frame_names), 4, 4)), J)
+        if st != -1:
+            raise self._q_error(q, st)
         return J
 
     def com(self, q) -> np.ndarray:
         """Centre of mass (3,) of the whole robot in the base frame, metres."""
-        q = self._as_q(q)
-        out = np.empty(3)
-        poses = K.empty_poses(self._ft.shape[0])
-        bad = K.com_into(q, self._jt, self._ft, self._mt, poses, out)
-        if bad >= 0:
-            raise self._bad_q(q, bad)
+        q = self._fast_q(q)
+        out = _empty(3)
+        st = self._entries.com(q, self._kin, self._mt, _empty((len(self.frame_names), 4, 4)), out)
+        if st != -1:
+            raise self._q_error(q, st)
         return out
 
     def com_jacobian(self, q) -> np.ndarray:
         """Jacobian (3, n) of the centre of mass in the base frame."""
-        q = self._as_q(q)
-        com = np.empty(3)
-        Jc = np.empty((3, self.n))
-        poses = K.empty_poses(self._ft.shape[0])
-        bad = K.com_jacobian_into(q, self._jt, self._ft, self._mt, poses, com, Jc)
-        if bad >= 0:
-            raise self._bad_q(q, bad)
+        q = self._fast_q(q)
+        com = _empty(3)
+        Jc = _empty((3, self.n))
+        st = K.com_jacobian_into(q, self._kin, self._mt, K.empty_poses(len(self.frame_names)), com, Jc)
+        if st != -1:
+            raise self._q_error(q, st)
         return Jc
 
     def fk_batch(self, Q, frame: str | int | None = None) -> np.ndarray:
@@ -258,7 +304,7 @@ class RobotModel:
                 f"{self.name}: Q[{k}, {i}] ({self.joint_names[i]}) is {float(Q[k, i])!r}; joint values must be finite")
         f = self._tool if frame is None else self.frame_index(frame)
         out = np.empty((Q.shape[0], 4, 4))
-        K.fk_batch_into(Q, self._jt, self._ft, f, out)
+        K.fk_batch_into(Q, self._kin, f, out)
         return out
 
     # ------------------------------------------------------------------ limits
@@ -285,11 +331,10 @@ class RobotModel:
             raise InputError(f"{self.name}: tool offset must be a finite (4, 4) transform")
         frames = {}
         for f in range(self.n + 1, len(self.frame_names)):
-            off = np.eye(4)
-            off[:3, :4] = self._ft[f, K.FT_O:].reshape(3, 4)
+            off = self._offsets[f]
             if self.frame_names[f] == self.tool_frame:
                 off = off @ np.linalg.inv(self.tool_offset)
-            frames[self.frame_names[f]] = (int(self._ft[f, K.FT_LINK]), off)
+            frames[self.frame_names[f]] = (int(self.frame_link[f]), off)
         return RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
             self.poses, self.shapes, self._mt[:, 0], self._mt[:, 1:], self.meta, T, self.source)
@@ -297,8 +342,8 @@ class RobotModel:
     def __repr__(self) -> str:
         return f"RobotModel({self.name!r}, {self.n} joints, {len(self.frame_names)} frames)"
 
-    # kernels' view of the model, for other kernels (IK, safety) that take the same tables
+    # the kernels' view of the model, for other kernels (IK, safety) that take the same tables
     @property
-    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(joint table, frame table, mass table) as used by `hil.kinematics._kernels`."""
-        return self._jt, self._ft, self._mt
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """(kinematic table, mass table) as used by `hil.kinematics._kernels` (read-only)."""
+        return self._kin, self._mt

@@ -280,17 +280,17 @@ def test_kernels_compose_inside_other_kernels(puma):
     from hil.kinematics import _kernels as K
 
     @njit
-    def tool_height(Q, jt, ft, f):
+    def tool_height(Q, kin, f):
         out = np.empty((4, 4))
         h = np.empty(Q.shape[0])
         for k in range(Q.shape[0]):
-            K.fk_frame_into(Q[k], jt, ft, f, out)
+            K.fk_frame_into(Q[k], kin, f, out)
             h[k] = out[2, 3]
         return h
 
     Q = random_q(puma, np.random.default_rng(11), 10)
-    jt, ft, _ = puma.tables
-    h = tool_height(Q, jt, ft, puma.frame_index("tool"))
+    kin, _ = puma.tables
+    h = tool_height(Q, kin, puma.frame_index("tool"))
     np.testing.assert_allclose(h, [puma_fk_reference(q)[2, 3] for q in Q], atol=1e-12)
 
 

@@ -307,6 +307,17 @@ class RobotModel:
         K.fk_batch_into(Q, self._kin, f, out)
         return out
 
+    def ik(self, T, q_near=None, branch: str | None = None):
+        """Joint angles (radians) for the tool pose T (4, 4), as an `IKResult`.
+
+        The PUMA 560 uses the closed form and picks the in-limit branch nearest `q_near` (default
+        home), or the named `branch` ("right-up-noflip", ...); other robots use the prioritised LM
+        IK from `q_near`. Unreachable targets: `success` False, `reason` says why, `q` is the
+        nearest pose found."""
+        from hil.kinematics.ik import solve_ik
+
+        return solve_ik(self, T, q_near, branch)
+
     # ------------------------------------------------------------------ limits
     def within_limits(self, q, tol: float = 1e-12) -> bool:
         """True when every joint is inside its position range."""

@@ -1,0 +1,457 @@
+"""Prioritised Levenberg–Marquardt IK kernel (Sugihara 2011 damping), for any tree model.
+
+One step for priority level l, with J_l its stacked task rows, e_l their errors, W_l their weights
+and P the null-space projector of the levels above (P = I for the first):
+
+    (P J_lᵀ W_l J_l P + (E_l + w̄) I) x = P J_lᵀ W_l (e_l − J_l Δq),    Δq += P x,
+    E_l = ½ e_lᵀ W_l e_l,   P ← P − (J_l P)ᵀ (J_l P (J_l P)ᵀ + λ I)⁻¹ (J_l P)
+
+so a level only moves in what the levels above leave free, and the damping E_l + w̄ makes the
+step shrink gracefully when the level cannot be met (unreachable, singular, at a limit) instead of
+blowing up. A step is kept only if it does not make the cost worse in lexicographic order (level
+1 first); otherwise w̄ is raised tenfold and the step recomputed, so the iteration never
+oscillates; after accepted steps w̄ decays (down to 1e-3 of its nominal value) so that
+near-singular but reachable targets still converge fast. Joints at a limit whose step would push them further out are locked for the step;
+every iterate is clamped into the ranges.
+
+Tasks (rows of `tasks`, width TASK_W): frame index (−1 = centre of mass), reference frame index
+(0 = base), level (0 = highest), ε (largest error norm used per step, 0 = none: limits how fast a
+newly added target is pulled in), mask (6: x y z rx ry rz, in the reference frame), weight (6).
+`targets[t]` is the target pose of the frame in the reference frame (for the centre of mass, the
+translation is the target point). Units: metres, radians.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hil._jit import kernel
+from hil.kinematics._kernels import HDR_M, HDR_N, K_LINK, com_core, com_jacobian_core, fk_all_core, jacobian_core
+
+TASK_W = 16
+T_FRAME = 0
+T_REF = 1
+T_LEVEL = 2
+T_EPS = 3
+T_MASK = 4
+T_WEIGHT = 10
+
+# status codes
+OK = 0
+STALLED = 1
+MAX_ITER = 2
+NOT_FINITE = 3
+BAD_INPUT = 4
+
+
+@kernel(inline="always")
+def _rot_log(r00, r01, r02, r10, r11, r12, r20, r21, r22):
+    """Rotation vector (angle · axis) of a rotation matrix, robust near 0 and π."""
+    wx = 0.5 * (r21 - r12)
+    wy = 0.5 * (r02 - r20)
+    wz = 0.5 * (r10 - r01)
+    s = math.sqrt(wx * wx + wy * wy + wz * wz)
+    c = 0.5 * (r00 + r11 + r22 - 1.0)
+    angle = math.atan2(s, c)
+    if s > 1e-7:
+        k = angle / s
+        return wx * k, wy * k, wz * k
+    if c > 0.0:  # angle ≈ 0: log ≈ w
+        return wx, wy, wz
+    # angle ≈ π: axis from the diagonal of (R + I) / 2 = a aᵀ
+    ax = math.sqrt(max(0.0, 0.5 * (r00 + 1.0)))
+    ay = math.sqrt(max(0.0, 0.5 * (r11 + 1.0)))
+    az = math.sqrt(max(0.0, 0.5 * (r22 + 1.0)))
+    if ax >= ay and ax >= az:
+        ay = math.copysign(ay, r01 + r10)
+        az = math.copysign(az, r02 + r20)
+    elif ay >= az:
+        ax = math.copysign(ax, r01 + r10)
+        az = math.copysign(az, r12 + r21)
+    else:
+        ax = math.copysign(ax, r02 + r20)
+        ay = math.copysign(ay, r12 + r21)
+    n = math.sqrt(ax * ax + ay * ay + az * az)
+    return ax / n * angle, ay / n * angle, az / n * angle
+
+
+@kernel(inline="always")
+def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, wrows, lrows, costs):
+    """Fill the stacked rows (Jacobian in the reference frame, error, weight, level) of all active
+    task components at q; costs[l] = ½ Σ w e² of level l. Returns the number of rows."""
+    n = int(kin[0, HDR_N])
+    fk_all_core(q, kin, poses)
+    have_com = False
+    for t in range(tasks.shape[0]):
+        if int(tasks[t, T_FRAME]) < 0:
+            have_com = True
+    if have_com:
+        total = com_core(mt, poses, com)
+        com_jacobian_core(kin, mt, poses, total, Jc)
+    for lv in range(costs.shape[0]):
+        costs[lv] = 0.0
+    nrow = 0
+    for t in range(tasks.shape[0]):
+        f = int(tasks[t, T_FRAME])
+        rf = int(tasks[t, T_REF])
+        lev = int(tasks[t, T_LEVEL])
+        # reference frame pose and Jacobian
+        jacobian_core(kin, rf, poses, Jr)
+        R00 = poses[rf, 0, 0]
+        R01 = poses[rf, 0, 1]
+        R02 = poses[rf, 0, 2]
+        R10 = poses[rf, 1, 0]
+        R11 = poses[rf, 1, 1]
+        R12 = poses[rf, 1, 2]
+        R20 = poses[rf, 2, 0]
+        R21 = poses[rf, 2, 1]
+        R22 = poses[rf, 2, 2]
+        prx = poses[rf, 0, 3]
+        pry = poses[rf, 1, 3]
+        prz = poses[rf, 2, 3]
+        if f >= 0:
+            jacobian_core(kin, f, poses, Jf)
+            px = poses[f, 0, 3]
+            py = poses[f, 1, 3]
+            pz = poses[f, 2, 3]
+        else:
+            for c in range(n):
+                Jf[0, c] = Jc[0, c]
+                Jf[1, c] = Jc[1, c]
+                Jf[2, c] = Jc[2, c]
+                Jf[3, c] = 0.0
+                Jf[4, c] = 0.0
+                Jf[5, c] = 0.0
+            px = com[0]
+            py = com[1]
+            pz = com[2]
+        dx = px - prx
+        dy = py - pry
+        dz = pz - prz
+        # position of the frame in the reference frame and its error there
+        lx = R00 * dx + R10 * dy + R20 * dz
+        ly = R01 * dx + R11 * dy + R21 * dz
+        lz = R02 * dx + R12 * dy + R22 * dz
+        e0 = targets[t, 0, 3] - lx
+        e1 = targets[t, 1, 3] - ly
+        e2 = targets[t, 2, 3] - lz
+        e3 = 0.0
+        e4 = 0.0
+        e5 = 0.0
+        if f >= 0 and (tasks[t, T_MASK + 3] != 0.0 or tasks[t, T_MASK + 4] != 0.0 or tasks[t, T_MASK + 5] != 0.0):
+            # current rotation in the reference frame C = Rrᵀ Rf, error log(Rt Cᵀ)
+            c00 = R00 * poses[f, 0, 0] + R10 * poses[f, 1, 0] + R20 * poses[f, 2, 0]
+            c01 = R00 * poses[f, 0, 1] + R10 * poses[f, 1, 1] + R20 * poses[f, 2, 1]
+            c02 = R00 * poses[f, 0, 2] + R10 * poses[f, 1, 2] + R20 * poses[f, 2, 2]
+            c10 = R01 * poses[f, 0, 0] + R11 * poses[f, 1, 0] + R21 * poses[f, 2, 0]
+            c11 = R01 * poses[f, 0, 1] + R11 * poses[f, 1, 1] + R21 * poses[f, 2, 1]
+            c12 = R01 * poses[f, 0, 2] + R11 * poses[f, 1, 2] + R21 * poses[f, 2, 2]
+            c20 = R02 * poses[f, 0, 0] + R12 * poses[f, 1, 0] + R22 * poses[f, 2, 0]
+            c21 = R02 * poses[f, 0, 1] + R12 * poses[f, 1, 1] + R22 * poses[f, 2, 1]
+            c22 = R02 * poses[f, 0, 2] + R12 * poses[f, 1, 2] + R22 * poses[f, 2, 2]
+            T = targets
+            m00 = T[t, 0, 0] * c00 + T[t, 0, 1] * c01 + T[t, 0, 2] * c02
+            m01 = T[t, 0, 0] * c10 + T[t, 0, 1] * c11 + T[t, 0, 2] * c12
+            m02 = T[t, 0, 0] * c20 + T[t, 0, 1] * c21 + T[t, 0, 2] * c22
+            m10 = T[t, 1, 0] * c00 + T[t, 1, 1] * c01 + T[t, 1, 2] * c02
+            m11 = T[t, 1, 0] * c10 + T[t, 1, 1] * c11 + T[t, 1, 2] * c12
+            m12 = T[t, 1, 0] * c20 + T[t, 1, 1] * c21 + T[t, 1, 2] * c22
+            m20 = T[t, 2, 0] * c00 + T[t, 2, 1] * c01 + T[t, 2, 2] * c02
+            m21 = T[t, 2, 0] * c10 + T[t, 2, 1] * c11 + T[t, 2, 2] * c12
+            m22 = T[t, 2, 0] * c20 + T[t, 2, 1] * c21 + T[t, 2, 2] * c22
+            e3, e4, e5 = _rot_log(m00, m01, m02, m10, m11, m12, m20, m21, m22)
+        err = (e0, e1, e2, e3, e4, e5)
+        for k in range(6):
+            if tasks[t, T_MASK + k] == 0.0:
+                continue
+            w = tasks[t, T_WEIGHT + k]
+            e = err[k]
+            costs[lev] += 0.5 * w * e * e
+            erows[nrow] = e
+            wrows[nrow] = w
+            lrows[nrow] = lev
+            # row k of the relative Jacobian in the reference frame
+            for c in range(n):
+                wrx = Jr[3, c]
+                wry = Jr[4, c]
+                wrz = Jr[5, c]
+                if k < 3:
+                    vx = Jf[0, c] - Jr[0, c] - (wry * dz - wrz * dy)
+                    vy = Jf[1, c] - Jr[1, c] - (wrz * dx - wrx * dz)
+                    vz = Jf[2, c] - Jr[2, c] - (wrx * dy - wry * dx)
+                else:
+                    vx = Jf[3, c] - wrx
+                    vy = Jf[4, c] - wry
+                    vz = Jf[5, c] - wrz
+                kk = k % 3
+                if kk == 0:
+                    Jrows[nrow, c] = R00 * vx + R10 * vy + R20 * vz
+                elif kk == 1:
+                    Jrows[nrow, c] = R01 * vx + R11 * vy + R21 * vz
+                else:
+                    Jrows[nrow, c] = R02 * vx + R12 * vy + R22 * vz
+            nrow += 1
+    return nrow
+
+
+@kernel(inline="always")
+def _chol_solve(A, b, x, L, n):
+    """Solve A x = b for symmetric positive definite A (n, n) by Cholesky; False if not PD."""
+    for i in range(n):
+        for j in range(i + 1):
+            s = A[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            if i == j:
+                if s <= 0.0 or not (s - s == 0.0):
+                    return False
+                L[i, i] = math.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    for i in range(n):
+        s = b[i]
+        for k in range(i):
+            s -= L[i, k] * x[k]
+        x[i] = s / L[i, i]
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * x[k]
+        x[i] = s / L[i, i]
+    return True
+
+
+@kernel(inline="always")
+def _lex_better(new, old, nlev):
+    """True when cost vector `new` is not worse than `old`, level 0 first (small slack)."""
+    for lv in range(nlev):
+        tol = 1e-15 + 1e-12 * old[lv]
+        if new[lv] < old[lv] - tol:
+            return True
+        if new[lv] > old[lv] + tol:
+            return False
+    return True
+
+
+@kernel()
+def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
+    """Prioritised LM IK from q0 into q. params = (max_iter, tol, wbar, lambda_ns).
+
+    info (out): [status, iterations, residual of level 0 .. level nlev-1] (residual = sqrt(2 E)).
+    """
+    n = int(kin[0, HDR_N])
+    m = int(kin[0, HDR_M])
+    max_iter = int(params[0])
+    tol = params[1]
+    wbar = params[2]
+    lam = params[3]
+    ntask = tasks.shape[0]
+    R = 6 * ntask
+    poses = np.empty((m, 4, 4))
+    Jf = np.empty((6, n))
+    Jr = np.empty((6, n))
+    Jc = np.zeros((3, n))
+    com = np.zeros(3)
+    Jrows = np.empty((R, n))
+    erows = np.empty(R)
+    wrows = np.empty(R)
+    lrows = np.empty(R, dtype=np.int64)
+    Jrows2 = np.empty((R, n))
+    erows2 = np.empty(R)
+    wrows2 = np.empty(R)
+    lrows2 = np.empty(R, dtype=np.int64)
+    costs = np.zeros(nlev)
+    costs2 = np.zeros(nlev)
+    P = np.empty((n, n))
+    A = np.empty((n, n))
+    Lw = np.empty((n, n))
+    g = np.empty(n)
+    x = np.empty(n)
+    dq = np.empty(n)
+    qn = np.empty(n)
+    free = np.empty(n)
+    Jp = np.empty((R, n))
+    el = np.empty(R)
+    M = np.empty((R, R))
+    LM = np.empty((R, R))
+    y = np.empty(R)
+    z = np.empty(R)
+    wl = np.empty(R)
+
+    for i in range(n):
+        v = q0[i]
+        if not (v - v == 0.0):
+            info[0] = NOT_FINITE
+            info[1] = 0
+            return NOT_FINITE
+        q[i] = min(max(v, lower[i]), upper[i])
+    nrow = _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, wrows, lrows, costs)
+    status = MAX_ITER
+    it = 0
+    scale = 1.0
+    while it < max_iter:
+        done = True
+        for lv in range(nlev):
+            if math.sqrt(2.0 * costs[lv]) > tol:
+                done = False
+        if done:
+            status = OK
+            break
+        it += 1
+        accepted = False
+        for attempt in range(12):
+            # joints at a limit are locked when the unconstrained step pushes them outwards
+            for i in range(n):
+                free[i] = 1.0
+            for lock_pass in range(2):
+                for i in range(n):
+                    dq[i] = 0.0
+                for a in range(n):
+                    for b in range(n):
+                        P[a, b] = free[a] if a == b else 0.0
+                for lv in range(nlev):
+                    # rows of this level, projected: Jp = J P, el = e − J dq (ε-limited per task)
+                    r = 0
+                    for k in range(nrow):
+                        if lrows[k] != lv:
+                            continue
+                        s = erows[k]
+                        for c in range(n):
+                            s -= Jrows[k, c] * dq[c]
+                        el[r] = s
+                        for c in range(n):
+                            acc = 0.0
+                            for d in range(n):
+                                acc += Jrows[k, d] * P[d, c]
+                            Jp[r, c] = acc
+                        wl[r] = wrows[k]
+                        r += 1
+                    if r == 0:
+                        continue
+                    # ε: limit the error this level may ask for in one step
+                    ri = 0
+                    for t in range(ntask):
+                        if int(tasks[t, T_LEVEL]) != lv:
+                            continue
+                        cnt = 0
+                        for kk in range(6):
+                            if tasks[t, T_MASK + kk] != 0.0:
+                                cnt += 1
+                        eps = tasks[t, T_EPS]
+                        if eps > 0.0 and cnt > 0:
+                            nrm = 0.0
+                            for kk in range(cnt):
+                                nrm += el[ri + kk] * el[ri + kk]
+                            nrm = math.sqrt(nrm)
+                            if nrm > eps:
+                                for kk in range(cnt):
+                                    el[ri + kk] *= eps / nrm
+                        ri += cnt
+                    damp = costs[lv] + wbar * scale
+                    for a in range(n):
+                        s = 0.0
+                        for k in range(r):
+                            s += Jp[k, a] * wl[k] * el[k]
+                        g[a] = s
+                        for b in range(a + 1):
+                            s = 0.0
+                            for k in range(r):
+                                s += Jp[k, a] * wl[k] * Jp[k, b]
+                            if a == b:
+                                s += damp
+                            A[a, b] = s
+                            A[b, a] = s
+                    if not _chol_solve(A, g, x, Lw, n):
+                        continue
+                    for a in range(n):
+                        s = 0.0
+                        for b in range(n):
+                            s += P[a, b] * x[b]
+                        dq[a] += s
+                    # P ← P − Jpᵀ (Jp Jpᵀ + λ I)⁻¹ Jp
+                    if lv < nlev - 1:
+                        for a in range(r):
+                            for b in range(a + 1):
+                                s = 0.0
+                                for c in range(n):
+                                    s += Jp[a, c] * Jp[b, c]
+                                if a == b:
+                                    s += lam
+                                M[a, b] = s
+                                M[b, a] = s
+                        for c in range(n):
+                            for a in range(r):
+                                z[a] = Jp[a, c]
+                            if not _chol_solve(M, z, y, LM, r):
+                                break
+                            # column c of M⁻¹ Jp is y; P[:, c] -= Jpᵀ y
+                            for a in range(n):
+                                s = 0.0
+                                for k in range(r):
+                                    s += Jp[k, a] * y[k]
+                                P[a, c] -= s
+                        # keep P symmetric against round-off
+                        for a in range(n):
+                            for b in range(a):
+                                s = 0.5 * (P[a, b] + P[b, a])
+                                P[a, b] = s
+                                P[b, a] = s
+                changed = False
+                for i in range(n):
+                    if free[i] == 1.0:
+                        if (q[i] <= lower[i] + 1e-12 and dq[i] < 0.0) or (q[i] >= upper[i] - 1e-12 and dq[i] > 0.0):
+                            free[i] = 0.0
+                            changed = True
+                if not changed:
+                    break
+            step = 0.0
+            for i in range(n):
+                v = q[i] + dq[i] * free[i]
+                qn[i] = min(max(v, lower[i]), upper[i])
+                step += (qn[i] - q[i]) * (qn[i] - q[i])
+            if not (step - step == 0.0):
+                info[0] = NOT_FINITE
+                info[1] = it
+                return NOT_FINITE
+            nrow2 = _evaluate(qn, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com,
+                              Jrows2, erows2, wrows2, lrows2, costs2)
+            if _lex_better(costs2, costs, nlev):
+                accepted = True
+                for i in range(n):
+                    q[i] = qn[i]
+                for k in range(nrow2):
+                    erows[k] = erows2[k]
+                    wrows[k] = wrows2[k]
+                    lrows[k] = lrows2[k]
+                    for c in range(n):
+                        Jrows[k, c] = Jrows2[k, c]
+                nrow = nrow2
+                improved = False
+                for lv in range(nlev):
+                    if costs2[lv] < costs[lv] * (1.0 - 1e-9) - 1e-30:
+                        improved = True
+                    costs[lv] = costs2[lv]
+                scale = max(scale * 0.25, 1e-3)
+                if step < 1e-28 or not improved:
+                    status = STALLED
+                break
+            scale *= 10.0
+        if not accepted:
+            status = STALLED
+            break
+        if status == STALLED:
+            break
+    if status == MAX_ITER:
+        done = True
+        for lv in range(nlev):
+            if math.sqrt(2.0 * costs[lv]) > tol:
+                done = False
+        if done:
+            status = OK
+    info[0] = status
+    info[1] = it
+    for lv in range(nlev):
+        info[2 + lv] = math.sqrt(2.0 * costs[lv])
+    return status

@@ -1,0 +1,219 @@
+"""Closed-form inverse kinematics of the PUMA 560 in the DH convention of paper 001.
+
+With T(i-1,i) = Rz(θi) Tz(di) Tx(ai) Rx(αi), α = (−90, 0, 90, −90, 90, 0)°, a = (0, a2, a3, 0, 0, 0),
+d = (0, d2, 0, d4, 0, 0), the wrist centre W (origin of DH frames 4–6) satisfies, in DH frame 1
+(after Rz(θ1) Rx(−90°)):
+
+    W1 = Rz(θ2) · (a2 + a3 c3 + d4 s3,  a3 s3 − d4 c3,  d2)
+
+and in the base frame z = −W1y, (x, y) = Rz(θ1) · (W1x, d2). Hence:
+
+- shoulder: W1x = ±sqrt(x² + y² − d2²)  (branch "right" for +, "left" for −),
+  θ1 = atan2(y, x) − atan2(d2, W1x);
+- elbow: a3 c3 + d4 s3 = (r² − a2² − a3² − d4²) / (2 a2) with r² = W1x² + z², i.e.
+  sin(θ3 + φ) = that / L, L = hypot(a3, d4), φ = atan2(a3, d4): two solutions;
+- θ2 = atan2(W1y, W1x) − atan2(a3 s3 − d4 c3, a2 + a3 c3 + d4 s3);
+- wrist: R36 = R03ᵀ R = Rz(θ4) Ry(θ5) Rz(θ6) (ZYZ Euler angles), two solutions (θ5 ≷ 0).
+
+Branch index b = 4·shoulder + 2·elbow + wrist, each bit 0 for the first named option:
+shoulder right/left, elbow up/down, wrist noflip/flip. "up" means the elbow lies above the line
+from the shoulder to the wrist centre (decided geometrically per solution), "flip" means θ5 < 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hil._jit import kernel
+
+# reason bits, as returned by the kernel
+TOO_FAR = 1
+TOO_CLOSE = 2
+BELOW_FLOOR = 4
+NOT_FINITE = 8
+INNER_HOLE = 16
+NOT_RIGID = 32
+
+_TWO_PI = 2.0 * math.pi
+
+
+@kernel(inline="always")
+def _wrap_into(x, lo, hi, near):
+    """x + 2πk inside [lo, hi] nearest `near`; NaN-free: returns x and False if none fits."""
+    best = x
+    found = False
+    bestd = 1e300
+    k0 = math.floor((lo - x) / _TWO_PI)
+    for k in range(int(k0), int(k0) + 4):
+        v = x + k * _TWO_PI
+        if lo - 1e-12 <= v <= hi + 1e-12:
+            d = abs(v - near)
+            if d < bestd:
+                bestd = d
+                best = min(max(v, lo), hi)
+                found = True
+    return best, found
+
+
+@kernel(inline="always")
+def _rigid_status(T):
+    for r in range(4):
+        for c in range(4):
+            v = T[r, c]
+            if not (v - v == 0.0):
+                return NOT_FINITE
+    if T[3, 0] != 0.0 or T[3, 1] != 0.0 or T[3, 2] != 0.0 or T[3, 3] != 1.0:
+        return NOT_RIGID
+    for i in range(3):
+        for j in range(3):
+            d = T[0, i] * T[0, j] + T[1, i] * T[1, j] + T[2, i] * T[2, j]
+            if abs(d - (1.0 if i == j else 0.0)) > 1e-6:
+                return NOT_RIGID
+    det = (T[0, 0] * (T[1, 1] * T[2, 2] - T[1, 2] * T[2, 1]) - T[0, 1] * (T[1, 0] * T[2, 2] - T[1, 2] * T[2, 0])
+           + T[0, 2] * (T[1, 0] * T[2, 1] - T[1, 1] * T[2, 0]))
+    if det < 0.0:
+        return NOT_RIGID
+    return 0
+
+
+@kernel()
+def puma_ik_kernel(T, params, q_near, Q, flags):
+    """All 8 branches for the wrist-frame target T (4, 4).
+
+    params: (a2, a3, d2, d4, floor_z, lower (6), upper (6)). Writes Q (8, 6) and flags (2, 8)
+    bool: row 0 valid, row 1 in limits. Returns `reasons | up_mask << 8 | any_in_limits << 16`:
+    reasons is 0 when some branch is valid, else a bit set (NOT_RIGID and NOT_FINITE mean the
+    target itself is bad); bit b of up_mask is set when branch b has its elbow up.
+    """
+    a2 = params[0]
+    a3 = params[1]
+    d2 = params[2]
+    d4 = params[3]
+    floor_z = params[4]
+    lower = params[5:11]
+    upper = params[11:17]
+    up_mask = 0
+    for b in range(8):
+        flags[0, b] = False
+        flags[1, b] = False
+        for j in range(6):
+            Q[b, j] = 0.0
+    st = _rigid_status(T)
+    if st != 0:
+        return st
+    x = T[0, 3]
+    y = T[1, 3]
+    z = T[2, 3]
+    reasons = 0
+    if z < floor_z:
+        return BELOW_FLOOR
+    rho2 = x * x + y * y
+    disc = rho2 - d2 * d2
+    if disc < -1e-12:
+        return TOO_CLOSE
+    w1x_abs = math.sqrt(max(disc, 0.0))
+    L = math.hypot(a3, d4)
+    phi = math.atan2(a3, d4)
+    for sh in range(2):
+        w1x = w1x_abs if sh == 0 else -w1x_abs
+        th1 = math.atan2(y, x) - math.atan2(d2, w1x)
+        w1y = -z
+        r2 = w1x * w1x + w1y * w1y
+        s = (r2 - a2 * a2 - a3 * a3 - d4 * d4) / (2.0 * a2 * L)
+        if s > 1.0 + 1e-10:
+            reasons |= TOO_FAR
+            continue
+        if s < -1.0 - 1e-10:
+            reasons |= INNER_HOLE
+            continue
+        s = min(1.0, max(-1.0, s))
+        base_angle = math.asin(s)
+        for el in range(2):
+            th3 = (base_angle if el == 0 else math.pi - base_angle) - phi
+            c3 = math.cos(th3)
+            s3 = math.sin(th3)
+            u = a2 + a3 * c3 + d4 * s3
+            v = a3 * s3 - d4 * c3
+            th2 = math.atan2(w1y, w1x) - math.atan2(v, u)
+            c1 = math.cos(th1)
+            s1 = math.sin(th1)
+            c2 = math.cos(th2)
+            s2 = math.sin(th2)
+            # elbow point and wrist centre in frame 1 (planar), and whether the elbow is above the
+            # shoulder-wrist line in the base frame (base z = -y1, horizontal = x1 along the arm)
+            ex = a2 * c2
+            ey = a2 * s2
+            cross = w1x * (-ey) - (-w1y) * ex  # (wx, wz) x (ex, ez) with z = -y1
+            up = cross > 0.0 if w1x >= 0.0 else cross < 0.0
+            # R03 = Rz(th1) Rx(-90) Rz(th2 + th3) Rx(90)
+            c23 = math.cos(th2 + th3)
+            s23 = math.sin(th2 + th3)
+            # columns of R03 written out: R01 = [[c1, 0, -s1], [s1, 0, c1], [0, -1, 0]]
+            # R13 = Rz(th23) Rx(90) = [[c23, 0, s23], [s23, 0, -c23], [0, 1, 0]]
+            r00 = c1 * c23
+            r01 = -s1
+            r02 = c1 * s23
+            r10 = s1 * c23
+            r11 = c1
+            r12 = s1 * s23
+            r20 = -s23
+            r21 = 0.0
+            r22 = c23
+            # R36 = R03^T R, as scalars (no allocation in the loop)
+            m00 = r00 * T[0, 0] + r10 * T[1, 0] + r20 * T[2, 0]
+            m01 = r00 * T[0, 1] + r10 * T[1, 1] + r20 * T[2, 1]
+            m02 = r00 * T[0, 2] + r10 * T[1, 2] + r20 * T[2, 2]
+            m10 = r01 * T[0, 0] + r11 * T[1, 0] + r21 * T[2, 0]
+            m11 = r01 * T[0, 1] + r11 * T[1, 1] + r21 * T[2, 1]
+            m12 = r01 * T[0, 2] + r11 * T[1, 2] + r21 * T[2, 2]
+            m20 = r02 * T[0, 0] + r12 * T[1, 0] + r22 * T[2, 0]
+            m21 = r02 * T[0, 1] + r12 * T[1, 1] + r22 * T[2, 1]
+            m22 = r02 * T[0, 2] + r12 * T[1, 2] + r22 * T[2, 2]
+            s5 = math.hypot(m02, m12)
+            for fl in range(2):
+                b = 4 * sh + 2 * el + fl
+                if s5 < 1e-9:
+                    # wrist singular (θ5 = 0): only θ4 + θ6 is defined; keep θ4 from q_near
+                    th4 = q_near[3]
+                    th5 = 0.0
+                    th6 = math.atan2(m10, m00) - th4
+                    if m22 < 0.0:  # θ5 = π: Rz(θ4) Ry(π) Rz(θ6) depends on θ4 − θ6 only
+                        th5 = math.pi
+                        th6 = th4 - math.atan2(-m10, -m00)
+                elif fl == 0:
+                    th5 = math.atan2(s5, m22)
+                    th4 = math.atan2(m12, m02)
+                    th6 = math.atan2(m21, -m20)
+                else:
+                    th5 = math.atan2(-s5, m22)
+                    th4 = math.atan2(-m12, -m02)
+                    th6 = math.atan2(-m21, m20)
+                Q[b, 0] = th1
+                Q[b, 1] = th2
+                Q[b, 2] = th3
+                Q[b, 3] = th4
+                Q[b, 4] = th5
+                Q[b, 5] = th6
+                flags[0, b] = True
+                if up:
+                    up_mask |= 1 << b
+                ok = True
+                for j in range(6):
+                    w, found = _wrap_into(Q[b, j], lower[j], upper[j], q_near[j])
+                    if found:
+                        Q[b, j] = w
+                    else:
+                        # keep the principal value in (-π, π]
+                        Q[b, j] = math.atan2(math.sin(Q[b, j]), math.cos(Q[b, j]))
+                        ok = False
+                flags[1, b] = ok
+    any_valid = False
+    any_in = 0
+    for b in range(8):
+        if flags[0, b]:
+            any_valid = True
+        if flags[1, b]:
+            any_in = 1
+    if any_valid:
+        return (up_mask << 8) | (any_in << 16)
+    return reasons if reasons != 0 else TOO_FAR

@@ -1,0 +1,378 @@
+"""Inverse kinematics: PUMA closed form (all 8 branches) and results types.
+
+Units: metres and radians; target poses are `T_base_tool` (4, 4) in the model's base frame.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hil._jit import entry_point
+from hil.errors import InputError
+from hil.kinematics import _lm as P_LM
+from hil.kinematics import _puma_ik as P
+
+_empty = np.empty
+_BOOL = np.bool_
+
+BRANCH_LABELS: tuple[str, ...] = tuple(
+    f"{sh}-{el}-{wr}" for sh in ("right", "left") for el in ("up", "down") for wr in ("noflip", "flip"))
+"""Names of the 8 PUMA branches, in the order of `IKSolutions.q` rows. The elbow part of the name
+is decided per solution (see `IKSolutions.labels`); this tuple is the naming scheme."""
+
+
+@dataclass(frozen=True)
+class IKResult:
+    """Outcome of an IK request. `q` is always finite (radians); `success` tells whether the
+    priority-1 targets were met within tolerance; `residual` is the norm of their remaining error
+    (metres and radians mixed, weighted); `reason` says what failed, in words."""
+
+    q: np.ndarray
+    success: bool
+    residual: float
+    iterations: int
+    reason: str = ""
+    branch: str | None = None
+    residuals: tuple[float, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.success
+
+
+class IKSolutions:
+    """All closed-form branches for one target: `q` (8, 6) radians, `valid` (8,) reachable,
+    `in_limits` (8,) valid and inside the joint ranges (angles wrapped by 2π where that fits),
+    `labels` (8,) like "right-up-noflip", and `reason` when no branch is valid (or none fits
+    the ranges). A plain slotted class: building it is on the hot path of path planning."""
+
+    __slots__ = ("q", "_flags", "_up", "reason")
+
+    def __init__(self, q: np.ndarray, flags: np.ndarray, up_mask: int, reason: str = "") -> None:
+        self.q = q
+        self._flags = flags
+        self._up = up_mask
+        self.reason = reason
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self._flags[0]
+
+    @property
+    def in_limits(self) -> np.ndarray:
+        return self._flags[1]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return _labels(self._up)
+
+    def index(self, branch: str) -> int:
+        """Row of the named branch (e.g. "right-up-noflip")."""
+        try:
+            return self.labels.index(branch)
+        except ValueError:
+            raise InputError(f"unknown branch {branch!r}; branches: {', '.join(self.labels)}") from None
+
+    def nearest(self, q_near: np.ndarray, branch: str | None = None) -> int | None:
+        """Index of the in-limit branch nearest q_near (Euclidean, radians), or of `branch`."""
+        if branch is not None:
+            i = self.index(branch)
+            return i if self.in_limits[i] else None
+        idx = np.flatnonzero(self.in_limits)
+        if idx.size == 0:
+            return None
+        d = np.linalg.norm(self.q[idx] - q_near, axis=1)
+        return int(idx[np.argmin(d)])
+
+    def __repr__(self) -> str:
+        rows = [f"  {lab:<18} valid={bool(v)!s:<5} in_limits={bool(i)!s:<5} q_deg={np.round(np.degrees(q), 3).tolist()}"
+                for lab, v, i, q in zip(self.labels, self.valid, self.in_limits, self.q)]
+        return "IKSolutions(\n" + "\n".join(rows) + (f"\n  reason: {self.reason}" if self.reason else "") + ")"
+
+
+def check_pose(T, what: str = "target") -> np.ndarray:
+    """Validate a homogeneous transform: shape (4, 4), finite, proper orthonormal rotation."""
+    try:
+        T = np.asarray(T, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what} must be a (4, 4) homogeneous transform") from e
+    if T.shape != (4, 4):
+        raise InputError(f"{what} must have shape (4, 4), got {T.shape}")
+    bad = np.argwhere(~np.isfinite(T))
+    if bad.size:
+        r, c = bad[0]
+        raise InputError(f"{what}[{r}, {c}] is {float(T[r, c])!r}; the pose must be finite")
+    if not np.allclose(T[3], [0, 0, 0, 1], atol=1e-12):
+        raise InputError(f"{what}: last row must be [0, 0, 0, 1], got {T[3].tolist()}")
+    R = T[:3, :3]
+    err = float(np.abs(R @ R.T - np.eye(3)).max())
+    if err > 1e-6:
+        raise InputError(f"{what}: rotation is not orthonormal (max |R Rᵀ − I| = {err:.3g}); not a rigid transform")
+    if np.linalg.det(R) < 0:
+        raise InputError(f"{what}: rotation has det −1 (a reflection); not a rigid transform")
+    return T
+
+
+def _puma_geometry(model) -> np.ndarray:
+    dh = model.meta.get("dh")
+    if dh is None:
+        raise InputError(f"{model.name}: closed-form IK needs a DH model of the PUMA 560 structure")
+    a, d, alpha = (np.asarray(dh[k]) for k in ("a", "d", "alpha"))
+    expect_alpha = np.radians([-90, 0, 90, -90, 90, 0])
+    if (a.shape != (6,) or not np.allclose(alpha, expect_alpha) or a[0] != 0 or a[3:].any()
+            or d[0] != 0 or d[2] != 0 or d[4:].any()):
+        raise InputError(f"{model.name}: closed-form IK supports the PUMA 560 DH structure of paper 001 only")
+    return np.array([a[1], a[2], d[1], d[3]])
+
+
+class _PumaSolver:
+    """Per-model constants for the closed form, built once and kept on the model."""
+
+    def __init__(self, model) -> None:
+        geom = _puma_geometry(model)
+        floor_z = float(model.meta.get("floor_z_m", -1e300))
+        self.params = np.concatenate([geom, [floor_z], model.lower, model.upper])
+        self.geom = geom
+        self.floor_z = floor_z
+        T_tool = model.tool_offset
+        self.tool_inv = None if np.array_equal(T_tool, np.eye(4)) else np.linalg.inv(T_tool)
+        Q = np.zeros((8, 6))
+        flags = np.zeros((2, 8), dtype=np.bool_)
+        self.entry = entry_point(P.puma_ik_kernel, np.eye(4), self.params, np.zeros(2)[::2], Q, flags)
+
+
+_LABELS: dict[int, tuple[str, ...]] = {}
+
+
+def _labels(up_mask: int) -> tuple[str, ...]:
+    labels = _LABELS.get(up_mask)
+    if labels is None:
+        labels = tuple(
+            f"{'right' if b < 4 else 'left'}-{'up' if up_mask >> b & 1 else 'down'}-{'noflip' if b % 2 == 0 else 'flip'}"
+            for b in range(8))
+        _LABELS[up_mask] = labels
+    return labels
+
+
+def ik_puma(model, T, q_near=None) -> IKSolutions:
+    """All 8 closed-form branches of the PUMA 560 for the tool pose `T` (4, 4) in the base frame.
+
+    Angles are wrapped by multiples of 2π into the joint ranges where one fits, choosing the
+    equivalent nearest `q_near` (default: the home pose). Singular cases give finite angles: at
+    θ5 = 0 only θ4 + θ6 is defined and θ4 is kept from `q_near`. Unreachable targets give
+    `valid` all false and a `reason` (too far, too close, below the floor).
+    """
+    solver = model.meta.get("_puma_solver")
+    if solver is None:
+        solver = model.meta["_puma_solver"] = _PumaSolver(model)
+    if T.__class__ is not np.ndarray or T.dtype != np.float64 or T.shape != (4, 4):
+        T = check_pose(T)
+    if q_near is None:
+        q_near = model.home
+    else:
+        q_near = model._fast_q(q_near)
+        if not np.isfinite(q_near).all():
+            raise InputError(f"{model.name}: q_near must be finite, got {q_near.tolist()}")
+    if solver.tool_inv is not None:
+        T = T @ solver.tool_inv
+    Q = _empty((8, 6))
+    flags = _empty((2, 8), dtype=_BOOL)
+    status = solver.entry(T, solver.params, q_near, Q, flags)
+    reasons = status & 0xFF
+    if reasons & (P.NOT_RIGID | P.NOT_FINITE):
+        check_pose(T)  # raises with the details
+    reason = ""
+    if reasons:
+        reason = _puma_reason(reasons, T, solver.geom, solver.floor_z)
+    elif not status >> 16:
+        reason = "reachable, but no branch fits inside the joint ranges"
+    return IKSolutions(Q, flags, (status >> 8) & 0xFF, reason)
+
+
+def _puma_reason(status: int, T: np.ndarray, geom: np.ndarray, floor_z: float) -> str:
+    a2, a3, d2, d4 = geom
+    x, y, z = T[:3, 3]
+    if status & P.NOT_FINITE:
+        return "target is not finite"
+    if status & P.BELOW_FLOOR:
+        return f"target z = {z * 1e3:.1f} mm is below the floor (z = {floor_z * 1e3:.1f} mm)"
+    if status & P.TOO_CLOSE:
+        return (f"too close: the wrist centre is {math.hypot(x, y) * 1e3:.1f} mm from the shoulder axis, "
+                f"inside the {d2 * 1e3:.1f} mm shoulder offset")
+    reach = a2 + math.hypot(a3, d4)
+    dist = math.sqrt(max(x * x + y * y - d2 * d2, 0.0) + z * z)
+    if status & P.TOO_FAR:
+        return f"too far: the wrist centre is {dist * 1e3:.1f} mm from the shoulder, reach is {reach * 1e3:.1f} mm"
+    return (f"too close: the wrist centre is {dist * 1e3:.1f} mm from the shoulder, inside the arm's "
+            f"inner reach {abs(a2 - math.hypot(a3, d4)) * 1e3:.1f} mm")
+
+
+# ----------------------------------------------------------------------------- LM IK
+_MASKS = {"pose": (1, 1, 1, 1, 1, 1), "position": (1, 1, 1, 0, 0, 0), "orientation": (0, 0, 0, 1, 1, 1)}
+_COMPONENTS = ("x", "y", "z", "rx", "ry", "rz")
+
+
+def _parse_mask(mask) -> np.ndarray:
+    if isinstance(mask, str):
+        if mask in _MASKS:
+            return np.array(_MASKS[mask], dtype=np.float64)
+        out = np.zeros(6)
+        for tok in mask.replace(",", " ").split():
+            if tok not in _COMPONENTS:
+                raise InputError(f"task mask {mask!r}: unknown component {tok!r}; use pose, position, "
+                                 f"orientation or some of {' '.join(_COMPONENTS)}")
+            out[_COMPONENTS.index(tok)] = 1.0
+        if not out.any():
+            raise InputError(f"task mask {mask!r} selects nothing")
+        return out
+    arr = np.asarray(mask, dtype=np.float64).reshape(-1)
+    if arr.shape != (6,):
+        raise InputError(f"task mask must be a name or 6 flags (x y z rx ry rz), got {mask!r}")
+    return (arr != 0).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One IK objective: bring `frame` (a frame name or index, or "com" for the centre of mass)
+    to `target` — a (4, 4) pose or a (3,) point in the `ref` frame (default: the base).
+
+    `mask` picks the components, in the ref frame: "pose", "position", "orientation", or tokens
+    from x y z rx ry rz (e.g. "x y"). `weight` is one number or six. `priority` 1 is the highest;
+    lower priorities move only in what higher ones leave free. `max_error_step` (ε, metres or
+    radians) caps the error a task may ask for in one iteration, so a task added mid-motion pulls
+    the robot in gradually (paper 002, eqs. 2–3) instead of jerking it.
+    """
+
+    frame: str | int
+    target: object
+    mask: object = "pose"
+    weight: object = 1.0
+    priority: int = 1
+    ref: str | int | None = None
+    max_error_step: float = 0.0
+
+
+def _pack_tasks(model, tasks):
+    tasks = list(tasks)
+    if not tasks:
+        raise InputError("ik_lm needs at least one task")
+    prios = sorted({int(t.priority) for t in tasks})
+    level_of = {p: i for i, p in enumerate(prios)}
+    table = np.zeros((len(tasks), P_LM.TASK_W))
+    targets = np.zeros((len(tasks), 4, 4))
+    for i, t in enumerate(tasks):
+        if not isinstance(t, Task):
+            raise InputError(f"task {i} must be a hil.kinematics.Task, got {type(t).__name__}")
+        if t.frame == "com":
+            f = -1
+        else:
+            f = model.frame_index(t.frame)
+        rf = 0 if t.ref is None else model.frame_index(t.ref)
+        mask = _parse_mask(t.mask)
+        if f < 0 and mask[3:].any():
+            raise InputError("task on 'com' can only constrain position components (x y z)")
+        w = np.broadcast_to(np.asarray(t.weight, dtype=np.float64), (6,)) if np.ndim(t.weight) == 0 \
+            else np.asarray(t.weight, dtype=np.float64).reshape(-1)
+        if w.shape != (6,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise InputError(f"task {i} ({t.frame}): weight must be one or six non-negative numbers")
+        tgt = np.asarray(t.target, dtype=np.float64)
+        if tgt.shape == (3,):
+            if not np.all(np.isfinite(tgt)):
+                raise InputError(f"task {i} ({t.frame}): target {tgt.tolist()} is not finite")
+            if mask[3:].any():
+                raise InputError(f"task {i} ({t.frame}): a (3,) target cannot constrain orientation; give a (4, 4) pose")
+            T = np.eye(4)
+            T[:3, 3] = tgt
+        else:
+            T = check_pose(tgt, f"task {i} ({t.frame}) target")
+        eps = float(t.max_error_step)
+        if not eps >= 0:
+            raise InputError(f"task {i}: max_error_step must be ≥ 0")
+        table[i, P_LM.T_FRAME] = f
+        table[i, P_LM.T_REF] = rf
+        table[i, P_LM.T_LEVEL] = level_of[int(t.priority)]
+        table[i, P_LM.T_EPS] = eps
+        table[i, P_LM.T_MASK:P_LM.T_MASK + 6] = mask
+        table[i, P_LM.T_WEIGHT:P_LM.T_WEIGHT + 6] = w
+        targets[i] = T
+    order = np.argsort(table[:, P_LM.T_LEVEL], kind="stable")
+    return table[order], targets[order], len(prios), [tasks[k] for k in order]
+
+
+def _typical_length(model) -> float:
+    F = model.fk_frames(model.home)
+    d = np.linalg.norm(F[:, :3, 3] - F[0, :3, 3], axis=1)
+    return max(float(d.max()) / 2.0, 1e-3)
+
+
+def ik_lm(model, tasks, q0, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None) -> IKResult:
+    """Prioritised Levenberg–Marquardt IK with Sugihara's damping W_N = E·I + W̄_N.
+
+    `tasks`: `Task`s (see there). `q0`: start (radians), clamped into the joint ranges. Joint
+    limits always hold. Returns `IKResult`: `success` when every priority-1 task is met within
+    `tol`; otherwise `q` is the nearest pose found (finite), `reason` says which task is not met.
+    `wbar` defaults to 1e-3 · l², l half the model's largest frame distance from the base at home.
+    """
+    table, targets, nlev, ordered = _pack_tasks(model, tasks)
+    q0 = model._as_q(q0)
+    if not np.all(np.isfinite(q0)):
+        i = int(np.flatnonzero(~np.isfinite(q0))[0])
+        raise InputError(f"{model.name}: q0[{i}] ({model.joint_names[i]}) is {float(q0[i])!r}; must be finite")
+    if wbar is None:
+        wbar = model.meta.get("_lm_wbar")
+        if wbar is None:
+            wbar = model.meta["_lm_wbar"] = 1e-3 * _typical_length(model) ** 2
+    params = np.array([float(max_iter), float(tol), float(wbar), 1e-9])
+    q = np.empty(model.n)
+    info = np.zeros(2 + nlev)
+    kin, mt = model.tables
+    status = P_LM.lm_solve(np.ascontiguousarray(q0), kin, mt, model.lower, model.upper, table, targets,
+                           nlev, params, q, info)
+    residuals = tuple(float(v) for v in info[2:])
+    success = residuals[0] <= tol * 10 if nlev else True
+    reason = ""
+    if status == P_LM.NOT_FINITE:
+        reason = "the iteration produced a non-finite value; kept the start pose"
+        q = np.clip(q0, model.lower, model.upper)
+        success = False
+    elif not success:
+        frames = ", ".join(str(t.frame) for t in ordered if int(t.priority) == int(ordered[0].priority))
+        why = "iteration limit reached" if status == P_LM.MAX_ITER else "no further progress"
+        reason = (f"priority-1 target not met ({frames}): {why}, residual {residuals[0]:.3g}; "
+                  "the target is out of reach, singular or blocked by joint limits — q is the nearest pose found")
+    elif any(r > tol * 10 for r in residuals[1:]):
+        reason = "priority-1 met; lower priorities met as well as they can be: residuals " + \
+                 ", ".join(f"{r:.3g}" for r in residuals)
+    return IKResult(q, bool(success), residuals[0], int(info[1]), reason, None, residuals)
+
+
+def solve_ik(model, T, q_near=None, branch: str | None = None) -> IKResult:
+    """`model.ik`: the tool pose T (4, 4) → joint angles. Closed form with branch choice for the
+    PUMA 560 structure, prioritised LM otherwise; unreachable targets give the nearest pose."""
+    T = check_pose(T)
+    q_ref = model.home if q_near is None else model._as_q(q_near)
+    try:
+        _puma_geometry(model)
+        closed = True
+    except InputError:
+        closed = False
+    if closed:
+        sols = ik_puma(model, T, q_ref)
+        idx = sols.nearest(q_ref, branch)
+        if idx is not None:
+            q = sols.q[idx]
+            err = np.abs(model.fk(q) - T).max()
+            return IKResult(q.copy(), True, float(err), 0, "", sols.labels[idx])
+        if branch is not None and not sols.reason:
+            reason = f"branch {branch!r} is outside the joint ranges" if sols.valid[sols.index(branch)] \
+                else f"branch {branch!r} does not reach the target"
+        else:
+            reason = sols.reason
+        res = ik_lm(model, [Task(model.tool_frame, T)], q_ref)
+        return IKResult(res.q, False, res.residual, res.iterations, reason + "; q is the nearest pose found", None,
+                        res.residuals)
+    if branch is not None:
+        raise InputError(f"{model.name}: named branches exist only for the closed-form PUMA IK")
+    return ik_lm(model, [Task(model.tool_frame, T)], q_ref)

@@ -5,6 +5,7 @@
 - `Task`: one IK objective (frame or centre of mass, target, mask, weight, priority).
 """
 
-from hil.kinematics.ik import BRANCH_LABELS, IKResult, IKSolutions, Task, check_pose, ik_lm, ik_puma, solve_ik
+from hil.kinematics.ik import (BRANCH_LABELS, IKResult, IKSolutions, LMSolver, Task, check_pose, ik_lm, ik_puma,
+                               solve_ik)
 
-__all__ = ["BRANCH_LABELS", "IKResult", "IKSolutions", "Task", "check_pose", "ik_lm", "ik_puma", "solve_ik"]
+__all__ = ["BRANCH_LABELS", "IKResult", "IKSolutions", "LMSolver", "Task", "check_pose", "ik_lm", "ik_puma", "solve_ik"]

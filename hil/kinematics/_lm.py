@@ -10,7 +10,7 @@ so a level only moves in what the levels above leave free, and the damping E_l +
 step shrink gracefully when the level cannot be met (unreachable, singular, at a limit) instead of
 blowing up. A step is kept only if it does not make the cost worse in lexicographic order (level
 1 first); otherwise w̄ is raised tenfold and the step recomputed, so the iteration never
-oscillates; after accepted steps w̄ decays (down to 1e-3 of its nominal value) so that
+oscillates; after each accepted step w̄ shrinks tenfold (down to 1e-6 of its nominal value), so
 near-singular but reachable targets still converge fast. Joints at a limit whose step would push them further out are locked for the step;
 every iterate is clamped into the ranges.
 
@@ -97,8 +97,9 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
         f = int(tasks[t, T_FRAME])
         rf = int(tasks[t, T_REF])
         lev = int(tasks[t, T_LEVEL])
-        # reference frame pose and Jacobian
-        jacobian_core(kin, rf, poses, Jr)
+        # reference frame pose and Jacobian (the base, rf = 0, is fixed: no Jacobian needed)
+        if rf != 0:
+            jacobian_core(kin, rf, poses, Jr)
         R00 = poses[rf, 0, 0]
         R01 = poses[rf, 0, 1]
         R02 = poses[rf, 0, 2]
@@ -173,6 +174,11 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
             wrows[nrow] = w
             lrows[nrow] = lev
             # row k of the relative Jacobian in the reference frame
+            if rf == 0:
+                for c in range(n):
+                    Jrows[nrow, c] = Jf[k, c]
+                nrow += 1
+                continue
             for c in range(n):
                 wrx = Jr[3, c]
                 wry = Jr[4, c]
@@ -194,6 +200,29 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
                     Jrows[nrow, c] = R02 * vx + R12 * vy + R22 * vz
             nrow += 1
     return nrow
+
+
+@kernel()
+def rigid_status(T):
+    """0 for a proper rigid transform (4, 4); 1 non-finite, 2 bad last row, 3 not orthonormal
+    (tolerance 1e-6), 4 a reflection."""
+    for r in range(4):
+        for c in range(4):
+            v = T[r, c]
+            if not (v - v == 0.0):
+                return 1
+    if T[3, 0] != 0.0 or T[3, 1] != 0.0 or T[3, 2] != 0.0 or T[3, 3] != 1.0:
+        return 2
+    for i in range(3):
+        for j in range(3):
+            d = T[i, 0] * T[j, 0] + T[i, 1] * T[j, 1] + T[i, 2] * T[j, 2]
+            if abs(d - (1.0 if i == j else 0.0)) > 1e-6:
+                return 3
+    det = (T[0, 0] * (T[1, 1] * T[2, 2] - T[1, 2] * T[2, 1]) - T[0, 1] * (T[1, 0] * T[2, 2] - T[1, 2] * T[2, 0])
+           + T[0, 2] * (T[1, 0] * T[2, 1] - T[1, 1] * T[2, 0]))
+    if det < 0.0:
+        return 4
+    return 0
 
 
 @kernel(inline="always")
@@ -311,6 +340,7 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                 for a in range(n):
                     for b in range(n):
                         P[a, b] = free[a] if a == b else 0.0
+                first = True
                 for lv in range(nlev):
                     # rows of this level, projected: Jp = J P, el = e − J dq (ε-limited per task)
                     r = 0
@@ -321,11 +351,15 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                         for c in range(n):
                             s -= Jrows[k, c] * dq[c]
                         el[r] = s
-                        for c in range(n):
-                            acc = 0.0
-                            for d in range(n):
-                                acc += Jrows[k, d] * P[d, c]
-                            Jp[r, c] = acc
+                        if first:  # P is still diag(free): no product needed
+                            for c in range(n):
+                                Jp[r, c] = Jrows[k, c] * free[c]
+                        else:
+                            for c in range(n):
+                                acc = 0.0
+                                for d in range(n):
+                                    acc += Jrows[k, d] * P[d, c]
+                                Jp[r, c] = acc
                         wl[r] = wrows[k]
                         r += 1
                     if r == 0:
@@ -365,11 +399,16 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                             A[b, a] = s
                     if not _chol_solve(A, g, x, Lw, n):
                         continue
+                    was_first = first
+                    first = False
                     for a in range(n):
-                        s = 0.0
-                        for b in range(n):
-                            s += P[a, b] * x[b]
-                        dq[a] += s
+                        if was_first:
+                            dq[a] += free[a] * x[a]
+                        else:
+                            s = 0.0
+                            for b in range(n):
+                                s += P[a, b] * x[b]
+                            dq[a] += s
                     # P ← P − Jpᵀ (Jp Jpᵀ + λ I)⁻¹ Jp
                     if lv < nlev - 1:
                         for a in range(r):
@@ -433,7 +472,7 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                     if costs2[lv] < costs[lv] * (1.0 - 1e-9) - 1e-30:
                         improved = True
                     costs[lv] = costs2[lv]
-                scale = max(scale * 0.25, 1e-3)
+                scale = max(scale * 0.1, 1e-6)
                 if step < 1e-28 or not improved:
                     status = STALLED
                 break

@@ -6,7 +6,7 @@ Units: metres and radians; target poses are `T_base_tool` (4, 4) in the model's 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,22 +24,33 @@ BRANCH_LABELS: tuple[str, ...] = tuple(
 is decided per solution (see `IKSolutions.labels`); this tuple is the naming scheme."""
 
 
-@dataclass(frozen=True)
 class IKResult:
     """Outcome of an IK request. `q` is always finite (radians); `success` tells whether the
     priority-1 targets were met within tolerance; `residual` is the norm of their remaining error
-    (metres and radians mixed, weighted); `reason` says what failed, in words."""
+    (metres and radians mixed, weighted); `residuals` the same per priority level; `reason` says
+    what failed, in words; `branch` names the PUMA branch when the closed form was used.
+    (A slotted plain class: it is built once per solve, on the control loop's path.)"""
 
-    q: np.ndarray
-    success: bool
-    residual: float
-    iterations: int
-    reason: str = ""
-    branch: str | None = None
-    residuals: tuple[float, ...] = ()
+    __slots__ = ("q", "success", "residual", "iterations", "reason", "branch", "residuals")
+
+    def __init__(self, q: np.ndarray, success: bool, residual: float, iterations: int, reason: str = "",
+                 branch: str | None = None, residuals: tuple[float, ...] = ()) -> None:
+        self.q = q
+        self.success = success
+        self.residual = residual
+        self.iterations = iterations
+        self.reason = reason
+        self.branch = branch
+        self.residuals = residuals
 
     def __bool__(self) -> bool:
         return self.success
+
+    def __repr__(self) -> str:
+        return (f"IKResult(q_deg={np.round(np.degrees(self.q), 4).tolist()}, success={self.success}, "
+                f"residual={self.residual:.3g}, iterations={self.iterations}"
+                + (f", branch={self.branch!r}" if self.branch else "") + (f", reason={self.reason!r}" if self.reason else "")
+                + ")")
 
 
 class IKSolutions:
@@ -93,26 +104,30 @@ class IKSolutions:
 
 
 def check_pose(T, what: str = "target") -> np.ndarray:
-    """Validate a homogeneous transform: shape (4, 4), finite, proper orthonormal rotation."""
-    try:
-        T = np.asarray(T, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{what} must be a (4, 4) homogeneous transform") from e
+    """Validate a homogeneous transform: shape (4, 4), finite, proper orthonormal rotation.
+    Returns it as a float64 array; raises `InputError` naming what is wrong."""
+    if T.__class__ is not np.ndarray or T.dtype != np.float64:
+        try:
+            T = np.asarray(T, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{what} must be a (4, 4) homogeneous transform") from e
     if T.shape != (4, 4):
         raise InputError(f"{what} must have shape (4, 4), got {T.shape}")
-    bad = np.argwhere(~np.isfinite(T))
-    if bad.size:
-        r, c = bad[0]
+    if not T.flags.c_contiguous:
+        T = np.ascontiguousarray(T)
+    status = P_LM.rigid_status(T)
+    if status == 0:
+        return T
+    if status == 1:
+        r, c = np.argwhere(~np.isfinite(T))[0]
         raise InputError(f"{what}[{r}, {c}] is {float(T[r, c])!r}; the pose must be finite")
-    if not np.allclose(T[3], [0, 0, 0, 1], atol=1e-12):
+    if status == 2:
         raise InputError(f"{what}: last row must be [0, 0, 0, 1], got {T[3].tolist()}")
     R = T[:3, :3]
-    err = float(np.abs(R @ R.T - np.eye(3)).max())
-    if err > 1e-6:
+    if status == 3:
+        err = float(np.abs(R @ R.T - np.eye(3)).max())
         raise InputError(f"{what}: rotation is not orthonormal (max |R Rᵀ − I| = {err:.3g}); not a rigid transform")
-    if np.linalg.det(R) < 0:
-        raise InputError(f"{what}: rotation has det −1 (a reflection); not a rigid transform")
-    return T
+    raise InputError(f"{what}: rotation has det −1 (a reflection); not a rigid transform")
 
 
 def _puma_geometry(model) -> np.ndarray:
@@ -298,13 +313,85 @@ def _pack_tasks(model, tasks):
         table[i, P_LM.T_WEIGHT:P_LM.T_WEIGHT + 6] = w
         targets[i] = T
     order = np.argsort(table[:, P_LM.T_LEVEL], kind="stable")
-    return table[order], targets[order], len(prios), [tasks[k] for k in order]
+    position = np.empty(len(tasks), dtype=np.int64)
+    position[order] = np.arange(len(tasks))
+    return table[order], targets[order], len(prios), [tasks[k] for k in order], position
 
 
 def _typical_length(model) -> float:
     F = model.fk_frames(model.home)
     d = np.linalg.norm(F[:, :3, 3] - F[0, :3, 3], axis=1)
     return max(float(d.max()) / 2.0, 1e-3)
+
+
+class LMSolver:
+    """A prioritised LM IK problem packed once, solved many times (e.g. once per control cycle).
+
+    `solve(q0)` runs the kernel; `set_target(i, target)` replaces task i's target. See `ik_lm`.
+    """
+
+    def __init__(self, model, tasks, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None) -> None:
+        self.model = model
+        self.table, self.targets, self.nlev, self.tasks, self._position = _pack_tasks(model, tasks)
+        if wbar is None:
+            wbar = model.meta.get("_lm_wbar")
+            if wbar is None:
+                wbar = model.meta["_lm_wbar"] = 1e-3 * _typical_length(model) ** 2
+        if not (max_iter >= 1 and tol > 0 and wbar > 0):
+            raise InputError("ik_lm: max_iter must be ≥ 1, tol and wbar > 0")
+        self.tol = float(tol)
+        self.params = np.array([float(max_iter), self.tol, float(wbar), 1e-9])
+        self._kin, self._mt = model.tables
+        self._entry = entry_point(P_LM.lm_solve, np.zeros(2)[::2], self._kin, self._mt, model.lower, model.upper,
+                                  self.table, self.targets, self.nlev, self.params, np.zeros(model.n),
+                                  np.zeros(2 + self.nlev))
+
+    def set_target(self, i: int, target) -> None:
+        """Replace the target of task i (index in the order the tasks were given)."""
+        if not 0 <= i < len(self._position):
+            raise InputError(f"task index {i} out of range 0..{len(self._position) - 1}")
+        k = int(self._position[i])
+        tgt = np.asarray(target, dtype=np.float64)
+        if tgt.shape == (3,):
+            if not np.all(np.isfinite(tgt)):
+                raise InputError(f"task {i}: target {tgt.tolist()} is not finite")
+            self.targets[k, :3, 3] = tgt
+        else:
+            self.targets[k] = check_pose(tgt, f"task {i} target")
+
+    def solve(self, q0, max_iter: int | None = None) -> IKResult:
+        model = self.model
+        q0 = model._fast_q(q0)
+        params = self.params
+        if max_iter is not None:
+            params = params.copy()
+            params[0] = float(max_iter)
+        q = np.empty(model.n)
+        info = np.zeros(2 + self.nlev)
+        status = self._entry(q0, self._kin, self._mt, model.lower, model.upper, self.table, self.targets,
+                             self.nlev, params, q, info)
+        residuals = tuple(info[2:].tolist())
+        tol = self.tol
+        success = residuals[0] <= tol * 10
+        reason = ""
+        if status == P_LM.NOT_FINITE:
+            bad = np.flatnonzero(~np.isfinite(q0))
+            if bad.size:
+                i = int(bad[0])
+                raise InputError(f"{model.name}: q0[{i}] ({model.joint_names[i]}) is {float(q0[i])!r}; must be finite")
+            reason = "the iteration produced a non-finite value; kept the start pose"
+            q = np.clip(q0, model.lower, model.upper)
+            success = False
+        elif not success:
+            top = int(self.tasks[0].priority)
+            frames = ", ".join(str(t.frame) for t in self.tasks if int(t.priority) == top)
+            why = "iteration limit reached" if status == P_LM.MAX_ITER else "no further progress"
+            reason = (f"priority-1 target not met ({frames}): {why}, residual {residuals[0]:.3g}; the target is "
+                      "out of reach, singular or blocked by joint limits — q is the nearest pose found")
+        elif any(r > tol * 10 for r in residuals[1:]):
+            reason = ("priority-1 met; lower priorities met as well as they can be: residuals "
+                      + ", ".join(f"{r:.3g}" for r in residuals))
+        return IKResult(q, bool(success), residuals[0], int(info[1]), reason, None, residuals)
 
 
 def ik_lm(model, tasks, q0, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None) -> IKResult:
@@ -314,38 +401,9 @@ def ik_lm(model, tasks, q0, max_iter: int = 100, tol: float = 1e-10, wbar: float
     limits always hold. Returns `IKResult`: `success` when every priority-1 task is met within
     `tol`; otherwise `q` is the nearest pose found (finite), `reason` says which task is not met.
     `wbar` defaults to 1e-3 · l², l half the model's largest frame distance from the base at home.
+    For repeated solves of the same tasks use `LMSolver`, which packs the tasks once.
     """
-    table, targets, nlev, ordered = _pack_tasks(model, tasks)
-    q0 = model._as_q(q0)
-    if not np.all(np.isfinite(q0)):
-        i = int(np.flatnonzero(~np.isfinite(q0))[0])
-        raise InputError(f"{model.name}: q0[{i}] ({model.joint_names[i]}) is {float(q0[i])!r}; must be finite")
-    if wbar is None:
-        wbar = model.meta.get("_lm_wbar")
-        if wbar is None:
-            wbar = model.meta["_lm_wbar"] = 1e-3 * _typical_length(model) ** 2
-    params = np.array([float(max_iter), float(tol), float(wbar), 1e-9])
-    q = np.empty(model.n)
-    info = np.zeros(2 + nlev)
-    kin, mt = model.tables
-    status = P_LM.lm_solve(np.ascontiguousarray(q0), kin, mt, model.lower, model.upper, table, targets,
-                           nlev, params, q, info)
-    residuals = tuple(float(v) for v in info[2:])
-    success = residuals[0] <= tol * 10 if nlev else True
-    reason = ""
-    if status == P_LM.NOT_FINITE:
-        reason = "the iteration produced a non-finite value; kept the start pose"
-        q = np.clip(q0, model.lower, model.upper)
-        success = False
-    elif not success:
-        frames = ", ".join(str(t.frame) for t in ordered if int(t.priority) == int(ordered[0].priority))
-        why = "iteration limit reached" if status == P_LM.MAX_ITER else "no further progress"
-        reason = (f"priority-1 target not met ({frames}): {why}, residual {residuals[0]:.3g}; "
-                  "the target is out of reach, singular or blocked by joint limits — q is the nearest pose found")
-    elif any(r > tol * 10 for r in residuals[1:]):
-        reason = "priority-1 met; lower priorities met as well as they can be: residuals " + \
-                 ", ".join(f"{r:.3g}" for r in residuals)
-    return IKResult(q, bool(success), residuals[0], int(info[1]), reason, None, residuals)
+    return LMSolver(model, tasks, max_iter, tol, wbar).solve(q0)
 
 
 def solve_ik(model, T, q_near=None, branch: str | None = None) -> IKResult:

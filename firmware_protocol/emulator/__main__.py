@@ -1,0 +1,291 @@
+"""Run a board emulator on a pseudo-terminal: `python -m firmware_protocol.emulator --kind puma6`.
+
+Prints the pty path (first line of stdout) and runs until SIGINT/SIGTERM. The host connects to
+that path with pyserial like to any USB board. Outgoing bytes are paced at `--baud` (a pty has
+no baud rate of its own) plus `--latency-ms` (e.g. 16 for an FTDI adapter's default timer).
+
+Faults (`--fault`, repeatable or comma-separated):
+  drop:P        drop each byte (both directions) with probability P
+  corrupt:P     flip one bit of each byte with probability P
+  garbage:P     before each outgoing frame, with probability P, send 1–64 random bytes
+  delay:MS      add MS milliseconds to every outgoing frame
+  stall:S@T     at T seconds after start, stop answering (and processing) for S seconds
+  disconnect@T  at T seconds, close the pty and exit (code 3): a pulled cable
+  reboot@T      at T seconds, reset the board (new boot id, disabled)
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import math
+import os
+import select
+import signal
+import sys
+import time
+import tty
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from firmware_protocol import messages as M
+from firmware_protocol.emulator.board import Board, BoardConfig
+from firmware_protocol.frame import FrameDecoder
+
+DEFAULTS = {
+    "puma6": dict(kind=M.BoardKind.PUMA6, n_joints=6, tau_s=0.02, noise_rad=2e-5, resolution_rad=1e-5,
+                  supply_mV=48000, vmax=[1.4, 1.3, 2.1, 4.0, 4.2, 4.0], max_step_rad=0.05),
+    "humanoid17": dict(kind=M.BoardKind.HUMANOID17, n_joints=17, tau_s=0.03, noise_rad=5e-4,
+                       resolution_rad=2 * math.pi / 4096, supply_mV=7400, vmax=[6.0] * 17, max_step_rad=0.2),
+}
+
+
+@dataclass
+class Faults:
+    drop: float = 0.0
+    corrupt: float = 0.0
+    garbage: float = 0.0
+    delay_s: float = 0.0
+    stalls: list = field(default_factory=list)      # (start, duration)
+    disconnect_at: float | None = None
+    reboots: list = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, specs: list[str]) -> "Faults":
+        f = cls()
+        for spec in ",".join(specs).split(","):
+            spec = spec.strip()
+            if not spec:
+                continue
+            try:
+                if spec.startswith("drop:"):
+                    f.drop = _prob(spec[5:])
+                elif spec.startswith("corrupt:"):
+                    f.corrupt = _prob(spec[8:])
+                elif spec.startswith("garbage:"):
+                    f.garbage = _prob(spec[8:])
+                elif spec.startswith("delay:"):
+                    f.delay_s = float(spec[6:]) / 1000.0
+                elif spec.startswith("stall:"):
+                    dur, at = spec[6:].split("@")
+                    f.stalls.append((float(at), float(dur)))
+                elif spec.startswith("disconnect@"):
+                    f.disconnect_at = float(spec[11:])
+                elif spec.startswith("reboot@"):
+                    f.reboots.append(float(spec[7:]))
+                else:
+                    raise ValueError("unknown kind")
+            except ValueError as e:
+                raise SystemExit(f"emulator: bad --fault {spec!r} ({e}); expected drop:P, corrupt:P, garbage:P, "
+                                 "delay:MS, stall:S@T, disconnect@T or reboot@T") from None
+        return f
+
+
+def _prob(text: str) -> float:
+    p = float(text)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError("probability must be in [0, 1]")
+    return p
+
+
+def _floats(text: str | None, n: int, what: str) -> list[float] | None:
+    if text is None:
+        return None
+    vals = [float(v) for v in text.replace(",", " ").split()]
+    if len(vals) != n:
+        raise SystemExit(f"emulator: {what} needs {n} values, got {len(vals)}")
+    return vals
+
+
+def build_config(args: argparse.Namespace) -> BoardConfig:
+    base = dict(DEFAULTS[args.kind])
+    n = base["n_joints"]
+    if args.config:
+        extra = json.loads(args.config)
+        for key in ("lower_deg", "upper_deg", "initial_deg", "vmax_deg_s"):
+            if key in extra and len(extra[key]) != n:
+                raise SystemExit(f"emulator: config {key} needs {n} values")
+        if "lower_deg" in extra:
+            base["lower"] = np.radians(extra["lower_deg"])
+        if "upper_deg" in extra:
+            base["upper"] = np.radians(extra["upper_deg"])
+        if "initial_deg" in extra:
+            base["initial"] = np.radians(extra["initial_deg"])
+        if "vmax_deg_s" in extra:
+            base["vmax"] = np.radians(extra["vmax_deg_s"])
+    offsets = _floats(args.offsets_deg, n, "--offsets-deg")
+    if offsets is not None:
+        base["offsets"] = np.radians(offsets)
+    if args.reverse:
+        signs = np.ones(n)
+        for tok in args.reverse.replace(",", " ").split():
+            j = int(tok)
+            if not 0 <= j < n:
+                raise SystemExit(f"emulator: --reverse joint {j} out of range 0..{n - 1}")
+            signs[j] = -1.0
+        base["signs"] = signs
+    if args.uid:
+        base["uid"] = bytes.fromhex(args.uid)
+    base["seed"] = args.seed
+    if args.noise_deg is not None:
+        base["noise_rad"] = math.radians(args.noise_deg)
+    return BoardConfig(**base)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m firmware_protocol.emulator", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--kind", choices=sorted(DEFAULTS), default="puma6")
+    p.add_argument("--config", help="JSON: lower_deg, upper_deg, initial_deg, vmax_deg_s (board frame)")
+    p.add_argument("--offsets-deg", help="hidden per-joint zero offsets, degrees (board = sign·true + offset)")
+    p.add_argument("--reverse", help="hidden reversed joints, indices, e.g. 2,5")
+    p.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees")
+    p.add_argument("--fault", action="append", default=[], help="fault injection, see below")
+    p.add_argument("--baud", type=float, default=1_000_000, help="pace outgoing bytes at this baud (0: no pacing)")
+    p.add_argument("--latency-ms", type=float, default=0.0, help="extra latency per outgoing frame (USB adapter)")
+    p.add_argument("--uid", help="board unique id, 24 hex digits (default: random)")
+    p.add_argument("--seed", type=int, help="seed of the measurement noise")
+    p.add_argument("--link", help="also make this symlink point at the pty (like a udev by-id link)")
+    p.add_argument("--duration", type=float, help="exit after this many seconds")
+    return p
+
+
+class Runner:
+    def __init__(self, board: Board, faults: Faults, baud: float, latency_s: float, seed: int | None) -> None:
+        self.board = board
+        self.faults = faults
+        self.byte_time = 10.0 / baud if baud > 0 else 0.0
+        self.latency_s = latency_s + faults.delay_s
+        self.rng = np.random.default_rng(seed)
+        self.queue: list[tuple[float, bytes]] = []
+        self.last_release = 0.0
+        self.decoder = FrameDecoder()
+        self.tx_dropped_frames = 0
+
+    def _mangle(self, data: bytes) -> bytes:
+        f = self.faults
+        if not (f.drop or f.corrupt) or not data:
+            return data
+        arr = np.frombuffer(data, dtype=np.uint8).copy()
+        if f.corrupt:
+            hit = self.rng.random(arr.size) < f.corrupt
+            if hit.any():
+                arr[hit] ^= (1 << self.rng.integers(0, 8, hit.sum())).astype(np.uint8)
+        if f.drop:
+            arr = arr[self.rng.random(arr.size) >= f.drop]
+        return arr.tobytes()
+
+    def send(self, frames: list[bytes], now: float) -> None:
+        for fr in frames:
+            if self.faults.garbage and self.rng.random() < self.faults.garbage:
+                fr = self.rng.integers(0, 256, int(self.rng.integers(1, 65)), dtype=np.uint8).tobytes() + fr
+            fr = self._mangle(fr)
+            release = max(now, self.last_release) + len(fr) * self.byte_time
+            self.last_release = release
+            self.queue.append((release + self.latency_s, fr))
+
+    def flush(self, fd: int, now: float) -> None:
+        while self.queue and self.queue[0][0] <= now:
+            _, data = self.queue.pop(0)
+            try:
+                os.write(fd, data)
+            except BlockingIOError:
+                self.tx_dropped_frames += 1  # host not reading: drop, like firmware with a full TX queue
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    self.tx_dropped_frames += 1
+                else:
+                    raise
+
+    def run(self, master: int, duration: float | None, stop) -> int:
+        board = self.board
+        t0 = time.monotonic()
+        board.boot(t0)
+        board.last_heartbeat = t0 - 1.0
+        period = 0.001
+        next_tick = t0
+        reboots = sorted(self.faults.reboots)
+        while not stop():
+            now = time.monotonic()
+            rel = now - t0
+            if duration is not None and rel >= duration:
+                return 0
+            if self.faults.disconnect_at is not None and rel >= self.faults.disconnect_at:
+                return 3
+            if reboots and rel >= reboots[0]:
+                reboots.pop(0)
+                board.boot(now)
+            stalled = any(at <= rel < at + dur for at, dur in self.faults.stalls)
+            wake = next_tick
+            if self.queue and not stalled:
+                wake = min(wake, self.queue[0][0])
+            timeout = max(0.0, wake - now)
+            try:
+                r, _, _ = select.select([master], [], [], timeout)
+            except InterruptedError:
+                continue
+            now = time.monotonic()
+            if r:
+                try:
+                    data = os.read(master, 4096)
+                except OSError as e:
+                    if e.errno == errno.EIO:
+                        data = b""
+                    else:
+                        raise
+                if data and not stalled:
+                    for frame in self.decoder.feed(self._mangle(data)):
+                        self.send(board.receive(frame, now), now)
+            if now >= next_tick:
+                if stalled:
+                    board.now = now  # frozen firmware: time passes, nothing is computed or sent
+                else:
+                    self.send(board.tick(now), now)
+                next_tick += period
+                if next_tick < now - 0.05:
+                    next_tick = now + period
+            if not stalled:
+                self.flush(master, now)
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    config = build_config(args)
+    faults = Faults.parse(args.fault)
+    board = Board(config)
+    master, slave = os.openpty()
+    tty.setraw(slave)  # raw and no echo before anything is written
+    os.set_blocking(master, False)
+    path = os.ttyname(slave)
+    if args.link:
+        tmp = args.link + ".tmp"
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        os.symlink(path, tmp)
+        os.replace(tmp, args.link)
+    print(path, flush=True)
+    print(f"board emulator: {args.kind} ({config.n_joints} joints) on {path}, uid {config.uid.hex().upper()}, "
+          f"boot id {board.boot_id:08x}", file=sys.stderr, flush=True)
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    runner = Runner(board, faults, args.baud, args.latency_ms / 1000.0, args.seed)
+    try:
+        code = runner.run(master, args.duration, lambda: bool(stopping))
+    finally:
+        os.close(master)
+        os.close(slave)  # keep the slave open until here: the master would see EIO on every reopen
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -76,6 +76,48 @@ def cmd_fk(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_emulate(args: argparse.Namespace) -> int:
+    import os
+
+    from hil import emulation, robots
+
+    model = robots.load(args.robot)
+    offsets = emulation.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
+    reverse = emulation.parse_joint_list(model, args.reverse)
+    argv = emulation.emulator_argv(model, offsets, reverse, args.fault or (), uid=args.uid, link=args.link,
+                                   baud=args.baud, latency_ms=args.latency_ms, noise_deg=args.noise_deg)
+    if reverse:
+        print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
+    sys.stdout.flush()
+    # become the emulator: it prints the pty path and runs until Ctrl-C
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+def cmd_ports(args: argparse.Namespace) -> int:
+    from firmware_protocol.link import list_ports, probe
+
+    ports = [p.device for p in list_ports()] + list(args.extra or [])
+    if not ports:
+        print("no serial ports found. Plug the board in (USB), check `dmesg | tail`, or use `hil run --dry-run`.")
+        return 0
+    from firmware_protocol.link import serial
+
+    infos = {p.device: p for p in serial.tools.list_ports.comports()}
+    for dev in ports:
+        p = infos.get(dev)
+        vidpid = f"{p.vid:04x}:{p.pid:04x}" if p is not None and p.vid is not None else "----:----"
+        ser = f"SER={p.serial_number}" if p is not None and p.serial_number else "SER=-"
+        desc = p.description if p is not None and p.description not in (None, "n/a") else ""
+        line = f"{dev:<22} {vidpid}  {ser:<20} {desc!r:<28}"
+        if args.probe:
+            info = probe(dev, args.baud)
+            line += (f" → {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}"
+                     if info else " → no answer (not a hil board?)")
+        print(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
@@ -92,6 +134,25 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--pose", help="a named pose (see `hil robots`)")
     s.add_argument("--frame", help="frame name (default: the tool frame)")
     s.set_defaults(func=cmd_fk)
+
+    s = sub.add_parser("emulate", help="run a board emulator on a pseudo-terminal (prints its path)")
+    s.add_argument("--robot", required=True, help="puma560 or humanoid17")
+    s.add_argument("--offsets-deg", help="hidden zero offsets: one per joint, or joint=deg pairs")
+    s.add_argument("--reverse", help="hidden reversed joints: names or indices, comma-separated")
+    s.add_argument("--fault", action="append",
+                   help="fault injection: drop:P corrupt:P garbage:P delay:MS stall:S@T disconnect@T reboot@T")
+    s.add_argument("--uid", help="board unique id (24 hex digits)")
+    s.add_argument("--link", help="also create this symlink to the pty (a stable name, like udev's by-id)")
+    s.add_argument("--baud", type=float, help="pace the emulated wire at this baud (default 1000000)")
+    s.add_argument("--latency-ms", type=float, help="extra latency per frame (16 emulates an FTDI default)")
+    s.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees")
+    s.set_defaults(func=cmd_emulate)
+
+    s = sub.add_parser("ports", help="list serial ports (VID:PID, serial number); --probe asks each for a board")
+    s.add_argument("--probe", action="store_true", help="handshake on each port and say which board answers")
+    s.add_argument("--baud", type=int, default=1_000_000)
+    s.add_argument("extra", nargs="*", help="more ports to list and probe (e.g. a pty from `hil emulate`)")
+    s.set_defaults(func=cmd_ports)
     return p
 
 

@@ -6,3 +6,68 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".numba_cache"))
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+class EmulatorProcess:
+    """A board emulator in its own process on a pty (python -m firmware_protocol.emulator)."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = list(args)
+        self.proc = subprocess.Popen([sys.executable, "-m", "firmware_protocol.emulator", *self.args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("/dev/"):
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            self.kill()
+            raise RuntimeError(f"emulator did not start: {line!r} {err}")
+        self.path = line
+
+    def _close_pipes(self) -> None:
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=5)
+        self._close_pipes()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        code = self.proc.wait(timeout=5)
+        self._close_pipes()
+        return code
+
+
+@pytest.fixture
+def emulator():
+    """Factory: emulator(*args) starts an emulator process; all are killed at teardown."""
+    started: list[EmulatorProcess] = []
+
+    def start(*args: str) -> EmulatorProcess:
+        e = EmulatorProcess(*args)
+        started.append(e)
+        return e
+
+    yield start
+    for e in started:
+        e.kill()
+
+
+def wait_for(predicate, timeout_s: float = 2.0, step_s: float = 0.005):
+    """Poll until predicate() is truthy; returns its value or None after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = predicate()
+        if v:
+            return v
+        time.sleep(step_s)
+    return None

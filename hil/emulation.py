@@ -1,0 +1,120 @@
+"""Start the board emulator that matches a robot model (dry-run, tests, `hil emulate`).
+
+The emulator itself lives in `firmware_protocol.emulator` and knows nothing of robot models; this
+module turns a `RobotModel` into its command line: board kind, joint ranges, power-on pose and
+speeds, plus the hidden calibration errors and faults a user asks for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from hil.errors import InputError
+
+BOARD_KIND = {"puma560": "puma6", "humanoid17": "humanoid17"}
+
+
+def board_kind(model) -> str:
+    """Emulator kind for a model ("puma6" or "humanoid17")."""
+    try:
+        return BOARD_KIND[model.name]
+    except KeyError:
+        raise InputError(f"no board emulator for robot {model.name!r}; emulated: {', '.join(BOARD_KIND)}") from None
+
+
+def parse_joint_values(model, text: str | None, what: str) -> np.ndarray | None:
+    """"1.5,0,-2,..." (one per joint) or "l_knee=2.5,r_hip_pitch=-1" → array (n,), degrees as given."""
+    if not text:
+        return None
+    out = np.zeros(model.n)
+    items = [t for t in text.replace(" ", ",").split(",") if t]
+    if all("=" in t for t in items):
+        for t in items:
+            name, val = t.split("=", 1)
+            out[model.joint_index(name.strip())] = float(val)
+        return out
+    try:
+        vals = [float(t) for t in items]
+    except ValueError:
+        raise InputError(f"{what}: expected {model.n} numbers or joint=value pairs, got {text!r}") from None
+    if len(vals) != model.n:
+        raise InputError(f"{what}: {model.name} has {model.n} joints ({', '.join(model.joint_names)}), "
+                         f"got {len(vals)} values")
+    return np.array(vals)
+
+
+def parse_joint_list(model, text: str | None) -> list[int]:
+    """"r_knee,3" → joint indices."""
+    if not text:
+        return []
+    out = []
+    for tok in text.replace(" ", ",").split(","):
+        if tok:
+            out.append(model.joint_index(int(tok) if tok.isdigit() else tok))
+    return out
+
+
+def emulator_argv(model, offsets_deg=None, reverse=(), faults=(), uid: str | None = None,
+                  link: str | None = None, baud: float | None = None, latency_ms: float | None = None,
+                  noise_deg: float | None = None, initial=None, seed: int | None = None) -> list[str]:
+    """Command line of `python -m firmware_protocol.emulator` for this model."""
+    init = model.home if initial is None else np.asarray(initial, float)
+    config = {"lower_deg": np.degrees(model.lower).tolist(), "upper_deg": np.degrees(model.upper).tolist(),
+              "initial_deg": np.degrees(init).tolist(),
+              "vmax_deg_s": np.degrees(model.velocity_limit).tolist()}
+    argv = [sys.executable, "-m", "firmware_protocol.emulator", "--kind", board_kind(model),
+            "--config", json.dumps(config)]
+    if offsets_deg is not None:
+        argv += ["--offsets-deg", ",".join(f"{v:.6f}" for v in offsets_deg)]
+    if reverse:
+        argv += ["--reverse", ",".join(str(j) for j in reverse)]
+    for f in faults:
+        argv += ["--fault", f]
+    for flag, value in (("--uid", uid), ("--link", link), ("--baud", baud), ("--latency-ms", latency_ms),
+                        ("--noise-deg", noise_deg), ("--seed", seed)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+@dataclass
+class EmulatorHandle:
+    """A running emulator process and the pty path it serves."""
+
+    path: str
+    proc: subprocess.Popen
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_emulator(model, **kwargs) -> EmulatorHandle:
+    """Start the matching emulator in its own process; returns once its pty path is known."""
+    proc = subprocess.Popen(emulator_argv(model, **kwargs), stdout=subprocess.PIPE, text=True)
+    path = proc.stdout.readline().strip()
+    if not path.startswith("/dev/"):
+        proc.kill()
+        proc.wait()
+        raise InputError(f"the board emulator did not start (exit code {proc.returncode})")
+    return EmulatorHandle(path, proc)
+
+
+def degrees_list(values) -> str:
+    return ", ".join(f"{math.degrees(v):.2f}" for v in values)

@@ -1,0 +1,177 @@
+"""Safety checks shared by the loop (every cycle) and the planners (whole paths before motion).
+
+`SafetyChecker(model)` turns the model's data into the kernel's tables once: link capsules (boxes
+become capsules along their longest side), the pairs that may collide (not on the same or
+adjacent links, not touching at the home pose), the PUMA workspace and floor (ROBOTS.md §1) and
+the humanoid's support polygon (both soles' rectangles). Units: metres, radians, seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hil.safety import _kernel as SK
+from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, LIMIT, NONFINITE, RATE,  # noqa: F401
+                                WORKSPACE)
+
+WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)²+a3²", "x > -(a2+d4)·cos 20°")
+
+
+def flag_names(flags: int) -> list[str]:
+    """Names of the set flag bits, most serious first."""
+    order = (NONFINITE, COLLISION, FLOOR, WORKSPACE, BALANCE, LIMIT, RATE)
+    return [FLAG_NAMES[b] for b in order if flags & b]
+
+
+def _capsules(model) -> tuple[np.ndarray, list[str]]:
+    rows, names = [], []
+    for sh in model.shapes:
+        if sh.kind == "capsule":
+            p0, p1, r = np.array(sh.p0), np.array(sh.p1), sh.radius
+        else:
+            half = np.array(sh.half)
+            axis = int(np.argmax(half))
+            others = [half[i] for i in range(3) if i != axis]
+            r = max(others)
+            d = np.zeros(3)
+            d[axis] = max(half[axis] - r, 0.0)
+            p0, p1 = np.array(sh.p0) - d, np.array(sh.p0) + d
+        rows.append([sh.link, *p0, *p1, r])
+        names.append(sh.name)
+    return np.array(rows, dtype=np.float64).reshape(-1, 8), names
+
+
+@dataclass
+class Verdict:
+    """Outcome of checking one pose: flag bits and a sentence per problem."""
+
+    flags: int
+    reasons: list[str]
+
+    def __bool__(self) -> bool:
+        return self.flags == 0
+
+
+class SafetyChecker:
+    """Limits, rate, floor, workspace, self-collision and balance for one model."""
+
+    def __init__(self, model, floor: bool | None = None, balance: bool | None = None) -> None:
+        self.model = model
+        self.kin, self.mt = model.tables
+        caps, self.capsule_names = _capsules(model)
+        self.caps = caps
+        # candidate pairs: different, non-adjacent links, apart at the home pose
+        parent = {i: j.parent for i, j in enumerate(model.joints)}
+        pairs = []
+        for a in range(len(caps)):
+            for b in range(a + 1, len(caps)):
+                la, lb = int(caps[a, 0]), int(caps[b, 0])
+                if la == lb or parent.get(la, -2) == lb or parent.get(lb, -2) == la:
+                    continue
+                if la >= 0 and lb >= 0 and parent.get(la) == parent.get(lb) and parent.get(la, -1) >= 0 \
+                        and model.joints[la].parent == model.joints[lb].parent:
+                    pass
+                pairs.append((a, b))
+        self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        self.ws = np.zeros(7)
+        self.bal = np.zeros(7)
+        meta = model.meta
+        floor_z = meta.get("floor_z_m")
+        if floor is None:
+            floor = floor_z is not None
+        if floor and floor_z is not None:
+            self.ws[5] = float(floor_z)
+            self.ws[6] = 1.0
+        wsm = meta.get("workspace")
+        if wsm and "dh" in meta:
+            a, d = meta["dh"]["a"], meta["dh"]["d"]
+            self.ws[0] = 1.0
+            self.ws[1] = model.frame_index("wrist")
+            self.ws[2] = float(wsm.get("reach_m", a[1] + d[3]))
+            self.ws[3] = float(a[2])
+            self.ws[4] = math.cos(math.radians(float(wsm.get("lower_x_angle_deg", 20.0))))
+        if balance is None:
+            balance = "l_sole" in model.frame_names and "r_sole" in model.frame_names
+        if balance:
+            foot = next((s for s in model.shapes if s.name == "l_foot" and s.kind == "box"), None)
+            half = sorted(foot.half, reverse=True) if foot is not None else [0.045, 0.02, 0.0]
+            margin = float((meta.get("balance") or {}).get("margin_m", 0.0))
+            self.bal[:] = [1.0, model.frame_index("l_sole"), model.frame_index("r_sole"), half[0], half[1],
+                           margin, 0.003]
+        self.poses = np.empty((len(model.frame_names), 4, 4))
+        self.wpts = np.empty((len(caps), 6))
+        self.info = np.empty(SK.INFO_LEN)
+        self.scratch = np.empty(32)
+        # drop pairs already in contact at home (designed contact, e.g. the trunk in the pedestal)
+        if len(self.pairs):
+            SK.check_pose_core(model.home, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
+                               self.poses, self.wpts, self.info, self.scratch)
+            keep = []
+            for p, (a, b) in enumerate(self.pairs):
+                one = self.pairs[p:p + 1]
+                SK.check_pose_core(model.home, self.kin, self.mt, self.caps, one, self.ws, self.bal,
+                                   self.poses, self.wpts, self.info, self.scratch)
+                if self.info[SK.I_CLEARANCE] > 0.0:
+                    keep.append((a, b))
+            self.pairs = np.array(keep, dtype=np.int64).reshape(-1, 2)
+
+    # ------------------------------------------------------------------ loop
+    def step(self, q_target: np.ndarray, q_prev: np.ndarray, dt: float, rate_scale: float,
+             q_cmd: np.ndarray) -> int:
+        """The per-cycle filter (see `_kernel.safety_step`); writes q_cmd, returns flag bits."""
+        m = self.model
+        return SK.safety_step(q_target, q_prev, m.lower, m.upper, m.velocity_limit, dt, rate_scale, self.kin,
+                              self.mt, self.caps, self.pairs, self.ws, self.bal, q_cmd, self.poses, self.wpts,
+                              self.info, self.scratch)
+
+    # ---------------------------------------------------------------- checks
+    def check(self, q) -> Verdict:
+        """Check one pose (limits, floor, workspace, collision, balance) with reasons in words."""
+        q = self.model._as_q(q)
+        Q = q.reshape(1, -1)
+        flags = np.zeros(1, dtype=np.int64)
+        SK.check_path(Q, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal, self.model.lower,
+                      self.model.upper, self.poses, self.wpts, self.info, self.scratch, flags)
+        return Verdict(int(flags[0]), self.explain(int(flags[0]), q))
+
+    def check_path(self, Q: np.ndarray) -> tuple[int, np.ndarray]:
+        """(first bad row or -1, flags per row) for configurations Q (N, n)."""
+        Q = np.ascontiguousarray(Q, dtype=np.float64)
+        flags = np.zeros(Q.shape[0], dtype=np.int64)
+        first = SK.check_path(Q, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal, self.model.lower,
+                              self.model.upper, self.poses, self.wpts, self.info, self.scratch, flags)
+        return int(first), flags
+
+    def explain(self, flags: int, q: np.ndarray | None = None) -> list[str]:
+        """Sentences for the flags; with q, recomputes the details (pair, bound, margin)."""
+        m = self.model
+        out = []
+        if q is not None and flags & (FLOOR | WORKSPACE | COLLISION | BALANCE):
+            SK.check_pose_core(np.asarray(q, float), self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
+                               self.poses, self.wpts, self.info, self.scratch)
+        if flags & NONFINITE:
+            out.append("the target is not finite")
+        if flags & LIMIT and q is not None:
+            out += ["joint limit: " + v for v in m.limit_violations(q)] or ["joint limit"]
+        elif flags & LIMIT:
+            out.append("joint limit")
+        if flags & FLOOR:
+            out.append(f"floor: a link reaches {self.info[SK.I_FLOOR] * 1e3:+.1f} mm relative to the floor "
+                       f"(z = {self.ws[5] * 1e3:.0f} mm)")
+        if flags & WORKSPACE:
+            b = int(self.info[SK.I_WS])
+            out.append(f"workspace: the wrist centre violates {WORKSPACE_BOUNDS[b] if b >= 0 else 'a bound'}")
+        if flags & COLLISION:
+            p = int(self.info[SK.I_PAIR])
+            a, b = self.pairs[p] if p >= 0 else (0, 0)
+            out.append(f"self-collision: {self.capsule_names[a]} and {self.capsule_names[b]} overlap by "
+                       f"{-self.info[SK.I_CLEARANCE] * 1e3:.1f} mm")
+        if flags & BALANCE:
+            out.append(f"balance: the centre of mass is {-self.info[SK.I_COM_MARGIN] * 1e3:+.1f} mm outside the "
+                       f"support polygon (margin {self.bal[5] * 1e3:.0f} mm required)")
+        if flags & RATE:
+            out.append("velocity limit")
+        return out

@@ -1,0 +1,320 @@
+"""The loop-time safety step as one Numba kernel: limits, rate, floor, workspace, self-collision,
+balance. One call per control cycle (one dispatch, no allocation: all buffers come from outside).
+
+Flags (bit set returned by `safety_step`):
+"""
+
+from __future__ import annotations
+
+import math
+
+from hil._jit import kernel
+from hil.kinematics._kernels import fk_all_core
+
+LIMIT = 1          # a target was clamped into the joint range
+RATE = 2           # a step was clamped to the velocity limit (or the ramp speed)
+WORKSPACE = 4      # the wrist centre would leave the workspace: step rejected, command held
+FLOOR = 8          # a link would go below the floor: step rejected, command held
+COLLISION = 16     # two link capsules would touch: step rejected, command held
+BALANCE = 32       # the centre of mass would leave the support polygon: step rejected, command held
+NONFINITE = 64     # the target was NaN/inf: command held
+HELD = 128         # the command was held at the previous one (any rejecting check above)
+
+FLAG_NAMES = {LIMIT: "joint limit", RATE: "velocity limit", WORKSPACE: "workspace", FLOOR: "floor",
+              COLLISION: "self-collision", BALANCE: "balance", NONFINITE: "non-finite target", HELD: "held"}
+
+# info slots written by safety_step
+I_CLEARANCE = 0     # smallest capsule clearance (m), +inf if no pairs
+I_PAIR = 1          # index of that pair
+I_FLOOR = 2         # smallest height of a capsule above the floor (m)
+I_COM_MARGIN = 3    # signed distance of the COM inside the support polygon (m), +inf if unchecked
+I_WS = 4            # index of the violated workspace bound, -1 none
+INFO_LEN = 8
+
+
+@kernel(inline="always")
+def _seg_seg_dist2(p0x, p0y, p0z, p1x, p1y, p1z, q0x, q0y, q0z, q1x, q1y, q1z):
+    """Squared distance between segments p0–p1 and q0–q1 (Ericson, Real-Time Collision Detection §5.1.9)."""
+    d1x = p1x - p0x
+    d1y = p1y - p0y
+    d1z = p1z - p0z
+    d2x = q1x - q0x
+    d2y = q1y - q0y
+    d2z = q1z - q0z
+    rx = p0x - q0x
+    ry = p0y - q0y
+    rz = p0z - q0z
+    a = d1x * d1x + d1y * d1y + d1z * d1z
+    e = d2x * d2x + d2y * d2y + d2z * d2z
+    f = d2x * rx + d2y * ry + d2z * rz
+    eps = 1e-15
+    if a <= eps and e <= eps:
+        s = 0.0
+        t = 0.0
+    elif a <= eps:
+        s = 0.0
+        t = min(max(f / e, 0.0), 1.0)
+    else:
+        c = d1x * rx + d1y * ry + d1z * rz
+        if e <= eps:
+            t = 0.0
+            s = min(max(-c / a, 0.0), 1.0)
+        else:
+            b = d1x * d2x + d1y * d2y + d1z * d2z
+            denom = a * e - b * b
+            if denom > eps:
+                s = min(max((b * f - c * e) / denom, 0.0), 1.0)
+            else:
+                s = 0.0
+            t = (b * s + f) / e
+            if t < 0.0:
+                t = 0.0
+                s = min(max(-c / a, 0.0), 1.0)
+            elif t > 1.0:
+                t = 1.0
+                s = min(max((b - c) / a, 0.0), 1.0)
+    cx = p0x + d1x * s - (q0x + d2x * t)
+    cy = p0y + d1y * s - (q0y + d2y * t)
+    cz = p0z + d1z * s - (q0z + d2z * t)
+    return cx * cx + cy * cy + cz * cz
+
+
+@kernel(inline="always")
+def _hull_margin(pts, npts, px, py):
+    """Signed distance of (px, py) inside the convex hull of npts points (pts = x0, y0, x1, ...):
+    positive inside, negative outside (for outside points, minus the distance to the nearest
+    edge line). Gift wrapping; hull vertex indices go to pts[16:]."""
+    start = 0
+    for i in range(1, npts):
+        if pts[2 * i] < pts[2 * start] or (pts[2 * i] == pts[2 * start] and pts[2 * i + 1] < pts[2 * start + 1]):
+            start = i
+    margin = math.inf
+    p = start
+    for _ in range(npts + 1):
+        q = (p + 1) % npts
+        for r in range(npts):
+            ax = pts[2 * q] - pts[2 * p]
+            ay = pts[2 * q + 1] - pts[2 * p + 1]
+            bx = pts[2 * r] - pts[2 * p]
+            by = pts[2 * r + 1] - pts[2 * p + 1]
+            cr = ax * by - ay * bx
+            if cr < 0.0 or (cr == 0.0 and bx * bx + by * by > ax * ax + ay * ay):
+                q = r
+        # edge p -> q is a counter-clockwise hull edge: inside is to its left
+        ex = pts[2 * q] - pts[2 * p]
+        ey = pts[2 * q + 1] - pts[2 * p + 1]
+        L = math.sqrt(ex * ex + ey * ey)
+        if L > 1e-12:
+            d = (ex * (py - pts[2 * p + 1]) - ey * (px - pts[2 * p])) / L
+            if d < margin:
+                margin = d
+        p = q
+        if p == start:
+            break
+    return margin
+
+
+@kernel(inline="always")
+def _world_points(caps, poses, wpts):
+    """Capsule end points in the base frame: wpts (k, 6)."""
+    for i in range(caps.shape[0]):
+        r = int(caps[i, 0]) + 1
+        for e in range(2):
+            lx = caps[i, 1 + 3 * e]
+            ly = caps[i, 2 + 3 * e]
+            lz = caps[i, 3 + 3 * e]
+            for d in range(3):
+                wpts[i, 3 * e + d] = poses[r, d, 0] * lx + poses[r, d, 1] * ly + poses[r, d, 2] * lz + poses[r, d, 3]
+
+
+@kernel(inline="always")
+def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch):
+    """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info.
+
+    ws = [enabled, wrist frame, reach, a3, cos_lower, floor_z, floor_enabled]
+    bal = [enabled, sole_l frame, sole_r frame, half_length, half_width, margin, contact_tol]
+    """
+    flags = 0
+    fk_all_core(q, kin, poses)
+    _world_points(caps, poses, wpts)
+    for i in range(INFO_LEN):
+        info[i] = 0.0
+    info[I_CLEARANCE] = math.inf
+    info[I_PAIR] = -1.0
+    info[I_FLOOR] = math.inf
+    info[I_COM_MARGIN] = math.inf
+    info[I_WS] = -1.0
+    # floor: every capsule stays above it
+    if ws[6] != 0.0:
+        fz = ws[5]
+        for i in range(caps.shape[0]):
+            if caps[i, 0] < 0.0:
+                continue  # base geometry (the pedestal) stands on the floor by design
+            h = min(wpts[i, 2], wpts[i, 5]) - caps[i, 7] - fz
+            if h < info[I_FLOOR]:
+                info[I_FLOOR] = h
+        if info[I_FLOOR] < 0.0:
+            flags |= FLOOR
+    # workspace of the wrist centre (paper 001, eqs. 2-6)
+    if ws[0] != 0.0:
+        f = int(ws[1])
+        x = poses[f, 0, 3]
+        y = poses[f, 1, 3]
+        z = poses[f, 2, 3]
+        reach = ws[2] + 1e-6  # the stretched arm (home, ready) lies on the bound itself
+        bound = -1
+        if not z <= reach:
+            bound = 0
+        elif not abs(y) <= reach:
+            bound = 1
+        elif not x <= reach:
+            bound = 2
+        elif not y * y + z * z <= reach * reach + ws[3] * ws[3]:
+            bound = 3
+        elif not x >= -reach * ws[4]:
+            bound = 4
+        if bound >= 0:
+            flags |= WORKSPACE
+            info[I_WS] = bound
+    # self-collision between capsule pairs
+    for p in range(pairs.shape[0]):
+        a = pairs[p, 0]
+        b = pairs[p, 1]
+        d2 = _seg_seg_dist2(wpts[a, 0], wpts[a, 1], wpts[a, 2], wpts[a, 3], wpts[a, 4], wpts[a, 5],
+                            wpts[b, 0], wpts[b, 1], wpts[b, 2], wpts[b, 3], wpts[b, 4], wpts[b, 5])
+        clear = math.sqrt(d2) - caps[a, 7] - caps[b, 7]
+        if clear < info[I_CLEARANCE]:
+            info[I_CLEARANCE] = clear
+            info[I_PAIR] = p
+    if info[I_CLEARANCE] < 0.0:
+        flags |= COLLISION
+    # static balance: COM over the support polygon of the soles in contact, in the lower sole's frame
+    if bal[0] != 0.0:
+        fl = int(bal[1])
+        fr = int(bal[2])
+        # support = the sole lower along the body's z axis; express everything in its frame
+        s = fl if poses[fl, 2, 3] <= poses[fr, 2, 3] else fr
+        o = fr if s == fl else fl
+        # COM in the base frame
+        cx = 0.0
+        cy = 0.0
+        cz = 0.0
+        tot = 0.0
+        for b in range(mt.shape[0]):
+            m = mt[b, 0]
+            if m == 0.0:
+                continue
+            for d in range(3):
+                v = poses[b, d, 0] * mt[b, 1] + poses[b, d, 1] * mt[b, 2] + poses[b, d, 2] * mt[b, 3] + poses[b, d, 3]
+                if d == 0:
+                    cx += m * v
+                elif d == 1:
+                    cy += m * v
+                else:
+                    cz += m * v
+            tot += m
+        cx /= tot
+        cy /= tot
+        cz /= tot
+        # COM in the support sole frame
+        dx = cx - poses[s, 0, 3]
+        dy = cy - poses[s, 1, 3]
+        dz = cz - poses[s, 2, 3]
+        px = poses[s, 0, 0] * dx + poses[s, 1, 0] * dy + poses[s, 2, 0] * dz
+        py = poses[s, 0, 1] * dx + poses[s, 1, 1] * dy + poses[s, 2, 1] * dz
+        # support polygon: the support sole's rectangle, plus the other sole's when it is level with
+        # it (double support); margin = signed distance of the COM inside their convex hull
+        hl = bal[3]
+        hw = bal[4]
+        npts = 0
+        for sx_ in (-1.0, 1.0):
+            for sy_ in (-1.0, 1.0):
+                scratch[2 * npts] = sx_ * hl
+                scratch[2 * npts + 1] = sy_ * hw
+                npts += 1
+        ox = poses[o, 0, 3] - poses[s, 0, 3]
+        oy = poses[o, 1, 3] - poses[s, 1, 3]
+        oz = poses[o, 2, 3] - poses[s, 2, 3]
+        ocx = poses[s, 0, 0] * ox + poses[s, 1, 0] * oy + poses[s, 2, 0] * oz
+        ocy = poses[s, 0, 1] * ox + poses[s, 1, 1] * oy + poses[s, 2, 1] * oz
+        ocz = poses[s, 0, 2] * ox + poses[s, 1, 2] * oy + poses[s, 2, 2] * oz
+        if abs(ocz) < bal[6]:
+            # the other sole's x and y axes in the support frame
+            axx = poses[s, 0, 0] * poses[o, 0, 0] + poses[s, 1, 0] * poses[o, 1, 0] + poses[s, 2, 0] * poses[o, 2, 0]
+            axy = poses[s, 0, 1] * poses[o, 0, 0] + poses[s, 1, 1] * poses[o, 1, 0] + poses[s, 2, 1] * poses[o, 2, 0]
+            ayx = poses[s, 0, 0] * poses[o, 0, 1] + poses[s, 1, 0] * poses[o, 1, 1] + poses[s, 2, 0] * poses[o, 2, 1]
+            ayy = poses[s, 0, 1] * poses[o, 0, 1] + poses[s, 1, 1] * poses[o, 1, 1] + poses[s, 2, 1] * poses[o, 2, 1]
+            for sx_ in (-1.0, 1.0):
+                for sy_ in (-1.0, 1.0):
+                    scratch[2 * npts] = ocx + sx_ * hl * axx + sy_ * hw * ayx
+                    scratch[2 * npts + 1] = ocy + sx_ * hl * axy + sy_ * hw * ayy
+                    npts += 1
+        margin = _hull_margin(scratch, npts, px, py)
+        info[I_COM_MARGIN] = margin
+        if margin < bal[5]:
+            flags |= BALANCE
+    return flags
+
+
+@kernel()
+def safety_step(q_target, q_prev, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
+                q_cmd, poses, wpts, info, scratch):
+    """One control cycle's safety filter: q_cmd from q_target given the previous command q_prev.
+
+    Clamps into the joint ranges (LIMIT) and to |Δq| ≤ vmax·dt·rate_scale (RATE); then checks
+    floor, workspace, self-collision and balance at the clamped pose and, if any fails, holds the
+    previous command (HELD). Returns the flag bits; `info` explains (see I_* slots).
+    """
+    n = q_target.shape[0]
+    flags = 0
+    for i in range(n):
+        v = q_target[i]
+        if not (v - v == 0.0):
+            for j in range(n):
+                q_cmd[j] = q_prev[j]
+            return NONFINITE | HELD
+    for i in range(n):
+        v = q_target[i]
+        if v < lower[i]:
+            v = lower[i]
+            flags |= LIMIT
+        elif v > upper[i]:
+            v = upper[i]
+            flags |= LIMIT
+        step = v - q_prev[i]
+        lim = vmax[i] * dt * rate_scale
+        if step > lim:
+            v = q_prev[i] + lim
+            flags |= RATE
+        elif step < -lim:
+            v = q_prev[i] - lim
+            flags |= RATE
+        q_cmd[i] = v
+    bad = check_pose_core(q_cmd, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+    if bad != 0:
+        for j in range(n):
+            q_cmd[j] = q_prev[j]
+        flags |= bad | HELD
+    return flags
+
+
+@kernel()
+def check_path(Q, kin, mt, caps, pairs, ws, bal, lower, upper, poses, wpts, info, scratch, flags_out):
+    """Plan-time check of many configurations Q (N, n): flags per row (limits + pose checks).
+    Returns the first bad row or -1."""
+    first = -1
+    n = Q.shape[1]
+    for k in range(Q.shape[0]):
+        f = 0
+        for i in range(n):
+            v = Q[k, i]
+            if not (v - v == 0.0):
+                f |= NONFINITE
+            elif v < lower[i] - 1e-9 or v > upper[i] + 1e-9:
+                f |= LIMIT
+        if f & NONFINITE == 0:
+            f |= check_pose_core(Q[k], kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+        flags_out[k] = f
+        if f != 0 and first < 0:
+            first = k
+    return first

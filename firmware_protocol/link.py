@@ -24,6 +24,7 @@ import errno
 import glob
 import os
 import random
+import select as _select
 import termios
 import threading
 import time
@@ -170,8 +171,9 @@ class Link:
     """A connected board. Use `Link.connect(port)`; see the module docstring."""
 
     def __init__(self, port: str, baud: int = 1_000_000, link_timeout_s: float = 0.25,
-                 heartbeat_s: float = 0.1) -> None:
+                 heartbeat_s: float = 0.1, threaded: bool = True) -> None:
         self.port = port
+        self.threaded = threaded
         self.baud = baud
         self.link_timeout_s = link_timeout_s
         self.heartbeat_s = heartbeat_s
@@ -196,14 +198,19 @@ class Link:
         self._last_board_t = -1
         self._boot_id: int | None = None
         self._state_listeners: list = []
+        self._fd: int | None = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
     def connect(cls, port: str, baud: int = 1_000_000, link_timeout_s: float = 0.25,
                 handshake_timeout_s: float = 2.0, expect_kind: int | None = None,
-                expect_joints: int | None = None) -> "Link":
-        """Open `port`, handshake, start the reader. Raises DeviceError / HandshakeError."""
-        link = cls(port, baud, link_timeout_s)
+                expect_joints: int | None = None, threaded: bool = True) -> "Link":
+        """Open `port`, handshake, start the reader. Raises DeviceError / HandshakeError.
+
+        threaded=False: no reader thread; the caller (the real-time loop) calls `poll()` every
+        cycle, which reads what has arrived without blocking. That keeps decoding on the loop's
+        own thread instead of competing with it for the GIL."""
+        link = cls(port, baud, link_timeout_s, threaded=threaded)
         link.open(handshake_timeout_s, expect_kind, expect_joints)
         return link
 
@@ -241,8 +248,13 @@ class Link:
         self._lost = None
         self._last_rx = time.monotonic()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._reader, name=f"hil-link {self.port}", daemon=True)
-        self._thread.start()
+        try:
+            self._fd = None if _is_url(self.port) else self._ser.fileno()
+        except (AttributeError, OSError, serial.SerialException):
+            self._fd = None
+        if self.threaded:
+            self._thread = threading.Thread(target=self._reader, name=f"hil-link {self.port}", daemon=True)
+            self._thread.start()
         return info
 
     def _next_seq(self) -> int:
@@ -315,6 +327,57 @@ class Link:
                 except LinkLostError:
                     return
 
+    def poll(self) -> StateSample | None:
+        """Non-threaded mode: read whatever arrived (never blocks), dispatch it, return the newest
+        state. Only the last STATE in the bytes read is decoded in full."""
+        self._check()
+        ser = self._ser
+        try:
+            if self._fd is not None and not self.threaded:
+                data = b""
+                if _select.select([self._fd], [], [], 0)[0]:
+                    try:
+                        data = os.read(self._fd, 65536)
+                    except BlockingIOError:
+                        data = b""
+                    else:
+                        if not data:  # readable but empty: the device went away (pyserial's rule too)
+                            raise OSError(errno.EIO, "device reports readiness to read but returned no data "
+                                                     "(disconnected)")
+            else:
+                data = ser.read(ser.in_waiting)
+        except _IO_ERRORS as e:
+            self._mark_lost(f"I/O error: {e}")
+            self._check()
+        now = time.monotonic()
+        if data:
+            self._last_rx = now
+            last_state = None
+            for frame in self.decoder.feed(data):
+                self.stats.rx_frames += 1
+                if frame.msg_id == M.State.MSG_ID:
+                    if last_state is not None:
+                        self._count_state_seq(last_state.seq)
+                    last_state = frame
+                    continue
+                msg = M.decode_message(frame, self.decode_stats)
+                if msg is not None:
+                    self._dispatch(msg, frame.seq, now)
+            if last_state is not None:
+                msg = M.decode_message(last_state, self.decode_stats)
+                if msg is not None:
+                    self._dispatch(msg, last_state.seq, now)
+        elif now - self._last_rx > self.link_timeout_s:
+            self._mark_lost(f"no valid frame for {(now - self._last_rx) * 1e3:.0f} ms")
+            self._check()
+        return self._latest
+
+    def _count_state_seq(self, seq: int) -> None:
+        if self._last_state_seq is not None and seq != (self._last_state_seq + 1) & 0xFFFF:
+            self.stats.seq_gaps += 1
+        self._last_state_seq = seq
+        self.stats.rx_states += 1
+
     def _dispatch(self, msg: M.Message, seq: int, now: float) -> None:
         if isinstance(msg, M.State):
             jm = self.joint_map
@@ -322,14 +385,11 @@ class Link:
             sample = StateSample(now, msg.t_us, seq, msg.echo_seq, msg.state, msg.faults, jm.to_joint(b),
                                  jm.sign * (msg.joints["vel_mrad_s"] * 1e-3), msg.joints["current_mA"].astype(float),
                                  msg.joints["jflags"].copy(), msg.supply_mV)
-            if self._last_state_seq is not None and seq != (self._last_state_seq + 1) & 0xFFFF:
-                self.stats.seq_gaps += 1
-            self._last_state_seq = seq
+            self._count_state_seq(seq)
             if msg.t_us + 1_000_000 < self._last_board_t:
                 self._board_reset("the board clock jumped back")
             self._last_board_t = msg.t_us
             self._latest = sample
-            self.stats.rx_states += 1
             for fn in self._state_listeners:
                 fn(sample)
         elif isinstance(msg, M.Heartbeat):
@@ -389,7 +449,13 @@ class Link:
             raise LinkLostError(errno.EIO, f"link to {self.port} is closed")
         try:
             with self._wlock:
-                ser.write(data)
+                if self._fd is not None:
+                    # pyserial's write adds a select() round per call; a frame fits the tty buffer
+                    n = os.write(self._fd, data)
+                    if n < len(data):
+                        ser.write(data[n:])
+                else:
+                    ser.write(data)
         except _IO_ERRORS as e:
             self._mark_lost(f"write failed: {e}")
             raise LinkLostError(errno.EIO, f"link to {self.port} lost: write failed ({e})") from e
@@ -482,6 +548,7 @@ class Link:
 
     # ----------------------------------------------------------------- closing
     def _close_port(self) -> None:
+        self._fd = None
         ser, self._ser = self._ser, None
         if ser is not None:
             try:

@@ -118,6 +118,14 @@ def cmd_ports(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from hil.runtime import supervisor
+
+    if not args.dry_run and not args.port:
+        raise hil.errors.InputError("hil run needs --port PORT (see `hil ports`) or --dry-run")
+    return supervisor.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
@@ -147,6 +155,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--latency-ms", type=float, help="extra latency per frame (16 emulates an FTDI default)")
     s.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees")
     s.set_defaults(func=cmd_emulate)
+
+    s = sub.add_parser("run", help="run the real-time loop on a board (--port) or the built-in emulator (--dry-run)")
+    s.add_argument("--robot", required=True, help="puma560 or humanoid17")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--port", help="serial port or pyserial URL of the board")
+    g.add_argument("--dry-run", action="store_true", help="start the board emulator on a pty and use it")
+    s.add_argument("--rate", type=float, help="loop rate in Hz (default: 500 PUMA, 200 humanoid; up to 1000)")
+    s.add_argument("--duration", type=float, help="stop after this many seconds")
+    s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
+    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it)")
+    s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
+    s.add_argument("--motion", help="hold (default), jog, demo, or a trajectory .npz (t, q)")
+    s.add_argument("--enable", action="store_true",
+                   help="enable the board at start (otherwise nothing moves until you enable in the twin)")
+    s.add_argument("--exit-when-done", action="store_true", help="stop when the motion is finished")
+    s.add_argument("--no-realtime", action="store_true", help="do not ask for SCHED_FIFO and CPU pinning")
+    s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
+    s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
+    s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("ports", help="list serial ports (VID:PID, serial number); --probe asks each for a board")
     s.add_argument("--probe", action="store_true", help="handshake on each port and say which board answers")

@@ -107,7 +107,9 @@ class EmulatorHandle:
 
 def start_emulator(model, **kwargs) -> EmulatorHandle:
     """Start the matching emulator in its own process; returns once its pty path is known."""
-    proc = subprocess.Popen(emulator_argv(model, **kwargs), stdout=subprocess.PIPE, text=True)
+    # its own session: a Ctrl-C in the terminal must reach the loop (which sends ESTOP), not kill the board
+    proc = subprocess.Popen(emulator_argv(model, **kwargs), stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
     path = proc.stdout.readline().strip()
     if not path.startswith("/dev/"):
         proc.kill()

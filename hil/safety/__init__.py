@@ -90,7 +90,10 @@ class SafetyChecker:
             a, d = meta["dh"]["a"], meta["dh"]["d"]
             self.ws[0] = 1.0
             self.ws[1] = model.frame_index("wrist")
-            self.ws[2] = float(wsm.get("reach_m", a[1] + d[3]))
+            # the paper bounds the wrist centre with a2 + d4; with the d2 shoulder offset the
+            # stretched arm reaches sqrt((a2 + |(a3, d4)|)^2 + d2^2), which we use instead
+            true_reach = math.hypot(a[1] + math.hypot(a[2], d[3]), d[1])
+            self.ws[2] = max(float(wsm.get("reach_m", a[1] + d[3])), true_reach)
             self.ws[3] = float(a[2])
             self.ws[4] = math.cos(math.radians(float(wsm.get("lower_x_angle_deg", 20.0))))
         if balance is None:
@@ -120,10 +123,12 @@ class SafetyChecker:
 
     # ------------------------------------------------------------------ loop
     def step(self, q_target: np.ndarray, q_prev: np.ndarray, dt: float, rate_scale: float,
-             q_cmd: np.ndarray) -> int:
-        """The per-cycle filter (see `_kernel.safety_step`); writes q_cmd, returns flag bits."""
+             q_cmd: np.ndarray, q_meas: np.ndarray | None = None) -> int:
+        """The per-cycle filter (see `_kernel.safety_step`); writes q_cmd, returns flag bits;
+        `info` then holds the largest step, tracking error and distance to the target."""
         m = self.model
-        return SK.safety_step(q_target, q_prev, m.lower, m.upper, m.velocity_limit, dt, rate_scale, self.kin,
+        return SK.safety_step(q_target, q_prev, q_prev if q_meas is None else q_meas, m.lower, m.upper,
+                              m.velocity_limit, dt, rate_scale, self.kin,
                               self.mt, self.caps, self.pairs, self.ws, self.bal, q_cmd, self.poses, self.wpts,
                               self.info, self.scratch)
 

@@ -29,6 +29,9 @@ I_PAIR = 1          # index of that pair
 I_FLOOR = 2         # smallest height of a capsule above the floor (m)
 I_COM_MARGIN = 3    # signed distance of the COM inside the support polygon (m), +inf if unchecked
 I_WS = 4            # index of the violated workspace bound, -1 none
+I_STEP = 5          # largest |q_cmd − q_prev| (rad) of this step
+I_TRACK = 6         # largest |q_cmd − q_meas| (rad)
+I_TO_TARGET = 7     # largest |q_target − q_cmd| (rad): the ramp is done when this is small
 INFO_LEN = 8
 
 
@@ -161,7 +164,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
         x = poses[f, 0, 3]
         y = poses[f, 1, 3]
         z = poses[f, 2, 3]
-        reach = ws[2] + 1e-6  # the stretched arm (home, ready) lies on the bound itself
+        reach = ws[2] + 1e-3  # the stretched arm (home, ready) lies on the bound; 1 mm for measurement noise
         bound = -1
         if not z <= reach:
             bound = 0
@@ -257,7 +260,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
 
 
 @kernel()
-def safety_step(q_target, q_prev, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
+def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
                 q_cmd, poses, wpts, info, scratch):
     """One control cycle's safety filter: q_cmd from q_target given the previous command q_prev.
 
@@ -292,9 +295,37 @@ def safety_step(q_target, q_prev, lower, upper, vmax, dt, rate_scale, kin, mt, c
         q_cmd[i] = v
     bad = check_pose_core(q_cmd, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
     if bad != 0:
-        for j in range(n):
-            q_cmd[j] = q_prev[j]
-        flags |= bad | HELD
+        # a step that already starts in violation may go on if it does not make things worse
+        # (so a robot measured slightly outside can be moved back, never further out)
+        c0 = info[I_CLEARANCE]
+        f0 = info[I_FLOOR]
+        m0 = info[I_COM_MARGIN]
+        prev_bad = check_pose_core(q_prev, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+        recovering = (bad & ~prev_bad) == 0 and (bad & WORKSPACE) == 0
+        if recovering:
+            if bad & COLLISION and c0 < info[I_CLEARANCE]:
+                recovering = False
+            if bad & FLOOR and f0 < info[I_FLOOR]:
+                recovering = False
+            if bad & BALANCE and m0 < info[I_COM_MARGIN]:
+                recovering = False
+        if recovering:
+            flags |= bad
+            check_pose_core(q_cmd, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+        else:
+            for j in range(n):
+                q_cmd[j] = q_prev[j]
+            flags |= bad | HELD
+    step = 0.0
+    track = 0.0
+    to_target = 0.0
+    for i in range(n):
+        step = max(step, abs(q_cmd[i] - q_prev[i]))
+        track = max(track, abs(q_cmd[i] - q_meas[i]))
+        to_target = max(to_target, abs(q_target[i] - q_cmd[i]))
+    info[I_STEP] = step
+    info[I_TRACK] = track
+    info[I_TO_TARGET] = to_target
     return flags
 
 

@@ -1,0 +1,543 @@
+"""The real-time loop, in its own process (`run_loop(config)` is the process entry).
+
+One cycle (ARCHITECTURE.md):
+1. take the newest STATE from the link (non-blocking; count it stale if none arrived);
+2. handle the e-stop word and the mailbox; ask the motion source for the next target;
+3. safety: one Numba call clamps into the ranges and to the velocity limit (the ramp speed while
+   ramping in from the measured pose), and checks floor, workspace, self-collision and balance,
+   holding the previous command with a named reason if one fails;
+4. send one CMD_POS for all joints (never wait for the reply);
+5. publish to shared memory, hand the row to the recorder;
+6. account timing; sleep, then spin to the next deadline.
+
+Policies: a lost link holds (nothing is sent; the board's watchdog latches within 50 ms), then the
+loop tries to reconnect to the same board for `reconnect_s`; it comes back disabled and is never
+re-enabled by the loop. More than `hold_after_misses` consecutive missed deadlines pause the motion
+(the command is held); more than `disable_after_misses` disable the board. SIGINT/SIGTERM send
+ESTOP at once, then the loop disables the board, closes the recording and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hil.safety import HELD, RATE, flag_names
+from hil.safety._kernel import I_STEP, I_TO_TARGET, I_TRACK
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    robot: str
+    port: str
+    shm_name: str
+    rate_hz: float = 500.0
+    duration_s: float | None = None
+    baud: int = 1_000_000
+    record: str | None = None
+    stats_json: str | None = None
+    motion: str | None = None
+    enable: bool = False
+    start_motion: bool = True
+    exit_when_done: bool = False
+    realtime: bool = True
+    spin_us: float = 250.0
+    ramp_fraction: float = 0.25
+    link_timeout_s: float = 0.25
+    reconnect_s: float = 3.0
+    hold_after_misses: int = 5
+    disable_after_misses: int = 50
+    calibration: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class _Stats:
+    def __init__(self, size: int = 16384) -> None:
+        self.periods = np.zeros(size)
+        self.cycles = np.zeros(size)
+        self.k = 0
+        self.count = 0
+        self.misses = 0
+        self.stale = 0
+        self.link_errors = 0
+        self.safety_counts: dict[str, int] = {}
+        self.max_track_err = 0.0
+        self.max_cmd_speed = 0.0
+        self.events: list[str] = []
+
+    def add(self, period_us: float, cycle_us: float) -> None:
+        i = self.k % self.periods.size
+        self.periods[i] = period_us
+        self.cycles[i] = cycle_us
+        self.k += 1
+
+    def summary(self, T_us: float) -> dict:
+        n = min(self.k, self.periods.size)
+        p = self.periods[:n]
+        c = self.cycles[:n]
+        jit = np.abs(p - T_us) if n else np.zeros(1)
+        return {
+            "jitter_p50_us": float(np.percentile(jit, 50)) if n else 0.0,
+            "jitter_p99_us": float(np.percentile(jit, 99)) if n else 0.0,
+            "jitter_max_us": float(jit.max()) if n else 0.0,
+            "period_p50_us": float(np.percentile(p, 50)) if n else 0.0,
+            "cycle_p50_us": float(np.percentile(c, 50)) if n else 0.0,
+            "cycle_p99_us": float(np.percentile(c, 99)) if n else 0.0,
+            "cycle_max_us": float(c.max()) if n else 0.0,
+        }
+
+
+def _try_realtime(cfg: LoopConfig) -> tuple[bool, int | None, str]:
+    notes = []
+    fifo = False
+    cpu = None
+    if cfg.realtime:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+            fifo = True
+            notes.append("SCHED_FIFO 50 granted")
+        except (PermissionError, OSError, AttributeError) as e:
+            notes.append(f"SCHED_FIFO not permitted ({e.__class__.__name__}); normal scheduling")
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) > 1:
+                cpu = cpus[-1]
+                os.sched_setaffinity(0, {cpu})
+                notes.append(f"pinned to cpu {cpu}")
+        except (OSError, AttributeError):
+            notes.append("cpu affinity not permitted")
+    else:
+        notes.append("realtime scheduling not requested")
+    return fifo, cpu, ", ".join(notes)
+
+
+def run_loop(cfg: LoopConfig) -> int:
+    """Process entry point. Returns 0 on a normal stop, 1 on failure."""
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "hil", "numba"))
+    from hil.runtime.shared import SharedState, LoopStatus, C_STATUS, C_PID
+
+    shared = SharedState(cfg.shm_name)
+    shared.ctrl[C_PID] = os.getpid()
+    try:
+        loop = Loop(cfg, shared)
+        return loop.run()
+    except BaseException as e:  # report anything, then fail
+        shared.set_event(f"loop failed: {e.__class__.__name__}: {e}")
+        shared.ctrl[C_STATUS] = LoopStatus.FAILED
+        traceback.print_exc()
+        return 1
+    finally:
+        shared.close()
+
+
+class Loop:
+    def __init__(self, cfg: LoopConfig, shared) -> None:
+        from firmware_protocol import messages as M
+        from firmware_protocol.link import Link
+        from hil import robots
+        from hil.runtime.motion import Jog, make_motion
+        from hil.safety import SafetyChecker
+
+        self.M = M
+        self.cfg = cfg
+        self.shared = shared
+        self.model = robots.load(cfg.robot)
+        self.safety = SafetyChecker(self.model)
+        self.motion = make_motion(cfg.motion, self.model)
+        self.jog_cls = Jog
+        self.n = self.model.n
+        self.stats = _Stats()
+        self.stop_flag = False
+        self.stop_reason = "stopped"
+        self.link: Link | None = None
+        self._worker_lock = threading.Lock()
+        self._pending: list = []
+        self.recorder = None
+        self.fields = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
+        self.connect_info = ""
+        self.Link = Link
+
+    # ------------------------------------------------------------------ events
+    def event(self, text: str) -> None:
+        stamp = f"[{time.monotonic() - self.t0:8.3f} s] {text}" if hasattr(self, "t0") else text
+        self.stats.events.append(stamp)
+        self.shared.set_event(text)
+
+    # ----------------------------------------------------------------- helpers
+    def _in_worker(self, what: str, fn) -> None:
+        """Run a board transaction off the loop thread (it may wait up to ~150 ms for an ACK)."""
+
+        def work():
+            try:
+                fn()
+                self.event(f"{what}: done")
+            except Exception as e:  # noqa: BLE001 - reported as an event
+                self.event(f"{what} failed: {e}")
+
+        threading.Thread(target=work, name=f"hil-{what}", daemon=True).start()
+
+    def _estop(self, source: str) -> None:
+        if self.link is not None:
+            try:
+                self.link.estop()
+            except Exception:  # noqa: BLE001 - the board's watchdog is the fallback
+                pass
+        self.motion_running = False
+        self.event(f"E-STOP from {source}: ESTOP sent to the board")
+
+    def _connect(self):
+        from hil import calibration_io
+
+        link = self.Link.connect(self.cfg.port, self.cfg.baud, self.cfg.link_timeout_s,
+                                 expect_joints=self.n, threaded=False)
+        jm = calibration_io.joint_map_for(self.model, link.info, self.cfg.calibration, self.event)
+        if jm is not None:
+            link.joint_map = jm
+        return link
+
+    # --------------------------------------------------------------------- run
+    def run(self) -> int:
+        from hil.runtime.recorder import Recorder
+        from hil.runtime.shared import C_ESTOP, C_STATUS, LoopStatus
+
+        cfg, M = self.cfg, self.M
+        shared = self.shared
+        self.t0 = time.monotonic()
+        fifo, cpu, sched_note = _try_realtime(cfg)
+
+        def on_signal(signum, frame):
+            self._estop(signal.Signals(signum).name)
+            self.stop_flag = True
+            self.stop_reason = f"{signal.Signals(signum).name} received"
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+
+        self.link = self._connect()
+        info = self.link.info
+        self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
+                   f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {sched_note}")
+        first = None
+        deadline = time.monotonic() + 1.0
+        while first is None and time.monotonic() < deadline:
+            self.link.send_positions(np.zeros(self.n), hold=True)  # any command frame gets a STATE back
+            time.sleep(0.005)
+            first = self.link.poll()
+        if first is None:
+            raise RuntimeError(f"no STATE from the board on {cfg.port} within 1 s")
+        q_meas = first.q.copy()
+        q_cmd = q_meas.copy()
+        q_prev = q_cmd.copy()
+        q_target = q_cmd.copy()
+        self.motion.reset(q_meas)
+        motion_t = 0.0
+        self.motion_running = False
+        want_motion = bool(cfg.start_motion and cfg.motion)
+        ramping = False
+        enabled = False
+        last_seq = -1
+        consecutive_misses = 0
+        held_reason = 0
+        T = 1.0 / cfg.rate_hz
+        T_us = T * 1e6
+        spin = cfg.spin_us * 1e-6
+        if cfg.record:
+            meta = {"robot": cfg.robot, "joints": list(self.model.joint_names), "rate_hz": cfg.rate_hz,
+                    "port": cfg.port, "board_uid": info.uid, "started": time.time(), "units": "SI (s, rad)"}
+            self.recorder = Recorder(cfg.record, self.n, meta)
+        if cfg.enable:
+            self._in_worker("enable", self.link.enable)
+        F = self.fields
+        F["sched_fifo"][0] = 1.0 if fifo else 0.0
+        F["cpu"][0] = -1 if cpu is None else cpu
+        shared.ctrl[C_STATUS] = LoopStatus.RUNNING
+        last_stats = time.monotonic()
+        next_deadline = time.monotonic() + T
+        last_wake = time.monotonic()
+        cycle = 0
+        end_time = None if cfg.duration_s is None else self.t0 + cfg.duration_s
+        link_ok = True
+        sample = first
+        try:
+            while not self.stop_flag:
+                wake = time.monotonic()
+                period_us = (wake - last_wake) * 1e6
+                last_wake = wake
+                late = wake - next_deadline  # how late this wake-up is against its deadline
+                if cycle > 0 and late > T / 2:
+                    self.stats.misses += 1
+                    consecutive_misses += 1
+                else:
+                    consecutive_misses = 0
+                if end_time is not None and wake >= end_time:
+                    self.stop_reason = f"duration {cfg.duration_s:g} s reached"
+                    break
+
+                # 1. newest state
+                stale = False
+                if link_ok:
+                    try:
+                        s = self.link.poll()
+                        if s is not None:
+                            sample = s
+                        if sample.seq == last_seq:
+                            stale = True
+                            self.stats.stale += 1
+                        last_seq = sample.seq
+                    except Exception as e:  # LinkLostError
+                        link_ok = False
+                        self.stats.link_errors += 1
+                        self.motion_running = False
+                        self.event(f"link lost: {e} — holding; the board's watchdog has stopped it")
+                if not link_ok:
+                    if not self._reconnect():
+                        self.stop_reason = "link lost and the board did not come back"
+                        shared.ctrl[C_STATUS] = LoopStatus.FAILED
+                        raise SystemExit(1)
+                    link_ok = True
+                    sample = self.link.poll() or sample
+                    q_meas = sample.q.copy()
+                    q_cmd = q_meas.copy()
+                    enabled = False
+                    next_deadline = time.monotonic() + T
+                    continue
+                q_meas = sample.q
+                board_enabled = sample.state == M.BoardState.ENABLED
+
+                # 2. requests
+                if shared.ctrl[C_ESTOP]:
+                    shared.ctrl[C_ESTOP] = 0
+                    self._estop("the twin or CLI")
+                for kind, payload in shared.take():
+                    self._request(kind, payload)
+                if self._pending:
+                    with self._worker_lock:
+                        pend, self._pending = self._pending, []
+                    for what, arg in pend:
+                        if what == "jog":
+                            if not isinstance(self.motion, self.jog_cls):
+                                self.motion = self.jog_cls()
+                                self.motion.reset(q_cmd)
+                            self.motion.set(arg)
+                            want_motion = True
+                            if board_enabled and not self.motion_running:
+                                ramping = True
+                        elif what == "start":
+                            want_motion = True
+                            ramping = True
+                        elif what == "stop":
+                            want_motion = False
+                            self.motion_running = False
+
+                # 3. targets and safety
+                if board_enabled and not enabled:
+                    enabled = True
+                    ramping = True  # ramp in from the measured pose
+                    q_cmd = q_meas.copy()
+                    self.event("board enabled: ramping in from the measured pose")
+                elif not board_enabled and enabled:
+                    enabled = False
+                    self.motion_running = False
+                    self.event(f"board left ENABLED (state {M.BoardState(sample.state).name}, "
+                               f"faults {sample.faults:#x}); holding")
+                flags = 0
+                if enabled:
+                    if consecutive_misses > cfg.disable_after_misses:
+                        self._in_worker("disable (deadline overruns)", self.link.disable)
+                        consecutive_misses = 0
+                    if want_motion and not self.motion_running and not ramping:
+                        ramping = True
+                    if want_motion:
+                        q_target = self.motion.target(motion_t)
+                    else:
+                        q_target = q_cmd
+                    paused = consecutive_misses > cfg.hold_after_misses
+                    if paused:
+                        q_target = q_cmd
+                    np.copyto(q_prev, q_cmd)
+                    flags = self.safety.step(q_target, q_prev, T, cfg.ramp_fraction if ramping else 1.0, q_cmd, q_meas)
+                    info = self.safety.info
+                    if ramping and not flags & HELD and info[I_TO_TARGET] < 1e-4:
+                        ramping = False
+                        if want_motion and not self.motion_running:
+                            self.motion_running = True
+                            self.event(f"ramp-in done; motion '{self.motion.name}' running")
+                    if flags & HELD:
+                        self.motion_running = False
+                        if flags != held_reason:
+                            reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64))
+                            self.event("safety: " + "; ".join(reasons or flag_names(flags)) + " — command held")
+                            for name in flag_names(flags):
+                                self.stats.safety_counts[name] = self.stats.safety_counts.get(name, 0) + 1
+                    elif flags & ~RATE and flags != held_reason:
+                        for name in flag_names(flags):
+                            self.stats.safety_counts[name] = self.stats.safety_counts.get(name, 0) + 1
+                        self.event("safety: " + ", ".join(flag_names(flags)) + " — clamped")
+                    held_reason = flags
+                    if self.motion_running and not paused and not flags & HELD:
+                        motion_t += T
+                        if self.motion.done(motion_t):
+                            want_motion = False
+                            self.motion_running = False
+                            self.event(f"motion '{self.motion.name}' done")
+                            if cfg.exit_when_done:
+                                self.stop_reason = "motion done"
+                                self.stop_flag = True
+                    speed = info[I_STEP] / T
+                    if speed > self.stats.max_cmd_speed:
+                        self.stats.max_cmd_speed = speed
+                    if info[I_TRACK] > self.stats.max_track_err:
+                        self.stats.max_track_err = info[I_TRACK]
+                else:
+                    np.copyto(q_cmd, q_meas)  # follow the measured pose: the next enable ramps from here
+                    q_target = q_cmd
+                    ramping = False
+
+                # 4. send (even when disabled: the board answers with a fresh STATE every cycle)
+                try:
+                    self.link.send_positions(q_cmd)
+                except Exception as e:
+                    link_ok = False
+                    self.stats.link_errors += 1
+                    self.event(f"link lost while sending: {e}")
+
+                # 5. publish and record
+                cycle_us = (time.monotonic() - wake) * 1e6
+                shared.begin_write()
+                F["t"][0] = wake - self.t0
+                F["cycle"][0] = cycle
+                F["q_cmd"][:] = q_cmd
+                F["q_meas"][:] = q_meas
+                F["q_target"][:] = q_target
+                F["qd_meas"][:] = sample.qd
+                F["board_state"][0] = sample.state
+                F["faults"][0] = sample.faults
+                F["safety_flags"][0] = flags
+                F["enabled"][0] = 1.0 if enabled else 0.0
+                F["ramping"][0] = 1.0 if ramping else 0.0
+                F["motion_running"][0] = 1.0 if self.motion_running else 0.0
+                dur = self.motion.duration
+                F["motion_progress"][0] = min(1.0, motion_t / dur) if math.isfinite(dur) and dur > 0 else 0.0
+                F["link_ok"][0] = 1.0 if link_ok else 0.0
+                F["stale"][0] = 1.0 if stale else 0.0
+                F["misses"][0] = self.stats.misses
+                F["stale_total"][0] = self.stats.stale
+                F["link_errors"][0] = self.stats.link_errors
+                F["decoder_drops"][0] = self.link.decoder.stats.dropped
+                F["safety_total"][0] = sum(self.stats.safety_counts.values())
+                shared.end_write()
+                if self.recorder is not None:
+                    self.recorder.append(wake - self.t0, q_cmd, q_meas, q_target, sample.state, sample.faults,
+                                         flags, stale, period_us, cycle_us)
+
+                # 6. timing
+                if cycle > 0:
+                    self.stats.add(period_us, cycle_us)
+                cycle += 1
+                now = time.monotonic()
+                if now - last_stats > 0.5:
+                    last_stats = now
+                    self._publish_stats(T_us)
+                next_deadline += T
+                if next_deadline < now - 10 * T:  # far behind (a long stall): restart the grid
+                    next_deadline = now + T
+                sleep_for = next_deadline - time.monotonic() - spin
+                if sleep_for > 0:
+                    time.sleep(sleep_for)
+                while time.monotonic() < next_deadline:
+                    pass
+        finally:
+            self._shutdown()
+        return 0 if shared.ctrl[C_STATUS] != LoopStatus.FAILED else 1
+
+    def _request(self, kind: int, payload: np.ndarray) -> None:
+        from hil.runtime.shared import Request
+
+        if kind == Request.ESTOP:
+            self._estop("the mailbox")
+        elif kind == Request.ENABLE:
+            self._in_worker("enable", self.link.enable)
+        elif kind == Request.DISABLE:
+            self._in_worker("disable", self.link.disable)
+        elif kind == Request.CLEAR_FAULT:
+            self._in_worker("clear faults", self.link.clear_faults)
+        elif kind == Request.JOG:
+            with self._worker_lock:
+                self._pending.append(("jog", payload[:self.n].copy()))
+        elif kind == Request.START_MOTION:
+            with self._worker_lock:
+                self._pending.append(("start", None))
+        elif kind == Request.STOP_MOTION:
+            with self._worker_lock:
+                self._pending.append(("stop", None))
+        elif kind == Request.SHUTDOWN:
+            self.stop_flag = True
+            self.stop_reason = "shutdown requested"
+
+    def _reconnect(self) -> bool:
+        try:
+            info = self.link.reconnect(timeout_s=self.cfg.reconnect_s)
+        except Exception as e:  # noqa: BLE001
+            self.event(f"reconnect failed: {e}")
+            return False
+        self.event(f"reconnected to board {info.uid} (boot id {info.boot_id:08x}); it stays disabled until "
+                   "you enable it")
+        return True
+
+    def _publish_stats(self, T_us: float) -> None:
+        s = self.stats.summary(T_us)
+        F = self.fields
+        self.shared.begin_write()
+        F["rate_hz"][0] = 1e6 / s["period_p50_us"] if s["period_p50_us"] > 0 else 0.0
+        F["period_p50_us"][0] = s["jitter_p50_us"]
+        F["period_p99_us"][0] = s["jitter_p99_us"]
+        F["period_max_us"][0] = s["jitter_max_us"]
+        F["cycle_p50_us"][0] = s["cycle_p50_us"]
+        F["cycle_p99_us"][0] = s["cycle_p99_us"]
+        n = min(self.stats.k, self.stats.periods.size)
+        if n:
+            jit = np.abs(self.stats.periods[:n] - T_us)
+            hist, _ = np.histogram(np.minimum(jit, 1999.0), bins=20, range=(0.0, 2000.0))
+            F["jitter_hist"][:] = hist
+        self.shared.end_write()
+
+    def _shutdown(self) -> None:
+        from hil.runtime.shared import C_STATUS, LoopStatus
+
+        cfg = self.cfg
+        link = self.link
+        if link is not None and link.lost is None:
+            try:
+                link.disable()
+            except Exception:  # noqa: BLE001 - the watchdog holds it anyway
+                pass
+            link.close()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.event(f"recording closed: {cfg.record} ({self.recorder.rows} cycles)")
+        T_us = 1e6 / cfg.rate_hz
+        summary = self.stats.summary(T_us)
+        k = max(self.stats.k, 1)
+        stats = {
+            "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": self.stats.k + 1, "stop_reason": self.stop_reason,
+            **summary, "missed_deadlines": self.stats.misses, "missed_fraction": self.stats.misses / k,
+            "stale_states": self.stats.stale, "link_errors": self.stats.link_errors,
+            "decoder_drops": link.decoder.stats.dropped if link else 0,
+            "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),
+            "safety": self.stats.safety_counts, "max_tracking_error_rad": self.stats.max_track_err,
+            "max_command_speed_rad_s": self.stats.max_cmd_speed, "events": self.stats.events[-50:],
+        }
+        if cfg.stats_json:
+            with open(cfg.stats_json, "w") as f:
+                json.dump(stats, f, indent=1)
+        if self.shared.ctrl[C_STATUS] != LoopStatus.FAILED:
+            self.shared.ctrl[C_STATUS] = LoopStatus.STOPPED
+        self.event(f"loop stopped: {self.stop_reason}")

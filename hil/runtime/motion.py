@@ -1,0 +1,140 @@
+"""Motion sources for the loop: each gives the joint target (radians) for the motion's own time.
+
+The loop owns the clock: a motion's time runs only while the robot is enabled, ramped in, and no
+safety check holds the command. So a held or paused trajectory resumes where it stopped instead of
+jumping ahead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hil.errors import InputError
+
+
+class MotionSource:
+    """Base class. `reset(q_now)` at (re)start, `target(t)` per cycle, `duration` (inf if open)."""
+
+    name = "motion"
+    duration = math.inf
+
+    def reset(self, q_now: np.ndarray) -> None:
+        pass
+
+    def target(self, t: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def done(self, t: float) -> bool:
+        return t >= self.duration
+
+
+class Hold(MotionSource):
+    """Stay at the pose the robot was in when the motion started (the default)."""
+
+    name = "hold"
+
+    def __init__(self) -> None:
+        self.q = None
+
+    def reset(self, q_now: np.ndarray) -> None:
+        self.q = q_now.copy()
+
+    def target(self, t: float) -> np.ndarray:
+        return self.q
+
+
+class Jog(Hold):
+    """Hold, but follow jog targets from the mailbox (the loop rate-limits the way there)."""
+
+    name = "jog"
+
+    def set(self, q: np.ndarray) -> None:
+        self.q = np.asarray(q, dtype=np.float64).copy()
+
+
+class Demo(MotionSource):
+    """A gentle sine on a few joints around the start pose (dry-run demonstration)."""
+
+    name = "demo"
+
+    def __init__(self, model, amplitude_deg: float = 12.0, period_s: float = 4.0) -> None:
+        self.model = model
+        self.amp = np.zeros(model.n)
+        names = model.joint_names
+        moving = [j for j in ("waist", "shoulder", "elbow", "wrist_bend", "l_shoulder_pitch", "r_shoulder_pitch",
+                              "l_elbow", "r_elbow", "head_yaw") if j in names]
+        for j in moving:
+            self.amp[names.index(j)] = math.radians(amplitude_deg)
+        self.period = period_s
+        self.q0 = None
+
+    def reset(self, q_now: np.ndarray) -> None:
+        # centre the swing so that it stays inside the ranges
+        m = self.model
+        self.q0 = np.clip(q_now, m.lower + self.amp, m.upper - self.amp)
+
+    def target(self, t: float) -> np.ndarray:
+        # starts at zero velocity: a smooth ramp of the amplitude over the first period
+        s = min(1.0, t / self.period)
+        env = s * s * (3 - 2 * s)
+        return self.q0 + env * self.amp * np.sin(2 * math.pi * t / self.period)
+
+
+class Trajectory(MotionSource):
+    """Joint samples q (N, n) at times t (N,), linearly interpolated; starts at q[0]."""
+
+    name = "trajectory"
+
+    def __init__(self, t: np.ndarray, q: np.ndarray, name: str = "trajectory") -> None:
+        t = np.asarray(t, dtype=np.float64)
+        q = np.asarray(q, dtype=np.float64)
+        if t.ndim != 1 or q.ndim != 2 or q.shape[0] != t.shape[0] or t.shape[0] < 1:
+            raise InputError(f"trajectory needs t (N,) and q (N, n); got {t.shape} and {q.shape}")
+        if not np.all(np.isfinite(t)) or not np.all(np.isfinite(q)):
+            raise InputError("trajectory contains NaN or inf")
+        if np.any(np.diff(t) < 0):
+            raise InputError("trajectory times must not decrease")
+        self.t = t - t[0]
+        self.q = q
+        self.duration = float(self.t[-1])
+        self.name = name
+
+    @classmethod
+    def load(cls, path: str) -> "Trajectory":
+        try:
+            with np.load(path) as f:
+                return cls(f["t"], f["q"], name=path)
+        except (OSError, KeyError, ValueError) as e:
+            raise InputError(f"{path}: not a trajectory file with arrays t (N,) and q (N, n): {e}") from e
+
+    @property
+    def start(self) -> np.ndarray:
+        return self.q[0]
+
+    def target(self, t: float) -> np.ndarray:
+        if t <= 0.0:
+            return self.q[0]
+        if t >= self.duration:
+            return self.q[-1]
+        k = int(np.searchsorted(self.t, t, side="right")) - 1
+        t0, t1 = self.t[k], self.t[k + 1]
+        a = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+        return self.q[k] + a * (self.q[k + 1] - self.q[k])
+
+
+def make_motion(spec: str | None, model) -> MotionSource:
+    """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q)."""
+    if not spec or spec == "hold":
+        return Jog()
+    if spec == "jog":
+        return Jog()
+    if spec == "demo":
+        return Demo(model)
+    if spec.endswith(".npz"):
+        traj = Trajectory.load(spec)
+        if traj.q.shape[1] != model.n:
+            raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
+        return traj
+    raise InputError(f"unknown --motion {spec!r}: use hold, jog, demo, or a trajectory .npz (t, q)")

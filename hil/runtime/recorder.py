@@ -1,0 +1,143 @@
+"""Recording of every loop cycle to a file that NumPy alone can read.
+
+The file is a standard `.npy` array of records (`np.load(path)`), one row per cycle:
+`t` (s), `q_cmd`, `q_meas`, `q_target` (rad, n each), `board_state`, `faults`, `safety_flags`,
+`stale`, `period_us`, `cycle_us`. Robot, joint names and rate are in `<path>.json` beside it.
+
+A writer thread appends rows in chunks (every 0.1 s or 512 rows) and, after each chunk, rewrites
+the fixed-size header with the new row count and flushes, so the file is always a valid `.npy`
+of everything written so far. What can be lost: nothing on Ctrl-C, SIGTERM or an exception in the
+loop (the loop closes the recorder in `finally`); at most the last chunk interval (0.1 s) if the
+loop process is killed outright (SIGKILL) or the machine loses power.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+
+import numpy as np
+
+
+
+def record_dtype(n: int) -> np.dtype:
+    return np.dtype([("t", "<f8"), ("q_cmd", "<f8", (n,)), ("q_meas", "<f8", (n,)), ("q_target", "<f8", (n,)),
+                     ("board_state", "u1"), ("faults", "<u4"), ("safety_flags", "<u4"), ("stale", "u1"),
+                     ("period_us", "<f4"), ("cycle_us", "<f4")])
+
+
+def _header_len(dtype: np.dtype) -> int:
+    """Bytes reserved for the .npy header, enough for any row count, a multiple of 64."""
+    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (10**15,)}
+    return (len(repr(d)) + 12 + 63) // 64 * 64
+
+
+def _header(dtype: np.dtype, rows: int) -> bytes:
+    d = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (rows,)}
+    text = repr(d).encode("latin1")
+    magic = b"\x93NUMPY\x01\x00"
+    body_len = _header_len(dtype) - len(magic) - 2
+    text = text + b" " * (body_len - len(text) - 1) + b"\n"
+    if len(text) != body_len:
+        raise ValueError("record header too long")
+    return magic + len(text).to_bytes(2, "little") + text
+
+
+class Recorder:
+    """Append-only cycle recorder with a background writer thread."""
+
+    CHUNK_ROWS = 512
+    CHUNK_S = 0.1
+
+    def __init__(self, path: str, n: int, meta: dict) -> None:
+        self.path = path
+        self.dtype = record_dtype(n)
+        self.rows = 0
+        # columns filled per cycle (cheap slice writes), packed into records per chunk
+        C = self.CHUNK_ROWS
+        self._cols = {"t": np.zeros(C), "q_cmd": np.zeros((C, n)), "q_meas": np.zeros((C, n)),
+                      "q_target": np.zeros((C, n)), "board_state": np.zeros(C, np.uint8),
+                      "faults": np.zeros(C, np.uint32), "safety_flags": np.zeros(C, np.uint32),
+                      "stale": np.zeros(C, np.uint8), "period_us": np.zeros(C, np.float32),
+                      "cycle_us": np.zeros(C, np.float32)}
+        self._fill = 0
+        self._last_handoff = time.monotonic()
+        self._q: queue.Queue = queue.Queue()
+        self._f = open(path, "wb")
+        self._f.write(_header(self.dtype, 0))
+        self._f.flush()
+        with open(path + ".json", "w") as f:
+            json.dump(meta, f, indent=1)
+        self._thread = threading.Thread(target=self._writer, name="hil-recorder", daemon=True)
+        self._thread.start()
+        self.closed = False
+
+    def append(self, t: float, q_cmd, q_meas, q_target, board_state: int, faults: int, safety_flags: int,
+               stale: bool, period_us: float, cycle_us: float) -> None:
+        """Add one cycle's row (called by the loop; a few slice writes, no allocation)."""
+        c = self._cols
+        i = self._fill
+        c["t"][i] = t
+        c["q_cmd"][i] = q_cmd
+        c["q_meas"][i] = q_meas
+        c["q_target"][i] = q_target
+        c["board_state"][i] = board_state
+        c["faults"][i] = faults
+        c["safety_flags"][i] = safety_flags
+        c["stale"][i] = stale
+        c["period_us"][i] = period_us
+        c["cycle_us"][i] = cycle_us
+        self._fill = i + 1
+        now = time.monotonic()
+        if self._fill >= self.CHUNK_ROWS or now - self._last_handoff >= self.CHUNK_S:
+            self._handoff(now)
+        now = time.monotonic()
+        if self._fill >= self.CHUNK_ROWS or now - self._last_handoff >= self.CHUNK_S:
+            self._handoff(now)
+
+    def _handoff(self, now: float) -> None:
+        k = self._fill
+        if k:
+            rec = np.empty(k, dtype=self.dtype)
+            for name, col in self._cols.items():
+                rec[name] = col[:k]
+            self._q.put(rec)
+            self._fill = 0
+        self._last_handoff = now
+
+    def _writer(self) -> None:
+        while True:
+            chunk = self._q.get()
+            if chunk is None:
+                return
+            self._f.seek(0, os.SEEK_END)
+            self._f.write(chunk.tobytes())
+            self.rows += len(chunk)
+            self._f.seek(0)
+            self._f.write(_header(self.dtype, self.rows))
+            self._f.flush()
+
+    def close(self) -> None:
+        """Write everything still buffered and close the file (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._handoff(time.monotonic())
+        self._q.put(None)
+        self._thread.join(timeout=5.0)
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+
+def load_recording(path: str) -> tuple[np.ndarray, dict]:
+    """(records, metadata) of a recording; plain `np.load(path)` gives the same records."""
+    data = np.load(path)
+    meta = {}
+    if os.path.exists(path + ".json"):
+        with open(path + ".json") as f:
+            meta = json.load(f)
+    return data, meta

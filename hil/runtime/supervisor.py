@@ -1,0 +1,150 @@
+"""`hil run`: start the emulator (dry-run), the shared block, the loop process and the twin,
+show a live status line, and shut everything down in order."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+
+from hil.errors import HilError
+from hil.runtime.loop import LoopConfig, run_loop
+from hil.runtime.shared import C_ESTOP, C_EVENTS, C_STATUS, LoopClient, LoopStatus, SharedState
+
+
+def display_available() -> bool:
+    """True if an X display can be opened (probed without DearPyGui, which aborts without one)."""
+    import ctypes
+    import ctypes.util
+
+    disp = os.environ.get("DISPLAY")
+    lib = ctypes.util.find_library("X11")
+    if not disp or not lib:
+        return False
+    try:
+        x11 = ctypes.CDLL(lib)
+        x11.XOpenDisplay.restype = ctypes.c_void_p
+        x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+        d = x11.XOpenDisplay(disp.encode())
+        if not d:
+            return False
+        x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+        x11.XCloseDisplay(d)
+        return True
+    except OSError:
+        return False
+
+
+BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
+
+
+def status_line(s) -> str:
+    st = BOARD_STATES.get(int(s.board_state), "?")
+    track = float(max(abs(a - b) for a, b in zip(s.q_cmd, s.q_meas))) if len(s.q_cmd) else 0.0
+    motion = "running" if s.motion_running else ("ramp-in" if s.ramping else "idle")
+    return (f"t {s.t:7.2f} s | {st:<8} | motion {motion:<7} {100 * s.motion_progress:5.1f}% | "
+            f"{s.rate_hz:6.1f} Hz jitter p50 {s.period_p50_us:6.1f} p99 {s.period_p99_us:7.1f} µs | "
+            f"cycle {s.cycle_p50_us:5.1f} µs | misses {int(s.misses)} stale {int(s.stale_total)} | "
+            f"track {math.degrees(track):5.2f}°")
+
+
+def run(args) -> int:
+    from hil import emulation, robots
+
+    model = robots.load(args.robot)
+    rate = args.rate or float(model.meta.get("default_rate_hz", 500))
+    if not 10 <= rate <= 1000:
+        raise HilError(f"--rate {rate:g} Hz is outside 10 … 1000 Hz")
+    emu = None
+    if args.dry_run:
+        emu = emulation.start_emulator(model, faults=args.fault or (), baud=None)
+        port = emu.path
+        print(f"board emulator: {model.name} on {port}")
+    else:
+        port = args.port
+    name = f"hil_{model.name}_{os.getpid()}"
+    shared = SharedState(name, model.n, create=True)
+    cfg = LoopConfig(robot=model.name, port=port, shm_name=name, rate_hz=rate, duration_s=args.duration,
+                     record=args.record, stats_json=args.stats_json, motion=args.motion, enable=args.enable,
+                     exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
+                     calibration=getattr(args, "calibration", None))
+    ctx = mp.get_context("spawn")
+    proc = ctx.Process(target=_loop_entry, args=(cfg,), name="hil-loop")
+    twin = None
+    interrupted = False
+
+    def on_sigint(signum, frame):
+        nonlocal interrupted
+        interrupted = True
+        shared.ctrl[C_ESTOP] = 1  # e-stop word, in case the loop did not get the signal itself
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    proc.start()
+    code = 0
+    try:
+        client = LoopClient(name)
+        headless = args.headless
+        if not headless and not display_available():
+            print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
+            headless = True
+        if not headless:
+            from hil.runtime.twin_launch import start_twin
+            twin = start_twin(name, model.name)
+            print("twin: window open — press SPACE for e-stop")
+        last_event = -1
+        last_text = ""
+        last_print = 0.0
+        tty = sys.stdout.isatty()
+        while proc.is_alive():
+            time.sleep(0.05)
+            try:
+                snap = client.snapshot()
+            except HilError:
+                continue
+            ev_seq = int(client.state.ctrl[C_EVENTS])
+            if ev_seq != last_event:
+                last_event = ev_seq
+                if snap.event and snap.event != last_text:
+                    last_text = snap.event
+                    print(("\r" if tty else "") + snap.event + " " * 20, flush=True)
+            now = time.monotonic()
+            if headless and client.status() == LoopStatus.RUNNING and now - last_print > (0.2 if tty else 2.0):
+                last_print = now
+                line = status_line(snap)
+                print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+        proc.join()
+        if tty:
+            print()
+        status = LoopStatus(int(shared.ctrl[C_STATUS]))
+        snap = client.snapshot()
+        if snap.event and snap.event != last_text:
+            print(snap.event)
+        if proc.exitcode != 0 or status == LoopStatus.FAILED:
+            print(f"hil run: the loop stopped with an error (exit code {proc.exitcode}); see the messages above",
+                  file=sys.stderr)
+            code = 1
+        client.close()
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=3)
+        if twin is not None:
+            twin.terminate()
+        if emu is not None:
+            emu.stop()
+        shared.close()
+        if args.record:
+            print(f"recording: {args.record} (load with numpy.load)")
+        if args.stats_json:
+            print(f"timing statistics: {args.stats_json}")
+    if interrupted and code == 0:
+        code = 130
+    return code
+
+
+def _loop_entry(cfg: LoopConfig) -> None:
+    sys.exit(run_loop(cfg))

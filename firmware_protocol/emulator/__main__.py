@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.emulator.board import Board, BoardConfig
+from firmware_protocol.emulator.board import Board, BoardConfig, StreamFrame
 from firmware_protocol.frame import FrameDecoder
 
 DEFAULTS = {
@@ -177,8 +177,13 @@ class Runner:
             arr = arr[self.rng.random(arr.size) >= f.drop]
         return arr.tobytes()
 
+    MAX_BACKLOG_S = 0.004  # a STATE that would wait longer than this on the wire is dropped
+
     def send(self, frames: list[bytes], now: float) -> None:
         for fr in frames:
+            if isinstance(fr, StreamFrame) and self.last_release - now > self.MAX_BACKLOG_S:
+                self.tx_dropped_frames += 1  # like firmware with a full TX queue: drop STATE, count it
+                continue
             if self.faults.garbage and self.rng.random() < self.faults.garbage:
                 fr = self.rng.integers(0, 256, int(self.rng.integers(1, 65)), dtype=np.uint8).tobytes() + fr
             fr = self._mangle(fr)

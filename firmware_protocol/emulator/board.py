@@ -71,6 +71,10 @@ class BoardConfig:
             raise ValueError("board uid must be 12 bytes")
 
 
+class StreamFrame(bytes):
+    """Wire bytes of a streaming frame (STATE): may be dropped when the TX queue is full."""
+
+
 @dataclass
 class _Txn:
     seq: int
@@ -157,11 +161,11 @@ class Board:
         torque = M.JointFlag.TORQUE_ON if self.state == M.BoardState.ENABLED else 0
         j["jflags"] = self.jflags | torque
         msg = M.State(self.t_us(), self.echo_seq, int(self.state), int(self.faults), c.supply_mV, j)
-        out = msg.encode(self._next_seq())
+        out = StreamFrame(msg.encode(self._next_seq()))
         if self.raw_stream:
             ticks = np.round(self.q / c.resolution_rad).astype(np.int32) if c.resolution_rad > 0 else \
                 np.round(self.q * 1e6).astype(np.int32)
-            out += M.StateRaw(self.t_us(), ticks).encode(self._next_seq())
+            out = StreamFrame(out + M.StateRaw(self.t_us(), ticks).encode(self._next_seq()))
         return out
 
     def heartbeat_frame(self) -> bytes:

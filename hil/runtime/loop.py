@@ -63,6 +63,7 @@ class _Stats:
     def __init__(self, size: int = 16384) -> None:
         self.periods = np.zeros(size)
         self.cycles = np.zeros(size)
+        self.compute = np.zeros(size)  # cycle time minus the time in the serial port's read and write
         self.k = 0
         self.count = 0
         self.misses = 0
@@ -73,10 +74,11 @@ class _Stats:
         self.max_cmd_speed = 0.0
         self.events: list[str] = []
 
-    def add(self, period_us: float, cycle_us: float) -> None:
+    def add(self, period_us: float, cycle_us: float, compute_us: float) -> None:
         i = self.k % self.periods.size
         self.periods[i] = period_us
         self.cycles[i] = cycle_us
+        self.compute[i] = compute_us
         self.k += 1
 
     def summary(self, T_us: float) -> dict:
@@ -92,6 +94,8 @@ class _Stats:
             "cycle_p50_us": float(np.percentile(c, 50)) if n else 0.0,
             "cycle_p99_us": float(np.percentile(c, 99)) if n else 0.0,
             "cycle_max_us": float(c.max()) if n else 0.0,
+            "compute_p50_us": float(np.percentile(self.compute[:n], 50)) if n else 0.0,
+            "compute_p99_us": float(np.percentile(self.compute[:n], 99)) if n else 0.0,
         }
 
 
@@ -164,6 +168,11 @@ class Loop:
         self.fields = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
         self.connect_info = ""
         self.Link = Link
+        # compile (or load from the cache) every kernel the cycle uses now, not in the first cycle
+        q = self.model.home.copy()
+        self.safety.step(q, q.copy(), 0.001, 1.0, q.copy(), q.copy())
+        self.motion.reset(q)
+        self.motion.target(0.0)
 
     # ------------------------------------------------------------------ events
     def event(self, text: str) -> None:
@@ -267,8 +276,17 @@ class Loop:
         link_ok = True
         sample = first
         try:
-            while not self.stop_flag:
+            draining_until = None
+            while True:
+                if self.stop_flag and draining_until is None:
+                    # keep cycling briefly (no motion) so the board's answer to the stop is seen and recorded
+                    draining_until = time.monotonic() + 0.3
+                    want_motion = False
+                    self.motion_running = False
                 wake = time.monotonic()
+                if draining_until is not None and (wake > draining_until or sample.state in (
+                        M.BoardState.ESTOP, M.BoardState.DISABLED, M.BoardState.FAULT)):
+                    break
                 period_us = (wake - last_wake) * 1e6
                 last_wake = wake
                 late = wake - next_deadline  # how late this wake-up is against its deadline
@@ -277,15 +295,18 @@ class Loop:
                     consecutive_misses += 1
                 else:
                     consecutive_misses = 0
-                if end_time is not None and wake >= end_time:
+                if end_time is not None and wake >= end_time and not self.stop_flag:
                     self.stop_reason = f"duration {cfg.duration_s:g} s reached"
-                    break
+                    self.stop_flag = True
 
                 # 1. newest state
+                wire = 0.0
                 stale = False
                 if link_ok:
                     try:
+                        t_w = time.monotonic()
                         s = self.link.poll()
+                        wire = time.monotonic() - t_w
                         if s is not None:
                             sample = s
                         if sample.seq == last_seq:
@@ -328,8 +349,7 @@ class Loop:
                                 self.motion.reset(q_cmd)
                             self.motion.set(arg)
                             want_motion = True
-                            if board_enabled and not self.motion_running:
-                                ramping = True
+                            ramping = True  # a jog is a jump asked for at once: always ramp to it
                         elif what == "start":
                             want_motion = True
                             ramping = True
@@ -403,7 +423,9 @@ class Loop:
 
                 # 4. send (even when disabled: the board answers with a fresh STATE every cycle)
                 try:
+                    t_w = time.monotonic()
                     self.link.send_positions(q_cmd)
+                    wire += time.monotonic() - t_w
                 except Exception as e:
                     link_ok = False
                     self.stats.link_errors += 1
@@ -440,7 +462,7 @@ class Loop:
 
                 # 6. timing
                 if cycle > 0:
-                    self.stats.add(period_us, cycle_us)
+                    self.stats.add(period_us, cycle_us, cycle_us - wire * 1e6)
                 cycle += 1
                 now = time.monotonic()
                 if now - last_stats > 0.5:

@@ -33,6 +33,7 @@ C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS = range(
 MAILBOX_SLOTS = 64
 SLOT_FLOATS = 40          # [kind, payload...]
 EVENT_BYTES = 240
+EVENT_SLOTS = 32          # the last events, so a reader polling slowly still sees every one
 
 
 class LoopStatus(IntEnum):
@@ -126,8 +127,8 @@ class SharedState:
         off = CTRL_WORDS * 8
         self.data = np.ndarray((nf,), dtype=np.float64, buffer=buf, offset=off)
         off += nf * 8
-        self.event_buf = np.ndarray((EVENT_BYTES,), dtype=np.uint8, buffer=buf, offset=off)
-        off += EVENT_BYTES
+        self.event_buf = np.ndarray((EVENT_SLOTS, EVENT_BYTES), dtype=np.uint8, buffer=buf, offset=off)
+        off += EVENT_SLOTS * EVENT_BYTES
         self.mailbox = np.ndarray((MAILBOX_SLOTS, SLOT_FLOATS), dtype=np.float64, buffer=buf, offset=off)
         self._scratch = np.empty(nf)
         self._view = {k: (o, s) for k, (o, s) in self.layout.items() if not k.startswith("_")}
@@ -135,7 +136,8 @@ class SharedState:
 
     @staticmethod
     def _size(n: int) -> int:
-        return CTRL_WORDS * 8 + _layout(n)["_size"][0] * 8 + EVENT_BYTES + MAILBOX_SLOTS * SLOT_FLOATS * 8
+        return (CTRL_WORDS * 8 + _layout(n)["_size"][0] * 8 + EVENT_SLOTS * EVENT_BYTES
+                + MAILBOX_SLOTS * SLOT_FLOATS * 8)
 
     # ------------------------------------------------------------- writer side
     def field(self, name: str) -> np.ndarray:
@@ -150,12 +152,29 @@ class SharedState:
         self.ctrl[C_SEQ] += 1  # even: consistent
 
     def set_event(self, text: str) -> None:
+        """Publish an event line (kept in a ring of the last EVENT_SLOTS)."""
         raw = text.encode("utf-8", "replace")[:EVENT_BYTES - 1]
         self.begin_write()
-        self.event_buf[:] = 0
-        self.event_buf[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-        self.ctrl[C_EVENTS] += 1
+        k = int(self.ctrl[C_EVENTS]) + 1
+        slot = self.event_buf[k % EVENT_SLOTS]
+        slot[:] = 0
+        slot[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        self.ctrl[C_EVENTS] = k
         self.end_write()
+
+    def events_since(self, seen: int) -> tuple[int, list[str]]:
+        """(newest event number, texts of the events after `seen`), oldest first."""
+        for _ in range(100):
+            s1 = int(self.ctrl[C_SEQ])
+            if s1 & 1:
+                continue
+            k = int(self.ctrl[C_EVENTS])
+            first = max(seen + 1, k - EVENT_SLOTS + 1, 1)
+            texts = [bytes(self.event_buf[i % EVENT_SLOTS]).split(b"\x00", 1)[0].decode("utf-8", "replace")
+                     for i in range(first, k + 1)]
+            if int(self.ctrl[C_SEQ]) == s1:
+                return k, texts
+        return seen, []
 
     # ------------------------------------------------------------- reader side
     def read(self, timeout_s: float = 0.1) -> Snapshot:
@@ -165,7 +184,8 @@ class SharedState:
             s1 = int(self.ctrl[C_SEQ])
             if not s1 & 1:
                 np.copyto(self._scratch, self.data)
-                ev = bytes(self.event_buf).split(b"\x00", 1)[0]
+                k = int(self.ctrl[C_EVENTS])
+                ev = bytes(self.event_buf[k % EVENT_SLOTS]).split(b"\x00", 1)[0] if k else b""
                 if int(self.ctrl[C_SEQ]) == s1:
                     break
             if time.monotonic() > deadline:

@@ -12,7 +12,7 @@ import time
 
 from hil.errors import HilError
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import C_ESTOP, C_EVENTS, C_STATUS, LoopClient, LoopStatus, SharedState
+from hil.runtime.shared import C_ESTOP, C_STATUS, LoopClient, LoopStatus, SharedState
 
 
 def display_available() -> bool:
@@ -94,8 +94,7 @@ def run(args) -> int:
             from hil.runtime.twin_launch import start_twin
             twin = start_twin(name, model.name)
             print("twin: window open — press SPACE for e-stop")
-        last_event = -1
-        last_text = ""
+        last_event = 0
         last_print = 0.0
         tty = sys.stdout.isatty()
         while proc.is_alive():
@@ -104,12 +103,10 @@ def run(args) -> int:
                 snap = client.snapshot()
             except HilError:
                 continue
-            ev_seq = int(client.state.ctrl[C_EVENTS])
-            if ev_seq != last_event:
-                last_event = ev_seq
-                if snap.event and snap.event != last_text:
-                    last_text = snap.event
-                    print(("\r" if tty else "") + snap.event + " " * 20, flush=True)
+            last_event, texts = client.state.events_since(last_event)
+            for text in texts:
+                last_text = text
+                print(("\r" if tty else "") + text + " " * 20, flush=True)
             now = time.monotonic()
             if headless and client.status() == LoopStatus.RUNNING and now - last_print > (0.2 if tty else 2.0):
                 last_print = now
@@ -119,9 +116,9 @@ def run(args) -> int:
         if tty:
             print()
         status = LoopStatus(int(shared.ctrl[C_STATUS]))
-        snap = client.snapshot()
-        if snap.event and snap.event != last_text:
-            print(snap.event)
+        last_event, texts = client.state.events_since(last_event)
+        for text in texts:
+            print(text)
         if proc.exitcode != 0 or status == LoopStatus.FAILED:
             print(f"hil run: the loop stopped with an error (exit code {proc.exitcode}); see the messages above",
                   file=sys.stderr)

@@ -1,0 +1,170 @@
+"""The real-time loop end to end: `hil run` in its own process group, the emulator on a pty,
+the loop process, shared memory, the recording. Assertions on statistics are loose by design."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.runtime.shared import LoopClient
+from tests.conftest import wait_for
+
+HIL = [sys.executable, "-m", "hil.cli"]
+
+
+def start_run(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(HIL + ["run", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def attach(proc: subprocess.Popen, robot: str, timeout_s: float = 20.0) -> LoopClient:
+    name = f"hil_{robot}_{proc.pid}"
+    client = wait_for(lambda: _try_attach(name), timeout_s=timeout_s, step_s=0.05)
+    assert client is not None, f"loop {name} did not appear"
+    assert wait_for(lambda: client.status() == 1, timeout_s=timeout_s, step_s=0.02), "loop did not start"
+    return client
+
+
+def _try_attach(name):
+    try:
+        return LoopClient(name)
+    except Exception:
+        return None
+
+
+def finish(proc: subprocess.Popen, timeout_s: float = 30.0) -> str:
+    out, _ = proc.communicate(timeout=timeout_s)
+    return out
+
+
+@pytest.mark.parametrize("robot", ["puma560", "humanoid17"])
+def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot):
+    rec = tmp_path / "run.npy"
+    stats = tmp_path / "stats.json"
+    proc = start_run("--robot", robot, "--dry-run", "--headless", "--duration", "4", "--enable", "--motion", "demo",
+                     "--record", str(rec), "--stats-json", str(stats))
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    model = robots.load(robot)
+    r = np.load(rec)
+    assert len(r) > 0.8 * 4 * model.meta["default_rate_hz"] * 0.5
+    assert np.all(r["q_cmd"] >= model.lower - 1e-12) and np.all(r["q_cmd"] <= model.upper + 1e-12)
+    enabled = r["board_state"] == 2
+    assert enabled.sum() > 0.5 * len(r)
+    moved = np.ptp(r["q_cmd"][enabled], axis=0).max()
+    assert moved > np.radians(5), "the demo motion did not run"
+    s = json.loads(stats.read_text())
+    both = enabled[1:] & enabled[:-1]
+    step = np.abs(np.diff(r["q_cmd"], axis=0))[both]  # per command, at the nominal period
+    assert np.all(step * model.meta["default_rate_hz"] <= model.velocity_limit * 1.0001 + 1e-9)
+    print(robot, {k: s[k] for k in ("cycles", "jitter_p50_us", "jitter_p99_us", "compute_p50_us", "missed_fraction")})
+    assert s["missed_fraction"] < 0.5 and s["link_errors"] == 0
+
+
+def test_jump_is_ramped_clamped_and_reported(tmp_path):
+    rec = tmp_path / "jog.npy"
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "8", "--enable",
+                     "--record", str(rec), "--no-realtime")
+    try:
+        client = attach(proc, "puma560")
+        model = robots.load("puma560")
+        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=5)
+        q0 = client.snapshot().q_meas.copy()
+        jump = q0.copy()
+        jump[1] += 0.6          # a 34° jump of the shoulder, asked for at once
+        jump[4] = model.upper[4] + 0.3  # and the wrist past its limit
+        client.jog(jump)
+        s = client.wait(lambda s: abs(s.q_cmd[1] - jump[1]) < 1e-6, timeout_s=6)
+        assert s is not None, "the jog never arrived"
+        assert s.q_cmd[4] == pytest.approx(model.upper[4])  # clamped at the limit, not beyond
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert "joint limit" in out, out
+    r = np.load(rec)
+    enabled = (r["board_state"][1:] == 2) & (r["board_state"][:-1] == 2)
+    # per command step at the nominal period (what the board is asked to do per command)
+    v = np.abs(np.diff(r["q_cmd"][:, 1]))[enabled] * 500.0
+    # ramped: never faster than the ramp speed (a quarter of the limit)
+    assert v.max() <= model.velocity_limit[1] * 0.25 * 1.0001 + 1e-9, v.max()
+    assert v.max() > 0.5 * model.velocity_limit[1] * 0.25  # and it did move at that speed
+    assert np.all(r["q_cmd"][:, 4] <= model.upper[4] + 1e-12)
+
+
+def test_estop_stops_motion_within_a_cycle(tmp_path):
+    rec = tmp_path / "estop.npy"
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "10", "--enable",
+                     "--motion", "demo", "--record", str(rec))
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=6)
+        time.sleep(1.0)
+        c0 = int(client.snapshot().cycle)
+        client.estop()
+        s = client.wait(lambda s: s.board_state == 4, timeout_s=2)
+        assert s is not None, "the board never reported ESTOP"
+        cycles_to_confirm = int(s.cycle) - c0
+        print(f"e-stop confirmed by the board {cycles_to_confirm} cycles after the request")
+        time.sleep(0.3)
+        a = client.snapshot().q_meas.copy()
+        time.sleep(0.3)
+        b = client.snapshot().q_meas.copy()
+        assert np.abs(b - a).max() < 1e-3  # nothing moves any more
+        assert client.snapshot().motion_running == 0.0
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert "E-STOP" in out
+    r = np.load(rec)
+    first = int(np.flatnonzero(r["board_state"] == 4)[0])
+    # from the first ESTOP state on, the joints stay where they were (measurement noise only)
+    assert np.ptp(r["q_meas"][first:], axis=0).max() < 2e-4
+    assert cycles_to_confirm <= 10  # request → ESTOP sent in the next cycle → confirmed by a STATE
+
+
+def test_killed_board_is_reported_and_the_loop_stops_cleanly(emulator, tmp_path):
+    model = robots.load("puma560")
+    from hil.emulation import emulator_argv
+    argv = emulator_argv(model)
+    emu = emulator(*argv[3:])
+    rec = tmp_path / "killed.npy"
+    proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "20", "--enable",
+                     "--motion", "demo", "--record", str(rec))
+    client = attach(proc, "puma560")
+    assert client.wait(lambda s: s.enabled == 1.0, timeout_s=5)
+    time.sleep(0.5)
+    emu.kill()
+    out = finish(proc, timeout_s=30)
+    assert proc.returncode == 1, out
+    assert f"link to {emu.path} lost" in out and "did not come back" in out
+    r = np.load(rec)  # the recording is complete and readable
+    assert len(r) > 100
+
+
+def test_sigint_leaves_a_complete_recording(tmp_path):
+    rec = tmp_path / "sigint.npy"
+    stats = tmp_path / "sigint.json"
+    proc = subprocess.Popen(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable", "--motion",
+                                   "demo", "--record", str(rec), "--stats-json", str(stats)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    client = attach(proc, "humanoid17")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=6)
+    time.sleep(1.5)
+    cycles_before = int(client.snapshot().cycle)
+    os.killpg(proc.pid, signal.SIGINT)  # like Ctrl-C in the terminal: the whole group gets it
+    out = finish(proc)
+    assert proc.returncode == 130, out
+    assert "E-STOP from SIGINT" in out
+    r = np.load(rec)
+    assert len(r) >= cycles_before  # every cycle up to the interrupt was written
+    assert np.all(np.diff(r["t"]) > 0)
+    assert (r["board_state"][-20:] == 4).any()  # the board was e-stopped before the end
+    s = json.loads(stats.read_text())
+    assert s["stop_reason"] == "SIGINT received"

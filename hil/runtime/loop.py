@@ -385,7 +385,7 @@ class Loop:
                     np.copyto(q_prev, q_cmd)
                     flags = self.safety.step(q_target, q_prev, T, cfg.ramp_fraction if ramping else 1.0, q_cmd, q_meas)
                     info = self.safety.info
-                    if ramping and not flags & HELD and info[I_TO_TARGET] < 1e-4:
+                    if ramping and not paused and not flags & HELD and info[I_TO_TARGET] < 1e-4:
                         ramping = False
                         if want_motion and not self.motion_running:
                             self.motion_running = True
@@ -458,7 +458,8 @@ class Loop:
                 shared.end_write()
                 if self.recorder is not None:
                     self.recorder.append(wake - self.t0, q_cmd, q_meas, q_target, sample.state, sample.faults,
-                                         flags, stale, period_us, cycle_us)
+                                         flags, stale, period_us, cycle_us,
+                                         (1 if enabled else 0) | (2 if ramping else 0) | (4 if self.motion_running else 0))
 
                 # 6. timing
                 if cycle > 0:

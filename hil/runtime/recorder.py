@@ -2,7 +2,7 @@
 
 The file is a standard `.npy` array of records (`np.load(path)`), one row per cycle:
 `t` (s), `q_cmd`, `q_meas`, `q_target` (rad, n each), `board_state`, `faults`, `safety_flags`,
-`stale`, `period_us`, `cycle_us`. Robot, joint names and rate are in `<path>.json` beside it.
+`stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running), `period_us`, `cycle_us`. Robot, joint names and rate are in `<path>.json` beside it.
 
 A writer thread appends rows in chunks (every 0.1 s or 512 rows) and, after each chunk, rewrites
 the fixed-size header with the new row count and flushes, so the file is always a valid `.npy`
@@ -26,7 +26,7 @@ import numpy as np
 def record_dtype(n: int) -> np.dtype:
     return np.dtype([("t", "<f8"), ("q_cmd", "<f8", (n,)), ("q_meas", "<f8", (n,)), ("q_target", "<f8", (n,)),
                      ("board_state", "u1"), ("faults", "<u4"), ("safety_flags", "<u4"), ("stale", "u1"),
-                     ("period_us", "<f4"), ("cycle_us", "<f4")])
+                     ("loop_flags", "u1"), ("period_us", "<f4"), ("cycle_us", "<f4")])
 
 
 def _header_len(dtype: np.dtype) -> int:
@@ -61,7 +61,7 @@ class Recorder:
         self._cols = {"t": np.zeros(C), "q_cmd": np.zeros((C, n)), "q_meas": np.zeros((C, n)),
                       "q_target": np.zeros((C, n)), "board_state": np.zeros(C, np.uint8),
                       "faults": np.zeros(C, np.uint32), "safety_flags": np.zeros(C, np.uint32),
-                      "stale": np.zeros(C, np.uint8), "period_us": np.zeros(C, np.float32),
+                      "stale": np.zeros(C, np.uint8), "loop_flags": np.zeros(C, np.uint8), "period_us": np.zeros(C, np.float32),
                       "cycle_us": np.zeros(C, np.float32)}
         self._fill = 0
         self._last_handoff = time.monotonic()
@@ -76,7 +76,7 @@ class Recorder:
         self.closed = False
 
     def append(self, t: float, q_cmd, q_meas, q_target, board_state: int, faults: int, safety_flags: int,
-               stale: bool, period_us: float, cycle_us: float) -> None:
+               stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0) -> None:
         """Add one cycle's row (called by the loop; a few slice writes, no allocation)."""
         c = self._cols
         i = self._fill
@@ -88,6 +88,7 @@ class Recorder:
         c["faults"][i] = faults
         c["safety_flags"][i] = safety_flags
         c["stale"][i] = stale
+        c["loop_flags"][i] = loop_flags
         c["period_us"][i] = period_us
         c["cycle_us"][i] = cycle_us
         self._fill = i + 1

@@ -93,7 +93,11 @@ def test_jump_is_ramped_clamped_and_reported(tmp_path):
     # per command step at the nominal period (what the board is asked to do per command)
     v = np.abs(np.diff(r["q_cmd"][:, 1]))[enabled] * 500.0
     # ramped: never faster than the ramp speed (a quarter of the limit)
-    assert v.max() <= model.velocity_limit[1] * 0.25 * 1.0001 + 1e-9, v.max()
+    k = int(np.argmax(v))
+    idx = np.flatnonzero(enabled)[k]
+    assert v.max() <= model.velocity_limit[1] * 0.25 * 1.0001 + 1e-9, (
+        v.max(), idx, r["safety_flags"][idx - 2:idx + 3], r["loop_flags"][idx - 2:idx + 3],
+        r["q_target"][idx - 2:idx + 3, 1], r["q_cmd"][idx - 2:idx + 3, 1])
     assert v.max() > 0.5 * model.velocity_limit[1] * 0.25  # and it did move at that speed
     assert np.all(r["q_cmd"][:, 4] <= model.upper[4] + 1e-12)
 

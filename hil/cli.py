@@ -126,6 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return supervisor.run(args)
 
 
+def cmd_twin(args: argparse.Namespace) -> int:
+    from twin.cli import main as twin_main
+
+    return twin_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
@@ -174,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("twin", help="the 3D digital twin: attach to a running loop, or --screenshot one frame")
+    from twin.cli import add_arguments
+
+    add_arguments(s)
+    s.set_defaults(func=cmd_twin)
 
     s = sub.add_parser("ports", help="list serial ports (VID:PID, serial number); --probe asks each for a board")
     s.add_argument("--probe", action="store_true", help="handshake on each port and say which board answers")

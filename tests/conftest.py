@@ -71,3 +71,62 @@ def wait_for(predicate, timeout_s: float = 2.0, step_s: float = 0.005):
             return v
         time.sleep(step_s)
     return None
+
+
+def _display_ok(display: str) -> bool:
+    import ctypes
+    import ctypes.util
+
+    lib = ctypes.util.find_library("X11")
+    if not lib or not display:
+        return False
+    x11 = ctypes.CDLL(lib)
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    d = x11.XOpenDisplay(display.encode())
+    if not d:
+        return False
+    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    x11.XCloseDisplay(d)
+    return True
+
+
+@pytest.fixture(scope="session")
+def xdisplay():
+    """An X display: the existing one, or an Xvfb started here (-displayfd picks a free number);
+    skips when there is neither. DearPyGui itself only ever runs in child processes."""
+    import shutil
+
+    if _display_ok(os.environ.get("DISPLAY", "")):
+        yield os.environ["DISPLAY"]
+        return
+    xvfb = shutil.which("Xvfb")
+    if not xvfb:
+        pytest.skip("no X display and no Xvfb (apt-get install -y xvfb)")
+    r, w = os.pipe()
+    proc = subprocess.Popen([xvfb, "-displayfd", str(w), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+                            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(w)
+    buf = b""
+    deadline = time.monotonic() + 10
+    while not buf.endswith(b"\n") and time.monotonic() < deadline:
+        chunk = os.read(r, 16)
+        if not chunk:
+            break
+        buf += chunk
+    os.close(r)
+    if not buf.strip():
+        proc.kill()
+        pytest.skip("Xvfb did not start")
+    old = os.environ.get("DISPLAY")
+    os.environ["DISPLAY"] = ":" + buf.decode().strip()
+    os.environ.setdefault("LIBGL_ALWAYS_SOFTWARE", "1")
+    try:
+        yield os.environ["DISPLAY"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+        if old is None:
+            os.environ.pop("DISPLAY", None)
+        else:
+            os.environ["DISPLAY"] = old

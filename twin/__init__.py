@@ -1,1 +1,1 @@
-"""twin package."""
+"""The DearPyGui digital twin (its own process): `hil twin`, or opened by `hil run`."""

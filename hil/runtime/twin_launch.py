@@ -1,0 +1,13 @@
+"""Start the twin in its own process (DearPyGui must never share a process with the loop)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def start_twin(loop_name: str, robot: str, path: str | None = None) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "hil.cli", "twin", "--attach", loop_name, "--robot", robot]
+    if path:
+        argv += ["--path", path]
+    return subprocess.Popen(argv)

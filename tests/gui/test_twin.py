@@ -1,0 +1,146 @@
+"""The DearPyGui twin under Xvfb, always in child processes (DearPyGui aborts without a display).
+PNGs are checked at the pixels where forward kinematics projects known points."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from tests.conftest import wait_for
+from tests.gui.png import read_png
+from tests.integration.test_runtime import attach, finish, start_run
+
+HIL = [sys.executable, "-m", "hil.cli"]
+PAD = 8  # DearPyGui window padding: drawlist pixel (0, 0) is at image (8, 8)
+
+
+def shot(tmp_path, robot, pose_deg=None, ghost_deg=None, name="shot.png"):
+    out = tmp_path / name
+    args = HIL + ["twin", "--screenshot", str(out), "--robot", robot]
+    if pose_deg is not None:
+        args += ["--pose-deg", *map(str, pose_deg)]
+    if ghost_deg is not None:
+        args += ["--ghost-deg", *map(str, ghost_deg)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return read_png(str(out))
+
+
+def projector(robot):
+    """Pixel of a world point, with the twin's own camera (the same matrices it gives DearPyGui)."""
+    from twin import app as A
+    from twin import scene as S
+
+    cam = A.default_camera(robot)
+    eye, target = S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"])
+    P = S.perspective(A.FOV, A.VIEW_W / A.VIEW_H, 0.05, 50.0)
+    V = S.look_at(eye, target)
+
+    def px(p):
+        x, y = S.project(P, V, p, A.VIEW_W, A.VIEW_H)
+        return int(round(x)) + PAD, int(round(y)) + PAD
+    return px
+
+
+def near(img, xy, color, radius=5, tol=40):
+    """True if some pixel within `radius` of (x, y) is within `tol` of `color` (RGB)."""
+    x, y = xy
+    patch = img[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3].astype(int)
+    d = np.abs(patch - np.array(color[:3])).max(axis=2)
+    return bool((d <= tol).any())
+
+
+def test_puma_drawn_where_its_fk_projects(xdisplay, tmp_path):
+    from twin import scene as S
+
+    pose = [60, -40, 120, 0, 30, 0]
+    img = shot(tmp_path, "puma560", pose)
+    m = robots.load("puma560")
+    q = np.radians(pose)
+    px = projector("puma560")
+    F = m.fk_frames(q)
+    # points on the solid links: the middle of the upper arm and the forearm, the shoulder
+    upper_arm_mid = (F[m.frame_index("link2")] @ [0.25, 0, 0.15, 1])[:3]
+    forearm_mid = (F[m.frame_index("link3")] @ [0.02, -0.2, 0, 1])[:3]
+    for p in (upper_arm_mid, forearm_mid):
+        assert near(img, px(p), S.MEASURED), (p, px(p))
+    # a point well away from the arm, over the floor behind it, is background
+    empty = np.array([0.9, -0.9, 0.6])
+    assert not near(img, px(empty), S.MEASURED, radius=3)
+    assert near(img, px(empty), S.BACKGROUND, radius=0, tol=10)
+
+
+def test_ghost_and_measured_differ_when_they_should(xdisplay, tmp_path):
+    from twin import scene as S
+
+    meas = [90, -20, 110, 0, 0, 0]
+    cmd = [30, -20, 110, 0, 0, 0]  # the waist is 60° behind: ghost and solid part ways
+    img = shot(tmp_path, "puma560", meas, cmd)
+    m = robots.load("puma560")
+    px = projector("puma560")
+    p_meas = (m.fk_frames(np.radians(meas))[m.frame_index("link3")] @ [0.02, -0.3, 0, 1])[:3]
+    p_cmd = (m.fk_frames(np.radians(cmd))[m.frame_index("link3")] @ [0.02, -0.3, 0, 1])[:3]
+    assert near(img, px(p_meas), S.MEASURED)
+    assert near(img, px(p_cmd), S.GHOST, radius=7)
+    assert not near(img, px(p_cmd), S.MEASURED, radius=2)
+    same = shot(tmp_path, "puma560", meas, meas, name="same.png")
+    assert not near(same, px(p_cmd), S.GHOST, radius=7)  # no ghost there when they agree
+
+
+def test_humanoid_drawn_standing_on_its_sole(xdisplay, tmp_path):
+    from hil.kinematics.floating import FloatingBase
+    from twin import scene as S
+
+    img = shot(tmp_path, "humanoid17")
+    m = robots.load("humanoid17")
+    base = FloatingBase(m, "l_sole", m.home)
+    px = projector("humanoid17")
+    torso = base.frame_pose(m.home, "body") @ [0.027, 0, 0.06, 1]
+    head = (base.body_pose(m.home) @ m.fk_frames(m.home)[m.frame_index("head")] @ [0.002, 0, 0.05, 1])[:3]
+    assert near(img, px(torso[:3]), S.MEASURED)
+    assert near(img, px(head), S.MEASURED)
+    assert near(img, px([0.2, 0.3, 0.45]), S.BACKGROUND, radius=0, tol=10)
+
+
+def test_no_display_gives_a_clear_message(tmp_path):
+    env = dict(os.environ)
+    env.pop("DISPLAY", None)
+    r = subprocess.run(HIL + ["twin", "--screenshot", str(tmp_path / "x.png"), "--robot", "puma560"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr  # an error exit, not an abort (134)
+    assert "no display" in r.stderr and "xvfb-run" in r.stderr
+
+
+@pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to click")
+def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "40", "--enable",
+                     "--motion", "demo")
+    twin = None
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=8)
+        twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--robot", "puma560", "--duration", "30"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
+                                              text=True).stdout.split(), timeout_s=30, step_s=0.2)
+        assert wid, "the twin window did not appear"
+        time.sleep(1.0)
+        # the big red button sits at the top of the right-hand panel
+        subprocess.run(["xdotool", "mousemove", "--window", wid[0], "1060", "48", "click", "1"], check=True)
+        s = client.wait(lambda s: s.board_state == 4, timeout_s=5)
+        assert s is not None, "the board did not reach ESTOP after the click"
+        client.shutdown()
+    finally:
+        if twin is not None:
+            twin.terminate()
+            twin.wait(timeout=10)
+            twin.stdout.close()
+        out = finish(proc)
+    assert "E-STOP from the twin or CLI" in out

@@ -1,0 +1,490 @@
+"""The DearPyGui digital twin: the robot in 3D (measured solid, commanded ghost, IK preview),
+panels to jog, preview Cartesian targets, watch tracking and timing, and stop the robot.
+
+It only reads the loop's shared snapshots and posts requests into its mailbox, so it can never
+delay a control cycle. Run it with `hil twin` (attach) or from `hil run`; `hil twin --screenshot`
+renders one frame to a PNG with no loop at all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from twin import scene as S
+
+W, H = 1280, 720
+# DearPyGui's clip-space mapping shows only half of the nominal field of view (see scene.project)
+FOV = math.radians(75)
+PANEL_W = 410
+VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
+BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
+CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.6, target=(0.0, 0.25, -0.25)),
+          "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
+
+
+def default_camera(name: str) -> dict:
+    return dict(CAMERA.get(name, dict(yaw=-0.8, pitch=0.4, dist=2.5, target=(0, 0, 0))))
+
+
+class TwinApp:
+    def __init__(self, model, client=None, path: np.ndarray | None = None, workpiece=None,
+                 title: str = "hil twin") -> None:
+        self.model = model
+        self.client = client
+        self.path = path
+        self.workpiece = workpiece
+        self.title = title
+        self.cam = default_camera(model.name)
+        self.humanoid = "l_sole" in model.frame_names and "r_sole" in model.frame_names
+        self.base = None
+        if self.humanoid:
+            from hil.kinematics.floating import FloatingBase
+            self.base = FloatingBase(model, "l_sole", model.home)
+        self.q_meas = model.home.copy()
+        self.q_cmd = model.home.copy()
+        self.preview_q = None
+        self.history: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.plot_joint = 0
+        self.estop_sent = 0
+        self.frames = 0
+        self.fps = 0.0
+        self._last_jog = 0.0
+        self._com_hist: list[tuple[float, np.ndarray]] = []
+        self.messages: list[str] = []
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        dpg.create_context()
+        dpg.create_viewport(title=self.title, width=W, height=H, vsync=False)
+        dpg.setup_dearpygui()
+        with dpg.window(tag="main", no_title_bar=True, no_scrollbar=True, no_move=True):
+            with dpg.group(horizontal=True):
+                with dpg.drawlist(width=VIEW_W, height=VIEW_H, tag="view"):
+                    dpg.draw_rectangle([0, 0], [VIEW_W, VIEW_H], fill=S.BACKGROUND, color=S.BACKGROUND)
+                    with dpg.draw_layer(tag="scene", depth_clipping=True, perspective_divide=True,
+                                        cull_mode=dpg.mvCullMode_Front):
+                        with dpg.draw_node(tag="world"):
+                            pass
+                with dpg.child_window(width=PANEL_W, height=VIEW_H, tag="panel"):
+                    self._build_panel()
+        dpg.set_primary_window("main", True)
+        dpg.set_clip_space("scene", 0, 0, VIEW_W, VIEW_H, -1.0, 1.0)
+        floor = float(self.model.meta.get("floor_z_m", 0.0)) if not self.humanoid else 0.0
+        S.add_grid("world", half=1.5 if not self.humanoid else 0.5, step=0.25 if not self.humanoid else 0.05,
+                   z=floor, seg=0.25 if not self.humanoid else 0.05)
+        S.add_axes("world", 0.25 if not self.humanoid else 0.08, 0.0 if not self.humanoid else 0.001)
+        if not self.humanoid and "workspace" in self.model.meta:
+            from hil.safety import SafetyChecker
+            reach = SafetyChecker(self.model).ws[2]
+            for z in (0.0,):
+                S.add_ring("world", (0, 0, z), reach, (0, 0, 1), (110, 110, 170, 255))
+            S.add_ring("world", (0, 0, 0), reach, (1, 0, 0), (110, 110, 170, 255))
+        if self.workpiece is not None:
+            self._draw_workpiece()
+        if self.path is not None and len(self.path) > 1:
+            S.add_polyline("world", np.asarray(self.path), (255, 210, 80, 255), 2, 0.02)
+        self.meas = S.RobotDrawing(self.model, "world", S.MEASURED, True, "meas")
+        self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost")
+        self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev")
+        self.prev.show(False)
+        if self.humanoid:
+            with dpg.draw_node(tag="ground_marks", parent="world"):
+                pass
+        with dpg.handler_registry():
+            dpg.add_mouse_drag_handler(button=dpg.mvMouseButton_Left, callback=self._on_drag)
+            dpg.add_mouse_drag_handler(button=dpg.mvMouseButton_Right, callback=self._on_pan)
+            dpg.add_mouse_release_handler(callback=self._on_release)
+            dpg.add_mouse_wheel_handler(callback=self._on_wheel)
+            dpg.add_key_press_handler(key=dpg.mvKey_Spacebar, callback=lambda *a: self.estop())
+        self._drag_prev = None
+        self._apply_camera()
+        dpg.show_viewport()
+
+    def _build_panel(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        m = self.model
+        with dpg.theme() as red:
+            with dpg.theme_component(dpg.mvButton):
+                dpg.add_theme_color(dpg.mvThemeCol_Button, (190, 25, 25))
+                dpg.add_theme_color(dpg.mvThemeCol_ButtonHovered, (230, 40, 40))
+                dpg.add_theme_color(dpg.mvThemeCol_ButtonActive, (255, 60, 60))
+        b = dpg.add_button(label="E-STOP  (space)", width=-1, height=64, callback=lambda *a: self.estop(), tag="estop")
+        dpg.bind_item_theme(b, red)
+        with dpg.group(horizontal=True):
+            dpg.add_button(label="Enable...", callback=lambda *a: dpg.configure_item("confirm", show=True))
+            dpg.add_button(label="Disable", callback=lambda *a: self._post("disable"))
+            dpg.add_button(label="Clear fault", callback=lambda *a: self._post("clear_fault"))
+            dpg.add_button(label="Start", callback=lambda *a: self._post("start_motion"))
+            dpg.add_button(label="Stop", callback=lambda *a: self._post("stop_motion"))
+        with dpg.window(label="Enable the robot?", modal=True, show=False, tag="confirm", no_resize=True,
+                        pos=(W // 2 - 160, H // 2 - 60), width=320):
+            dpg.add_text("Torque on. The robot holds its measured pose\nand moves only when you ask.")
+            with dpg.group(horizontal=True):
+                dpg.add_button(label="Enable", callback=lambda *a: (self._post("enable"),
+                                                                   dpg.configure_item("confirm", show=False)))
+                dpg.add_button(label="Cancel", callback=lambda *a: dpg.configure_item("confirm", show=False))
+        dpg.add_text("", tag="status", wrap=PANEL_W - 20)
+        dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120))
+        with dpg.tab_bar():
+            with dpg.tab(label="Joints"):
+                for i, name in enumerate(m.joint_names):
+                    dpg.add_slider_float(label=name, tag=f"slider{i}", width=230,
+                                         min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
+                                         default_value=math.degrees(m.home[i]), format="%.1f°",
+                                         callback=self._on_slider)
+            with dpg.tab(label="Cartesian"):
+                frames = [m.tool_frame] if not self.humanoid else ["l_hand", "r_hand", "l_sole", "r_sole"]
+                dpg.add_combo(frames, default_value=frames[0], tag="cart_frame", width=150)
+                for k in ("x", "y", "z"):
+                    dpg.add_input_float(label=f"{k} (mm)", tag=f"cart_{k}", width=150, step=5.0)
+                if not self.humanoid:
+                    for k in ("roll", "pitch", "yaw"):
+                        dpg.add_input_float(label=f"{k} (deg)", tag=f"cart_{k}", width=150, step=5.0)
+                with dpg.group(horizontal=True):
+                    dpg.add_button(label="From current", callback=lambda *a: self._cart_from_current())
+                    dpg.add_button(label="Preview IK", callback=lambda *a: self._cart_preview())
+                    dpg.add_button(label="Send", callback=lambda *a: self._cart_send())
+                dpg.add_text("", tag="cart_msg", wrap=PANEL_W - 20)
+            with dpg.tab(label="Plots"):
+                dpg.add_combo(list(m.joint_names), default_value=m.joint_names[0], tag="plot_joint", width=200,
+                              callback=lambda s, a: setattr(self, "plot_joint", m.joint_names.index(a)))
+                with dpg.plot(label="commanded vs measured (deg)", height=170, width=-1):
+                    dpg.add_plot_axis(dpg.mvXAxis, label="t (s)", tag="px")
+                    with dpg.plot_axis(dpg.mvYAxis, tag="py"):
+                        dpg.add_line_series([], [], label="commanded", tag="s_cmd")
+                        dpg.add_line_series([], [], label="measured", tag="s_meas")
+                with dpg.plot(label="tracking error (deg)", height=140, width=-1):
+                    dpg.add_plot_axis(dpg.mvXAxis, label="t (s)", tag="ex")
+                    with dpg.plot_axis(dpg.mvYAxis, tag="ey"):
+                        dpg.add_line_series([], [], label="max |cmd - meas|", tag="s_err")
+            with dpg.tab(label="Timing"):
+                dpg.add_text("", tag="timing")
+                with dpg.plot(label="period jitter histogram (µs)", height=200, width=-1):
+                    dpg.add_plot_axis(dpg.mvXAxis, label="|period - T| (µs)")
+                    with dpg.plot_axis(dpg.mvYAxis, tag="hy"):
+                        dpg.add_bar_series(list(np.arange(20) * 100.0 + 50), [0.0] * 20, weight=80, tag="s_hist")
+            with dpg.tab(label="Board"):
+                dpg.add_text("", tag="board")
+
+    # --------------------------------------------------------------- camera
+    def _apply_camera(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        c = self.cam
+        eye, target = S.orbit_view(c["yaw"], c["pitch"], c["dist"], c["target"])
+        proj = dpg.create_perspective_matrix(FOV, VIEW_W / VIEW_H, 0.05, 50.0)
+        view = dpg.create_lookat_matrix(list(eye), list(target), [0, 0, 1])
+        dpg.apply_transform("world", proj * view)
+
+    def camera_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """(projection, view) as NumPy matrices, for tests that project points to pixels."""
+        c = self.cam
+        eye, target = S.orbit_view(c["yaw"], c["pitch"], c["dist"], c["target"])
+        return S.perspective(FOV, VIEW_W / VIEW_H, 0.05, 50.0), S.look_at(eye, target)
+
+    def _over_view(self) -> bool:
+        import dearpygui.dearpygui as dpg
+
+        return dpg.is_item_hovered("view")
+
+    def _on_drag(self, sender, app_data) -> None:
+        if not self._over_view() and self._drag_prev is None:
+            return
+        _, dx, dy = app_data
+        px, py = self._drag_prev or (0.0, 0.0)
+        self._drag_prev = (dx, dy)
+        self.cam["yaw"] -= (dx - px) * 0.008
+        self.cam["pitch"] = min(1.5, max(-1.2, self.cam["pitch"] + (dy - py) * 0.008))
+        self._apply_camera()
+
+    def _on_pan(self, sender, app_data) -> None:
+        if not self._over_view() and self._drag_prev is None:
+            return
+        _, dx, dy = app_data
+        px, py = self._drag_prev or (0.0, 0.0)
+        self._drag_prev = (dx, dy)
+        c = self.cam
+        k = c["dist"] * 0.0015
+        right = np.array([-math.sin(c["yaw"]), math.cos(c["yaw"]), 0.0])
+        t = np.asarray(c["target"], float) - right * (dx - px) * k + np.array([0, 0, 1.0]) * (dy - py) * k
+        c["target"] = tuple(t)
+        self._apply_camera()
+
+    def _on_release(self, sender, app_data) -> None:
+        self._drag_prev = None
+
+    def _on_wheel(self, sender, app_data) -> None:
+        if not self._over_view():
+            return
+        self.cam["dist"] = min(20.0, max(0.2, self.cam["dist"] * (0.9 if app_data > 0 else 1.1)))
+        self._apply_camera()
+
+    # -------------------------------------------------------------- requests
+    def estop(self) -> None:
+        self.estop_sent += 1
+        if self.client is not None:
+            self.client.estop()
+        self._message("E-STOP sent")
+
+    def _post(self, what: str) -> None:
+        if self.client is None:
+            self._message(f"{what}: no loop attached (start one with `hil run`)")
+            return
+        getattr(self.client, what)()
+        self._message(f"{what} requested")
+
+    def _message(self, text: str) -> None:
+        import dearpygui.dearpygui as dpg
+
+        self.messages.append(text)
+        if dpg.does_item_exist("event"):
+            dpg.set_value("event", text)
+
+    def _slider_q(self) -> np.ndarray:
+        import dearpygui.dearpygui as dpg
+
+        return np.radians([dpg.get_value(f"slider{i}") for i in range(self.model.n)])
+
+    def _on_slider(self, sender, app_data) -> None:
+        q = self._slider_q()
+        self.q_cmd_preview = q
+        now = time.monotonic()
+        if self.client is not None and now - self._last_jog > 0.05:
+            self._last_jog = now
+            self.client.jog(q)
+
+    def _cart_from_current(self) -> None:
+        import dearpygui.dearpygui as dpg
+        from hil.cli import _rpy_deg
+
+        frame = dpg.get_value("cart_frame")
+        T = self.model.fk_frame(self.q_meas, frame)
+        for k, v in zip("xyz", T[:3, 3]):
+            dpg.set_value(f"cart_{k}", float(v * 1e3))
+        if not self.humanoid:
+            for k, v in zip(("roll", "pitch", "yaw"), _rpy_deg(T[:3, :3])):
+                dpg.set_value(f"cart_{k}", float(v))
+
+    def _cart_target(self) -> np.ndarray:
+        import dearpygui.dearpygui as dpg
+        from hil.robots import _rpy
+
+        T = np.eye(4)
+        T[:3, 3] = [dpg.get_value(f"cart_{k}") * 1e-3 for k in "xyz"]
+        if not self.humanoid:
+            T[:3, :3] = _rpy(*np.radians([dpg.get_value(f"cart_{k}") for k in ("roll", "pitch", "yaw")]))
+        return T
+
+    def _cart_preview(self) -> None:
+        import dearpygui.dearpygui as dpg
+        from hil.kinematics import Task, ik_lm
+
+        frame = dpg.get_value("cart_frame")
+        T = self._cart_target()
+        if self.humanoid:
+            res = ik_lm(self.model, [Task(frame, T[:3, 3], mask="position")], self.q_meas)
+        else:
+            res = self.model.ik(T, q_near=self.q_meas)
+        self.preview_q = res.q if res.success else None
+        if res.success:
+            from hil.safety import SafetyChecker
+            verdict = SafetyChecker(self.model).check(res.q)
+            text = (f"IK ok ({res.branch or 'LM'}), preview shown in pink" if verdict
+                    else "IK ok, but: " + "; ".join(verdict.reasons) + " — will not be sent")
+            if not verdict:
+                self.preview_q = None
+        else:
+            text = f"out of reach: {res.reason}. Nothing will be sent"
+        dpg.set_value("cart_msg", text)
+        self.prev.show(self.preview_q is not None)
+
+    def _cart_send(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        if self.preview_q is None:
+            dpg.set_value("cart_msg", "preview a reachable, safe target first")
+            return
+        if self.client is None:
+            dpg.set_value("cart_msg", "no loop attached")
+            return
+        self.client.jog(self.preview_q)
+        dpg.set_value("cart_msg", "sent: the loop ramps there at a bounded speed")
+
+    # ---------------------------------------------------------------- frames
+    def set_pose(self, q_meas: np.ndarray, q_cmd: np.ndarray | None = None) -> None:
+        import dearpygui.dearpygui as dpg
+
+        self.q_meas = np.asarray(q_meas, float)
+        self.q_cmd = self.q_meas if q_cmd is None else np.asarray(q_cmd, float)
+        for i in range(self.model.n):
+            if dpg.does_item_exist(f"slider{i}"):
+                dpg.set_value(f"slider{i}", math.degrees(self.q_cmd[i]))
+
+    def _limit_color(self, i: int, q: np.ndarray):
+        m = self.model
+        span = m.upper[i] - m.lower[i]
+        d = min(q[i] - m.lower[i], m.upper[i] - q[i]) / span
+        if d < 0.01:
+            return S.AT_LIMIT
+        if d < 0.08:
+            return S.NEAR_LIMIT
+        return S.MEASURED
+
+    def update_scene(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        m = self.model
+        Fm = m.fk_frames(self.q_meas)
+        Fc = m.fk_frames(self.q_cmd)
+        Tw = None
+        if self.base is not None:
+            # support-foot root switching: stand on whichever sole is lower
+            other = "r_sole" if self.base.support == "l_sole" else "l_sole"
+            if self.base.frame_pose(self.q_meas, other)[2, 3] < self.base.frame_pose(self.q_meas, self.base.support)[2, 3] - 0.002:
+                self.base.switch(other, self.q_meas)
+            Tw = self.base.body_pose(self.q_meas)
+        self.meas.set_poses(Fm, Tw)
+        self.ghost.set_poses(Fc, Tw)
+        if self.preview_q is not None:
+            self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
+        for i in range(m.n):
+            self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
+        if self.base is not None:
+            self._ground_marks(Tw)
+
+    def _ground_marks(self, Tw: np.ndarray) -> None:
+        """Support polygon (soles on the ground), COM and ZMP ground projections."""
+        import dearpygui.dearpygui as dpg
+
+        dpg.delete_item("ground_marks", children_only=True)
+        m = self.model
+        foot = next((s for s in m.shapes if s.name == "l_foot"), None)
+        hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+        pts = []
+        for sole in ("l_sole", "r_sole"):
+            T = self.base.frame_pose(self.q_meas, sole)
+            if T[2, 3] < 0.003:
+                for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1)):
+                    pts.append((T @ [sx * hl, sy * hw, 0, 1])[:2])
+        if len(pts) >= 3:
+            pts = np.array(pts)
+            c = pts.mean(axis=0)
+            order = np.argsort(np.arctan2(pts[:, 1] - c[1], pts[:, 0] - c[0]))
+            ring = [list(pts[k]) + [0.001] for k in order]
+            for a, b in zip(ring, ring[1:] + ring[:1]):
+                dpg.draw_line(a, b, color=(250, 250, 120, 255), thickness=2, parent="ground_marks")
+        com = Tw[:3, :3] @ m.com(self.q_meas) + Tw[:3, 3]
+        now = time.monotonic()
+        self._com_hist.append((now, com))
+        self._com_hist = [h for h in self._com_hist if now - h[0] < 0.3]
+        zmp = com[:2]
+        if len(self._com_hist) >= 3:
+            (t0, c0), (t1, c1), (t2, c2) = self._com_hist[0], self._com_hist[len(self._com_hist) // 2], self._com_hist[-1]
+            if t2 - t1 > 1e-3 and t1 - t0 > 1e-3:
+                acc = ((c2 - c1) / (t2 - t1) - (c1 - c0) / (t1 - t0)) / ((t2 - t0) / 2)
+                zmp = com[:2] - com[2] / 9.81 * acc[:2]  # cart-table model
+        for p, color in ((com[:2], (255, 80, 80, 255)), (zmp, (80, 255, 255, 255))):
+            x, y = p
+            d = 0.006
+            dpg.draw_line([x - d, y, 0.001], [x + d, y, 0.001], color=color, thickness=2, parent="ground_marks")
+            dpg.draw_line([x, y - d, 0.001], [x, y + d, 0.001], color=color, thickness=2, parent="ground_marks")
+
+    def _draw_workpiece(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        T, half = self.workpiece
+        tris, edges = S.box_mesh([0, 0, 0], half)
+        with dpg.draw_node(parent="world", tag="workpiece") as node:
+            for a, b in edges:
+                dpg.draw_line(list(a), list(b), color=(200, 160, 110, 255), thickness=2)
+        dpg.apply_transform(node, S.mat(T))
+
+    def poll_loop(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        if self.client is None:
+            return
+        try:
+            s = self.client.snapshot()
+        except Exception as e:  # noqa: BLE001 - the loop may be gone
+            dpg.set_value("status", f"loop not readable: {e}")
+            return
+        self.q_meas = s.q_meas
+        self.q_cmd = s.q_cmd
+        t = s.t
+        self.history.append((t, s.q_cmd.copy(), s.q_meas.copy()))
+        self.history = [h for h in self.history if t - h[0] <= 5.0]
+        st = BOARD_STATES.get(int(s.board_state), "?")
+        from hil.safety import flag_names
+        dpg.set_value("status", f"board {st}  faults {int(s.faults):#x}  link {'ok' if s.link_ok else 'LOST'}\n"
+                                f"motion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
+                                f"{100 * s.motion_progress:.0f}%   safety: {', '.join(flag_names(int(s.safety_flags))) or 'ok'}\n"
+                                f"twin {self.fps:.0f} fps")
+        if s.event:
+            dpg.set_value("event", s.event)
+        dpg.set_value("timing", f"rate {s.rate_hz:.1f} Hz   jitter p50 {s.period_p50_us:.1f} µs  p99 "
+                                f"{s.period_p99_us:.1f} µs  max {s.period_max_us:.0f} µs\n"
+                                f"cycle p50 {s.cycle_p50_us:.1f} µs  p99 {s.cycle_p99_us:.1f} µs\n"
+                                f"missed deadlines {int(s.misses)}   stale states {int(s.stale_total)}   "
+                                f"link errors {int(s.link_errors)}   decoder drops {int(s.decoder_drops)}\n"
+                                f"SCHED_FIFO {'yes' if s.sched_fifo else 'no'}  cpu {int(s.cpu)}")
+        dpg.set_value("s_hist", [list(np.arange(20) * 100.0 + 50), list(s.jitter_hist)])
+        dpg.set_value("board", f"{self.client.name}\nstate {st}\nfaults {int(s.faults):#010x}")
+        if self.frames % 5 == 0 and self.history:
+            ts = [h[0] for h in self.history]
+            j = self.plot_joint
+            dpg.set_value("s_cmd", [ts, [math.degrees(h[1][j]) for h in self.history]])
+            dpg.set_value("s_meas", [ts, [math.degrees(h[2][j]) for h in self.history]])
+            dpg.set_value("s_err", [ts, [math.degrees(float(np.max(np.abs(h[1] - h[2])))) for h in self.history]])
+            for ax in ("px", "py", "ex", "ey"):
+                dpg.fit_axis_data(ax)
+            dpg.fit_axis_data("hy")
+
+    def run(self, max_fps: float = 60.0, duration_s: float | None = None) -> None:
+        import dearpygui.dearpygui as dpg
+
+        t0 = time.monotonic()
+        total = 0
+        last = t0
+        count = 0
+        while dpg.is_dearpygui_running():
+            start = time.monotonic()
+            self.poll_loop()
+            self.update_scene()
+            dpg.render_dearpygui_frame()
+            self.frames += 1
+            count += 1
+            total += 1
+            now = time.monotonic()
+            if now - last >= 1.0:
+                self.fps = count / (now - last)
+                count = 0
+                last = now
+            if duration_s is not None and now - t0 > duration_s:
+                break
+            spare = 1.0 / max_fps - (now - start)
+            if spare > 0:
+                time.sleep(spare)
+        elapsed = time.monotonic() - t0
+        print(f"twin: {total} frames in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.1f} fps average)", flush=True)
+
+    def screenshot(self, path: str, frames: int = 4) -> None:
+        """Render a few frames and write the viewport to a PNG."""
+        import dearpygui.dearpygui as dpg
+
+        for k in range(frames):
+            self.update_scene()
+            if k == frames - 2:
+                dpg.output_frame_buffer(file=path)
+            dpg.render_dearpygui_frame()
+
+    def close(self) -> None:
+        import dearpygui.dearpygui as dpg
+
+        dpg.destroy_context()

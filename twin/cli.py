@@ -1,0 +1,77 @@
+"""`hil twin`: attach to a running loop, or render one frame to a PNG (`--screenshot`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--attach", metavar="NAME", help="loop to attach to (default: the newest running one)")
+    p.add_argument("--robot", help="robot model (needed with --screenshot; else taken from the loop)")
+    p.add_argument("--screenshot", metavar="FILE.png", help="render one frame to a PNG and exit (no loop needed)")
+    p.add_argument("--pose-deg", type=float, nargs="+", metavar="DEG", help="measured pose for --screenshot")
+    p.add_argument("--ghost-deg", type=float, nargs="+", metavar="DEG", help="commanded (ghost) pose for --screenshot")
+    p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
+    p.add_argument("--duration", type=float, help="close after this many seconds")
+    p.add_argument("--max-fps", type=float, default=60.0, help="frame-rate cap (keeps a core free for the loop)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from hil.errors import HilError, InputError
+    from hil.runtime.supervisor import display_available
+
+    if not display_available():
+        raise HilError("no display: the twin needs an X display. Set DISPLAY, run under `xvfb-run -a hil twin ...`, "
+                       "or use `hil run --headless` for a status line instead")
+    from hil import robots
+
+    client = None
+    if args.screenshot:
+        if not args.robot:
+            raise InputError("--screenshot needs --robot")
+        model = robots.load(args.robot)
+    else:
+        from hil.runtime.shared import LoopClient
+        client = LoopClient(args.attach)
+        name = client.name.split("_")[1] if client.name.count("_") >= 2 else args.robot
+        model = robots.load(args.robot or name)
+        if model.n != client.n:
+            raise InputError(f"the loop {client.name} has {client.n} joints, {model.name} has {model.n}")
+    path = workpiece = None
+    if args.path:
+        with np.load(args.path) as f:
+            path = f["p_prog"] if "p_prog" in f else None
+            if "workpiece_T" in f and "workpiece_half" in f:
+                workpiece = (f["workpiece_T"], f["workpiece_half"])
+    from twin.app import TwinApp
+
+    app = TwinApp(model, client, path, workpiece, title=f"hil twin — {model.name}")
+    app.build()
+    if args.screenshot:
+        def pose(vals, what):
+            if vals is None:
+                return model.home
+            if len(vals) != model.n:
+                raise InputError(f"{what}: {model.name} has {model.n} joints, got {len(vals)} values")
+            return np.radians(vals)
+        app.set_pose(pose(args.pose_deg, "--pose-deg"), pose(args.ghost_deg, "--ghost-deg") if args.ghost_deg
+                     else None)
+        app.screenshot(args.screenshot)
+        app.close()
+        print(f"wrote {args.screenshot}")
+        return 0
+    try:
+        app.run(max_fps=args.max_fps, duration_s=args.duration)
+    finally:
+        app.close()
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(prog="python -m twin.cli")
+    add_arguments(ap)
+    sys.exit(main(ap.parse_args()))

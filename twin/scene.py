@@ -1,0 +1,231 @@
+"""The 3D scene: floor grid, axes, the robot's links (measured solid, commanded ghost, IK preview),
+and per-robot extras. Pure geometry helpers plus a class that owns the DearPyGui items it creates.
+
+DearPyGui's 3D layer has no depth buffer (painter's order) and its cull mode is inverted relative
+to OpenGL: meshes here are wound counter-clockwise seen from outside and drawn with
+`mvCullMode_Front` (verified in shared/research/lab.md §2). Primitives with any vertex outside the
+clip volume are dropped whole, so long lines are split into short segments.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+GROUND = (70, 74, 82, 255)
+BACKGROUND = (28, 30, 36)
+MEASURED = (90, 160, 235, 255)
+NEAR_LIMIT = (235, 190, 60, 255)
+AT_LIMIT = (235, 70, 60, 255)
+GHOST = (120, 255, 140, 255)
+PREVIEW = (255, 120, 230, 255)
+
+
+def mat(T: np.ndarray):
+    import dearpygui.dearpygui as dpg
+
+    return dpg.mvMat4(*np.asarray(T, dtype=float).ravel().tolist())  # row-major in, column-major inside
+
+
+def _perp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a = a / np.linalg.norm(a)
+    h = np.array([1.0, 0, 0]) if abs(a[0]) < 0.9 else np.array([0, 1.0, 0])
+    u = np.cross(a, h)
+    u /= np.linalg.norm(u)
+    v = np.cross(a, u)
+    return u, v  # u × v = a
+
+
+def capsule_mesh(p0, p1, r: float, sides: int = 8) -> tuple[list, list]:
+    """(triangles, edges) of a capped cylinder p0–p1 of radius r, triangles CCW from outside."""
+    p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
+    a = p1 - p0
+    if np.linalg.norm(a) < 1e-9:  # a sphere-like blob: a short cylinder along z
+        p0, p1 = p0 - [0, 0, r * 0.5], p1 + [0, 0, r * 0.5]
+        a = p1 - p0
+    u, v = _perp(a)
+    ring0, ring1 = [], []
+    for k in range(sides):
+        t = 2 * math.pi * k / sides
+        d = r * (math.cos(t) * u + math.sin(t) * v)
+        ring0.append(p0 + d)
+        ring1.append(p1 + d)
+    tris, edges = [], []
+    for k in range(sides):
+        k2 = (k + 1) % sides
+        tris.append((ring0[k], ring0[k2], ring1[k2]))
+        tris.append((ring0[k], ring1[k2], ring1[k]))
+        tris.append((p1, ring1[k], ring1[k2]))
+        tris.append((p0, ring0[k2], ring0[k]))
+        edges.append((ring0[k], ring0[k2]))
+        edges.append((ring1[k], ring1[k2]))
+        if k % 2 == 0:
+            edges.append((ring0[k], ring1[k]))
+    return tris, edges
+
+
+def box_mesh(c, half) -> tuple[list, list]:
+    """(triangles, edges) of an axis-aligned box, triangles CCW from outside."""
+    c, h = np.asarray(c, float), np.asarray(half, float)
+    P = [c + h * np.array([sx, sy, sz]) for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
+    # index = 4*ix + 2*iy + iz
+    faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tris, edges = [], []
+    for a, b, cc, d in faces:
+        tris.append((P[a], P[b], P[cc]))
+        tris.append((P[a], P[cc], P[d]))
+    for i in range(8):
+        for j in range(i + 1, 8):
+            if bin(i ^ j).count("1") == 1:
+                edges.append((P[i], P[j]))
+    return tris, edges
+
+
+def shape_mesh(shape, sides: int = 8):
+    if shape.kind == "capsule":
+        return capsule_mesh(shape.p0, shape.p1, shape.radius, sides)
+    return box_mesh(shape.p0, shape.half)
+
+
+def orbit_view(yaw: float, pitch: float, dist: float, target) -> tuple[np.ndarray, np.ndarray]:
+    """Camera eye and target (z up) for an orbit camera."""
+    t = np.asarray(target, float)
+    eye = t + dist * np.array([math.cos(pitch) * math.cos(yaw), math.cos(pitch) * math.sin(yaw), math.sin(pitch)])
+    return eye, t
+
+
+def look_at(eye, target, up=(0, 0, 1.0)) -> np.ndarray:
+    """View matrix (OpenGL convention, row-major) — the same as dpg.create_lookat_matrix."""
+    eye, target, up = (np.asarray(x, float) for x in (eye, target, up))
+    f = target - eye
+    f /= np.linalg.norm(f)
+    s = np.cross(f, up)
+    s /= np.linalg.norm(s)
+    u = np.cross(s, f)
+    M = np.eye(4)
+    M[0, :3], M[1, :3], M[2, :3] = s, u, -f
+    M[:3, 3] = -M[:3, :3] @ eye
+    return M
+
+
+def perspective(fov_y: float, aspect: float, near: float, far: float) -> np.ndarray:
+    f = 1.0 / math.tan(fov_y / 2)
+    P = np.zeros((4, 4))
+    P[0, 0] = f / aspect
+    P[1, 1] = f
+    P[2, 2] = (far + near) / (near - far)
+    P[2, 3] = 2 * far * near / (near - far)
+    P[3, 2] = -1.0
+    return P
+
+
+def project(P: np.ndarray, V: np.ndarray, p, width: float, height: float) -> tuple[float, float]:
+    """Pixel (x right, y down) of world point p in a drawlist of width × height.
+
+    DearPyGui's `set_clip_space` maps clip x to `width · x + width / 2` (and y likewise, flipped):
+    the full width per unit, not half of it as OpenGL does, so only |x|, |y| ≤ 0.5 is on screen."""
+    h = P @ V @ np.append(np.asarray(p, float), 1.0)
+    ndc = h[:3] / h[3]
+    return width * ndc[0] + width / 2, -height * ndc[1] + height / 2
+
+
+class RobotDrawing:
+    """One copy of the robot (solid or wireframe) as one draw node per link."""
+
+    def __init__(self, model, parent, color, solid: bool, tag_prefix: str) -> None:
+        import dearpygui.dearpygui as dpg
+
+        self.model = model
+        self.nodes: dict[int, int] = {}
+        self.items: dict[int, list[int]] = {}
+        self.solid = solid
+        self.color = color
+        links = sorted({s.link for s in model.shapes})
+        for link in links:
+            node = dpg.add_draw_node(parent=parent, tag=f"{tag_prefix}_link{link}")
+            self.nodes[link] = node
+            self.items[link] = []
+            for sh in model.shapes:
+                if sh.link != link:
+                    continue
+                tris, edges = shape_mesh(sh, 8 if solid else 6)
+                if solid:
+                    for a, b, c in tris:
+                        self.items[link].append(dpg.draw_triangle(list(a), list(b), list(c), color=color, fill=color,
+                                                                  thickness=0, parent=node))
+                else:
+                    for a, b in edges:
+                        self.items[link].append(dpg.draw_line(list(a), list(b), color=color, thickness=1, parent=node))
+        self.link_color = {link: color for link in links}
+
+    def set_poses(self, F: np.ndarray, T_world_base: np.ndarray | None = None) -> None:
+        """F: fk_frames output (base frame); row link + 1 is link `link`, row 0 the base."""
+        import dearpygui.dearpygui as dpg
+
+        for link, node in self.nodes.items():
+            T = F[link + 1]
+            if T_world_base is not None:
+                T = T_world_base @ T
+            dpg.apply_transform(node, mat(T))
+
+    def set_link_color(self, link: int, color) -> None:
+        import dearpygui.dearpygui as dpg
+
+        if self.link_color.get(link) == color:
+            return
+        self.link_color[link] = color
+        for item in self.items.get(link, []):
+            if self.solid:
+                dpg.configure_item(item, color=color, fill=color)
+            else:
+                dpg.configure_item(item, color=color)
+
+    def show(self, visible: bool) -> None:
+        import dearpygui.dearpygui as dpg
+
+        for node in self.nodes.values():
+            dpg.configure_item(node, show=visible)
+
+
+def add_grid(parent, half: float = 1.5, step: float = 0.25, z: float = 0.0, seg: float = 0.25) -> None:
+    import dearpygui.dearpygui as dpg
+
+    n = int(round(half / step))
+    for i in range(-n, n + 1):
+        c = i * step
+        x = -half
+        while x < half - 1e-9:  # short segments: a primitive with one vertex out of view is dropped
+            dpg.draw_line([x, c, z], [x + seg, c, z], color=GROUND, thickness=1, parent=parent)
+            dpg.draw_line([c, x, z], [c, x + seg, z], color=GROUND, thickness=1, parent=parent)
+            x += seg
+
+
+def add_axes(parent, length: float = 0.2, z: float = 0.0) -> None:
+    import dearpygui.dearpygui as dpg
+
+    for axis, color in ((0, (230, 60, 60, 255)), (1, (60, 210, 60, 255)), (2, (70, 110, 240, 255))):
+        p = [0.0, 0.0, z]
+        q = list(p)
+        q[axis] += length
+        dpg.draw_line(p, q, color=color, thickness=3, parent=parent)
+
+
+def add_polyline(parent, points: np.ndarray, color, thickness: float = 2, max_seg: float = 0.05) -> list[int]:
+    import dearpygui.dearpygui as dpg
+
+    items = []
+    for a, b in zip(points[:-1], points[1:]):
+        n = max(1, int(np.linalg.norm(b - a) / max_seg))
+        for k in range(n):
+            p = a + (b - a) * k / n
+            q = a + (b - a) * (k + 1) / n
+            items.append(dpg.draw_line(list(p), list(q), color=color, thickness=thickness, parent=parent))
+    return items
+
+
+def add_ring(parent, centre, radius: float, normal=(0, 0, 1.0), color=(120, 120, 160, 120), n: int = 48) -> None:
+    u, v = _perp(np.asarray(normal, float))
+    pts = np.array([np.asarray(centre) + radius * (math.cos(t) * u + math.sin(t) * v)
+                    for t in np.linspace(0, 2 * math.pi, n + 1)])
+    add_polyline(parent, pts, color, 1, max_seg=1.0)

@@ -113,6 +113,7 @@ class LinkStats:
     seq_gaps: int = 0
     board_resets: int = 0
     retries: int = 0
+    tx_dropped: int = 0  # frames not sent because the port's buffer was full (non-threaded mode)
     logs: deque = field(default_factory=lambda: deque(maxlen=50))
 
 
@@ -199,6 +200,7 @@ class Link:
         self._boot_id: int | None = None
         self._state_listeners: list = []
         self._fd: int | None = None
+        self._tx_backlog = b""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -449,9 +451,20 @@ class Link:
             raise LinkLostError(errno.EIO, f"link to {self.port} is closed")
         try:
             with self._wlock:
-                if self._fd is not None:
-                    # pyserial's write adds a select() round per call; a frame fits the tty buffer
-                    n = os.write(self._fd, data)
+                if self._fd is not None and not self.threaded:
+                    # the loop must never block on the port: write what fits, keep the rest for the
+                    # next call, and drop new frames while a backlog remains (counted)
+                    if self._tx_backlog:
+                        n = self._nb_write(self._tx_backlog)
+                        self._tx_backlog = self._tx_backlog[n:]
+                        if self._tx_backlog:
+                            self.stats.tx_dropped += 1
+                            return
+                    n = self._nb_write(data)
+                    if n < len(data):
+                        self._tx_backlog = data[n:]
+                elif self._fd is not None:
+                    n = os.write(self._fd, data)  # pyserial's write adds a select() round per call
                     if n < len(data):
                         ser.write(data[n:])
                 else:
@@ -460,6 +473,12 @@ class Link:
             self._mark_lost(f"write failed: {e}")
             raise LinkLostError(errno.EIO, f"link to {self.port} lost: write failed ({e})") from e
         self.stats.tx_frames += 1
+
+    def _nb_write(self, data: bytes) -> int:
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
 
     def send_positions(self, q: np.ndarray, mask: int = 0xFFFFFFFF, hold: bool = False) -> int:
         """Send position targets (radians, joint frame) for all joints; returns the sequence number."""
@@ -549,6 +568,7 @@ class Link:
     # ----------------------------------------------------------------- closing
     def _close_port(self) -> None:
         self._fd = None
+        self._tx_backlog = b""
         ser, self._ser = self._ser, None
         if ser is not None:
             try:

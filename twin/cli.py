@@ -16,13 +16,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ghost-deg", type=float, nargs="+", metavar="DEG", help="commanded (ghost) pose for --screenshot")
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
     p.add_argument("--duration", type=float, help="close after this many seconds")
-    p.add_argument("--max-fps", type=float, default=60.0, help="frame-rate cap (keeps a core free for the loop)")
+    p.add_argument("--max-fps", type=float, default=30.0, help="frame-rate cap (keeps a core free for the loop)")
 
 
 def main(args: argparse.Namespace) -> int:
     from hil.errors import HilError, InputError
     from hil.runtime.supervisor import display_available
 
+    import os
+
+    # keep the loop's core free: the loop pins itself to the last CPU; llvmpipe would otherwise
+    # start a render thread per core and compete with it
+    os.environ.setdefault("LP_NUM_THREADS", "1")
+    if not args.screenshot:
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) > 1:
+                os.sched_setaffinity(0, set(cpus[:-1]))
+        except (AttributeError, OSError):
+            pass
     if not display_available():
         raise HilError("no display: the twin needs an X display. Set DISPLAY, run under `xvfb-run -a hil twin ...`, "
                        "or use `hil run --headless` for a status line instead")

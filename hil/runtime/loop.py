@@ -49,7 +49,7 @@ class LoopConfig:
     start_motion: bool = True
     exit_when_done: bool = False
     realtime: bool = True
-    spin_us: float = 250.0
+    spin_us: float = 500.0
     ramp_fraction: float = 0.25
     link_timeout_s: float = 0.25
     reconnect_s: float = 3.0
@@ -221,6 +221,9 @@ class Loop:
         shared = self.shared
         self.t0 = time.monotonic()
         fifo, cpu, sched_note = _try_realtime(cfg)
+        # other threads of this process (recorder, transactions) must hand the GIL back quickly
+        import sys
+        sys.setswitchinterval(1e-4)
 
         def on_signal(signum, frame):
             self._estop(signal.Signals(signum).name)

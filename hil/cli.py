@@ -132,6 +132,56 @@ def cmd_twin(args: argparse.Namespace) -> int:
     return twin_main(args)
 
 
+def _floats(text: str, n: int, what: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.replace(" ", ",").split(",") if v]
+    except ValueError:
+        raise hil.errors.InputError(f"{what}: expected {n} comma-separated numbers, got {text!r}") from None
+    if len(vals) != n:
+        raise hil.errors.InputError(f"{what}: expected {n} comma-separated numbers, got {len(vals)}")
+    return vals
+
+
+def cmd_path(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from hil import robots
+    from hil.motion import gcode, path
+
+    model = robots.load(args.robot)
+    if "dh" not in model.meta:
+        raise hil.errors.InputError(f"hil path drives the PUMA 560; {model.name} is not a PUMA")
+    try:
+        text = open(args.file).read()
+    except OSError as e:
+        raise hil.errors.InputError(f"cannot read {args.file}: {e.strerror}") from e
+    prog = gcode.parse(text, args.file)
+    T_place = path.placement(*_floats(args.place, 6, "--place x,y,z,roll,pitch,yaw (mm, deg)"))
+    tool = np.eye(4)
+    tool[:3, 3] = np.array(_floats(args.tool_mm, 3, "--tool-mm x,y,z")) * 1e-3
+    rate = args.rate or float(model.meta.get("default_rate_hz", 500))
+    plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate)
+    print(plan.summary())
+    out = args.out
+    if out is None and (args.dry_run or args.port):
+        out = os.path.join(tempfile.mkdtemp(prefix="hil-path-"), "traj.npz")
+    if out:
+        plan.save(out)
+        print(f"trajectory: {out} (t, q, p_prog, line)")
+    if not (args.dry_run or args.port):
+        return 0
+    from hil.runtime import supervisor
+
+    run_args = argparse.Namespace(robot=model.name, dry_run=args.dry_run, port=args.port, rate=rate,
+                                  duration=None, headless=args.headless, record=args.record,
+                                  stats_json=args.stats_json, motion=out, enable=True, exit_when_done=True,
+                                  no_realtime=False, calibration=None, fault=None, path_file=out)
+    return supervisor.run(run_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
@@ -180,6 +230,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("path", help="plan a G-code contour on the PUMA (and run it: --dry-run or --port)")
+    s.add_argument("file", metavar="FILE.nc", help="G-code program (mm or inch, G0 G1 G2 G3)")
+    s.add_argument("--robot", default="puma560")
+    s.add_argument("--place", default="200,500,-300,0,0,0",
+                   help="workpiece frame in the base: x,y,z (mm),roll,pitch,yaw (deg); default 200,500,-300,0,0,0")
+    s.add_argument("--tool-mm", default="0,0,150", help="tool tip in the flange frame (mm); default 0,0,150")
+    s.add_argument("--chord-mm", type=float, default=0.05, help="largest chord error of the discretisation")
+    s.add_argument("--rate", type=float, help="trajectory sample rate = loop rate (Hz)")
+    s.add_argument("--out", metavar="TRAJ.npz", help="write t, q, p_prog, line to this file")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--dry-run", action="store_true", help="run it on the board emulator")
+    g.add_argument("--port", help="run it on the board at this port")
+    s.add_argument("--headless", action="store_true")
+    s.add_argument("--record", metavar="FILE")
+    s.add_argument("--stats-json", metavar="FILE")
+    s.set_defaults(func=cmd_path)
 
     s = sub.add_parser("twin", help="the 3D digital twin: attach to a running loop, or --screenshot one frame")
     from twin.cli import add_arguments

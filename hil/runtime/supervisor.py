@@ -92,7 +92,7 @@ def run(args) -> int:
             headless = True
         if not headless:
             from hil.runtime.twin_launch import start_twin
-            twin = start_twin(name, model.name)
+            twin = start_twin(name, model.name, getattr(args, "path_file", None))
             print("twin: window open — press SPACE for e-stop")
         last_event = 0
         last_print = 0.0

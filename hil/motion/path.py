@@ -1,0 +1,302 @@
+"""From a G-code program to a joint trajectory for the PUMA: placement, discretisation, closed-form
+IK with branch continuity, feed and joint velocity/acceleration limits, and a plan-time check of
+the whole path before anything moves.
+
+Frames: the program is in the workpiece frame (mm, z = face normal); `place` puts the workpiece in
+the base frame; the tool points into the face (tool z = −workpiece z) with a constant orientation.
+Output units: seconds, radians, metres.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hil.errors import InputError, UnreachableError
+from hil.kinematics.ik import ik_puma
+from hil.motion.gcode import Program, Segment
+
+RAPID_MM_MIN = 12000.0   # G0 speed along the path before joint limits (200 mm/s)
+CORNER_DEG = 2.0         # tangent change above which the path stops at the junction (exact stop)
+
+
+class PlanError(UnreachableError):
+    """The path cannot be run; names the G-code line and the sample."""
+
+
+def placement(x_mm: float, y_mm: float, z_mm: float, roll_deg: float, pitch_deg: float, yaw_deg: float) -> np.ndarray:
+    """T_base_workpiece from the CLI's --place (mm and degrees, R = Rz(yaw) Ry(pitch) Rx(roll))."""
+    from hil.robots import _rpy
+
+    T = np.eye(4)
+    T[:3, :3] = _rpy(*np.radians([roll_deg, pitch_deg, yaw_deg]))
+    T[:3, 3] = np.array([x_mm, y_mm, z_mm]) * 1e-3
+    return T
+
+
+@dataclass
+class Plan:
+    t: np.ndarray            # (N,) s
+    q: np.ndarray            # (N, 6) rad
+    p_prog: np.ndarray       # (N, 3) m, programmed tool point in the base frame
+    line: np.ndarray         # (N,) source line of each sample
+    branch: str
+    duration: float
+    min_wrist_deg: float
+    max_speed_ratio: float   # largest |qd| / qd_max over the trajectory
+    max_acc_ratio: float
+    workpiece_T: np.ndarray
+    workpiece_half: np.ndarray
+    chord_mm: float
+    tool_offset: np.ndarray
+
+    def save(self, path: str) -> None:
+        np.savez(path, t=self.t, q=self.q, p_prog=self.p_prog, line=self.line,
+                 workpiece_T=self.workpiece_T, workpiece_half=self.workpiece_half, tool_offset=self.tool_offset,
+                 branch=np.array(self.branch))
+
+    def summary(self) -> str:
+        return (f"plan: {len(self.t)} samples, {self.duration:.2f} s, chord ≤ {self.chord_mm:g} mm, branch "
+                f"'{self.branch}'\ncheck: ranges ok, floor ok, workspace ok, workpiece clearance ok, min wrist "
+                f"|θ5| {self.min_wrist_deg:.1f}°, peak joint speed {100 * self.max_speed_ratio:.0f}% and "
+                f"acceleration {100 * self.max_acc_ratio:.0f}% of the limits")
+
+
+def _discretise(prog: Program, chord_mm: float):
+    """Points (mm, workpiece frame) along the program, no farther apart than allowed by the chord
+    tolerance on arcs (and 2 mm on lines), with segment index per point and exact-stop flags."""
+    pts, seg_of, stop = [], [], []
+    for k, s in enumerate(prog.segments):
+        L = s.length()
+        if s.kind == "arc":
+            r = math.hypot(*(s.start[[i for i in range(3) if i != _normal(s)]] -
+                             s.centre[[i for i in range(3) if i != _normal(s)]]))
+            dth = 2 * math.acos(max(-1.0, 1 - chord_mm / max(r, 1e-9))) if r > chord_mm else math.pi / 8
+            n = max(2, int(math.ceil(s.sweep / max(dth, 1e-6))), int(math.ceil(L / 2.0)))
+        else:
+            n = max(1, int(math.ceil(L / 2.0)))
+        us = np.linspace(0.0, 1.0, n + 1)
+        first = 0 if not pts else 1
+        for u in us[first:]:
+            pts.append(s.point(u))
+            seg_of.append(k)
+            stop.append(False)
+    pts = np.array(pts)
+    seg_of = np.array(seg_of)
+    stop = np.array(stop)
+    stop[0] = stop[-1] = True
+    # exact stop at sharp corners and wherever rapid and feed moves meet
+    for k in range(1, len(prog.segments)):
+        a, b = prog.segments[k - 1], prog.segments[k]
+        i = int(np.flatnonzero(seg_of == k)[0]) - 1 if np.any(seg_of == k) else None
+        if i is None or i < 0:
+            continue
+        ta = _tangent(a, 1.0)
+        tb = _tangent(b, 0.0)
+        ang = math.degrees(math.acos(max(-1.0, min(1.0, float(ta @ tb))))) if np.linalg.norm(ta) and np.linalg.norm(tb) else 180
+        if ang > CORNER_DEG or (a.kind == "rapid") != (b.kind == "rapid"):
+            stop[i] = True
+    return pts, seg_of, stop
+
+
+def _normal(s: Segment) -> int:
+    return {17: 2, 18: 1, 19: 0}[s.plane]
+
+
+def _tangent(s: Segment, u: float) -> np.ndarray:
+    h = 1e-4
+    u0, u1 = max(0.0, u - h), min(1.0, u + h)
+    d = s.point(u1) - s.point(u0)
+    n = np.linalg.norm(d)
+    return d / n if n > 0 else d
+
+
+def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray | None = None,
+              chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
+              workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0) -> Plan:
+    """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line."""
+    from hil.safety import SafetyChecker
+
+    if chord_mm <= 0:
+        raise InputError("chord tolerance must be positive")
+    tool = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float)
+    mt = model.with_tool(tool)
+    q_near = model.home if q_start is None else np.asarray(q_start, float)
+    R_tool = T_place[:3, :3] @ np.diag([1.0, -1.0, -1.0])  # tool z into the face
+    pts_mm, seg_of, stop = _discretise(prog, chord_mm)
+    segs = prog.segments
+    lines = np.array([segs[k].line for k in seg_of])
+
+    def pose_at(p_mm: np.ndarray) -> np.ndarray:
+        T = np.eye(4)
+        T[:3, :3] = R_tool
+        T[:3, 3] = T_place[:3, :3] @ (p_mm * 1e-3) + T_place[:3, 3]
+        return T
+
+    # IK along the path, keeping one branch; try the branches nearest the start pose first
+    first = ik_puma(mt, pose_at(pts_mm[0]), q_near)
+    if not first.valid.any():
+        raise PlanError(f"line {lines[0]} (first point): {first.reason}")
+    order = [int(i) for i in np.argsort(np.linalg.norm(first.q - q_near, axis=1)) if first.in_limits[i]]
+    if not order:
+        raise PlanError(f"line {lines[0]} (first point): no IK branch fits the joint ranges")
+    best_err = None
+    for b0 in order:
+        label = first.labels[b0]
+        Q = np.empty((len(pts_mm), 6))
+        Q[0] = first.q[b0]
+        ok = True
+        for k in range(1, len(pts_mm)):
+            sol = ik_puma(mt, pose_at(pts_mm[k]), Q[k - 1])
+            idx = None
+            if sol.valid.any():
+                # the same branch: the one that continues smoothly from the previous sample
+                d = np.linalg.norm(sol.q - Q[k - 1], axis=1)
+                d[~sol.valid] = np.inf
+                cand = int(np.argmin(d))
+                if sol.in_limits[cand] and d[cand] < 0.5:
+                    idx = cand
+            if idx is None:
+                why = sol.reason or ("the branch would leave the joint ranges" if sol.valid.any() else "unreachable")
+                err = (k, f"line {lines[k]} sample {k}: {why} (branch '{label}')")
+                if best_err is None or k > best_err[0]:
+                    best_err = err
+                ok = False
+                break
+            Q[k] = sol.q[idx]
+        if ok:
+            break
+    else:
+        raise PlanError(best_err[1] if best_err else "no branch can follow the path")
+
+    # speed profile along the path: feed, joint speed and acceleration limits, exact stops
+    ds = np.linalg.norm(np.diff(pts_mm, axis=0), axis=1) * 1e-3
+    s = np.concatenate([[0.0], np.cumsum(ds)])
+    feed = np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3 for k in seg_of])
+    dq_ds = np.zeros_like(Q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dq = np.gradient(Q, s, axis=0) if len(s) > 2 else np.zeros_like(Q)
+    dq_ds = np.nan_to_num(dq)
+    vmax_j = model.velocity_limit * 0.95
+    amax_j = model.acceleration_limit * 0.9
+    v_lim = feed.copy()
+    with np.errstate(divide="ignore"):
+        v_lim = np.minimum(v_lim, np.min(vmax_j / np.maximum(np.abs(dq_ds), 1e-12), axis=1))
+    a_lim = np.min(amax_j / np.maximum(np.abs(dq_ds), 1e-12), axis=1)
+    a_lim = np.clip(a_lim, 1e-4, 5.0)
+    dt = 1.0 / rate_hz
+    for attempt in range(8):
+        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, pts_mm, lines, Q, mt, pose_at, dt)
+        # the profile above bounds the tangential terms; curvature adds d²q/ds²·v², so check the
+        # accelerations actually reached and slow down where they exceed the limits
+        qdd = np.diff(q_t, n=2, axis=0) / dt ** 2
+        ratio = np.max(np.abs(qdd) / model.acceleration_limit, axis=1) if len(qdd) else np.zeros(0)
+        if not len(ratio) or ratio.max() <= 1.0:
+            break
+        bad = np.flatnonzero(ratio > 1.0) + 1
+        # the path points around each offending sample: scale their speed limits by 1/sqrt(r)
+        r_path = np.zeros(len(s))
+        np.maximum.at(r_path, np.clip(np.searchsorted(s, s_t[bad]), 0, len(s) - 1), ratio[bad - 1])
+        for _ in range(3):
+            r_path = np.maximum(r_path, np.maximum(np.roll(r_path, 1), np.roll(r_path, -1)))
+        slow = r_path > 1.0
+        v_lim[slow] = v_lim[slow] / np.sqrt(r_path[slow]) * 0.9
+    p_base = (T_place[:3, :3] @ (p_t.T * 1e-3)).T + T_place[:3, 3]
+    floor_z = model.meta.get("floor_z_m")
+    if floor_z is not None and p_base[:, 2].min() < floor_z:
+        k = int(np.argmin(p_base[:, 2]))
+        raise PlanError(f"line {line_t[k]} sample {k}: the tool tip reaches z = {p_base[k, 2] * 1e3:.1f} mm, "
+                        f"below the floor (z = {floor_z * 1e3:.0f} mm)")
+
+    # plan-time check of the whole path before anything moves
+    checker = SafetyChecker(model)
+    first_bad, flags = checker.check_path(q_t)
+    if first_bad >= 0:
+        reasons = checker.explain(int(flags[first_bad]), q_t[first_bad])
+        raise PlanError(f"line {line_t[first_bad]} sample {first_bad}: " + "; ".join(reasons))
+    wrist = np.degrees(np.abs(q_t[:, 4]))
+    if wrist.min() < wrist_margin_deg:
+        k = int(np.argmin(wrist))
+        raise PlanError(f"line {line_t[k]} sample {k}: the wrist passes {wrist[k]:.2f}° from its singularity "
+                        f"(θ5 = 0; margin {wrist_margin_deg}°); tilt or move the workpiece")
+    # workpiece box: the contour's footprint, from its lowest point down
+    lo, hi = prog.extents()
+    if workpiece_mm is None:
+        half_mm = np.array([(hi[0] - lo[0]) / 2, (hi[1] - lo[1]) / 2, 10.0])
+        centre_mm = np.array([(hi[0] + lo[0]) / 2, (hi[1] + lo[1]) / 2, lo[2] - 10.0])
+    else:
+        half_mm = np.asarray(workpiece_mm, float) / 2
+        centre_mm = np.array([(hi[0] + lo[0]) / 2, (hi[1] + lo[1]) / 2, lo[2] - half_mm[2]])
+    T_wp = T_place.copy()
+    T_wp[:3, 3] = T_place[:3, :3] @ (centre_mm * 1e-3) + T_place[:3, 3]
+    half = half_mm * 1e-3
+    _check_workpiece(model, q_t, T_wp, half, line_t)
+    # velocity and acceleration actually reached (computed back from q)
+    qd = np.diff(q_t, axis=0) / dt
+    qdd = np.diff(qd, axis=0) / dt
+    sp = float(np.max(np.abs(qd) / model.velocity_limit)) if len(qd) else 0.0
+    ac = float(np.max(np.abs(qdd) / model.acceleration_limit)) if len(qdd) else 0.0
+    return Plan(t, q_t, p_base, line_t, label, duration, float(wrist.min()), sp, ac,
+                T_wp, half, chord_mm, tool)
+
+
+def _time_law(v_lim, a_lim, stop, s, ds, pts_mm, lines, Q, mt, pose_at, dt):
+    """Speed profile (forward/backward passes), piecewise-quadratic s(t), exact IK per sample."""
+    v = v_lim.copy()
+    v[stop] = 0.0
+    for _ in range(3):
+        for i in range(1, len(v)):  # forward: accelerate within limits
+            v[i] = min(v[i], math.sqrt(v[i - 1] ** 2 + 2 * a_lim[i] * ds[i - 1]))
+        for i in range(len(v) - 2, -1, -1):  # backward: brake in time
+            v[i] = min(v[i], math.sqrt(v[i + 1] ** 2 + 2 * a_lim[i] * ds[i]))
+    # time at each path point; between points the path speed changes at a constant rate, so s(t)
+    # is piecewise quadratic and the joint accelerations stay bounded (no velocity steps)
+    t_pts = np.zeros(len(s))
+    for i in range(1, len(s)):
+        vm = max((v[i] + v[i - 1]) / 2, 1e-6)
+        t_pts[i] = t_pts[i - 1] + ds[i - 1] / vm
+    duration = float(t_pts[-1])
+    t = np.arange(0.0, duration + dt, dt)
+    t[-1] = min(t[-1], duration)
+    seg = np.clip(np.searchsorted(t_pts, t, side="right") - 1, 0, len(s) - 2)
+    tau = np.maximum(t_pts[seg + 1] - t_pts[seg], 1e-12)
+    acc = (v[seg + 1] - v[seg]) / tau
+    dtl = t - t_pts[seg]
+    s_t = np.minimum(s[seg] + v[seg] * dtl + 0.5 * acc * dtl ** 2, s[seg + 1])
+    idx = np.clip(np.searchsorted(s, s_t, side="right") - 1, 0, len(s) - 2)
+    frac = np.where(ds[idx] > 0, (s_t - s[idx]) / np.maximum(ds[idx], 1e-15), 0.0)
+    p_t = pts_mm[idx] + (pts_mm[idx + 1] - pts_mm[idx]) * frac[:, None]
+    line_t = lines[idx + (frac > 0.5)]
+    # exact IK at every time sample (FK of q lies on the programmed path), continuing the branch
+    q_t = np.empty((len(t), 6))
+    for k in range(len(t)):
+        near = Q[idx[k]] + (Q[idx[k] + 1] - Q[idx[k]]) * frac[k]
+        sol = ik_puma(mt, pose_at(p_t[k]), near)
+        d = np.linalg.norm(sol.q - near, axis=1)
+        d[~sol.valid] = np.inf
+        c = int(np.argmin(d))
+        if not np.isfinite(d[c]) or d[c] > 0.2:
+            raise PlanError(f"line {line_t[k]} sample {k}: the IK branch is lost between path points")
+        q_t[k] = sol.q[c]
+    return t, q_t, p_t, line_t, duration, s_t
+
+
+def _check_workpiece(model, Q: np.ndarray, T_wp: np.ndarray, half: np.ndarray, lines: np.ndarray) -> None:
+    """The arm's links (not the tool, which touches the workpiece by design) stay out of the box."""
+    inv = np.linalg.inv(T_wp)
+    shapes = [s for s in model.shapes if s.link >= 0 and s.name not in ("flange", "wrist", "wrist_housing")]
+    step = max(1, len(Q) // 400)
+    for k in range(0, len(Q), step):
+        F = model.fk_frames(Q[k])
+        for sh in shapes:
+            T = inv @ F[sh.link + 1]
+            for u in np.linspace(0, 1, 7):
+                p = np.array(sh.p0) + u * (np.array(sh.p1) - np.array(sh.p0))
+                pl = T[:3, :3] @ p + T[:3, 3]
+                d = np.maximum(np.abs(pl) - half, 0.0)
+                dist = np.linalg.norm(d) if np.any(d > 0) else -float(np.min(half - np.abs(pl)))
+                if dist < sh.radius:
+                    raise PlanError(f"line {lines[k]} sample {k}: the {sh.name} would hit the workpiece "
+                                    f"({(sh.radius - dist) * 1e3:.1f} mm into it)")

@@ -330,8 +330,15 @@ class LMSolver:
     `solve(q0)` runs the kernel; `set_target(i, target)` replaces task i's target. See `ik_lm`.
     """
 
-    def __init__(self, model, tasks, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None) -> None:
+    def __init__(self, model, tasks, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None,
+                 locked: dict[str, float] | None = None) -> None:
+        """`locked`: joints held at the given angle (radians) by this solver (e.g. arms while walking)."""
         self.model = model
+        self.lower = model.lower.copy()
+        self.upper = model.upper.copy()
+        for name, v in (locked or {}).items():
+            i = model.joint_index(name)
+            self.lower[i] = self.upper[i] = float(np.clip(v, model.lower[i], model.upper[i]))
         self.table, self.targets, self.nlev, self.tasks, self._position = _pack_tasks(model, tasks)
         if wbar is None:
             wbar = model.meta.get("_lm_wbar")
@@ -342,7 +349,7 @@ class LMSolver:
         self.tol = float(tol)
         self.params = np.array([float(max_iter), self.tol, float(wbar), 1e-9])
         self._kin, self._mt = model.tables
-        self._entry = entry_point(P_LM.lm_solve, np.zeros(2)[::2], self._kin, self._mt, model.lower, model.upper,
+        self._entry = entry_point(P_LM.lm_solve, np.zeros(2)[::2], self._kin, self._mt, self.lower, self.upper,
                                   self.table, self.targets, self.nlev, self.params, np.zeros(model.n),
                                   np.zeros(2 + self.nlev))
 
@@ -368,7 +375,7 @@ class LMSolver:
             params[0] = float(max_iter)
         q = np.empty(model.n)
         info = np.zeros(2 + self.nlev)
-        status = self._entry(q0, self._kin, self._mt, model.lower, model.upper, self.table, self.targets,
+        status = self._entry(q0, self._kin, self._mt, self.lower, self.upper, self.table, self.targets,
                              self.nlev, params, q, info)
         residuals = tuple(info[2:].tolist())
         tol = self.tol
@@ -380,7 +387,7 @@ class LMSolver:
                 i = int(bad[0])
                 raise InputError(f"{model.name}: q0[{i}] ({model.joint_names[i]}) is {float(q0[i])!r}; must be finite")
             reason = "the iteration produced a non-finite value; kept the start pose"
-            q = np.clip(q0, model.lower, model.upper)
+            q = np.clip(q0, self.lower, self.upper)
             success = False
         elif not success:
             top = int(self.tasks[0].priority)

@@ -1,0 +1,191 @@
+"""Motion files: keyframes of named joint angles, played back at any loop rate.
+
+Format (TOML; JSON with the same keys works too)::
+
+    name = "wave"
+    robot = "humanoid17"
+    interpolation = "cubic"        # or "linear"
+    start = "home"                 # named pose that unlisted joints take (default: home)
+    mirror = false                 # true: play it with left and right swapped
+
+    [[keyframe]]
+    duration_s = 0.6               # time to reach this keyframe from the previous one
+    support = "both"               # optional: "left", "right" or "both" (the foot the robot stands on)
+    joints = { r_shoulder_roll = 80.0, r_elbow = 40.0 }   # degrees; others keep their previous value
+    mirror_to = "left"             # optional: also set the other side's joints to the same values
+
+The first keyframe is reached from the robot's current pose (the loop ramps in). Angles in
+degrees at this boundary, radians inside. Mirroring uses the model's convention: the mirrored pose
+of the left side has the same joint angles on the right side (ROBOTS.md §2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hil.errors import ConfigError
+
+
+@dataclass
+class Keyframe:
+    time_s: float        # absolute time at which this keyframe is reached
+    q: np.ndarray        # rad, all joints
+    support: str | None
+
+
+@dataclass
+class KeyframeMotion:
+    name: str
+    robot: str
+    interpolation: str
+    keyframes: list[Keyframe]
+    q_start: np.ndarray
+
+    @property
+    def duration(self) -> float:
+        return self.keyframes[-1].time_s if self.keyframes else 0.0
+
+    def sample(self, t: float) -> np.ndarray:
+        """Joint angles (rad) at time t; keyframe 0 is reached at its time from q_start."""
+        times = [0.0] + [k.time_s for k in self.keyframes]
+        qs = [self.q_start] + [k.q for k in self.keyframes]
+        if t <= 0:
+            return qs[0].copy()
+        if t >= times[-1]:
+            return qs[-1].copy()
+        i = int(np.searchsorted(times, t, side="right")) - 1
+        t0, t1 = times[i], times[i + 1]
+        u = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+        if self.interpolation == "linear":
+            return qs[i] + u * (qs[i + 1] - qs[i])
+        # cubic Hermite with Catmull-Rom tangents, zero velocity at the first and last keyframe
+        def tangent(j):
+            if j == 0 or j == len(qs) - 1:
+                return np.zeros_like(qs[j])
+            return (qs[j + 1] - qs[j - 1]) / (times[j + 1] - times[j - 1])
+        h = t1 - t0
+        m0, m1 = tangent(i) * h, tangent(i + 1) * h
+        h00 = 2 * u ** 3 - 3 * u ** 2 + 1
+        h10 = u ** 3 - 2 * u ** 2 + u
+        h01 = -2 * u ** 3 + 3 * u ** 2
+        h11 = u ** 3 - u ** 2
+        return h00 * qs[i] + h10 * m0 + h01 * qs[i + 1] + h11 * m1
+
+    def support_at(self, t: float) -> str | None:
+        for k in self.keyframes:
+            if t <= k.time_s:
+                return k.support
+        return self.keyframes[-1].support if self.keyframes else None
+
+    def trajectory(self, rate_hz: float) -> tuple[np.ndarray, np.ndarray]:
+        t = np.arange(0.0, self.duration + 1e-12, 1.0 / rate_hz)
+        if t[-1] < self.duration:
+            t = np.append(t, self.duration)
+        return t, np.array([self.sample(x) for x in t])
+
+
+def _mirror_name(name: str) -> str | None:
+    if name.startswith("l_"):
+        return "r_" + name[2:]
+    if name.startswith("r_"):
+        return "l_" + name[2:]
+    return None
+
+
+def load_motion(path: str | Path, model) -> KeyframeMotion:
+    """Read and validate a motion file; ConfigError names the file, keyframe and joint."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read motion file {path}: {e.strerror}") from e
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"motion file {path}: {e}") from e
+    return motion_from_dict(data, model, str(path))
+
+
+def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion:
+    name = str(data.get("name", Path(where).stem))
+    robot = data.get("robot", model.name)
+    if robot != model.name:
+        raise ConfigError(f"{where}: written for robot {robot!r}, not {model.name!r}")
+    interp = data.get("interpolation", "cubic")
+    if interp not in ("cubic", "linear"):
+        raise ConfigError(f"{where}: interpolation must be 'cubic' or 'linear', got {interp!r}")
+    start_pose = data.get("start", "home")
+    if start_pose not in model.poses:
+        raise ConfigError(f"{where}: start pose {start_pose!r} unknown; poses: {', '.join(model.poses)}")
+    swap = bool(data.get("mirror", False))
+    frames = data.get("keyframe")
+    if not isinstance(frames, list) or not frames:
+        raise ConfigError(f"{where}: needs at least one [[keyframe]]")
+    q = model.poses[start_pose].copy()
+    t = 0.0
+    out = []
+    for k, kf in enumerate(frames, 1):
+        w = f"{where}: keyframe {k}"
+        if not isinstance(kf, dict):
+            raise ConfigError(f"{w}: must be a table")
+        try:
+            dur = float(kf["duration_s"])
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(f"{w}: needs duration_s (seconds, a number)") from None
+        if not (math.isfinite(dur) and dur > 0):
+            raise ConfigError(f"{w}: duration_s must be positive, got {kf.get('duration_s')!r}")
+        support = kf.get("support")
+        if support is not None and support not in ("left", "right", "both"):
+            raise ConfigError(f"{w}: support must be left, right or both, got {support!r}")
+        joints = kf.get("joints", {})
+        if not isinstance(joints, dict):
+            raise ConfigError(f"{w}: joints must be a table of joint = degrees")
+        mirror_to = kf.get("mirror_to")
+        q = q.copy()
+        items = list(joints.items())
+        if mirror_to is not None:
+            if mirror_to not in ("left", "right"):
+                raise ConfigError(f"{w}: mirror_to must be 'left' or 'right'")
+            items += [(_mirror_name(n), v) for n, v in joints.items() if _mirror_name(n)]
+        for jname, deg in items:
+            if swap and _mirror_name(jname):
+                jname = _mirror_name(jname)
+            if jname not in model.joint_names:
+                raise ConfigError(f"{w}: unknown joint {jname!r}; joints: {', '.join(model.joint_names)}")
+            try:
+                val = float(deg)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{w}: joint {jname} = {deg!r} is not a number (degrees)") from None
+            i = model.joint_index(jname)
+            rad = math.radians(val)
+            if not (math.isfinite(val) and model.lower[i] <= rad <= model.upper[i]):
+                raise ConfigError(f"{w}: joint {jname} = {val:g}° is outside its range "
+                                  f"[{math.degrees(model.lower[i]):.1f}, {math.degrees(model.upper[i]):.1f}]°")
+            q[i] = rad
+        if swap and support in ("left", "right"):
+            support = "right" if support == "left" else "left"
+        t += dur
+        out.append(Keyframe(t, q, support))
+    return KeyframeMotion(name, model.name, interp, out, model.poses[start_pose].copy())
+
+
+def save_motion(path: str | Path, motion: KeyframeMotion, model) -> None:
+    """Write a motion file (TOML) with every joint in every keyframe."""
+    lines = [f'name = "{motion.name}"', f'robot = "{model.name}"', f'interpolation = "{motion.interpolation}"', ""]
+    t_prev = 0.0
+    for k in motion.keyframes:
+        lines.append("[[keyframe]]")
+        lines.append(f"duration_s = {k.time_s - t_prev:.6f}")
+        if k.support:
+            lines.append(f'support = "{k.support}"')
+        joints = ", ".join(f"{n} = {math.degrees(v):.4f}" for n, v in zip(model.joint_names, k.q))
+        lines.append(f"joints = {{ {joints} }}")
+        lines.append("")
+        t_prev = k.time_s
+    Path(path).write_text("\n".join(lines))

@@ -1,0 +1,418 @@
+"""Walking pattern generator for the humanoid: footsteps, ZMP reference, COM by preview control of
+the cart-table model, swing feet with toe-off and heel-strike, and joint angles from the
+prioritised LM IK with support-foot root switching (papers 000 and 002).
+
+World frame: z up, the ground at z = 0; the robot starts standing at its home pose with the left
+sole under its home position. Units: metres, radians, seconds.
+
+The resulting motion is checked from the joint angles it produces, not from the plan: feet and
+centre of mass come from forward kinematics through the floating base (rooted at the support
+sole, switched when support changes), the ZMP from the COM's finite-difference acceleration with
+the cart-table relation, and the support polygon from the soles actually on the ground.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hil.errors import InputError, UnreachableError
+from hil.kinematics.floating import FloatingBase, inverse_transform
+from hil.kinematics.ik import LMSolver, Task
+
+G = 9.81
+
+
+@dataclass
+class WalkParams:
+    steps: int = 6
+    stride: float = 0.03          # forward advance per step (m)
+    width: float | None = None    # distance between the sole centres (m); default: as at home
+    side: float = 0.0             # sideways advance per step (m), + to the left
+    turn_deg: float = 0.0         # yaw per step (degrees)
+    period: float = 0.7           # time per step (s)
+    double_support: float = 0.25  # fraction of the period with both feet down
+    lift: float = 0.015           # swing foot clearance (m)
+    toe_heel_deg: float = 8.0     # toe-off and heel-strike pitch of the swing sole (degrees)
+    knee_stretched: bool = False  # leave COM height free and stretch the support knee
+    rate_hz: float = 200.0
+    settle: float = 0.8           # time before the first and after the last step (s)
+    zmp_heel_toe: float = 0.01    # ZMP travel along the support sole in single support (m)
+    crouch: float = 0.008         # COM lowered by this much while walking (m): the short thighs give
+                                  # the bent-knee stance little height to spare for sideways shifts
+
+
+@dataclass
+class WalkResult:
+    t: np.ndarray
+    q: np.ndarray
+    support: np.ndarray           # 0 both, 1 left, 2 right (planned)
+    com_w: np.ndarray             # COM in the world, from FK of q
+    zmp_w: np.ndarray             # ZMP computed back from com_w
+    zmp_ref: np.ndarray
+    feet_w: np.ndarray            # (N, 2, 4, 4) world poses of l_sole, r_sole from FK of q
+    margin: np.ndarray            # ZMP distance inside the support polygon (m), per sample
+    slide: float                  # largest drift of a foot while it is on the ground (m)
+    min_foot_z: float             # lowest sole corner (m)
+    max_speed_ratio: float
+    knee_mid_stance_deg: float    # support knee's distance from straight at mid-stance (deg), worst step
+    ik_worst: float
+    report: list[str] = field(default_factory=list)
+
+    def save(self, path: str) -> None:
+        np.savez(path, t=self.t, q=self.q, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
+                 zmp_ref=self.zmp_ref, dynamic_balance_checked=np.array(True))
+
+    def summary(self) -> str:
+        return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
+                f"feet slide ≤ {1e3 * self.slide:.2f} mm, peak joint speed {100 * self.max_speed_ratio:.0f}% "
+                f"of the limits, support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight")
+
+
+def _yaw_T(x: float, y: float, yaw: float, z: float = 0.0) -> np.ndarray:
+    T = np.eye(4)
+    c, s = math.cos(yaw), math.sin(yaw)
+    T[:2, :2] = [[c, -s], [s, c]]
+    T[:3, 3] = [x, y, z]
+    return T
+
+
+def preview_gains(dt: float, zc: float, horizon: int, q_e: float = 1.0, r: float = 1e-6):
+    """Kajita's preview controller for the cart-table model (jerk input): (Gi, Gx, Gd)."""
+    A = np.array([[1, dt, dt * dt / 2], [0, 1, dt], [0, 0, 1.0]])
+    B = np.array([[dt ** 3 / 6], [dt * dt / 2], [dt]])
+    C = np.array([[1, 0, -zc / G]])
+    At = np.zeros((4, 4))
+    At[0, 0] = 1
+    At[0, 1:] = (C @ A)[0]
+    At[1:, 1:] = A
+    Bt = np.vstack([C @ B, B])
+    Qt = np.zeros((4, 4))
+    Qt[0, 0] = q_e
+    P = Qt.copy()
+    for _ in range(5000):  # discrete Riccati equation by iteration
+        S = r + (Bt.T @ P @ Bt)[0, 0]
+        Pn = Qt + At.T @ P @ At - (At.T @ P @ Bt) @ (Bt.T @ P @ At) / S
+        if np.abs(Pn - P).max() < 1e-12 * max(1.0, np.abs(P).max()):
+            P = Pn
+            break
+        P = Pn
+    S = r + (Bt.T @ P @ Bt)[0, 0]
+    K = (Bt.T @ P @ At) / S
+    Gi, Gx = K[0, 0], K[0, 1:]
+    Ac = At - Bt @ K
+    It = np.array([[1.0], [0], [0], [0]])
+    X = -Ac.T @ P @ It
+    Gd = np.zeros(horizon)
+    Gd[0] = -Gi
+    for j in range(1, horizon):
+        Gd[j] = ((Bt.T @ X) / S)[0, 0]
+        X = Ac.T @ X
+    return A, B, C, Gi, Gx, Gd
+
+
+def preview_com(zmp_ref: np.ndarray, dt: float, zc: float, c0: np.ndarray, preview_s: float = 1.6) -> np.ndarray:
+    """COM xy (N, 2) whose cart-table ZMP tracks zmp_ref (N, 2), by preview control."""
+    N = len(zmp_ref)
+    H = int(preview_s / dt)
+    A, B, C, Gi, Gx, Gd = preview_gains(dt, zc, H)
+    ref = np.vstack([zmp_ref, np.repeat(zmp_ref[-1:], H, axis=0)])
+    out = np.zeros((N, 2))
+    for d in range(2):
+        x = np.array([c0[d], 0.0, 0.0])
+        e_sum = 0.0
+        for k in range(N):
+            p = (C @ x)[0]
+            e_sum += p - ref[k, d]
+            u = -Gi * e_sum - Gx @ x - Gd @ ref[k + 1:k + 1 + H, d]
+            out[k, d] = x[0]
+            x = A @ x + B[:, 0] * u
+    return out
+
+
+def _hull_margin(pts: np.ndarray, p: np.ndarray) -> float:
+    """Signed distance of p inside the convex hull of pts (2D): + inside."""
+    c = pts.mean(axis=0)
+    order = np.argsort(np.arctan2(pts[:, 1] - c[1], pts[:, 0] - c[0]))
+    P = pts[order]
+    # monotone chain for robustness
+    P = P[np.lexsort((P[:, 1], P[:, 0]))]
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+    lower, upper = [], []
+    for pt in P:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], pt) <= 0:
+            lower.pop()
+        lower.append(pt)
+    for pt in P[::-1]:
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], pt) <= 0:
+            upper.pop()
+        upper.append(pt)
+    hull = lower[:-1] + upper[:-1]
+    m = math.inf
+    for a, b in zip(hull, hull[1:] + hull[:1]):
+        e = b - a
+        L = math.hypot(*e)
+        if L > 1e-12:
+            m = min(m, (e[0] * (p[1] - a[1]) - e[1] * (p[0] - a[0])) / L)
+    return m
+
+
+def generate(model, params: WalkParams) -> WalkResult:
+    """Plan a walk and check it from the joint motion it produces; UnreachableError if it fails."""
+    p = params
+    if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
+        raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
+    dt = 1.0 / p.rate_hz
+    q0 = model.home.copy()
+    base = FloatingBase(model, "l_sole", q0)
+    W_l = base.frame_pose(q0, "l_sole")
+    W_r = base.frame_pose(q0, "r_sole")
+    width = p.width if p.width is not None else float(np.linalg.norm(W_l[:3, 3] - W_r[:3, 3]))
+    com0 = base.com(q0)
+    zc = float(com0[2])
+    foot = next((s for s in model.shapes if s.name == "l_foot"), None)
+    hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+
+    # footsteps: (side, world pose) — the right foot swings first
+    mid = (W_l[:3, 3] + W_r[:3, 3]) / 2
+    yaw = 0.0
+    cx, cy = mid[0], mid[1]
+    steps = []
+    feet = {"l": W_l.copy(), "r": W_r.copy()}
+    side = "r"
+    for k in range(p.steps):
+        yaw += math.radians(p.turn_deg)
+        last = k == p.steps - 1
+        adv = p.stride if not (k == 0 or last) else p.stride / 2
+        cx += adv * math.cos(yaw) - p.side * math.sin(yaw)
+        cy += adv * math.sin(yaw) + p.side * math.cos(yaw)
+        off = width / 2 if side == "l" else -width / 2
+        T = _yaw_T(cx - off * math.sin(yaw), cy + off * math.cos(yaw), yaw)
+        steps.append((side, T))
+        side = "l" if side == "r" else "r"
+    if p.steps % 2 == 1:  # bring the feet together at the end
+        off = width / 2 if side == "l" else -width / 2
+        steps.append((side, _yaw_T(cx - off * math.sin(yaw), cy + off * math.cos(yaw), yaw)))
+
+    # timeline
+    T_ds = p.period * p.double_support
+    T_ss = p.period - T_ds
+    phases = [("both", None, p.settle)]
+    for s_side, T in steps:
+        phases.append(("single", (s_side, T), T_ss))
+        phases.append(("both", None, T_ds if (s_side, T) is not steps[-1] else p.settle))
+    times = np.cumsum([0.0] + [ph[2] for ph in phases])
+    t = np.arange(0.0, times[-1], dt)
+    N = len(t)
+
+    # ZMP reference and per-sample support/foot targets
+    def sole_point(T, dx):
+        return (T @ [dx, 0, 0, 1])[:2]
+
+    zmp_ref = np.zeros((N, 2))
+    support = np.zeros(N, dtype=np.int64)
+    foot_T = {"l": np.zeros((N, 4, 4)), "r": np.zeros((N, 4, 4))}
+    zmp_prev = (W_l[:2, 3] + W_r[:2, 3]) / 2
+    ph_of = np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(phases) - 1)
+    # ZMP at the end of each phase: on the stance sole's heel at the start of single support, its
+    # toe at the end; between the feet at the very end
+    cur = {"l": W_l.copy(), "r": W_r.copy()}
+    zmp_at_end = []
+    for i, (kind, info, dur) in enumerate(phases):
+        if kind == "single":
+            sw, T_new = info
+            st = "l" if sw == "r" else "r"
+            zmp_at_end.append(sole_point(cur[st], p.zmp_heel_toe))
+            cur[sw] = T_new
+        else:
+            nxt = next((ph for ph in phases[i + 1:] if ph[0] == "single"), None)
+            if nxt is None:
+                zmp_at_end.append((cur["l"][:2, 3] + cur["r"][:2, 3]) / 2)
+            else:
+                sw = nxt[1][0]
+                st = "l" if sw == "r" else "r"
+                zmp_at_end.append(sole_point(cur[st], -p.zmp_heel_toe))
+    cur = {"l": W_l.copy(), "r": W_r.copy()}
+    start_of_phase = {}
+    for i, (kind, info, dur) in enumerate(phases):
+        start_of_phase[i] = {"l": cur["l"].copy(), "r": cur["r"].copy()}
+        if kind == "single":
+            cur[info[0]] = info[1]
+    for k in range(N):
+        i = ph_of[k]
+        kind, info, dur = phases[i]
+        u = min(1.0, max(0.0, (t[k] - times[i]) / dur))
+        feet_now = start_of_phase[i]
+        z_start = zmp_at_end[i - 1] if i > 0 else zmp_prev
+        if kind == "both":
+            support[k] = 0
+            s = u * u * (3 - 2 * u)
+            zmp_ref[k] = z_start + s * (zmp_at_end[i] - z_start)
+            foot_T["l"][k] = feet_now["l"]
+            foot_T["r"][k] = feet_now["r"]
+        else:
+            sw, T_new = info
+            st = "l" if sw == "r" else "r"
+            support[k] = 1 if st == "l" else 2
+            Ts = feet_now[st]
+            zmp_ref[k] = sole_point(Ts, -p.zmp_heel_toe + 2 * p.zmp_heel_toe * u)
+            foot_T[st][k] = Ts
+            foot_T[sw][k] = _swing(feet_now[sw], T_new, u, p.lift, math.radians(p.toe_heel_deg), hl)
+
+    com_xy = preview_com(zmp_ref, dt, zc - p.crouch, com0[:2])
+    # COM height: down to the walking height during the first settle, back up during the last
+    ramp_in = np.clip(t / p.settle, 0, 1)
+    ramp_out = np.clip((times[-1] - t) / p.settle, 0, 1)
+    blend = np.minimum(ramp_in, ramp_out)
+    z_walk = zc - p.crouch * blend * blend * (3 - 2 * blend)
+    # knee-stretched: ask (at the lowest priority) for the COM height of nearly straight legs
+    straight = model.poses.get("straight", q0)
+    z_stretched = float(FloatingBase(model, "l_sole", straight).com(straight)[2]) - 0.001
+
+    # joint angles: prioritised LM, rooted at the stance sole (the support foot is exact by
+    # construction); priority 1: the other foot when it is down, the COM and the body's attitude;
+    # priority 2: the swing foot; with knee_stretched, priority 3 lifts the COM (stretching the knee)
+    solvers: dict = {}
+
+    def solver(key):
+        if key not in solvers:
+            root, mode = key
+            other = "r_sole" if root == "l_sole" else "l_sole"
+            com_mask = "x y" if p.knee_stretched else "position"
+            tasks = [Task("com", np.zeros(3), mask=com_mask, priority=1, ref=root),
+                     Task("body", np.eye(4), mask="orientation", priority=1, ref=root)]
+            # ε per sample (paper 002, eqs. 2-3): when the swing foot becomes a contact, or the
+            # stretch target saturates, the error asked for in one step stays small: no jumps
+            eps = 0.4 * p.lift / max(1.0, p.rate_hz * p.period * (1 - p.double_support) / 2)
+            tasks.append(Task(other, np.eye(4), priority=1 if mode == "both" else 2, ref=root,
+                              max_error_step=eps))
+            if p.knee_stretched:
+                tasks.append(Task("com", np.zeros(3), mask="z", priority=3, ref=root, max_error_step=2e-4))
+            # arms and head keep their pose: they are not needed, and their tiny COM Jacobian
+            # columns would otherwise be used as nearly singular directions
+            locked = {n: float(q0[model.joint_index(n)]) for n in model.joint_names
+                      if "shoulder" in n or "elbow" in n or n == "head_yaw"}
+            solvers[key] = LMSolver(model, tasks, max_iter=60, tol=1e-9, locked=locked)
+        return solvers[key]
+
+    q = q0.copy()
+    Q = np.zeros((N, model.n))
+    worst = 0.0
+    root = "l_sole"
+    for k in range(N):
+        sup = support[k]
+        if sup == 1:
+            root = "l_sole"
+        elif sup == 2:
+            root = "r_sole"
+        # in double support keep the last root (paper 000: the root changes when support changes)
+        mode = "both" if sup == 0 else "single"
+        W_root = foot_T["l" if root == "l_sole" else "r"][k]
+        other_key = "r" if root == "l_sole" else "l"
+        inv_root = inverse_transform(W_root)
+        s = solver((root, mode))
+        com_t = np.array([com_xy[k, 0], com_xy[k, 1], z_walk[k]])
+        s.set_target(0, (inv_root @ np.append(com_t, 1.0))[:3])
+        body_R = np.eye(4)
+        yaw_l = math.atan2(foot_T["l"][k][1, 0], foot_T["l"][k][0, 0])
+        yaw_r = math.atan2(foot_T["r"][k][1, 0], foot_T["r"][k][0, 0])
+        body_R[:3, :3] = _yaw_T(0, 0, math.atan2(math.sin(yaw_l) + math.sin(yaw_r),
+                                                 math.cos(yaw_l) + math.cos(yaw_r)))[:3, :3]
+        s.set_target(1, inv_root @ body_R)
+        s.set_target(2, inv_root @ foot_T[other_key][k])
+        if p.knee_stretched:
+            s.set_target(3, (inv_root @ np.append([com_t[0], com_t[1], z_stretched], 1.0))[:3])
+        res = s.solve(q)
+        q = res.q
+        Q[k] = q
+        worst = max(worst, res.residuals[0])
+    if worst > 1e-4:
+        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
+                               f"stride (now {p.stride * 100:.1f} cm) or a longer period")
+    return check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst,
+                      f"{p.steps} steps of {100 * p.stride:.1f} cm")
+
+
+def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, hl: float) -> np.ndarray:
+    """Swing sole pose at phase u ∈ [0, 1]: smooth in x/y/yaw, lifted, toe-off then heel-strike."""
+    s = u * u * u * (10 - 15 * u + 6 * u * u)  # quintic: zero speed and acceleration at both ends
+    p = T0[:3, 3] + s * (T1[:3, 3] - T0[:3, 3])
+    y0 = math.atan2(T0[1, 0], T0[0, 0])
+    y1 = math.atan2(T1[1, 0], T1[0, 0])
+    dy = (y1 - y0 + math.pi) % (2 * math.pi) - math.pi
+    yaw = y0 + s * dy
+    z = lift * math.sin(math.pi * u) ** 2
+    # toe-off (heel up, rotate about the toe) early, heel-strike (toe up) late; zero at both ends
+    theta = pitch * math.sin(2 * math.pi * u) * math.sin(math.pi * u)
+    T = _yaw_T(p[0], p[1], yaw)
+    c, sn = math.cos(theta), math.sin(theta)
+    Ry = np.array([[c, 0, sn, 0], [0, 1, 0, 0], [-sn, 0, c, 0], [0, 0, 0, 1.0]])
+    # rotate about the toe or the heel edge so that edge stays low
+    edge = hl if theta > 0 else -hl
+    Tr = _yaw_T(edge, 0, 0) @ Ry @ _yaw_T(-edge, 0, 0)
+    T = T @ Tr
+    T[2, 3] += z
+    return T
+
+
+def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, label) -> WalkResult:
+    """The checks, from the joint angles alone (FK through the root-switching floating base)."""
+    N = len(t)
+    dt = t[1] - t[0]
+    base = FloatingBase(model, "l_sole", Q[0])
+    feet = np.zeros((N, 2, 4, 4))
+    com = np.zeros((N, 3))
+    li, ri = model.frame_index("l_sole"), model.frame_index("r_sole")
+    for k in range(N):
+        want = {1: "l_sole", 2: "r_sole"}.get(int(support[k]))
+        if want and want != base.support:
+            base.switch(want, Q[k])
+        F = base.body_pose(Q[k]) @ model.fk_frames(Q[k])[[li, ri]]
+        feet[k] = F
+        com[k] = base.com(Q[k])
+    acc = np.zeros_like(com)
+    acc[1:-1] = (com[2:] - 2 * com[1:-1] + com[:-2]) / dt ** 2
+    zmp = com[:, :2] - com[:, 2:3] * acc[:, :2] / (G + acc[:, 2:3])
+    corners = np.array([[sx * hl, sy * hw, 0, 1] for sx in (-1, 1) for sy in (-1, 1)])
+    margin = np.zeros(N)
+    min_z = math.inf
+    for k in range(N):
+        pts = []
+        for f in range(2):
+            C = (feet[k, f] @ corners.T).T
+            min_z = min(min_z, C[:, 2].min())
+            if C[:, 2].max() < 1e-3:  # flat on the ground
+                pts.append(C[:, :2])
+        margin[k] = _hull_margin(np.vstack(pts), zmp[k]) if pts else -math.inf
+    # a foot on the ground must not move: compare with where it was at the start of each contact
+    slide = 0.0
+    for f in range(2):
+        anchor = None
+        for k in range(N):
+            down = np.max((feet[k, f] @ corners.T).T[:, 2]) < 1e-3
+            if down:
+                if anchor is None:
+                    anchor = feet[k, f][:3, 3].copy()
+                slide = max(slide, float(np.linalg.norm(feet[k, f][:3, 3] - anchor)))
+            else:
+                anchor = None
+    qd = np.diff(Q, axis=0) / dt
+    sp = float(np.max(np.abs(qd) / model.velocity_limit))
+    # support knee at mid-stance (distance from straight; the straight knee is at the lower limit)
+    knee_dev = 0.0
+    k_l, k_r = model.joint_index("l_knee"), model.joint_index("r_knee")
+    straight = -math.degrees(math.atan2(0.2, 0.41))
+    runs = np.flatnonzero(np.diff(np.concatenate([[0], (support > 0).astype(int), [0]])))
+    for a, b in zip(runs[::2], runs[1::2]):
+        mid_k = (a + b) // 2
+        kj = k_l if support[mid_k] == 1 else k_r
+        knee_dev = max(knee_dev, math.degrees(Q[mid_k, kj]) - straight)
+    # skip the first and last few samples of ZMP (finite-difference edges)
+    m_inner = margin[2:-2]
+    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, np.concatenate([m_inner[:2], m_inner, m_inner[-2:]]),
+                     slide, float(min_z), sp, knee_dev, float(worst), [label])
+    return res

@@ -299,6 +299,7 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
     g = np.empty(n)
     x = np.empty(n)
     dq = np.empty(n)
+    dq0 = np.empty(n)
     qn = np.empty(n)
     free = np.empty(n)
     Jp = np.empty((R, n))
@@ -337,6 +338,7 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
             for lock_pass in range(2):
                 for i in range(n):
                     dq[i] = 0.0
+                    dq0[i] = 0.0
                 for a in range(n):
                     for b in range(n):
                         P[a, b] = free[a] if a == b else 0.0
@@ -409,6 +411,9 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                             for b in range(n):
                                 s += P[a, b] * x[b]
                             dq[a] += s
+                    if lv == 0:
+                        for a in range(n):
+                            dq0[a] = dq[a]
                     # P ← P − Jpᵀ (Jp Jpᵀ + λ I)⁻¹ Jp
                     if lv < nlev - 1:
                         for a in range(r):
@@ -437,10 +442,13 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                                 s = 0.5 * (P[a, b] + P[b, a])
                                 P[a, b] = s
                                 P[b, a] = s
+                # lock only the joints that the top level's own step pushes out of range: a lower level
+                # pressing a joint against its limit is clamped below instead, so that it can never
+                # take a joint away from the top level (e.g. a knee-stretch preference at priority 2)
                 changed = False
                 for i in range(n):
                     if free[i] == 1.0:
-                        if (q[i] <= lower[i] + 1e-12 and dq[i] < 0.0) or (q[i] >= upper[i] - 1e-12 and dq[i] > 0.0):
+                        if (q[i] <= lower[i] + 1e-12 and dq0[i] < 0.0) or (q[i] >= upper[i] - 1e-12 and dq0[i] > 0.0):
                             free[i] = 0.0
                             changed = True
                 if not changed:

@@ -331,11 +331,17 @@ class LMSolver:
     """
 
     def __init__(self, model, tasks, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None,
-                 locked: dict[str, float] | None = None) -> None:
-        """`locked`: joints held at the given angle (radians) by this solver (e.g. arms while walking)."""
+                 locked: dict[str, float] | None = None,
+                 bounds: dict[str, tuple[float, float]] | None = None) -> None:
+        """`locked`: joints held at the given angle (radians) by this solver (e.g. arms while walking);
+        `bounds`: narrower ranges (radians) for some joints, inside the model's."""
         self.model = model
         self.lower = model.lower.copy()
         self.upper = model.upper.copy()
+        for name, (lo, hi) in (bounds or {}).items():
+            i = model.joint_index(name)
+            self.lower[i] = max(self.lower[i], lo)
+            self.upper[i] = min(self.upper[i], hi)
         for name, v in (locked or {}).items():
             i = model.joint_index(name)
             self.lower[i] = self.upper[i] = float(np.clip(v, model.lower[i], model.upper[i]))

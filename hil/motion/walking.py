@@ -32,9 +32,9 @@ class WalkParams:
     width: float | None = None    # distance between the sole centres (m); default: as at home
     side: float = 0.0             # sideways advance per step (m), + to the left
     turn_deg: float = 0.0         # yaw per step (degrees)
-    period: float = 0.7           # time per step (s)
+    period: float = 0.8           # time per step (s)
     double_support: float = 0.25  # fraction of the period with both feet down
-    lift: float = 0.015           # swing foot clearance (m)
+    lift: float = 0.012           # swing foot clearance (m)
     toe_heel_deg: float = 8.0     # toe-off and heel-strike pitch of the swing sole (degrees)
     knee_stretched: bool = False  # leave COM height free and stretch the support knee
     rate_hz: float = 200.0
@@ -42,6 +42,8 @@ class WalkParams:
     zmp_heel_toe: float = 0.01    # ZMP travel along the support sole in single support (m)
     crouch: float = 0.008         # COM lowered by this much while walking (m): the short thighs give
                                   # the bent-knee stance little height to spare for sideways shifts
+    zmp_inset: float = 0.0        # single-support ZMP moved this far from the sole centre towards
+                                  # the inner edge (m): a smaller support region, less sway
 
 
 @dataclass
@@ -58,8 +60,10 @@ class WalkResult:
     min_foot_z: float             # lowest sole corner (m)
     max_speed_ratio: float
     knee_mid_stance_deg: float    # support knee's distance from straight at mid-stance (deg), worst step
+    leg_short_mm: float           # support leg (hip pitch to ankle pitch axis) short of full extension
     ik_worst: float
     report: list[str] = field(default_factory=list)
+    com_ref: np.ndarray | None = None
 
     def save(self, path: str) -> None:
         np.savez(path, t=self.t, q=self.q, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
@@ -68,7 +72,8 @@ class WalkResult:
     def summary(self) -> str:
         return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
                 f"feet slide ≤ {1e3 * self.slide:.2f} mm, peak joint speed {100 * self.max_speed_ratio:.0f}% "
-                f"of the limits, support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight")
+                f"of the limits, support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight "
+                f"(leg {self.leg_short_mm:.1f} mm short of full extension)")
 
 
 def _yaw_T(x: float, y: float, yaw: float, z: float = 0.0) -> np.ndarray:
@@ -162,7 +167,30 @@ def _hull_margin(pts: np.ndarray, p: np.ndarray) -> float:
 
 
 def generate(model, params: WalkParams) -> WalkResult:
-    """Plan a walk and check it from the joint motion it produces; UnreachableError if it fails."""
+    """Plan a walk and check it from the joint motion it produces; UnreachableError if it fails.
+
+    knee_stretched: walk with the centre of mass as high as the legs allow. The COM height of
+    nearly straight legs is tried first and lowered in steps until contact and balance can be
+    kept; the support knee is then close to straight at mid-stance.
+    """
+    if params.knee_stretched:
+        from dataclasses import replace
+
+        last = None
+        # from nearly the home height down: the first height that keeps contact and balance
+        for crouch in (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006):
+            try:
+                res = _generate(model, replace(params, knee_stretched=False, crouch=crouch))
+            except UnreachableError as e:
+                last = e
+                continue
+            res.report[0] += f", knee-stretched (COM {1e3 * crouch:.1f} mm below the home stance)"
+            return res
+        raise UnreachableError(f"walk: no knee-stretched height works for this stride ({last})")
+    return _generate(model, params)
+
+
+def _generate(model, params: WalkParams) -> WalkResult:
     p = params
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
@@ -202,16 +230,17 @@ def generate(model, params: WalkParams) -> WalkResult:
     T_ds = p.period * p.double_support
     T_ss = p.period - T_ds
     phases = [("both", None, p.settle)]
-    for s_side, T in steps:
+    for i_step, (s_side, T) in enumerate(steps):
         phases.append(("single", (s_side, T), T_ss))
-        phases.append(("both", None, T_ds if (s_side, T) is not steps[-1] else p.settle))
+        phases.append(("both", None, T_ds if i_step < len(steps) - 1 else p.settle))
     times = np.cumsum([0.0] + [ph[2] for ph in phases])
     t = np.arange(0.0, times[-1], dt)
     N = len(t)
 
     # ZMP reference and per-sample support/foot targets
-    def sole_point(T, dx):
-        return (T @ [dx, 0, 0, 1])[:2]
+    def sole_point(T, dx, foot=None):
+        dy = 0.0 if foot is None else (-p.zmp_inset if foot == "l" else p.zmp_inset)
+        return (T @ [dx, dy, 0, 1])[:2]
 
     zmp_ref = np.zeros((N, 2))
     support = np.zeros(N, dtype=np.int64)
@@ -226,7 +255,7 @@ def generate(model, params: WalkParams) -> WalkResult:
         if kind == "single":
             sw, T_new = info
             st = "l" if sw == "r" else "r"
-            zmp_at_end.append(sole_point(cur[st], p.zmp_heel_toe))
+            zmp_at_end.append(sole_point(cur[st], p.zmp_heel_toe, st))
             cur[sw] = T_new
         else:
             nxt = next((ph for ph in phases[i + 1:] if ph[0] == "single"), None)
@@ -235,7 +264,7 @@ def generate(model, params: WalkParams) -> WalkResult:
             else:
                 sw = nxt[1][0]
                 st = "l" if sw == "r" else "r"
-                zmp_at_end.append(sole_point(cur[st], -p.zmp_heel_toe))
+                zmp_at_end.append(sole_point(cur[st], -p.zmp_heel_toe, st))
     cur = {"l": W_l.copy(), "r": W_r.copy()}
     start_of_phase = {}
     for i, (kind, info, dur) in enumerate(phases):
@@ -259,7 +288,7 @@ def generate(model, params: WalkParams) -> WalkResult:
             st = "l" if sw == "r" else "r"
             support[k] = 1 if st == "l" else 2
             Ts = feet_now[st]
-            zmp_ref[k] = sole_point(Ts, -p.zmp_heel_toe + 2 * p.zmp_heel_toe * u)
+            zmp_ref[k] = sole_point(Ts, -p.zmp_heel_toe + 2 * p.zmp_heel_toe * u, st)
             foot_T[st][k] = Ts
             foot_T[sw][k] = _swing(feet_now[sw], T_new, u, p.lift, math.radians(p.toe_heel_deg), hl)
 
@@ -273,9 +302,10 @@ def generate(model, params: WalkParams) -> WalkResult:
     straight = model.poses.get("straight", q0)
     z_stretched = float(FloatingBase(model, "l_sole", straight).com(straight)[2]) - 0.001
 
-    # joint angles: prioritised LM, rooted at the stance sole (the support foot is exact by
-    # construction); priority 1: the other foot when it is down, the COM and the body's attitude;
-    # priority 2: the swing foot; with knee_stretched, priority 3 lifts the COM (stretching the knee)
+    # joint angles: prioritised LM, rooted at the stance sole (the support contact is exact by
+    # construction); priority 1: the COM, the body's attitude and the other foot (in contact or
+    # swinging); with knee_stretched the COM height is left out of priority 1 and asked for at
+    # priority 2 at the height of nearly straight legs
     solvers: dict = {}
 
     def solver(key):
@@ -286,17 +316,30 @@ def generate(model, params: WalkParams) -> WalkResult:
             tasks = [Task("com", np.zeros(3), mask=com_mask, priority=1, ref=root),
                      Task("body", np.eye(4), mask="orientation", priority=1, ref=root)]
             # ε per sample (paper 002, eqs. 2-3): when the swing foot becomes a contact, or the
-            # stretch target saturates, the error asked for in one step stays small: no jumps
-            eps = 0.4 * p.lift / max(1.0, p.rate_hz * p.period * (1 - p.double_support) / 2)
-            tasks.append(Task(other, np.eye(4), priority=1 if mode == "both" else 2, ref=root,
-                              max_error_step=eps))
+            # stretch target saturates, the error asked for in one step stays small: no jumps.
+            # A swinging foot follows its moving target without it.
+            eps = 0.0005 if mode == "both" else 0.0
+            # with 5-joint legs, COM (3), attitude (2) and the other foot (5) use all ten leg joints,
+            # so the other foot shares priority 1 (a lower priority would leave it short of its
+            # target and land it off place); the knee stretch is what may give way
+            # a 5-joint leg (no hip yaw) cannot set the yaw of a pitched swing foot independently:
+            # in the air the foot is constrained in position, roll and pitch only
+            mask = "pose" if mode == "both" else "x y z rx ry"
+            tasks.append(Task(other, np.eye(4), mask=mask, priority=1, ref=root, max_error_step=eps))
             if p.knee_stretched:
-                tasks.append(Task("com", np.zeros(3), mask="z", priority=3, ref=root, max_error_step=2e-4))
+                tasks.append(Task("com", np.zeros(3), mask="z", priority=2, ref=root, max_error_step=2e-4))
             # arms and head keep their pose: they are not needed, and their tiny COM Jacobian
             # columns would otherwise be used as nearly singular directions
             locked = {n: float(q0[model.joint_index(n)]) for n in model.joint_names
                       if "shoulder" in n or "elbow" in n or n == "head_yaw"}
-            solvers[key] = LMSolver(model, tasks, max_iter=60, tol=1e-9, locked=locked)
+            bounds = {}
+            if p.knee_stretched:
+                # only the support knee may stretch: the swing knee stays bent enough to keep its
+                # foot reachable (a straight swing leg would make the priority-1 targets infeasible)
+                knee = other[:2] + "knee"
+                lo = model.lower[model.joint_index(knee)] + (math.radians(15) if mode == "single" else 0.0)
+                bounds[knee] = (lo, math.inf)
+            solvers[key] = LMSolver(model, tasks, max_iter=200, tol=1e-9, locked=locked, bounds=bounds)
         return solvers[key]
 
     q = q0.copy()
@@ -325,7 +368,8 @@ def generate(model, params: WalkParams) -> WalkResult:
         s.set_target(1, inv_root @ body_R)
         s.set_target(2, inv_root @ foot_T[other_key][k])
         if p.knee_stretched:
-            s.set_target(3, (inv_root @ np.append([com_t[0], com_t[1], z_stretched], 1.0))[:3])
+            z2 = zc + (z_stretched - zc) * blend[k] * blend[k] * (3 - 2 * blend[k])  # stretch while walking
+            s.set_target(3, (inv_root @ np.append([com_t[0], com_t[1], z2], 1.0))[:3])
         res = s.solve(q)
         q = res.q
         Q[k] = q
@@ -333,8 +377,9 @@ def generate(model, params: WalkParams) -> WalkResult:
     if worst > 1e-4:
         raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
                                f"stride (now {p.stride * 100:.1f} cm) or a longer period")
-    return check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst,
-                      f"{p.steps} steps of {100 * p.stride:.1f} cm")
+    res = check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst, f"{p.steps} steps of {100 * p.stride:.1f} cm")
+    res.com_ref = np.column_stack([com_xy, z_walk])
+    return res
 
 
 def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, hl: float) -> np.ndarray:
@@ -350,11 +395,9 @@ def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, 
     theta = pitch * math.sin(2 * math.pi * u) * math.sin(math.pi * u)
     T = _yaw_T(p[0], p[1], yaw)
     c, sn = math.cos(theta), math.sin(theta)
-    Ry = np.array([[c, 0, sn, 0], [0, 1, 0, 0], [-sn, 0, c, 0], [0, 0, 0, 1.0]])
-    # rotate about the toe or the heel edge so that edge stays low
-    edge = hl if theta > 0 else -hl
-    Tr = _yaw_T(edge, 0, 0) @ Ry @ _yaw_T(-edge, 0, 0)
-    T = T @ Tr
+    # pitched about the sole centre; the lift (≥ half a foot length × sin θ) keeps the toe and heel
+    # above the ground, and the pose stays smooth through θ = 0
+    T = T @ np.array([[c, 0, sn, 0], [0, 1, 0, 0], [-sn, 0, c, 0], [0, 0, 0, 1.0]])
     T[2, 3] += z
     return T
 
@@ -374,8 +417,11 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
         F = base.body_pose(Q[k]) @ model.fk_frames(Q[k])[[li, ri]]
         feet[k] = F
         com[k] = base.com(Q[k])
+    # COM acceleration by a central second difference over ±h samples (h = 10 ms): the plain
+    # 5 ms stencil turns 0.01 mm of rounding-level position noise into centimetres of ZMP
+    h = max(1, int(round(0.01 / dt)))
     acc = np.zeros_like(com)
-    acc[1:-1] = (com[2:] - 2 * com[1:-1] + com[:-2]) / dt ** 2
+    acc[h:-h] = (com[2 * h:] - 2 * com[h:-h] + com[:-2 * h]) / (h * dt) ** 2
     zmp = com[:, :2] - com[:, 2:3] * acc[:, :2] / (G + acc[:, 2:3])
     corners = np.array([[sx * hl, sy * hw, 0, 1] for sx in (-1, 1) for sy in (-1, 1)])
     margin = np.zeros(N)
@@ -404,15 +450,26 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
     sp = float(np.max(np.abs(qd) / model.velocity_limit))
     # support knee at mid-stance (distance from straight; the straight knee is at the lower limit)
     knee_dev = 0.0
+    short = 0.0
     k_l, k_r = model.joint_index("l_knee"), model.joint_index("r_knee")
-    straight = -math.degrees(math.atan2(0.2, 0.41))
+    straight = math.degrees(model.lower[k_l])  # the knee's range ends at (just short of) straight
     runs = np.flatnonzero(np.diff(np.concatenate([[0], (support > 0).astype(int), [0]])))
     for a, b in zip(runs[::2], runs[1::2]):
         mid_k = (a + b) // 2
-        kj = k_l if support[mid_k] == 1 else k_r
+        side = "l" if support[mid_k] == 1 else "r"
+        kj = k_l if side == "l" else k_r
         knee_dev = max(knee_dev, math.degrees(Q[mid_k, kj]) - straight)
-    # skip the first and last few samples of ZMP (finite-difference edges)
-    m_inner = margin[2:-2]
-    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, np.concatenate([m_inner[:2], m_inner, m_inner[-2:]]),
-                     slide, float(min_z), sp, knee_dev, float(worst), [label])
+        # hip-pitch axis to ankle-pitch axis distance, against the same with the knee straight
+        def span(qq):
+            F = model.fk_frames(qq)
+            return np.linalg.norm(F[model.frame_index(f"{side}_thigh")][:3, 3]
+                                  - F[model.frame_index(f"{side}_ankle")][:3, 3])
+        qs = Q[mid_k].copy()
+        qs[kj] = model.lower[kj]
+        short = max(short, (span(qs) - span(Q[mid_k])) * 1e3)
+    # the first and last h samples have no second difference: they take their neighbours' value
+    margin[:h] = margin[h]
+    margin[-h:] = margin[-h - 1]
+    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(min_z), sp, knee_dev, short,
+                     float(worst), [label])
     return res

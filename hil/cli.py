@@ -182,6 +182,74 @@ def cmd_path(args: argparse.Namespace) -> int:
     return supervisor.run(run_args)
 
 
+def _run_motion_file(args: argparse.Namespace, model, path: str) -> int:
+    from hil.runtime import supervisor
+
+    run_args = argparse.Namespace(robot=model.name, dry_run=args.dry_run, port=args.port, rate=args.rate,
+                                  duration=None, headless=args.headless, record=args.record,
+                                  stats_json=args.stats_json, motion=path, enable=True, exit_when_done=True,
+                                  no_realtime=False, calibration=None, fault=None)
+    return supervisor.run(run_args)
+
+
+def cmd_walk(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from hil import robots
+    from hil.motion import keyframes, walking
+
+    model = robots.load(args.robot)
+    if "l_sole" not in model.frame_names:
+        raise hil.errors.InputError(f"hil walk needs a humanoid; {model.name} has no soles")
+    rate = args.rate or float(model.meta.get("default_rate_hz", 200))
+    params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
+                                turn_deg=args.turn, period=args.period, lift=args.lift,
+                                knee_stretched=args.knee_stretched, rate_hz=rate)
+    res = walking.generate(model, params)
+    print(res.summary())
+    out = args.out
+    if out is None and (args.dry_run or args.port):
+        out = os.path.join(tempfile.mkdtemp(prefix="hil-walk-"), "walk.npz")
+    if out:
+        res.save(out)
+        print(f"walk: {out} (t, q, support, com_w, zmp_w, zmp_ref)")
+    if args.motion_out:
+        frames = []
+        step = 0.03  # the 30 ms frames of paper 000's motion driver
+        for tk in np.arange(step, res.t[-1] + 1e-9, step):
+            k = int(min(round(tk * rate), len(res.t) - 1))
+            sup = {0: "both", 1: "left", 2: "right"}[int(res.support[k])]
+            frames.append(keyframes.Keyframe(float(res.t[k]), res.q[k].copy(), sup))
+        motion = keyframes.KeyframeMotion(os.path.splitext(os.path.basename(args.motion_out))[0], model.name,
+                                          "cubic", frames, res.q[0].copy(), dynamic=True)
+        keyframes.save_motion(args.motion_out, motion, model)
+        print(f"motion file: {args.motion_out} ({len(frames)} frames of 30 ms)")
+    if not (args.dry_run or args.port):
+        return 0
+    return _run_motion_file(args, model, out)
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from hil import robots
+    from hil.runtime.motion import make_motion
+
+    model = robots.load(args.robot)
+    motion = make_motion(args.file, model)  # validates the file (errors name keyframe and joint)
+    from hil.safety import SafetyChecker
+
+    bad_row, flags = SafetyChecker(model).check_path(motion.q[:: max(1, len(motion.q) // 400)])
+    if bad_row >= 0 and not getattr(motion, "dynamic_balance_checked", False):
+        reasons = SafetyChecker(model).explain(int(flags[bad_row]), motion.q[bad_row * max(1, len(motion.q) // 400)])
+        raise hil.errors.UnreachableError(f"{args.file}: refused before any motion: " + "; ".join(reasons))
+    print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
+    if not (args.dry_run or args.port):
+        return 0
+    return _run_motion_file(args, model, args.file)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
@@ -247,6 +315,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record", metavar="FILE")
     s.add_argument("--stats-json", metavar="FILE")
     s.set_defaults(func=cmd_path)
+
+    s = sub.add_parser("walk", help="plan a walk for the humanoid (ZMP preview control, prioritised IK)")
+    s.add_argument("--robot", default="humanoid17")
+    s.add_argument("--steps", type=int, default=6)
+    s.add_argument("--stride", type=float, default=0.03, help="forward step length (m)")
+    s.add_argument("--width", type=float, help="distance between the soles (m); default as at home")
+    s.add_argument("--side", type=float, default=0.0, help="sideways step per step (m, + left)")
+    s.add_argument("--turn", type=float, default=0.0, help="turn per step (degrees)")
+    s.add_argument("--period", type=float, default=0.8, help="time per step (s)")
+    s.add_argument("--lift", type=float, default=0.012, help="swing foot clearance (m)")
+    s.add_argument("--knee-stretched", action="store_true", help="walk as tall as the legs allow")
+    s.add_argument("--rate", type=float, help="sample rate = loop rate (Hz)")
+    s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
+    s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (30 ms keyframes)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--dry-run", action="store_true")
+    g.add_argument("--port")
+    s.add_argument("--headless", action="store_true")
+    s.add_argument("--record", metavar="FILE")
+    s.add_argument("--stats-json", metavar="FILE")
+    s.set_defaults(func=cmd_walk)
+
+    s = sub.add_parser("play", help="play a motion file (keyframes .toml/.json, or a trajectory .npz)")
+    s.add_argument("file", metavar="FILE")
+    s.add_argument("--robot", default="humanoid17")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--dry-run", action="store_true")
+    g.add_argument("--port")
+    s.add_argument("--rate", type=float)
+    s.add_argument("--headless", action="store_true")
+    s.add_argument("--record", metavar="FILE")
+    s.add_argument("--stats-json", metavar="FILE")
+    s.set_defaults(func=cmd_play)
 
     s = sub.add_parser("twin", help="the 3D digital twin: attach to a running loop, or --screenshot one frame")
     from twin.cli import add_arguments

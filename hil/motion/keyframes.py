@@ -7,6 +7,8 @@ Format (TOML; JSON with the same keys works too)::
     interpolation = "cubic"        # or "linear"
     start = "home"                 # named pose that unlisted joints take (default: home)
     mirror = false                 # true: play it with left and right swapped
+    dynamic = false                # true for walking motions (every keyframe annotated with support):
+                                   # balance is judged by the ZMP computed back from the motion
 
     [[keyframe]]
     duration_s = 0.6               # time to reach this keyframe from the previous one
@@ -46,6 +48,7 @@ class KeyframeMotion:
     interpolation: str
     keyframes: list[Keyframe]
     q_start: np.ndarray
+    dynamic: bool = False   # a walking motion: balance is judged by its ZMP, not the static COM
 
     @property
     def duration(self) -> float:
@@ -76,6 +79,25 @@ class KeyframeMotion:
         h01 = -2 * u ** 3 + 3 * u ** 2
         h11 = u ** 3 - u ** 2
         return h00 * qs[i] + h10 * m0 + h01 * qs[i + 1] + h11 * m1
+
+    def check_dynamic(self, model, rate_hz: float) -> None:
+        """For a dynamic motion: the ZMP computed back from the joint motion must stay inside the
+        support polygon, and feet on the ground must not slide (ConfigError otherwise)."""
+        from hil.motion.walking import WalkParams, check_walk
+
+        t, Q = self.trajectory(rate_hz)
+        code = {"both": 0, "left": 1, "right": 2}
+        support = np.array([code[self.support_at(x) or "both"] for x in t])
+        foot = next((s for s in model.shapes if s.name == "l_foot"), None)
+        hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+        res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0,
+                         self.name)
+        if res.margin.min() < 0:
+            k = int(np.argmin(res.margin))
+            raise ConfigError(f"{self.name}: the ZMP leaves the support polygon by {-1e3 * res.margin[k]:.1f} mm "
+                              f"at t = {t[k]:.2f} s")
+        if res.slide > 0.002:
+            raise ConfigError(f"{self.name}: a foot on the ground slides {1e3 * res.slide:.1f} mm")
 
     def support_at(self, t: float) -> str | None:
         for k in self.keyframes:
@@ -172,12 +194,18 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
             support = "right" if support == "left" else "left"
         t += dur
         out.append(Keyframe(t, q, support))
-    return KeyframeMotion(name, model.name, interp, out, model.poses[start_pose].copy())
+    dynamic = bool(data.get("dynamic", False))
+    if dynamic and any(k.support is None for k in out):
+        raise ConfigError(f"{where}: a dynamic motion needs a support annotation in every keyframe")
+    return KeyframeMotion(name, model.name, interp, out, model.poses[start_pose].copy(), dynamic)
 
 
 def save_motion(path: str | Path, motion: KeyframeMotion, model) -> None:
     """Write a motion file (TOML) with every joint in every keyframe."""
-    lines = [f'name = "{motion.name}"', f'robot = "{model.name}"', f'interpolation = "{motion.interpolation}"', ""]
+    lines = [f'name = "{motion.name}"', f'robot = "{model.name}"', f'interpolation = "{motion.interpolation}"']
+    if motion.dynamic:
+        lines.append("dynamic = true   # a walking motion: hil play checks its ZMP, not the static COM")
+    lines.append("")
     t_prev = 0.0
     for k in motion.keyframes:
         lines.append("[[keyframe]]")

@@ -190,8 +190,20 @@ def generate(model, params: WalkParams) -> WalkResult:
     return _generate(model, params)
 
 
+def _leg_can_yaw(model) -> bool:
+    """True if some leg joint turns about an (almost) vertical axis at the home pose."""
+    J = model.jacobian(model.home, "l_sole")
+    legs = [i for i, n in enumerate(model.joint_names) if n.startswith("l_") and ("hip" in n or "knee" in n
+                                                                                  or "ankle" in n)]
+    return any(abs(J[5, i]) > 0.5 for i in legs)
+
+
 def _generate(model, params: WalkParams) -> WalkResult:
     p = params
+    if p.turn_deg and not _leg_can_yaw(model):
+        raise InputError(f"walk: {model.name}'s legs have no hip-yaw joint (hip roll, hip pitch, knee, ankle pitch, "
+                         "ankle roll), so a foot cannot turn relative to the other while both are down: turning "
+                         "needs --turn 0 (the paper's 5-joint legs); walk sideways with --side instead")
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
     dt = 1.0 / p.rate_hz

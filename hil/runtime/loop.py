@@ -168,6 +168,12 @@ class Loop:
         self.fields = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
         self.connect_info = ""
         self.Link = Link
+        if getattr(self.motion, "dynamic_balance_checked", False):
+            # a walk leaves the static support polygon by design; its ZMP was checked at plan time
+            self.safety.bal[0] = 0.0
+            self.static_balance_note = "static balance check off for this motion: its ZMP was checked when planned"
+        else:
+            self.static_balance_note = ""
         # compile (or load from the cache) every kernel the cycle uses now, not in the first cycle
         q = self.model.home.copy()
         self.safety.step(q, q.copy(), 0.001, 1.0, q.copy(), q.copy())
@@ -237,6 +243,8 @@ class Loop:
         info = self.link.info
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {sched_note}")
+        if self.static_balance_note:
+            self.event(self.static_balance_note)
         first = None
         deadline = time.monotonic() + 1.0
         while first is None and time.monotonic() < deadline:

@@ -87,6 +87,8 @@ class Trajectory(MotionSource):
 
     name = "trajectory"
 
+    dynamic_balance_checked = False
+
     def __init__(self, t: np.ndarray, q: np.ndarray, name: str = "trajectory") -> None:
         t = np.asarray(t, dtype=np.float64)
         q = np.asarray(q, dtype=np.float64)
@@ -105,7 +107,10 @@ class Trajectory(MotionSource):
     def load(cls, path: str) -> "Trajectory":
         try:
             with np.load(path) as f:
-                return cls(f["t"], f["q"], name=path)
+                traj = cls(f["t"], f["q"], name=path)
+                traj.dynamic_balance_checked = bool(f["dynamic_balance_checked"]) if "dynamic_balance_checked" in f \
+                    else False
+                return traj
         except (OSError, KeyError, ValueError) as e:
             raise InputError(f"{path}: not a trajectory file with arrays t (N,) and q (N, n): {e}") from e
 
@@ -137,4 +142,16 @@ def make_motion(spec: str | None, model) -> MotionSource:
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         return traj
-    raise InputError(f"unknown --motion {spec!r}: use hold, jog, demo, or a trajectory .npz (t, q)")
+    if spec.endswith((".toml", ".json")):
+        from hil.motion.keyframes import load_motion
+
+        motion = load_motion(spec, model)
+        rate = float(model.meta.get("default_rate_hz", 200))
+        t, q = motion.trajectory(rate)
+        traj = Trajectory(t, q, name=motion.name)
+        if motion.dynamic:
+            motion.check_dynamic(model, rate)  # the ZMP computed back from this very motion
+            traj.dynamic_balance_checked = True
+        return traj
+    raise InputError(f"unknown --motion {spec!r}: use hold, jog, demo, a motion file (.toml/.json) or a "
+                     "trajectory .npz (t, q)")

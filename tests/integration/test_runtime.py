@@ -172,3 +172,32 @@ def test_sigint_leaves_a_complete_recording(tmp_path):
     assert (r["board_state"][-20:] == 4).any()  # the board was e-stopped before the end
     s = json.loads(stats.read_text())
     assert s["stop_reason"] == "SIGINT received"
+
+
+def test_play_runs_a_motion_file_through_the_loop(tmp_path):
+    import hil.robots as R
+    from hil.motion.keyframes import load_motion
+
+    rec = tmp_path / "wave.npy"
+    r = subprocess.run(HIL + ["play", "examples/wave.toml", "--robot", "humanoid17", "--dry-run", "--headless",
+                              "--record", str(rec)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "motion 'wave' done" in r.stdout
+    model = R.load("humanoid17")
+    motion = load_motion("examples/wave.toml", model)
+    data = np.load(rec)
+    running = np.flatnonzero(data["loop_flags"] & 4)
+    t0 = data["t"][running[0]]
+    for k in motion.keyframes:  # the command passes through each keyframe at its time
+        i = int(np.argmin(np.abs(data["t"] - (t0 + k.time_s))))
+        assert np.abs(data["q_cmd"][i] - k.q).max() < np.radians(1.5), (k.time_s, np.degrees(data["q_cmd"][i] - k.q))
+
+
+def test_walk_dry_run(tmp_path):
+    rec = tmp_path / "walk.npy"
+    r = subprocess.run(HIL + ["walk", "--steps", "2", "--stride", "0.02", "--dry-run", "--headless", "--record",
+                              str(rec)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ZMP margin" in r.stdout and "static balance check off" in r.stdout and "done" in r.stdout
+    data = np.load(rec)
+    assert (data["loop_flags"] & 4).sum() > 100 and not (data["safety_flags"] & 128).any()  # never held

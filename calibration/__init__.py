@@ -1,1 +1,1 @@
-"""calibration package."""
+"""Joint offset calibration: procedures (reference pose, directions, PUMA pose fit) and `hil calibrate`."""

@@ -70,7 +70,9 @@ class BoardInfo:
 
 @dataclass
 class JointMap:
-    """Board frame ↔ joint frame: q = sign · (b − offset), b = sign · q + offset (radians)."""
+    """Board frame ↔ joint frame (radians). Measurements: q = sign · (b − offset); commands:
+    b = q + offset. `offset` is the board's zero error; `sign` −1 marks a joint whose measurement
+    runs against its command (a reversed encoder or a servo mounted the other way round)."""
 
     offset: np.ndarray
     sign: np.ndarray
@@ -83,7 +85,7 @@ class JointMap:
         return self.sign * (b - self.offset)
 
     def to_board(self, q: np.ndarray) -> np.ndarray:
-        return self.sign * q + self.offset
+        return q + self.offset
 
 
 @dataclass(frozen=True, slots=True)

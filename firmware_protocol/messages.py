@@ -92,6 +92,7 @@ class Param(IntEnum):
     KI = 0x0011              # f32
     KD = 0x0012              # f32
     SERVO_ID = 0x0020        # u32
+    TARGET = 0x0030          # i32 µrad, read-only: the joint's current target (command frame)
     CMD_TIMEOUT_MS = 0x0100  # u32, board, 10..1000, default 50
     WATCHDOG_ACTION = 0x0101  # u32, board: 0 TORQUE_OFF, 1 HOLD, 2 BRAKE
     RELAX_AFTER_MS = 0x0102  # u32, board, 0 = never

@@ -126,6 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return supervisor.run(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from calibration.cli import main as cal_main
+
+    return cal_main(args)
+
+
 def cmd_twin(args: argparse.Namespace) -> int:
     from twin.cli import main as twin_main
 
@@ -348,6 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record", metavar="FILE")
     s.add_argument("--stats-json", metavar="FILE")
     s.set_defaults(func=cmd_play)
+
+    s = sub.add_parser("calibrate", help="calibrate joint offsets and directions, save the board's file")
+    from calibration.cli import add_arguments as cal_args
+
+    cal_args(s)
+    s.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("twin", help="the 3D digital twin: attach to a running loop, or --screenshot one frame")
     from twin.cli import add_arguments

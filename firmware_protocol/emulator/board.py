@@ -5,9 +5,10 @@
 (idle STATE, HEARTBEAT). Time `now` is in seconds (any monotonic clock). Everything a real board
 would do is here, so the pty runner (`__main__`) only moves bytes.
 
-Hidden truth for calibration: the board reports `b = sign · p + offset` for the physical joint
-angle p (a servo horn one spline off, a reversed joint) and drives `p = sign · (b − offset)`;
-only the command line that started the emulator knows sign and offset.
+Hidden truth for calibration: for the physical joint angle p the board drives `p = b_cmd − offset`
+and reports `b = sign · p + offset` (a zero that is off — a servo horn one spline off, an encoder
+index in the wrong place — and a reversed measurement — encoder channels swapped, a servo
+mounted the other way round); only the command line that started the emulator knows them.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class Board:
         self.t_boot = now
         self.now = now
         self.rx_now = now
-        self.target_b = self.measured_b(noise=False)
+        self.target_b = self.command_frame()
         self.qd[:] = 0.0
         self.txn_cache.clear()
         self.last_cmd = now
@@ -134,8 +135,12 @@ class Board:
 
     # -------------------------------------------------------------- frames map
     def to_physical(self, b: np.ndarray) -> np.ndarray:
-        c = self.config
-        return c.signs * (b - c.offsets)
+        """Physical target for a commanded board-frame angle."""
+        return b - self.config.offsets
+
+    def command_frame(self) -> np.ndarray:
+        """The board's internal servo position in the command frame (what ENABLE seeds from)."""
+        return self.q + self.config.offsets
 
     def measured_b(self, noise: bool = True) -> np.ndarray:
         c = self.config
@@ -221,7 +226,7 @@ class Board:
             if self.state in (S.FAULT, S.ESTOP, S.BOOT):
                 return [self._ack(frame, M.AckResult.BAD_STATE)]
             if self.state != S.ENABLED:
-                self.target_b = self.measured_b(noise=False)  # seed targets from measured: no jump
+                self.target_b = self.command_frame()  # seed targets from the servos' own position: no jump
                 self.state = S.ENABLED
                 self.last_cmd = self.rx_now
             return [self._ack(frame, M.AckResult.OK)]
@@ -281,7 +286,7 @@ class Board:
         self.state = M.BoardState.ESTOP
         self.faults |= M.Fault.ESTOP
         self.qd[:] = 0.0  # brakes / torque off: motion stops where it is
-        self.target_b = self.measured_b(noise=False)
+        self.target_b = self.command_frame()
 
     def _param_value(self, pid: int, joint: int, result: int = 0) -> M.ParamValue:
         c = self.config
@@ -294,7 +299,8 @@ class Board:
             return M.ParamValue(pid, joint, M.PARAM_TYPE_U32, board_params[pid], result)
         if not 0 <= joint < c.n_joints:
             return M.ParamValue(pid, joint, jt, 0, M.AckResult.OUT_OF_RANGE)
-        joint_params = {P.POS_MIN: round(c.lower[joint] * 1e6), P.POS_MAX: round(c.upper[joint] * 1e6),
+        joint_params = {P.TARGET: round(float(self.target_b[joint]) * 1e6),
+                        P.POS_MIN: round(c.lower[joint] * 1e6), P.POS_MAX: round(c.upper[joint] * 1e6),
                         P.VEL_MAX: round(c.vmax[joint] * 1e3), P.MAX_STEP: round(c.max_step_rad * 1e6),
                         P.ZERO_OFFSET: 0, P.DIRECTION: 1}
         if pid not in joint_params:
@@ -353,7 +359,7 @@ class Board:
             self.state = M.BoardState.FAULT
             self.faults |= M.Fault.WATCHDOG
             self.watchdog_trips += 1
-            self.target_b = self.measured_b(noise=False)
+            self.target_b = self.command_frame()
             self.qd[:] = 0.0
             out.append(self.state_frame())
         if now - self.last_cmd > 1.0 / max(self.config.idle_state_hz, 0.1) and \

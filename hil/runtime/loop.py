@@ -23,6 +23,7 @@ import json
 import math
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -134,9 +135,15 @@ def run_loop(cfg: LoopConfig) -> int:
         loop = Loop(cfg, shared)
         return loop.run()
     except BaseException as e:  # report anything, then fail
-        shared.set_event(f"loop failed: {e.__class__.__name__}: {e}")
+        from hil.errors import HilError
+        from firmware_protocol.errors import ProtocolLibError
+
+        shared.set_event(f"loop failed: {e}")
         shared.ctrl[C_STATUS] = LoopStatus.FAILED
-        traceback.print_exc()
+        if isinstance(e, (HilError, ProtocolLibError)):
+            print(f"hil run: {e}", file=sys.stderr)  # an expected failure: the message says it all
+        elif not isinstance(e, SystemExit):
+            traceback.print_exc()
         return 1
     finally:
         shared.close()
@@ -228,7 +235,6 @@ class Loop:
         self.t0 = time.monotonic()
         fifo, cpu, sched_note = _try_realtime(cfg)
         # other threads of this process (recorder, transactions) must hand the GIL back quickly
-        import sys
         sys.setswitchinterval(1e-4)
 
         def on_signal(signum, frame):

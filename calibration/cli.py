@@ -1,0 +1,126 @@
+"""`hil calibrate`: run a calibration procedure on a board and save the calibration file."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--robot", required=True, help="puma560 or humanoid17")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--port", help="serial port of the board")
+    g.add_argument("--dry-run", action="store_true", help="calibrate the board emulator (see --emulate-*)")
+    p.add_argument("--method", required=True, choices=["reference", "directions", "poses"])
+    p.add_argument("--pose", default="home", help="reference pose name (method reference; default home)")
+    p.add_argument("--poses", metavar="FILE.csv", help="method poses: q1..q6 (deg), x, y, z (mm) per line")
+    p.add_argument("--lengths", action="store_true", help="method poses: also fit a2 and d4")
+    p.add_argument("--samples", type=int, default=200, help="method reference: readings to average")
+    p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
+    p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
+    p.add_argument("--emulate-offsets-deg", help="dry run: hidden zero offsets (one per joint or joint=deg)")
+    p.add_argument("--emulate-reverse", help="dry run: hidden reversed joints (names)")
+
+
+def _ask(args, text: str) -> None:
+    if args.yes:
+        print(text + " (--yes)")
+        return
+    try:
+        input(text + " Press Enter when ready (Ctrl-C to stop). ")
+    except EOFError:
+        raise SystemExit("no terminal to ask on: run with --yes") from None
+
+
+def main(args: argparse.Namespace) -> int:
+    from firmware_protocol.link import Link
+    from hil import calibration_io, emulation, robots
+    from hil.errors import InputError
+
+    from calibration import procedures as P
+
+    model = robots.load(args.robot)
+    emu = None
+    if args.method == "poses":
+        if "dh" not in model.meta:
+            raise InputError("--method poses fits the PUMA 560's joint offsets; use reference for the humanoid")
+        if not args.poses:
+            raise InputError("--method poses needs --poses FILE.csv (q1..q6 in deg, x y z in mm per line)")
+    elif not (args.port or args.dry_run):
+        raise InputError("hil calibrate needs --port PORT (see `hil ports`) or --dry-run")
+    if args.dry_run and args.method != "poses":
+        offsets = emulation.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
+        reverse = emulation.parse_joint_list(model, args.emulate_reverse)
+        emu = emulation.start_emulator(model, offsets_deg=offsets, reverse=reverse)
+        args.port = emu.path
+        print(f"board emulator: {model.name} on {emu.path}")
+    try:
+        if args.method == "poses":
+            return _poses(args, model, P, calibration_io)
+        link = Link.connect(args.port, expect_joints=model.n)
+        try:
+            uid = link.info.uid
+            path = Path(args.out) if args.out else calibration_io.default_path(uid)
+            old_off, old_sign = np.zeros(model.n), np.ones(model.n)
+            if path.exists():
+                old_off, old_sign, _ = calibration_io.load(path, model, uid)
+            if args.method == "reference":
+                if args.pose not in model.poses:
+                    raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+                _ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
+                           f"... --robot {model.name}`), torque off.")
+                print(f"reading {args.samples} samples per joint …")
+                res = P.reference(link, model, model.poses[args.pose], old_sign, args.samples)
+                print(f"{'joint':<18} {'offset (deg)':>13} {'spread (deg)':>13}")
+                for i, name in enumerate(model.joint_names):
+                    print(f"{name:<18} {math.degrees(res.offsets[i]):>+13.3f} {math.degrees(res.spread[i]):>13.3f}")
+                for w in res.warnings:
+                    print("warning: " + w)
+                calibration_io.save(path, model, uid, "reference", res.offsets, old_sign, res.spread)
+            else:
+                _ask(args, "The robot will jog every joint by ±5° at 10°/s. Keep clear.")
+                print("jogging each joint ±5° at 10°/s …")
+                res = P.directions(link, model)
+                if res.reversed:
+                    print("reversed: " + ", ".join(res.reversed))
+                if res.misscaled:
+                    print("mis-scaled (measured/commanded off by more than 10%): " + ", ".join(res.misscaled))
+                if not res.reversed and not res.misscaled:
+                    print("all joints move the commanded way and amount")
+                calibration_io.save(path, model, uid, "directions", old_off, res.signs, None)
+            print(f"saved calibration for board {uid} ({model.name}): {path}")
+        finally:
+            link.close()
+    finally:
+        if emu is not None:
+            emu.stop()
+    return 0
+
+
+def _poses(args, model, P, calibration_io) -> int:
+    q, p = P.load_pose_file(args.poses, model.n)
+    res = P.fit_poses(model, q, p, fit_lengths=args.lengths)
+    print(f"fit of {len(q)} poses: rms residual {res.rms_mm:.3f} mm, max {res.residuals_mm.max():.3f} mm, "
+          f"condition number {res.condition:.3g}")
+    print(f"{'parameter':<22} {'value':>12} {'± 1σ':>10}")
+    for i, name in enumerate(model.joint_names):
+        print(f"{'offset ' + name:<22} {math.degrees(res.offsets[i]):>+11.4f}° {math.degrees(res.sigma[i]):>9.4f}°")
+    for k, (name, v) in enumerate(res.lengths.items()):
+        print(f"{name:<22} {v * 1e3:>10.3f}mm {res.sigma[model.n + k] * 1e3:>8.3f}mm")
+    for w in res.warnings:
+        print("warning: " + w)
+    if args.out:
+        calibration_io.save(args.out, model, "unknown", "poses", res.offsets, np.ones(model.n),
+                            np.full(model.n, res.rms_mm * 1e-3))
+        print(f"saved: {args.out} (set board_uid in it to the board's id before use)")
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(prog="python -m calibration.cli")
+    add_arguments(ap)
+    sys.exit(main(ap.parse_args()))

@@ -1,0 +1,169 @@
+"""Calibration against the emulator started with hidden offsets and a reversed joint, through a
+real pty; the PUMA pose fit on synthetic measurements; bad files refused."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from calibration import procedures as P
+from hil import calibration_io
+from hil.emulation import emulator_argv
+from hil.errors import ConfigError
+
+HIL = [sys.executable, "-m", "hil.cli"]
+UID = "CA1B0A2D0000000000000017"
+
+
+@pytest.fixture
+def miscalibrated(emulator):
+    model = robots.load("humanoid17")
+    rng = np.random.default_rng(40)
+    hidden = np.round(rng.uniform(-3, 3, model.n), 3)
+    rev = model.joint_index("r_knee")
+    argv = emulator_argv(model, offsets_deg=hidden, reverse=[rev], uid=UID, seed=1)
+    emu = emulator(*argv[3:])
+    return model, emu, hidden, rev
+
+
+def run(*args, **kw):
+    return subprocess.run(HIL + list(args), capture_output=True, text=True, timeout=kw.get("timeout", 180))
+
+
+def test_directions_then_reference_recover_the_hidden_errors(miscalibrated, tmp_path):
+    model, emu, hidden, rev = miscalibrated
+    cal = tmp_path / "cal.toml"
+    r = run("calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "directions", "--yes",
+            "--out", str(cal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "r_knee" in r.stdout and "REVERSED" in r.stdout and "reversed: r_knee" in r.stdout
+    offsets, signs, data = calibration_io.load(cal, model, UID)
+    assert signs[rev] == -1 and (signs[np.arange(model.n) != rev] == 1).all()
+    r = run("calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "reference", "--yes",
+            "--out", str(cal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    offsets, signs, data = calibration_io.load(cal, model, UID)
+    err = np.abs(np.degrees(offsets) - hidden)
+    print("offset errors (deg):", np.round(err, 4))
+    assert err.max() < 0.05, err
+    assert data["method"] == "reference" and data["board_uid"] == UID and data["robot"] == "humanoid17"
+    # applied at the link boundary: with the file, the loop measures the true (home) pose
+    stats = tmp_path / "s.json"
+    r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(cal), "--headless",
+            "--duration", "1.5", "--record", str(tmp_path / "r.npy"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"calibration {cal} applied" in r.stdout
+    rec = np.load(tmp_path / "r.npy")
+    assert np.abs(rec["q_meas"][-1] - model.home).max() < math.radians(0.1)
+    del stats
+
+
+def test_bad_calibration_files_keep_the_robot_disabled(miscalibrated, tmp_path):
+    model, emu, hidden, rev = miscalibrated
+    bad = tmp_path / "bad.toml"
+    bad.write_text("format_version = 1\nboard_uid = [\n")
+    r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(bad), "--headless",
+            "--duration", "2", "--enable")
+    assert r.returncode == 1 and "corrupt" in r.stdout + r.stderr
+    other = tmp_path / "other.toml"
+    calibration_io.save(other, model, "FFFFFFFFFFFFFFFFFFFFFFFF", "reference", np.zeros(model.n), np.ones(model.n))
+    r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(other), "--headless",
+            "--duration", "2", "--enable")
+    assert r.returncode == 1 and "belongs to board 'FFFFFFFFFFFFFFFFFFFFFFFF'" in r.stdout + r.stderr
+    # the board was never enabled: it still reports DISABLED
+    from firmware_protocol.link import Link
+    from tests.conftest import wait_for
+    with Link.connect(emu.path) as link:
+        assert wait_for(link.latest).state == 1
+
+
+def test_calibration_file_validation(tmp_path):
+    model = robots.load("humanoid17")
+    p = tmp_path / "c.toml"
+    calibration_io.save(p, model, UID, "reference", np.radians(np.full(model.n, 1.5)), np.ones(model.n))
+    off, sign, _ = calibration_io.load(p, model, UID)
+    assert np.allclose(np.degrees(off), 1.5)
+    with pytest.raises(ConfigError, match="for robot 'humanoid17', not 'puma560'"):
+        calibration_io.load(p, robots.load("puma560"))
+    p.write_text(p.read_text().replace("sign = 1", "sign = 3", 1))
+    with pytest.raises(ConfigError, match="out of range"):
+        calibration_io.load(p, model)
+    p.write_text("format_version = 2\n")
+    with pytest.raises(ConfigError, match="format_version"):
+        calibration_io.load(p, model)
+
+
+# ---------------------------------------------------------------------------- PUMA pose fit
+def synthetic(puma, true_deg, n, rng, noise_mm=0.0, vary=None):
+    Q = rng.uniform(puma.lower * 0.6, puma.upper * 0.6, (n, 6))
+    Q[:, 4] = np.sign(Q[:, 4]) * np.maximum(np.abs(Q[:, 4]), 0.3)
+    if vary is not None:  # only these joints move between poses
+        Q[:, [j for j in range(6) if j not in vary]] = Q[0, [j for j in range(6) if j not in vary]]
+    p = np.array([puma.fk(q)[:3, 3] for q in Q]) + rng.normal(0, noise_mm * 1e-3, (n, 3))
+    return Q + np.radians(true_deg), p
+
+
+def test_pose_fit_recovers_offsets(tmp_path):
+    puma = robots.load("puma560")
+    true = np.array([0.3, -0.2, 0.5, 0.15, -0.4, 0.25])
+    rng = np.random.default_rng(41)
+    q_read, p = synthetic(puma, true, 12, rng)
+    # through the file format, as a touch probe would deliver it
+    f = tmp_path / "probe.csv"
+    f.write_text("# q1..q6 deg, x y z mm\n" + "\n".join(
+        ",".join(f"{v:.9f}" for v in np.degrees(q)) + "," + ",".join(f"{v * 1e3:.6f}" for v in pp)
+        for q, pp in zip(q_read, p)))
+    q_file, p_file = P.load_pose_file(str(f), 6)
+    res = P.fit_poses(puma, q_file, p_file)
+    # the wrist centre does not move with θ4..θ6 (a spherical wrist): only θ1..θ3 are determined
+    assert np.abs(np.degrees(res.offsets[:3]) - true[:3]).max() < 0.01
+    assert res.rms_mm < 1e-3
+    assert any("poorly conditioned" in w for w in res.warnings)  # and the report says so
+    # with a tool offset, θ6 becomes observable too
+    tool = np.eye(4)
+    tool[:3, 3] = [0.05, 0.0, 0.15]
+    tooled = puma.with_tool(tool)
+    Q = rng.uniform(puma.lower * 0.6, puma.upper * 0.6, (12, 6))
+    p2 = np.array([tooled.fk(q)[:3, 3] for q in Q])
+    res2 = P.fit_poses(puma, Q + np.radians(true), p2, tool=tool)
+    assert np.abs(np.degrees(res2.offsets) - true).max() < 0.01
+    assert not res2.warnings
+
+
+def test_pose_fit_with_noise_reports_uncertainty():
+    puma = robots.load("puma560")
+    tool = np.eye(4)
+    tool[:3, 3] = [0.05, 0.0, 0.15]
+    tooled = puma.with_tool(tool)
+    true = np.array([0.3, -0.2, 0.5, 0.15, -0.4, 0.25])
+    rng = np.random.default_rng(42)
+    Q = rng.uniform(puma.lower * 0.6, puma.upper * 0.6, (20, 6))
+    p = np.array([tooled.fk(q)[:3, 3] for q in Q]) + rng.normal(0, 0.2e-3, (20, 3))
+    res = P.fit_poses(puma, Q + np.radians(true), p, tool=tool)
+    sig = np.degrees(res.sigma[:6])
+    assert np.all(sig > 0) and np.all(sig < 0.2)
+    assert np.all(np.abs(np.degrees(res.offsets) - true) < 4 * sig + 1e-6)
+    assert 0.1 < res.rms_mm < 0.6
+
+
+def test_poorly_conditioned_pose_set_is_flagged():
+    puma = robots.load("puma560")
+    rng = np.random.default_rng(43)
+    q_read, p = synthetic(puma, np.zeros(6), 10, rng, vary=[0])  # only the waist moves
+    res = P.fit_poses(puma, q_read, p)
+    assert res.warnings and "joints 2, 3 and 5" in res.warnings[0]
+
+
+def test_pose_file_errors(tmp_path):
+    f = tmp_path / "p.csv"
+    f.write_text("1,2,3\n")
+    with pytest.raises(Exception, match="line 1: expected 6 joint angles"):
+        P.load_pose_file(str(f), 6)
+    f.write_text("\n".join(["0,0,0,0,0,0,1,2,3"] * 5))
+    with pytest.raises(Exception, match="at least 8"):
+        P.load_pose_file(str(f), 6)

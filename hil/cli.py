@@ -126,6 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return supervisor.run(args)
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from hil.runtime.replay import replay
+
+    return replay(args.file, args.speed, args.headless, args.loop)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from calibration.cli import main as cal_main
 
@@ -354,6 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record", metavar="FILE")
     s.add_argument("--stats-json", metavar="FILE")
     s.set_defaults(func=cmd_play)
+
+    s = sub.add_parser("replay", help="play a recording (from hil run --record) into the twin")
+    s.add_argument("file", metavar="FILE.npy")
+    s.add_argument("--speed", type=float, default=1.0, help="playback speed factor")
+    s.add_argument("--headless", action="store_true", help="no twin; print progress")
+    s.add_argument("--loop", action="store_true", help="repeat until Ctrl-C")
+    s.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("calibrate", help="calibrate joint offsets and directions, save the board's file")
     from calibration.cli import add_arguments as cal_args

@@ -201,3 +201,22 @@ def test_walk_dry_run(tmp_path):
     assert "ZMP margin" in r.stdout and "static balance check off" in r.stdout and "done" in r.stdout
     data = np.load(rec)
     assert (data["loop_flags"] & 4).sum() > 100 and not (data["safety_flags"] & 128).any()  # never held
+
+
+def test_replay_plays_a_recording(tmp_path):
+    rec = tmp_path / "r.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--enable",
+                              "--motion", "demo", "--record", str(rec)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    proc = subprocess.Popen(HIL + ["replay", str(rec), "--headless", "--speed", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    client = attach(proc, "puma560")
+    data = np.load(rec)
+    seen = client.wait(lambda s: s.cycle > len(data) / 2, timeout_s=10)
+    assert seen is not None
+    k = int(seen.cycle)
+    np.testing.assert_allclose(seen.q_cmd, data["q_cmd"][k], atol=0.05)  # the published row is the recorded one
+    out = finish(proc)
+    assert proc.returncode == 0 and "replaying" in out
+    bad = subprocess.run(HIL + ["replay", str(tmp_path / "missing.npy")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "not a hil recording" in bad.stderr

@@ -1,0 +1,81 @@
+"""`hil replay FILE`: play a recording into a shared-state block, so the twin shows it as if live."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from hil.errors import InputError
+from hil.runtime.recorder import load_recording
+from hil.runtime.shared import C_STATUS, LoopStatus, SharedState
+
+
+def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
+    from hil import robots
+    from hil.runtime.supervisor import display_available
+
+    try:
+        data, meta = load_recording(path)
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a hil recording ({e})") from e
+    if len(data) == 0:
+        raise InputError(f"{path}: the recording is empty")
+    robot = meta.get("robot")
+    if robot is None:
+        raise InputError(f"{path}: no {path}.json beside it naming the robot")
+    model = robots.load(robot)
+    if data["q_cmd"].shape[1] != model.n:
+        raise InputError(f"{path}: {data['q_cmd'].shape[1]} joints recorded, {model.name} has {model.n}")
+    if speed <= 0:
+        raise InputError("--speed must be positive")
+    name = f"hil_{model.name}_{os.getpid()}"
+    shared = SharedState(name, model.n, create=True)
+    F = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
+    twin = None
+    if not headless and display_available():
+        from hil.runtime.twin_launch import start_twin
+        twin = start_twin(name, model.name)
+    elif not headless:
+        print("no display: replaying headless (set DISPLAY or use xvfb-run to see it in the twin)")
+    shared.ctrl[C_STATUS] = LoopStatus.RUNNING
+    shared.set_event(f"replay of {path}: {len(data)} cycles, {data['t'][-1] - data['t'][0]:.1f} s")
+    print(f"replaying {path}: {len(data)} cycles at {speed:g}× ({robot})")
+    try:
+        while True:
+            t0 = time.monotonic()
+            r0 = float(data["t"][0])
+            for k in range(len(data)):
+                due = t0 + (float(data["t"][k]) - r0) / speed
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                row = data[k]
+                shared.begin_write()
+                F["t"][0] = row["t"]
+                F["cycle"][0] = k
+                F["q_cmd"][:] = row["q_cmd"]
+                F["q_meas"][:] = row["q_meas"]
+                F["q_target"][:] = row["q_target"]
+                F["board_state"][0] = row["board_state"]
+                F["faults"][0] = row["faults"]
+                F["safety_flags"][0] = row["safety_flags"]
+                F["link_ok"][0] = 1.0
+                F["motion_running"][0] = 1.0 if "loop_flags" in data.dtype.names and row["loop_flags"] & 4 else 0.0
+                shared.end_write()
+                if headless and k % max(1, len(data) // 20) == 0:
+                    print(f"  t {row['t']:7.2f} s  board state {int(row['board_state'])}  "
+                          f"max |cmd − meas| {np.degrees(np.abs(row['q_cmd'] - row['q_meas']).max()):.2f}°")
+            if not loop:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shared.ctrl[C_STATUS] = LoopStatus.STOPPED
+        if twin is not None:
+            twin.terminate()
+        shared.close()
+    print("replay done", file=sys.stderr)
+    return 0

@@ -324,6 +324,19 @@ def _typical_length(model) -> float:
     return max(float(d.max()) / 2.0, 1e-3)
 
 
+_LM_ENTRY = None
+
+
+def _lm_entry(solver) -> object:
+    """The compiled LM kernel entry, looked up once per process (the argument types never change)."""
+    global _LM_ENTRY
+    if _LM_ENTRY is None:
+        _LM_ENTRY = entry_point(P_LM.lm_solve, np.zeros(2)[::2], solver._kin, solver._mt, solver.lower,
+                                solver.upper, solver.table, solver.targets, solver.nlev, solver.params,
+                                np.zeros(solver.model.n), np.zeros(2 + solver.nlev))
+    return _LM_ENTRY
+
+
 class LMSolver:
     """A prioritised LM IK problem packed once, solved many times (e.g. once per control cycle).
 
@@ -355,9 +368,7 @@ class LMSolver:
         self.tol = float(tol)
         self.params = np.array([float(max_iter), self.tol, float(wbar), 1e-9])
         self._kin, self._mt = model.tables
-        self._entry = entry_point(P_LM.lm_solve, np.zeros(2)[::2], self._kin, self._mt, self.lower, self.upper,
-                                  self.table, self.targets, self.nlev, self.params, np.zeros(model.n),
-                                  np.zeros(2 + self.nlev))
+        self._entry = _lm_entry(self)
 
     def set_target(self, i: int, target) -> None:
         """Replace the target of task i (index in the order the tasks were given)."""

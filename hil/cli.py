@@ -185,22 +185,19 @@ def cmd_path(args: argparse.Namespace) -> int:
         print(f"trajectory: {out} (t, q, p_prog, line)")
     if not (args.dry_run or args.port):
         return 0
+    return _run_motion_file(args, model, out, rate=rate, path_file=out)
+
+
+def _run_motion_file(args: argparse.Namespace, model, path: str, rate: float | None = None,
+                     path_file: str | None = None) -> int:
+    """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done."""
     from hil.runtime import supervisor
 
-    run_args = argparse.Namespace(robot=model.name, dry_run=args.dry_run, port=args.port, rate=rate,
-                                  duration=None, headless=args.headless, record=args.record,
-                                  stats_json=args.stats_json, motion=out, enable=True, exit_when_done=True,
-                                  no_realtime=False, calibration=None, fault=None, path_file=out)
-    return supervisor.run(run_args)
-
-
-def _run_motion_file(args: argparse.Namespace, model, path: str) -> int:
-    from hil.runtime import supervisor
-
-    run_args = argparse.Namespace(robot=model.name, dry_run=args.dry_run, port=args.port, rate=args.rate,
-                                  duration=None, headless=args.headless, record=args.record,
-                                  stats_json=args.stats_json, motion=path, enable=True, exit_when_done=True,
-                                  no_realtime=False, calibration=None, fault=None)
+    run_args = argparse.Namespace(robot=model.name, dry_run=args.dry_run, port=args.port,
+                                  rate=rate if rate is not None else args.rate, duration=None,
+                                  headless=args.headless, record=args.record, stats_json=args.stats_json,
+                                  motion=path, enable=True, exit_when_done=True, no_realtime=False,
+                                  calibration=None, fault=None, path_file=path_file)
     return supervisor.run(run_args)
 
 

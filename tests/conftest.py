@@ -73,31 +73,15 @@ def wait_for(predicate, timeout_s: float = 2.0, step_s: float = 0.005):
     return None
 
 
-def _display_ok(display: str) -> bool:
-    import ctypes
-    import ctypes.util
-
-    lib = ctypes.util.find_library("X11")
-    if not lib or not display:
-        return False
-    x11 = ctypes.CDLL(lib)
-    x11.XOpenDisplay.restype = ctypes.c_void_p
-    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
-    d = x11.XOpenDisplay(display.encode())
-    if not d:
-        return False
-    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
-    x11.XCloseDisplay(d)
-    return True
-
-
 @pytest.fixture(scope="session")
 def xdisplay():
     """An X display: the existing one, or an Xvfb started here (-displayfd picks a free number);
     skips when there is neither. DearPyGui itself only ever runs in child processes."""
     import shutil
 
-    if _display_ok(os.environ.get("DISPLAY", "")):
+    from hil.runtime.supervisor import display_available
+
+    if display_available():
         yield os.environ["DISPLAY"]
         return
     xvfb = shutil.which("Xvfb")

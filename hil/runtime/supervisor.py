@@ -15,12 +15,13 @@ from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.shared import C_ESTOP, C_STATUS, LoopClient, LoopStatus, SharedState
 
 
-def display_available() -> bool:
-    """True if an X display can be opened (probed without DearPyGui, which aborts without one)."""
+def display_available(display: str | None = None) -> bool:
+    """True if the X display (default: $DISPLAY) can be opened — probed with Xlib through ctypes,
+    never with DearPyGui, which aborts the process when there is no display."""
     import ctypes
     import ctypes.util
 
-    disp = os.environ.get("DISPLAY")
+    disp = os.environ.get("DISPLAY") if display is None else display
     lib = ctypes.util.find_library("X11")
     if not disp or not lib:
         return False

@@ -24,11 +24,15 @@ def start_run(*args: str) -> subprocess.Popen:
     return subprocess.Popen(HIL + ["run", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def attach(proc: subprocess.Popen, robot: str, timeout_s: float = 20.0) -> LoopClient:
+def attach(proc: subprocess.Popen, robot: str, timeout_s: float = 60.0) -> LoopClient:
+    """Attach to the loop started by `proc`; on failure the process is stopped (no leaks)."""
     name = f"hil_{robot}_{proc.pid}"
     client = wait_for(lambda: _try_attach(name), timeout_s=timeout_s, step_s=0.05)
-    assert client is not None, f"loop {name} did not appear"
-    assert wait_for(lambda: client.status() == 1, timeout_s=timeout_s, step_s=0.02), "loop did not start"
+    started = client is not None and wait_for(lambda: client.status() == 1, timeout_s=timeout_s, step_s=0.02)
+    if not started:
+        proc.kill()
+        out, _ = proc.communicate(timeout=30)
+        raise AssertionError(f"loop {name} did not start:\n{out}")
     return client
 
 

@@ -22,6 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=200, help="method reference: readings to average")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
+    p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")
+    p.add_argument("--show-s", type=float, default=8.0, help="how long the twin shows before/after (s)")
     p.add_argument("--emulate-offsets-deg", help="dry run: hidden zero offsets (one per joint or joint=deg)")
     p.add_argument("--emulate-reverse", help="dry run: hidden reversed joints (names)")
 
@@ -34,6 +36,50 @@ def _ask(args, text: str) -> None:
         input(text + " Press Enter when ready (Ctrl-C to stop). ")
     except EOFError:
         raise SystemExit("no terminal to ask on: run with --yes") from None
+
+
+class CalibrationView:
+    """Before and after, in the twin: the measured pose solid, the nominal reference as the ghost.
+
+    Publishes into a shared-state block like a running loop does, so `hil twin` (opened here when
+    a display is available) shows it; `hil twin --attach NAME` works too."""
+
+    def __init__(self, model, open_twin: bool) -> None:
+        import os
+
+        from hil.runtime.shared import C_STATUS, LoopStatus, SharedState
+
+        self.model = model
+        self.name = f"hil_{model.name}_{os.getpid()}"
+        self.shared = SharedState(self.name, model.n, create=True)
+        self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
+        self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
+        self.twin = None
+        if open_twin:
+            from hil.runtime.supervisor import display_available
+            from hil.runtime.twin_launch import start_twin
+
+            if display_available():
+                self.twin = start_twin(self.name, model.name)
+                print("twin: showing the measured pose (solid) against the reference (ghost)")
+
+    def show(self, q_meas: np.ndarray, q_nominal: np.ndarray, text: str) -> None:
+        self.shared.begin_write()
+        self.fields["q_meas"][:] = q_meas
+        self.fields["q_cmd"][:] = q_nominal
+        self.fields["q_target"][:] = q_nominal
+        self.fields["link_ok"][0] = 1.0
+        self.fields["board_state"][0] = 1
+        self.shared.end_write()
+        self.shared.set_event(text)
+
+    def close(self, linger_s: float) -> None:
+        import time
+
+        if self.twin is not None:
+            time.sleep(linger_s)
+            self.twin.terminate()
+        self.shared.close()
 
 
 def main(args: argparse.Namespace) -> int:
@@ -74,13 +120,23 @@ def main(args: argparse.Namespace) -> int:
                 _ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
                            f"... --robot {model.name}`), torque off.")
                 print(f"reading {args.samples} samples per joint …")
-                res = P.reference(link, model, model.poses[args.pose], old_sign, args.samples)
+                q_ref = model.poses[args.pose]
+                view = CalibrationView(model, not args.headless)
+                # before: the readings through the calibration in force (nominal when there is none)
+                before = old_sign * (P.read_samples(link, 20).mean(axis=0) - old_off)
+                view.show(before, q_ref, "calibration: before (solid: measured, ghost: reference pose)")
+                res = P.reference(link, model, q_ref, old_sign, args.samples)
                 print(f"{'joint':<18} {'offset (deg)':>13} {'spread (deg)':>13}")
                 for i, name in enumerate(model.joint_names):
                     print(f"{name:<18} {math.degrees(res.offsets[i]):>+13.3f} {math.degrees(res.spread[i]):>13.3f}")
                 for w in res.warnings:
                     print("warning: " + w)
                 calibration_io.save(path, model, uid, "reference", res.offsets, old_sign, res.spread)
+                after = old_sign * (P.read_samples(link, 20).mean(axis=0) - res.offsets)
+                view.show(after, q_ref, "calibration: after (solid: measured with the new offsets, ghost: reference)")
+                worst = float(np.max(np.abs(after - q_ref)))
+                print(f"after: measured pose within {math.degrees(worst):.3f}° of the reference")
+                view.close(args.show_s)
             else:
                 _ask(args, "The robot will jog every joint by ±5° at 10°/s. Keep clear.")
                 print("jogging each joint ±5° at 10°/s …")

@@ -346,9 +346,11 @@ class RobotModel:
             if self.frame_names[f] == self.tool_frame:
                 off = off @ np.linalg.inv(self.tool_offset)
             frames[self.frame_names[f]] = (int(self.frame_link[f]), off)
+        # solvers cached in meta (keys starting with "_") belong to this model's tool: not copied
+        meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
         return RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
-            self.poses, self.shapes, self._mt[:, 0], self._mt[:, 1:], self.meta, T, self.source)
+            self.poses, self.shapes, self._mt[:, 0], self._mt[:, 1:], meta, T, self.source)
 
     def __repr__(self) -> str:
         return f"RobotModel({self.name!r}, {self.n} joints, {len(self.frame_names)} frames)"

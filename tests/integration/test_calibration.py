@@ -45,13 +45,14 @@ def test_directions_then_reference_recover_the_hidden_errors(miscalibrated, tmp_
     offsets, signs, data = calibration_io.load(cal, model, UID)
     assert signs[rev] == -1 and (signs[np.arange(model.n) != rev] == 1).all()
     r = run("calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "reference", "--yes",
-            "--out", str(cal))
+            "--headless", "--out", str(cal))
     assert r.returncode == 0, r.stdout + r.stderr
     offsets, signs, data = calibration_io.load(cal, model, UID)
     err = np.abs(np.degrees(offsets) - hidden)
     print("offset errors (deg):", np.round(err, 4))
     assert err.max() < 0.05, err
     assert data["method"] == "reference" and data["board_uid"] == UID and data["robot"] == "humanoid17"
+    assert "after: measured pose within 0.0" in r.stdout
     # applied at the link boundary: with the file, the loop measures the true (home) pose
     stats = tmp_path / "s.json"
     r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(cal), "--headless",

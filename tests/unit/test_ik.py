@@ -360,3 +360,16 @@ def test_joint_velocity_bounded_when_constraints_change(humanoid):
     assert limited.max() <= humanoid.velocity_limit.min(), limited.max()
     # and it is really the ε rule that does it: without it the added contact jerks the arm
     assert unlimited.max() > 2 * limited.max(), (unlimited.max(), limited.max())
+
+
+def test_tool_offset_models_have_their_own_ik(puma):
+    # a solver cached on the plain model must not leak into a model with a tool
+    ik_puma(puma, puma.fk(puma.home))
+    tool = np.eye(4)
+    tool[:3, 3] = [0.0, 0.02, 0.15]
+    tooled = puma.with_tool(tool)
+    q = np.radians([30, -60, 120, 20, 40, 10])
+    sols = ik_puma(tooled, tooled.fk(q), q_near=q)
+    assert np.abs(sols.q - q).max(axis=1).min() < 1e-9
+    res = tooled.ik(tooled.fk(q), q_near=q)
+    assert res.success and np.abs(res.q - q).max() < 1e-9

@@ -186,3 +186,15 @@ def test_transactions_params_and_time_sync(emulator):
             link.param_set(M.Param.CMD_TIMEOUT_MS, 5, type=M.PARAM_TYPE_U32)
         offset, rtt = link.time_sync()
         assert 0 < rtt < 0.05
+
+
+def test_hil_ports_probe_names_the_board(emulator):
+    import subprocess
+    import sys
+
+    emu = emulator("--kind", "humanoid17", "--uid", "00112233445566778899AABB")
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "ports", "--probe", emu.path], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith(emu.path))
+    assert "HUMANOID17 fw 1.0.0, 17 joints, uid 00112233445566778899AABB" in line

@@ -57,6 +57,7 @@ class LoopConfig:
     hold_after_misses: int = 5
     disable_after_misses: int = 50
     calibration: str | None = None
+    port_thread: bool = True     # serial reads and writes on their own thread (see port_worker.py)
     extra: dict = field(default_factory=dict)
 
 
@@ -259,6 +260,13 @@ class Loop:
             first = self.link.poll()
         if first is None:
             raise RuntimeError(f"no STATE from the board on {cfg.port} within 1 s")
+        self.worker = None
+        if cfg.port_thread:
+            from hil.runtime.port_worker import PortWorker
+
+            self.worker = PortWorker(self.link)
+            self.worker.latest = first
+            self.worker.start()
         q_meas = first.q.copy()
         q_cmd = q_meas.copy()
         q_prev = q_cmd.copy()
@@ -322,7 +330,12 @@ class Loop:
                 if link_ok:
                     try:
                         t_w = time.monotonic()
-                        s = self.link.poll()
+                        if self.worker is not None:
+                            if self.worker.error is not None:
+                                raise self.worker.error
+                            s = self.worker.latest
+                        else:
+                            s = self.link.poll()
                         wire = time.monotonic() - t_w
                         if s is not None:
                             sample = s
@@ -336,12 +349,20 @@ class Loop:
                         self.motion_running = False
                         self.event(f"link lost: {e} — holding; the board's watchdog has stopped it")
                 if not link_ok:
+                    if self.worker is not None:
+                        self.worker.stop()
                     if not self._reconnect():
                         self.stop_reason = "link lost and the board did not come back"
                         shared.ctrl[C_STATUS] = LoopStatus.FAILED
                         raise SystemExit(1)
                     link_ok = True
                     sample = self.link.poll() or sample
+                    if self.worker is not None:
+                        from hil.runtime.port_worker import PortWorker
+
+                        self.worker = PortWorker(self.link)
+                        self.worker.latest = sample
+                        self.worker.start()
                     q_meas = sample.q.copy()
                     q_cmd = q_meas.copy()
                     enabled = False
@@ -441,7 +462,10 @@ class Loop:
                 # 4. send (even when disabled: the board answers with a fresh STATE every cycle)
                 try:
                     t_w = time.monotonic()
-                    self.link.send_positions(q_cmd)
+                    if self.worker is not None:
+                        self.worker.submit(q_cmd)
+                    else:
+                        self.link.send_positions(q_cmd)
                     wire += time.monotonic() - t_w
                 except Exception as e:
                     link_ok = False
@@ -554,6 +578,8 @@ class Loop:
 
         cfg = self.cfg
         link = self.link
+        if getattr(self, "worker", None) is not None:
+            self.worker.stop()
         if link is not None and link.lost is None:
             try:
                 link.disable()

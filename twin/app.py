@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from hil.runtime.shared import BOARD_STATES, progress_text
 from twin import scene as S
 
 W, H = 1280, 720
@@ -20,7 +21,6 @@ W, H = 1280, 720
 FOV = math.radians(75)
 PANEL_W = 410
 VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
-BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
 CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.6, target=(0.0, 0.25, -0.25)),
           "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
 
@@ -424,7 +424,7 @@ class TwinApp:
         from hil.safety import flag_names
         dpg.set_value("status", f"board {st}  faults {int(s.faults):#x}  link {'ok' if s.link_ok else 'LOST'}\n"
                                 f"motion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
-                                f"{100 * s.motion_progress:.0f}%   safety: {', '.join(flag_names(int(s.safety_flags))) or 'ok'}\n"
+                                f"{progress_text(s.motion_progress)}   safety: {', '.join(flag_names(int(s.safety_flags))) or 'ok'}\n"
                                 f"twin {self.fps:.0f} fps")
         if s.event:
             dpg.set_value("event", s.event)

@@ -494,7 +494,11 @@ class Loop:
                 F["ramping"][0] = 1.0 if ramping else 0.0
                 F["motion_running"][0] = 1.0 if self.motion_running else 0.0
                 dur = self.motion.duration
-                F["motion_progress"][0] = min(1.0, motion_t / dur) if math.isfinite(dur) and dur > 0 else 0.0
+                # -1 marks an endless motion (demo, jog) so displays do not show a progress stuck at 0 %.
+                if not math.isfinite(dur):
+                    F["motion_progress"][0] = -1.0
+                else:
+                    F["motion_progress"][0] = min(1.0, motion_t / dur) if dur > 0 else 0.0
                 F["link_ok"][0] = 1.0 if link_ok else 0.0
                 F["stale"][0] = 1.0 if stale else 0.0
                 F["misses"][0] = self.stats.misses

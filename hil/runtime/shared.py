@@ -27,6 +27,14 @@ import numpy as np
 
 from hil.errors import HilError
 
+BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
+
+
+def progress_text(progress: float) -> str:
+    """Motion progress for displays: "37.5%", or "endless" for motions without an end (negative)."""
+    return "endless" if progress < 0 else f"{100 * progress:.1f}%"
+
+
 MAGIC = 0x48494C31  # "HIL1"
 CTRL_WORDS = 16
 C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS = range(9)

@@ -12,7 +12,7 @@ import time
 
 from hil.errors import HilError
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import C_ESTOP, C_STATUS, LoopClient, LoopStatus, SharedState
+from hil.runtime.shared import BOARD_STATES, C_ESTOP, C_STATUS, LoopClient, LoopStatus, SharedState, progress_text
 
 
 def display_available(display: str | None = None) -> bool:
@@ -39,14 +39,11 @@ def display_available(display: str | None = None) -> bool:
         return False
 
 
-BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
-
-
 def status_line(s) -> str:
     st = BOARD_STATES.get(int(s.board_state), "?")
     track = float(max(abs(a - b) for a, b in zip(s.q_cmd, s.q_meas))) if len(s.q_cmd) else 0.0
     motion = "running" if s.motion_running else ("ramp-in" if s.ramping else "idle")
-    return (f"t {s.t:7.2f} s | {st:<8} | motion {motion:<7} {100 * s.motion_progress:5.1f}% | "
+    return (f"t {s.t:7.2f} s | {st:<8} | motion {motion:<7} {progress_text(s.motion_progress):>6} | "
             f"{s.rate_hz:6.1f} Hz jitter p50 {s.period_p50_us:6.1f} p99 {s.period_p99_us:7.1f} µs | "
             f"cycle {s.cycle_p50_us:5.1f} µs | misses {int(s.misses)} stale {int(s.stale_total)} | "
             f"track {math.degrees(track):5.2f}°")

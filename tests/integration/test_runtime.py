@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import hil.robots as robots
-from hil.runtime.shared import LoopClient
+from hil.runtime.shared import LoopClient, progress_text
 from tests.conftest import wait_for
 
 HIL = [sys.executable, "-m", "hil.cli"]
@@ -113,6 +113,7 @@ def test_estop_stops_motion_within_a_cycle(tmp_path):
     try:
         client = attach(proc, "puma560")
         assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=6)
+        assert progress_text(client.snapshot().motion_progress) == "endless"  # the demo has no end
         time.sleep(1.0)
         c0 = int(client.snapshot().cycle)
         client.estop()

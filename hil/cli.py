@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import tempfile
 from typing import Sequence
 
 import hil
@@ -77,7 +79,6 @@ def cmd_fk(args: argparse.Namespace) -> int:
 
 
 def cmd_emulate(args: argparse.Namespace) -> int:
-    import os
 
     from hil import emulation, robots
 
@@ -155,8 +156,6 @@ def _floats(text: str, n: int, what: str) -> list[float]:
 
 
 def cmd_path(args: argparse.Namespace) -> int:
-    import os
-    import tempfile
 
     import numpy as np
 
@@ -177,15 +176,21 @@ def cmd_path(args: argparse.Namespace) -> int:
     rate = args.rate or float(model.meta.get("default_rate_hz", 500))
     plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate)
     print(plan.summary())
-    out = args.out
-    if out is None and (args.dry_run or args.port):
-        out = os.path.join(tempfile.mkdtemp(prefix="hil-path-"), "traj.npz")
+    out = _trajectory_out(args, "hil-path-", "traj.npz")
     if out:
         plan.save(out)
         print(f"trajectory: {out} (t, q, p_prog, line)")
     if not (args.dry_run or args.port):
         return 0
     return _run_motion_file(args, model, out, rate=rate, path_file=out)
+
+
+def _trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str | None:
+    """Where a planned trajectory is saved: --out, else a fresh temporary file when it is about to
+    run on a robot (the loop process reads it from disk), else nowhere."""
+    if args.out is None and (args.dry_run or args.port):
+        return os.path.join(tempfile.mkdtemp(prefix=prefix), filename)
+    return args.out
 
 
 def _run_motion_file(args: argparse.Namespace, model, path: str, rate: float | None = None,
@@ -202,8 +207,6 @@ def _run_motion_file(args: argparse.Namespace, model, path: str, rate: float | N
 
 
 def cmd_walk(args: argparse.Namespace) -> int:
-    import os
-    import tempfile
 
     import numpy as np
 
@@ -219,9 +222,7 @@ def cmd_walk(args: argparse.Namespace) -> int:
                                 knee_stretched=args.knee_stretched, rate_hz=rate)
     res = walking.generate(model, params)
     print(res.summary())
-    out = args.out
-    if out is None and (args.dry_run or args.port):
-        out = os.path.join(tempfile.mkdtemp(prefix="hil-walk-"), "walk.npz")
+    out = _trajectory_out(args, "hil-walk-", "walk.npz")
     if out:
         res.save(out)
         print(f"walk: {out} (t, q, support, com_w, zmp_w, zmp_ref)")
@@ -249,9 +250,11 @@ def cmd_play(args: argparse.Namespace) -> int:
     motion = make_motion(args.file, model)  # validates the file (errors name keyframe and joint)
     from hil.safety import SafetyChecker
 
-    bad_row, flags = SafetyChecker(model).check_path(motion.q[:: max(1, len(motion.q) // 400)])
+    stride = max(1, len(motion.q) // 400)  # ~400 samples are enough to catch a bad pose in a keyframe motion
+    checker = SafetyChecker(model)
+    bad_row, flags = checker.check_path(motion.q[::stride])
     if bad_row >= 0 and not getattr(motion, "dynamic_balance_checked", False):
-        reasons = SafetyChecker(model).explain(int(flags[bad_row]), motion.q[bad_row * max(1, len(motion.q) // 400)])
+        reasons = checker.explain(int(flags[bad_row]), motion.q[bad_row * stride])
         raise hil.errors.UnreachableError(f"{args.file}: refused before any motion: " + "; ".join(reasons))
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
     if not (args.dry_run or args.port):

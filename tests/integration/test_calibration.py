@@ -54,14 +54,15 @@ def test_directions_then_reference_recover_the_hidden_errors(miscalibrated, tmp_
     assert data["method"] == "reference" and data["board_uid"] == UID and data["robot"] == "humanoid17"
     assert "after: measured pose within 0.0" in r.stdout
     # applied at the link boundary: with the file, the loop measures the true (home) pose
-    stats = tmp_path / "s.json"
     r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(cal), "--headless",
             "--duration", "1.5", "--record", str(tmp_path / "r.npy"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"calibration {cal} applied" in r.stdout
     rec = np.load(tmp_path / "r.npy")
-    assert np.abs(rec["q_meas"][-1] - model.home).max() < math.radians(0.1)
-    del stats
+    # one sample carries 0.03 deg of noise and 0.09 deg quantisation steps; the mean of the last
+    # half second does not, while an unapplied offset would still show its full 3 deg
+    q_settled = rec["q_meas"][-len(rec) // 3:].mean(axis=0)
+    assert np.abs(q_settled - model.home).max() < math.radians(0.05), np.degrees(q_settled - model.home)
 
 
 def test_bad_calibration_files_keep_the_robot_disabled(miscalibrated, tmp_path):

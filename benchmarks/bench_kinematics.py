@@ -1,8 +1,10 @@
 """Kinematics speed, side by side in one run: hil's Numba kernels vs a plain-NumPy baseline and,
 when installed (`pip install -e '.[bench]'`), Pinocchio and the Robotics Toolbox on the same robot.
 
-Prints ns per call (median of several repeats, each the mean over many calls) and ratios
-against the NumPy baseline. Run: `python benchmarks/bench_kinematics.py [--quick]`.
+Prints ns per call (the best of several repeats, each the mean over many calls: on a shared VM
+the minimum is the least disturbed figure, as `timeit` advises) and ratios against the NumPy
+baseline. Calls are timed the way a user writes them, `model.fk(q)` inside a loop, with no
+wrapper function around them. Run: `python benchmarks/bench_kinematics.py [--quick]`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import platform
 import sys
 import time
+import timeit
 
 import numpy as np
 
@@ -21,15 +24,12 @@ os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__),
 import hil.robots  # noqa: E402
 
 
-def per_call_ns(fn, n: int, repeats: int = 7) -> float:
-    fn()
-    best = []
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            fn()
-        best.append((time.perf_counter_ns() - t0) / n)
-    return float(np.median(best))
+def per_call_ns(fn, *args, n: int, repeats: int = 9) -> float:
+    """Best-of-`repeats` mean time of `fn(*args)` in ns, the call written out in the timed loop."""
+    names = [f"a{i}" for i in range(len(args))]
+    timer = timeit.Timer(f"fn({', '.join(names)})", globals={"fn": fn, **dict(zip(names, args))})
+    fn(*args)
+    return min(timer.repeat(repeats, n)) / n * 1e9
 
 
 # ------------------------------------------------------------------ NumPy baselines
@@ -153,9 +153,9 @@ def main() -> int:
     print("ratio = NumPy baseline time / this time (higher is faster)")
 
     print("\nPUMA 560 FK, tool pose, one call from Python")
-    base = per_call_ns(lambda: numpy_dh_fk(dh, q), n_single // 5)
+    base = per_call_ns(numpy_dh_fk, dh, q, n=n_single // 5)
     row("NumPy DH product (baseline)", base, base)
-    row("hil  model.fk(q)", per_call_ns(lambda: puma.fk(q), n_single), base)
+    row("hil  model.fk(q)", per_call_ns(puma.fk, q, n=n_single), base)
     if "pin" in peers:
         pm, fids = pinocchio_model(puma)
         pd = pm.createData()
@@ -165,30 +165,30 @@ def main() -> int:
             pin.forwardKinematics(pm, pd, q)
             return pin.updateFramePlacement(pm, pd, fid).homogeneous
         np.testing.assert_allclose(pin_fk(), puma.fk(q), atol=1e-12)
-        row("Pinocchio forwardKinematics + frame", per_call_ns(pin_fk, n_single), base)
+        row("Pinocchio forwardKinematics + frame", per_call_ns(pin_fk, n=n_single), base)
     if "rtb" in peers:
         ets = rtb_puma(dh).ets()
         np.testing.assert_allclose(ets.eval(q), puma.fk(q), atol=1e-12)
-        row("Robotics Toolbox ets.eval (C++)", per_call_ns(lambda: ets.eval(q), n_single), base)
+        row("Robotics Toolbox ets.eval (C++)", per_call_ns(ets.eval, q, n=n_single), base)
 
     print("\nPUMA 560 Jacobian (6x6, base frame), one call")
-    base = per_call_ns(lambda: numpy_dh_jacobian(dh, q), n_single // 5)
+    base = per_call_ns(numpy_dh_jacobian, dh, q, n=n_single // 5)
     row("NumPy DH Jacobian (baseline)", base, base)
-    row("hil  model.jacobian(q, 'tool')", per_call_ns(lambda: puma.jacobian(q, "tool"), n_single), base)
+    row("hil  model.jacobian(q, 'tool')", per_call_ns(puma.jacobian, q, "tool", n=n_single), base)
     if "pin" in peers:
         def pin_jac():
             return pin.computeFrameJacobian(pm, pd, q, fid, pin.LOCAL_WORLD_ALIGNED)
         np.testing.assert_allclose(pin_jac(), puma.jacobian(q), atol=1e-12)
-        row("Pinocchio computeFrameJacobian", per_call_ns(pin_jac, n_single), base)
+        row("Pinocchio computeFrameJacobian", per_call_ns(pin_jac, n=n_single), base)
     if "rtb" in peers:
         np.testing.assert_allclose(ets.jacob0(q), puma.jacobian(q), atol=1e-12)
-        row("Robotics Toolbox ets.jacob0 (C++)", per_call_ns(lambda: ets.jacob0(q), n_single), base)
+        row("Robotics Toolbox ets.jacob0 (C++)", per_call_ns(ets.jacob0, q, n=n_single), base)
 
     print(f"\nhumanoid17 FK, all {len(hum.frame_names)} frames, one call")
-    base = per_call_ns(lambda: numpy_tree_fk_all(hum, qh), n_single // 20)
+    base = per_call_ns(numpy_tree_fk_all, hum, qh, n=n_single // 20)
     row("NumPy tree product (baseline)", base, base)
-    row("hil  model.fk_frames(q)", per_call_ns(lambda: hum.fk_frames(qh), n_single), base)
-    row("hil  model.com(q)", per_call_ns(lambda: hum.com(qh), n_single), base)
+    row("hil  model.fk_frames(q)", per_call_ns(hum.fk_frames, qh, n=n_single), base)
+    row("hil  model.com(q)", per_call_ns(hum.com, qh, n=n_single), base)
     if "pin" in peers:
         hm, hfids = pinocchio_model(hum)
         hd = hm.createData()
@@ -197,21 +197,16 @@ def main() -> int:
             pin.framesForwardKinematics(hm, hd, qh)
         pin_all()
         np.testing.assert_allclose(hd.oMf[hfids["l_sole"]].homogeneous, hum.fk_frame(qh, "l_sole"), atol=1e-12)
-        row("Pinocchio framesForwardKinematics", per_call_ns(pin_all, n_single), base)
+        row("Pinocchio framesForwardKinematics", per_call_ns(pin_all, n=n_single), base)
 
     print(f"\nPUMA 560 batched FK, {n_batch} configurations, ns per configuration")
-    t0 = time.perf_counter_ns()
+    base = min(timeit.repeat(lambda: numpy_dh_fk_batch(dh, Q), number=1, repeat=3)) * 1e9 / n_batch
     ref = numpy_dh_fk_batch(dh, Q)
-    base = (time.perf_counter_ns() - t0) / n_batch
     row("NumPy vectorised (baseline)", base, base)
     out = puma.fk_batch(Q)
     np.testing.assert_allclose(out, ref, atol=1e-12)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter_ns()
-        puma.fk_batch(Q)
-        times.append((time.perf_counter_ns() - t0) / n_batch)
-    row(f"hil  model.fk_batch(Q) ({numba.get_num_threads()} threads)", float(np.median(times)), base)
+    best = min(timeit.repeat(lambda: puma.fk_batch(Q), number=1, repeat=7)) * 1e9 / n_batch
+    row(f"hil  model.fk_batch(Q) ({numba.get_num_threads()} threads)", best, base)
     if "pin" in peers:
         Qs = Q[: n_batch // 10]
 

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 from numba import prange
+from numba.extending import overload
 
 from hil._jit import kernel
 
@@ -67,9 +68,26 @@ def check_q(q, kin):
 
 @kernel(inline="always")
 def _link_pose(q, kin, i, out, parent_row, row):
-    """out[row] = out[parent_row] @ A_i @ Rot(axis_i, q[i])  (parent_row < 0: the base, identity)."""
+    """out[row] = out[parent_row] @ A_i @ Rot(axis_i, q[i])  (parent_row < 0: the base, identity).
+    Joints about a coordinate axis skip the zero terms of the rotation (see `frame_pose_rows`)."""
     j = i + 1
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kin[j, K_AXIS], kin[j, K_AXIS + 1], kin[j, K_AXIS + 2], q[i])
+    kx = kin[j, K_AXIS]
+    ky = kin[j, K_AXIS + 1]
+    kz = kin[j, K_AXIS + 2]
+    if kx == 0.0 and ky == 0.0:
+        axis = 3
+    elif kx == 0.0 and kz == 0.0:
+        axis = 2
+    elif ky == 0.0 and kz == 0.0:
+        axis = 1
+    else:
+        axis = 0
+    cs = math.cos(q[i])
+    sn = math.sin(q[i]) * (kz if axis == 3 else (ky if axis == 2 else kx))
+    if axis == 0:
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, q[i])
+    else:
+        r00 = r01 = r02 = r10 = r11 = r12 = r20 = r21 = r22 = 0.0
     for r in range(4):
         if parent_row < 0:
             t0 = 1.0 if r == 0 else 0.0
@@ -85,9 +103,22 @@ def _link_pose(q, kin, i, out, parent_row, row):
         m1 = t0 * kin[j, 2] + t1 * kin[j, 6] + t2 * kin[j, 10]
         m2 = t0 * kin[j, 3] + t1 * kin[j, 7] + t2 * kin[j, 11]
         m3 = t0 * kin[j, 4] + t1 * kin[j, 8] + t2 * kin[j, 12] + t3
-        out[row, r, 0] = m0 * r00 + m1 * r10 + m2 * r20
-        out[row, r, 1] = m0 * r01 + m1 * r11 + m2 * r21
-        out[row, r, 2] = m0 * r02 + m1 * r12 + m2 * r22
+        if axis == 3:  # row @ Rz
+            out[row, r, 0] = m0 * cs + m1 * sn
+            out[row, r, 1] = m1 * cs - m0 * sn
+            out[row, r, 2] = m2
+        elif axis == 2:  # row @ Ry
+            out[row, r, 0] = m0 * cs - m2 * sn
+            out[row, r, 1] = m1
+            out[row, r, 2] = m0 * sn + m2 * cs
+        elif axis == 1:  # row @ Rx
+            out[row, r, 0] = m0
+            out[row, r, 1] = m1 * cs + m2 * sn
+            out[row, r, 2] = m2 * cs - m1 * sn
+        else:
+            out[row, r, 0] = m0 * r00 + m1 * r10 + m2 * r20
+            out[row, r, 1] = m0 * r01 + m1 * r11 + m2 * r21
+            out[row, r, 2] = m0 * r02 + m1 * r12 + m2 * r22
         out[row, r, 3] = m3
 
 
@@ -125,11 +156,27 @@ def fk_all_into(q, kin, out):
     return -1
 
 
+def _joint_value(Q, k, i):
+    """Q[k, i] for a batch (N, n); q[i] for one configuration (k ignored)."""
+
+
+@overload(_joint_value, inline="always")
+def _joint_value_impl(Q, k, i):
+    # Lets one kernel body serve a single strided vector and rows of a batch: a reshape to
+    # (1, n) would need a contiguous q, and callers may pass views such as Q[:, 0].
+    if Q.ndim == 1:
+        return lambda Q, k, i: Q[i]
+    return lambda Q, k, i: Q[k, i]
+
+
 @kernel(inline="always")
 def frame_pose_rows(Q, k, kin, f, out, ko):
-    """out[ko] (4, 4) = pose of frame f at configuration Q[k], computed leaf to root along the
-    frame's chain only, premultiplying A_j @ Rot(axis_j, q_j) column by column (no temporaries).
-    Indexing rows directly (not through views) lets the batched loop vectorise better."""
+    """out[ko] (4, 4) = pose of frame f at configuration Q[k] (Q may also be one vector q),
+    computed leaf to root along the frame's chain only, premultiplying A_j @ Rot(axis_j, q_j)
+    column by column (no temporaries). Indexing rows directly (not through views) lets the
+    batched loop vectorise better. Joints about a coordinate axis (all of the PUMA's, most of
+    the humanoid's) take a branch that skips the zero terms of the rotation: a third fewer
+    multiplications, and the branch is the same every call."""
     n = int(kin[0, HDR_N])
     fr = 1 + n + f
     for r in range(3):
@@ -142,26 +189,69 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
     i = int(kin[fr, K_LINK])
     while i >= 0:
         j = i + 1
-        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(
-            kin[j, K_AXIS], kin[j, K_AXIS + 1], kin[j, K_AXIS + 2], Q[k, i])
-        for c in range(4):
-            x = out[ko, 0, c]
-            y = out[ko, 1, c]
-            z = out[ko, 2, c]
-            w = out[ko, 3, c]
-            u0 = r00 * x + r01 * y + r02 * z
-            u1 = r10 * x + r11 * y + r12 * z
-            u2 = r20 * x + r21 * y + r22 * z
-            out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * u1 + kin[j, 3] * u2 + kin[j, 4] * w
-            out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * u1 + kin[j, 7] * u2 + kin[j, 8] * w
-            out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w
+        kx = kin[j, K_AXIS]
+        ky = kin[j, K_AXIS + 1]
+        kz = kin[j, K_AXIS + 2]
+        angle = _joint_value(Q, k, i)
+        if kx == 0.0 and ky == 0.0:  # about ±z: u = Rz(±angle) x
+            cs = math.cos(angle)
+            sn = math.sin(angle) * kz
+            for c in range(4):
+                x = out[ko, 0, c]
+                y = out[ko, 1, c]
+                z = out[ko, 2, c]
+                w = out[ko, 3, c]
+                u0 = cs * x - sn * y
+                u1 = sn * x + cs * y
+                out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * u1 + kin[j, 3] * z + kin[j, 4] * w
+                out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * u1 + kin[j, 7] * z + kin[j, 8] * w
+                out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * z + kin[j, 12] * w
+        elif kx == 0.0 and kz == 0.0:  # about ±y
+            cs = math.cos(angle)
+            sn = math.sin(angle) * ky
+            for c in range(4):
+                x = out[ko, 0, c]
+                y = out[ko, 1, c]
+                z = out[ko, 2, c]
+                w = out[ko, 3, c]
+                u0 = cs * x + sn * z
+                u2 = cs * z - sn * x
+                out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * y + kin[j, 3] * u2 + kin[j, 4] * w
+                out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * y + kin[j, 7] * u2 + kin[j, 8] * w
+                out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * y + kin[j, 11] * u2 + kin[j, 12] * w
+        elif ky == 0.0 and kz == 0.0:  # about ±x
+            cs = math.cos(angle)
+            sn = math.sin(angle) * kx
+            for c in range(4):
+                x = out[ko, 0, c]
+                y = out[ko, 1, c]
+                z = out[ko, 2, c]
+                w = out[ko, 3, c]
+                u1 = cs * y - sn * z
+                u2 = sn * y + cs * z
+                out[ko, 0, c] = kin[j, 1] * x + kin[j, 2] * u1 + kin[j, 3] * u2 + kin[j, 4] * w
+                out[ko, 1, c] = kin[j, 5] * x + kin[j, 6] * u1 + kin[j, 7] * u2 + kin[j, 8] * w
+                out[ko, 2, c] = kin[j, 9] * x + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w
+        else:
+            r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, angle)
+            for c in range(4):
+                x = out[ko, 0, c]
+                y = out[ko, 1, c]
+                z = out[ko, 2, c]
+                w = out[ko, 3, c]
+                u0 = r00 * x + r01 * y + r02 * z
+                u1 = r10 * x + r11 * y + r12 * z
+                u2 = r20 * x + r21 * y + r22 * z
+                out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * u1 + kin[j, 3] * u2 + kin[j, 4] * w
+                out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * u1 + kin[j, 7] * u2 + kin[j, 8] * w
+                out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w
         i = int(kin[j, K_PARENT])
 
 
 @kernel(inline="always")
 def frame_pose_core(q, kin, f, out):
     """out (4, 4) = pose of frame f at q (no input checks)."""
-    frame_pose_rows(q.reshape((1, q.shape[0])), 0, kin, f, out.reshape((1, 4, 4)), 0)
+    frame_pose_rows(q, 0, kin, f, out.reshape((1, 4, 4)), 0)
 
 
 @kernel()

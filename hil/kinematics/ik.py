@@ -155,7 +155,7 @@ class _PumaSolver:
         self.tool_inv = None if np.array_equal(T_tool, np.eye(4)) else np.linalg.inv(T_tool)
         Q = np.zeros((8, 6))
         flags = np.zeros((2, 8), dtype=np.bool_)
-        self.entry = entry_point(P.puma_ik_kernel, np.eye(4), self.params, np.zeros(2)[::2], Q, flags)
+        self.entry = entry_point(P.puma_ik_kernel, np.eye(4), self.params, np.zeros(4)[::2], Q, flags)
 
 
 _LABELS: dict[int, tuple[str, ...]] = {}
@@ -331,7 +331,7 @@ def _lm_entry(solver) -> object:
     """The compiled LM kernel entry, looked up once per process (the argument types never change)."""
     global _LM_ENTRY
     if _LM_ENTRY is None:
-        _LM_ENTRY = entry_point(P_LM.lm_solve, np.zeros(2)[::2], solver._kin, solver._mt, solver.lower,
+        _LM_ENTRY = entry_point(P_LM.lm_solve, np.zeros(4)[::2], solver._kin, solver._mt, solver.lower,
                                 solver.upper, solver.table, solver.targets, solver.nlev, solver.params,
                                 np.zeros(solver.model.n), np.zeros(2 + solver.nlev))
     return _LM_ENTRY

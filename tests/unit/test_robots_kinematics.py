@@ -294,6 +294,65 @@ def test_kernels_compose_inside_other_kernels(puma):
     np.testing.assert_allclose(h, [puma_fk_reference(q)[2, 3] for q in Q], atol=1e-12)
 
 
+def _rodrigues(axis, angle):
+    k = np.asarray(axis, float) / np.linalg.norm(axis)
+    K_ = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    R = np.eye(4)
+    R[:3, :3] = np.eye(3) + math.sin(angle) * K_ + (1 - math.cos(angle)) * K_ @ K_
+    return R
+
+
+def test_every_axis_kind_against_rodrigues(tmp_path):
+    # the kernels take shortcuts for joints about ±x, ±y, ±z; a chain with each kind and a
+    # tilted axis, checked against a plain Rodrigues product
+    axes = [[0, 0, 1], [0, -1, 0], [1, 0, 0], [0, 0, -1], [0, 1, 0], [-1, 0, 0], [1, 2, 2]]
+    c, s_ = math.cos(0.3), math.sin(0.3)
+    placement = np.array([[c, -s_, 0, 0.1], [s_ * 0.6, c * 0.6, -0.8, 0.02], [s_ * 0.8, c * 0.8, 0.6, -0.05]])
+    text = '[robot]\nname = "axes"\ntool_frame = "tip"\n'
+    parent = "base"
+    for i, ax in enumerate(axes):
+        text += (f'[[joint]]\nname = "j{i}"\nparent = "{parent}"\nplacement = {placement.tolist()}\n'
+                 f'axis = {ax}\nlower_deg = -170\nupper_deg = 170\nvelocity_deg_s = 90\n'
+                 'acceleration_deg_s2 = 900\n')
+        parent = f"j{i}"
+    text += f'[[frame]]\nname = "tip"\nlink = "{parent}"\ntranslation = [0.1, 0.2, 0.3]\n'
+    text += f'[[mass]]\nlink = "{parent}"\nmass_kg = 1.0\ncom = [0.0, 0.0, 0.0]\n'
+    p = tmp_path / "axes.toml"
+    p.write_text(text)
+    model = robots.load(str(p))
+    A = np.eye(4)
+    A[:3, :] = placement
+    tip = np.eye(4)
+    tip[:3, 3] = [0.1, 0.2, 0.3]
+    Q = random_q(model, np.random.default_rng(12), 50)
+    for q in Q:
+        T = np.eye(4)
+        links = []
+        for ax, qi in zip(axes, q):
+            T = T @ A @ _rodrigues(ax, qi)
+            links.append(T)
+        np.testing.assert_allclose(model.fk(q), T @ tip, atol=1e-12)
+        frames = model.fk_frames(q)
+        for i in range(len(axes)):
+            np.testing.assert_allclose(frames[model.frame_index(f"j{i}")], links[i], atol=1e-12)
+    np.testing.assert_allclose(model.fk_batch(Q), [model.fk(q) for q in Q], atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["puma560", "humanoid17"])
+def test_strided_q_gives_the_same_answers(name):
+    # a column of a trajectory array is a strided view; the compiled entries must not assume
+    # a contiguous vector
+    model = robots.load(name)
+    Q2 = np.zeros((model.n, 3))
+    Q2[:, 0] = random_q(model, np.random.default_rng(13), 1)[0]
+    Q2[:, 1:] = 99.0
+    q = Q2[:, 0]
+    assert not q.flags.c_contiguous
+    qc = q.copy()
+    for method in ("fk", "fk_frames", "jacobian", "com", "com_jacobian"):
+        np.testing.assert_array_equal(getattr(model, method)(q), getattr(model, method)(qc), err_msg=method)
+
+
 # ------------------------------------------------------------------------- bad input
 def test_bad_inputs_name_the_value(puma, humanoid):
     with pytest.raises(InputError, match=r"shape \(6,\).*got shape \(5,\)"):

@@ -21,13 +21,18 @@ import hil.robots  # noqa: E402
 from hil.kinematics import LMSolver, Task, ik_lm, ik_puma  # noqa: E402
 
 
-def timed(fn, items) -> tuple[float, list]:
+def timed(fn, items, passes: int = 5) -> tuple[float, list]:
+    """µs per item, the best of `passes` passes over all items (the least disturbed on a shared
+    VM), and the results of the last pass."""
     fn(items[0])
-    out = []
-    t0 = time.perf_counter_ns()
-    for it in items:
-        out.append(fn(it))
-    return (time.perf_counter_ns() - t0) / len(items) / 1e3, out
+    best = math.inf
+    for _ in range(passes):
+        out = []
+        t0 = time.perf_counter_ns()
+        for it in items:
+            out.append(fn(it))
+        best = min(best, (time.perf_counter_ns() - t0) / len(items) / 1e3)
+    return best, out
 
 
 def pose_err(T1, T2):

@@ -39,20 +39,23 @@ _TWO_PI = 2.0 * math.pi
 
 @kernel(inline="always")
 def _wrap_into(x, lo, hi, near):
-    """x + 2πk inside [lo, hi] nearest `near`; NaN-free: returns x and False if none fits."""
-    best = x
-    found = False
-    bestd = 1e300
-    k0 = math.floor((lo - x) / _TWO_PI)
-    for k in range(int(k0), int(k0) + 4):
+    """x + 2πk inside [lo, hi] nearest `near`, and True; if no k fits, x's principal value in
+    [−π, π) and False. Only the k that land inside the range are visited (one or two here)."""
+    k_lo = math.ceil((lo - 1e-12 - x) / _TWO_PI)
+    k_hi = math.floor((hi + 1e-12 - x) / _TWO_PI)
+    if k_lo > k_hi:
+        return x - _TWO_PI * math.floor((x + math.pi) / _TWO_PI), False
+    best = x + k_lo * _TWO_PI
+    bestd = abs(best - near)
+    k = k_lo + 1.0
+    while k <= k_hi:
         v = x + k * _TWO_PI
-        if lo - 1e-12 <= v <= hi + 1e-12:
-            d = abs(v - near)
-            if d < bestd:
-                bestd = d
-                best = min(max(v, lo), hi)
-                found = True
-    return best, found
+        d = abs(v - near)
+        if d < bestd:
+            bestd = d
+            best = v
+        k += 1.0
+    return min(max(best, lo), hi), True
 
 
 @kernel(inline="always")
@@ -77,13 +80,14 @@ def _rigid_status(T):
 
 
 @kernel()
-def puma_ik_kernel(T, params, q_near, Q, flags):
+def puma_ik_kernel(T, params, q_near, Q):
     """All 8 branches for the wrist-frame target T (4, 4).
 
-    params: (a2, a3, d2, d4, floor_z, lower (6), upper (6)). Writes Q (8, 6) and flags (2, 8)
-    bool: row 0 valid, row 1 in limits. Returns `reasons | up_mask << 8 | any_in_limits << 16`:
-    reasons is 0 when some branch is valid, else a bit set (NOT_RIGID and NOT_FINITE mean the
-    target itself is bad); bit b of up_mask is set when branch b has its elbow up.
+    params: (a2, a3, d2, d4, floor_z, lower (6), upper (6)). Writes Q (8, 6). Returns
+    `reasons | up_mask << 8 | valid_mask << 16 | in_limits_mask << 24`, bit b of each mask for
+    branch b (one int instead of a flags array saves an allocation per call): reasons is 0 when
+    some branch is valid, else a bit set (NOT_RIGID and NOT_FINITE mean the target itself is
+    bad); up_mask marks branches with the elbow up; in_limits_mask those valid and in range.
     """
     a2 = params[0]
     a3 = params[1]
@@ -93,9 +97,9 @@ def puma_ik_kernel(T, params, q_near, Q, flags):
     lower = params[5:11]
     upper = params[11:17]
     up_mask = 0
+    valid_mask = 0
+    in_mask = 0
     for b in range(8):
-        flags[0, b] = False
-        flags[1, b] = False
         for j in range(6):
             Q[b, j] = 0.0
     st = _rigid_status(T)
@@ -114,10 +118,14 @@ def puma_ik_kernel(T, params, q_near, Q, flags):
     w1x_abs = math.sqrt(max(disc, 0.0))
     L = math.hypot(a3, d4)
     phi = math.atan2(a3, d4)
+    azimuth = math.atan2(y, x)
+    w1y = -z
     for sh in range(2):
         w1x = w1x_abs if sh == 0 else -w1x_abs
-        th1 = math.atan2(y, x) - math.atan2(d2, w1x)
-        w1y = -z
+        th1 = azimuth - math.atan2(d2, w1x)
+        c1 = math.cos(th1)
+        s1 = math.sin(th1)
+        w_angle = math.atan2(w1y, w1x)
         r2 = w1x * w1x + w1y * w1y
         s = (r2 - a2 * a2 - a3 * a3 - d4 * d4) / (2.0 * a2 * L)
         if s > 1.0 + 1e-10:
@@ -134,17 +142,12 @@ def puma_ik_kernel(T, params, q_near, Q, flags):
             s3 = math.sin(th3)
             u = a2 + a3 * c3 + d4 * s3
             v = a3 * s3 - d4 * c3
-            th2 = math.atan2(w1y, w1x) - math.atan2(v, u)
-            c1 = math.cos(th1)
-            s1 = math.sin(th1)
-            c2 = math.cos(th2)
-            s2 = math.sin(th2)
-            # elbow point and wrist centre in frame 1 (planar), and whether the elbow is above the
-            # shoulder-wrist line in the base frame (base z = -y1, horizontal = x1 along the arm)
-            ex = a2 * c2
-            ey = a2 * s2
-            cross = w1x * (-ey) - (-w1y) * ex  # (wx, wz) x (ex, ez) with z = -y1
-            up = cross > 0.0 if w1x >= 0.0 else cross < 0.0
+            th2 = w_angle - math.atan2(v, u)
+            # Is the elbow above the shoulder-wrist line in the base frame (base z = -y1,
+            # horizontal = x1 along the arm)? With E = a2 (c2, s2) and W = |W| (cos α, sin α) in
+            # frame 1, (Wx, Wz) × (Ex, Ez) = a2 |W| sin(α − θ2) = a2 |W| sin(atan2(v, u)), whose
+            # sign is v's: no trigonometry needed.
+            up = v > 0.0 if w1x >= 0.0 else v < 0.0
             # R03 = Rz(th1) Rx(-90) Rz(th2 + th3) Rx(90)
             c23 = math.cos(th2 + th3)
             s23 = math.sin(th2 + th3)
@@ -170,6 +173,10 @@ def puma_ik_kernel(T, params, q_near, Q, flags):
             m21 = r02 * T[0, 1] + r12 * T[1, 1] + r22 * T[2, 1]
             m22 = r02 * T[0, 2] + r12 * T[1, 2] + r22 * T[2, 2]
             s5 = math.hypot(m02, m12)
+            # the flipped wrist is (θ4 ± π, −θ5, θ6 ± π): atan2(−y, −x) = atan2(y, x) ∓ π
+            th5_nf = math.atan2(s5, m22)
+            th4_nf = math.atan2(m12, m02)
+            th6_nf = math.atan2(m21, -m20)
             for fl in range(2):
                 b = 4 * sh + 2 * el + fl
                 if s5 < 1e-9:
@@ -181,39 +188,29 @@ def puma_ik_kernel(T, params, q_near, Q, flags):
                         th5 = math.pi
                         th6 = th4 - math.atan2(-m10, -m00)
                 elif fl == 0:
-                    th5 = math.atan2(s5, m22)
-                    th4 = math.atan2(m12, m02)
-                    th6 = math.atan2(m21, -m20)
+                    th5 = th5_nf
+                    th4 = th4_nf
+                    th6 = th6_nf
                 else:
-                    th5 = math.atan2(-s5, m22)
-                    th4 = math.atan2(-m12, -m02)
-                    th6 = math.atan2(-m21, m20)
+                    th5 = -th5_nf
+                    th4 = th4_nf - math.pi if th4_nf > 0.0 else th4_nf + math.pi
+                    th6 = th6_nf - math.pi if th6_nf > 0.0 else th6_nf + math.pi
                 Q[b, 0] = th1
                 Q[b, 1] = th2
                 Q[b, 2] = th3
                 Q[b, 3] = th4
                 Q[b, 4] = th5
                 Q[b, 5] = th6
-                flags[0, b] = True
+                valid_mask |= 1 << b
                 if up:
                     up_mask |= 1 << b
                 ok = True
                 for j in range(6):
                     w, found = _wrap_into(Q[b, j], lower[j], upper[j], q_near[j])
-                    if found:
-                        Q[b, j] = w
-                    else:
-                        # keep the principal value in (-π, π]
-                        Q[b, j] = math.atan2(math.sin(Q[b, j]), math.cos(Q[b, j]))
-                        ok = False
-                flags[1, b] = ok
-    any_valid = False
-    any_in = 0
-    for b in range(8):
-        if flags[0, b]:
-            any_valid = True
-        if flags[1, b]:
-            any_in = 1
-    if any_valid:
-        return (up_mask << 8) | (any_in << 16)
+                    Q[b, j] = w
+                    ok = ok and found
+                if ok:
+                    in_mask |= 1 << b
+    if valid_mask:
+        return (up_mask << 8) | (valid_mask << 16) | (in_mask << 24)
     return reasons if reasons != 0 else TOO_FAR

@@ -16,7 +16,9 @@ from hil.kinematics import _lm as P_LM
 from hil.kinematics import _puma_ik as P
 
 _empty = np.empty
-_BOOL = np.bool_
+_NDARRAY = np.ndarray
+_F64 = np.dtype(np.float64)
+_SHAPE44 = (4, 4)
 
 BRANCH_LABELS: tuple[str, ...] = tuple(
     f"{sh}-{el}-{wr}" for sh in ("right", "left") for el in ("up", "down") for wr in ("noflip", "flip"))
@@ -59,25 +61,26 @@ class IKSolutions:
     `labels` (8,) like "right-up-noflip", and `reason` when no branch is valid (or none fits
     the ranges). A plain slotted class: building it is on the hot path of path planning."""
 
-    __slots__ = ("q", "_flags", "_up", "reason")
+    __slots__ = ("q", "_status", "reason")
 
-    def __init__(self, q: np.ndarray, flags: np.ndarray, up_mask: int, reason: str = "") -> None:
+    def __init__(self, q: np.ndarray, status: int, reason: str = "") -> None:
         self.q = q
-        self._flags = flags
-        self._up = up_mask
+        self._status = status  # the kernel's word: masks of up (bits 8-15), valid (16-23), in limits (24-31)
         self.reason = reason
 
     @property
     def valid(self) -> np.ndarray:
-        return self._flags[0]
+        """(8,) bool, read-only: the branch reaches the target."""
+        return _MASK_BITS[(self._status >> 16) & 0xFF]
 
     @property
     def in_limits(self) -> np.ndarray:
-        return self._flags[1]
+        """(8,) bool, read-only: valid and inside the joint ranges."""
+        return _MASK_BITS[(self._status >> 24) & 0xFF]
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return _labels(self._up)
+        return _labels((self._status >> 8) & 0xFF)
 
     def index(self, branch: str) -> int:
         """Row of the named branch (e.g. "right-up-noflip")."""
@@ -88,12 +91,13 @@ class IKSolutions:
 
     def nearest(self, q_near: np.ndarray, branch: str | None = None) -> int | None:
         """Index of the in-limit branch nearest q_near (Euclidean, radians), or of `branch`."""
+        in_mask = (self._status >> 24) & 0xFF
         if branch is not None:
             i = self.index(branch)
-            return i if self.in_limits[i] else None
-        idx = np.flatnonzero(self.in_limits)
-        if idx.size == 0:
+            return i if in_mask >> i & 1 else None
+        if not in_mask:
             return None
+        idx = _MASK_INDICES[in_mask]
         d = np.linalg.norm(self.q[idx] - q_near, axis=1)
         return int(idx[np.argmin(d)])
 
@@ -153,12 +157,16 @@ class _PumaSolver:
         self.floor_z = floor_z
         T_tool = model.tool_offset
         self.tool_inv = None if np.array_equal(T_tool, np.eye(4)) else np.linalg.inv(T_tool)
-        Q = np.zeros((8, 6))
-        flags = np.zeros((2, 8), dtype=np.bool_)
-        self.entry = entry_point(P.puma_ik_kernel, np.eye(4), self.params, np.zeros(4)[::2], Q, flags)
+        # T and q_near typed for any layout ("A"): a transposed or sliced pose must not be misread
+        self.entry = entry_point(P.puma_ik_kernel, np.zeros((4, 8))[:, ::2], self.params, np.zeros(4)[::2],
+                                 np.zeros((8, 6)))
 
 
 _LABELS: dict[int, tuple[str, ...]] = {}
+# row m: the 8 bits of m as bools (read-only, shared: `IKSolutions.valid` hands out its rows)
+_MASK_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)
+_MASK_BITS.flags.writeable = False
+_MASK_INDICES = [np.flatnonzero(row) for row in _MASK_BITS]
 
 
 def _labels(up_mask: int) -> tuple[str, ...]:
@@ -182,7 +190,7 @@ def ik_puma(model, T, q_near=None) -> IKSolutions:
     solver = model.meta.get("_puma_solver")
     if solver is None:
         solver = model.meta["_puma_solver"] = _PumaSolver(model)
-    if T.__class__ is not np.ndarray or T.dtype != np.float64 or T.shape != (4, 4):
+    if T.__class__ is not _NDARRAY or T.dtype is not _F64 or T.shape != _SHAPE44:
         T = check_pose(T)
     if q_near is None:
         q_near = model.home
@@ -193,17 +201,16 @@ def ik_puma(model, T, q_near=None) -> IKSolutions:
     if solver.tool_inv is not None:
         T = T @ solver.tool_inv
     Q = _empty((8, 6))
-    flags = _empty((2, 8), dtype=_BOOL)
-    status = solver.entry(T, solver.params, q_near, Q, flags)
+    status = solver.entry(T, solver.params, q_near, Q)
     reasons = status & 0xFF
     if reasons & (P.NOT_RIGID | P.NOT_FINITE):
         check_pose(T)  # raises with the details
     reason = ""
     if reasons:
         reason = _puma_reason(reasons, T, solver.geom, solver.floor_z)
-    elif not status >> 16:
+    elif not status >> 24:
         reason = "reachable, but no branch fits inside the joint ranges"
-    return IKSolutions(Q, flags, (status >> 8) & 0xFF, reason)
+    return IKSolutions(Q, status, reason)
 
 
 def _puma_reason(status: int, T: np.ndarray, geom: np.ndarray, floor_z: float) -> str:

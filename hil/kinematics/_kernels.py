@@ -88,12 +88,17 @@ def _link_pose(q, kin, i, out, parent_row, row):
         r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, q[i])
     else:
         r00 = r01 = r02 = r10 = r11 = r12 = r20 = r21 = r22 = 0.0
-    for r in range(4):
+    # rows 0-2 only: the last row of a rigid transform is always [0, 0, 0, 1]
+    out[row, 3, 0] = 0.0
+    out[row, 3, 1] = 0.0
+    out[row, 3, 2] = 0.0
+    out[row, 3, 3] = 1.0
+    for r in range(3):
         if parent_row < 0:
             t0 = 1.0 if r == 0 else 0.0
             t1 = 1.0 if r == 1 else 0.0
             t2 = 1.0 if r == 2 else 0.0
-            t3 = 1.0 if r == 3 else 0.0
+            t3 = 0.0
         else:
             t0 = out[parent_row, r, 0]
             t1 = out[parent_row, r, 1]
@@ -136,7 +141,11 @@ def fk_all_core(q, kin, out):
     for f in range(n + 1, m):
         fr = 1 + n + f
         lr = int(kin[fr, K_LINK]) + 1
-        for r in range(4):
+        out[f, 3, 0] = 0.0
+        out[f, 3, 1] = 0.0
+        out[f, 3, 2] = 0.0
+        out[f, 3, 3] = 1.0
+        for r in range(3):
             t0 = out[lr, r, 0]
             t1 = out[lr, r, 1]
             t2 = out[lr, r, 2]

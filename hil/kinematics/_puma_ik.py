@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from hil._jit import kernel
+from hil.kinematics._lm import rigid_status
 
 # reason bits, as returned by the kernel
 TOO_FAR = 1
@@ -58,27 +59,6 @@ def _wrap_into(x, lo, hi, near):
     return min(max(best, lo), hi), True
 
 
-@kernel(inline="always")
-def _rigid_status(T):
-    for r in range(4):
-        for c in range(4):
-            v = T[r, c]
-            if not (v - v == 0.0):
-                return NOT_FINITE
-    if T[3, 0] != 0.0 or T[3, 1] != 0.0 or T[3, 2] != 0.0 or T[3, 3] != 1.0:
-        return NOT_RIGID
-    for i in range(3):
-        for j in range(3):
-            d = T[0, i] * T[0, j] + T[1, i] * T[1, j] + T[2, i] * T[2, j]
-            if abs(d - (1.0 if i == j else 0.0)) > 1e-6:
-                return NOT_RIGID
-    det = (T[0, 0] * (T[1, 1] * T[2, 2] - T[1, 2] * T[2, 1]) - T[0, 1] * (T[1, 0] * T[2, 2] - T[1, 2] * T[2, 0])
-           + T[0, 2] * (T[1, 0] * T[2, 1] - T[1, 1] * T[2, 0]))
-    if det < 0.0:
-        return NOT_RIGID
-    return 0
-
-
 @kernel()
 def puma_ik_kernel(T, params, q_near, Q):
     """All 8 branches for the wrist-frame target T (4, 4).
@@ -102,9 +82,9 @@ def puma_ik_kernel(T, params, q_near, Q):
     for b in range(8):
         for j in range(6):
             Q[b, j] = 0.0
-    st = _rigid_status(T)
+    st = rigid_status(T)
     if st != 0:
-        return st
+        return NOT_FINITE if st == 1 else NOT_RIGID
     x = T[0, 3]
     y = T[1, 3]
     z = T[2, 3]

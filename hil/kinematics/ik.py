@@ -16,9 +16,11 @@ from hil.kinematics import _lm as P_LM
 from hil.kinematics import _puma_ik as P
 
 _empty = np.empty
+_zeros = np.zeros
 _NDARRAY = np.ndarray
 _F64 = np.dtype(np.float64)
 _SHAPE44 = (4, 4)
+_SHAPE3 = (3,)
 
 BRANCH_LABELS: tuple[str, ...] = tuple(
     f"{sh}-{el}-{wr}" for sh in ("right", "left") for el in ("up", "down") for wr in ("noflip", "flip"))
@@ -344,6 +346,20 @@ def _lm_entry(solver) -> object:
     return _LM_ENTRY
 
 
+_TARGET_ENTRIES: tuple = ()
+
+
+def _target_entries() -> tuple:
+    """Compiled entries that check and store a new pose / point target, looked up once per process."""
+    global _TARGET_ENTRIES
+    if not _TARGET_ENTRIES:
+        any_pose = np.zeros((4, 8))[:, ::2]  # layout "A": any (4, 4) array, strided or not
+        targets = np.zeros((1, 4, 4))
+        _TARGET_ENTRIES = (entry_point(P_LM.set_pose_target, targets, 0, any_pose),
+                           entry_point(P_LM.set_point_target, targets, 0, np.zeros(6)[::2]))
+    return _TARGET_ENTRIES
+
+
 class LMSolver:
     """A prioritised LM IK problem packed once, solved many times (e.g. once per control cycle).
 
@@ -365,7 +381,9 @@ class LMSolver:
         for name, v in (locked or {}).items():
             i = model.joint_index(name)
             self.lower[i] = self.upper[i] = float(np.clip(v, model.lower[i], model.upper[i]))
-        self.table, self.targets, self.nlev, self.tasks, self._position = _pack_tasks(model, tasks)
+        self.table, self.targets, self.nlev, self.tasks, position = _pack_tasks(model, tasks)
+        self._position = tuple(int(k) for k in position)
+        self._set_pose, self._set_point = _target_entries()
         if wbar is None:
             wbar = model.meta.get("_lm_wbar")
             if wbar is None:
@@ -378,17 +396,23 @@ class LMSolver:
         self._entry = _lm_entry(self)
 
     def set_target(self, i: int, target) -> None:
-        """Replace the target of task i (index in the order the tasks were given)."""
-        if not 0 <= i < len(self._position):
-            raise InputError(f"task index {i} out of range 0..{len(self._position) - 1}")
-        k = int(self._position[i])
-        tgt = np.asarray(target, dtype=np.float64)
-        if tgt.shape == (3,):
-            if not np.all(np.isfinite(tgt)):
-                raise InputError(f"task {i}: target {tgt.tolist()} is not finite")
-            self.targets[k, :3, 3] = tgt
+        """Replace the target of task i (index in the order the tasks were given): a pose (4, 4),
+        or a point (3,) for position-only tasks, in the task's reference frame."""
+        position = self._position
+        if not (isinstance(i, (int, np.integer)) and 0 <= i < len(position)):
+            raise InputError(f"task index {i!r} out of range 0..{len(position) - 1}")
+        k = position[i]
+        if target.__class__ is not _NDARRAY or target.dtype is not _F64:
+            target = np.asarray(target, dtype=np.float64)
+        shape = target.shape
+        if shape == _SHAPE44:
+            if self._set_pose(self.targets, k, target):
+                check_pose(target, f"task {i} target")  # raises with the details
+        elif shape == _SHAPE3:
+            if self._set_point(self.targets, k, target):
+                raise InputError(f"task {i}: target {target.tolist()} is not finite")
         else:
-            self.targets[k] = check_pose(tgt, f"task {i} target")
+            raise InputError(f"task {i}: target must be a pose (4, 4) or a point (3,), got shape {shape}")
 
     def solve(self, q0, max_iter: int | None = None) -> IKResult:
         model = self.model
@@ -397,13 +421,14 @@ class LMSolver:
         if max_iter is not None:
             params = params.copy()
             params[0] = float(max_iter)
-        q = np.empty(model.n)
-        info = np.zeros(2 + self.nlev)
+        q = _empty(model.n)
+        info = _zeros(2 + self.nlev)  # early exits leave the residuals unwritten
         status = self._entry(q0, self._kin, self._mt, self.lower, self.upper, self.table, self.targets,
                              self.nlev, params, q, info)
-        residuals = tuple(info[2:].tolist())
-        tol = self.tol
-        success = residuals[0] <= tol * 10
+        info = info.tolist()
+        residuals = tuple(info[2:])
+        limit = self.tol * 10
+        success = residuals[0] <= limit
         reason = ""
         if status == P_LM.NOT_FINITE:
             bad = np.flatnonzero(~np.isfinite(q0))
@@ -419,10 +444,10 @@ class LMSolver:
             why = "iteration limit reached" if status == P_LM.MAX_ITER else "no further progress"
             reason = (f"priority-1 target not met ({frames}): {why}, residual {residuals[0]:.3g}; the target is "
                       "out of reach, singular or blocked by joint limits — q is the nearest pose found")
-        elif any(r > tol * 10 for r in residuals[1:]):
+        elif len(residuals) > 1 and max(residuals[1:]) > limit:
             reason = ("priority-1 met; lower priorities met as well as they can be: residuals "
                       + ", ".join(f"{r:.3g}" for r in residuals))
-        return IKResult(q, bool(success), residuals[0], int(info[1]), reason, None, residuals)
+        return IKResult(q, success, residuals[0], int(info[1]), reason, None, residuals)
 
 
 def ik_lm(model, tasks, q0, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None) -> IKResult:

@@ -4,7 +4,12 @@ with and without SCHED_FIFO. Every run is `hil run --dry-run` against the board 
 
 "compute" is the cycle time minus the time spent in the serial port's read and write calls (on a
 pty those cost tens of µs of kernel time per call, unlike a USB device); it is the cost of one
-cycle excluding the wire. Run: `python benchmarks/bench_loop.py [--quick]`.
+cycle excluding the wire. "steal" is the share of the loop CPU's time the hypervisor gave to
+someone else during the row (from /proc/stat): on a VM, late wake-ups come from there.
+
+Baseline, in the same run: a bare loop (the same SCHED_FIFO priority, CPU pinning, sleep-then-
+spin and miss rule, but no work, no port, no emulator) at 1 kHz, before and after the table: the
+floor this machine allows at that moment. Run: `python benchmarks/bench_loop.py [--quick]`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,54 @@ import tempfile
 import time
 
 HIL = [sys.executable, "-m", "hil.cli"]
+
+
+def bare_loop(rate: float, seconds: float, spin_us: float = 500.0) -> dict:
+    """The loop's timing skeleton alone (run in a child process: it changes its scheduling)."""
+    import numpy as np
+
+    from hil.runtime.loop import cpu_times, steal_fraction
+
+    cpu = None
+    fifo = False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+        fifo = True
+    except (PermissionError, OSError, AttributeError):
+        pass
+    try:
+        cpu = sorted(os.sched_getaffinity(0))[-1]
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, AttributeError):
+        pass
+    T = 1.0 / rate
+    spin = spin_us * 1e-6
+    n = int(seconds * rate)
+    wakes = np.empty(n)
+    before = cpu_times(cpu)
+    next_deadline = time.monotonic() + T
+    for i in range(n):
+        sleep_for = next_deadline - time.monotonic() - spin
+        if sleep_for > 0:
+            time.sleep(sleep_for)
+        while time.monotonic() < next_deadline:
+            pass
+        wakes[i] = time.monotonic()
+        next_deadline += T
+        if next_deadline < wakes[i] - 10 * T:
+            next_deadline = wakes[i] + T
+    steal = steal_fraction(before, cpu_times(cpu))
+    periods = np.diff(wakes) * 1e6
+    jit = np.abs(periods - T * 1e6)
+    return {"jitter_p50_us": float(np.percentile(jit, 50)), "jitter_p99_us": float(np.percentile(jit, 99)),
+            "jitter_max_us": float(jit.max()), "missed_fraction": float(np.mean(np.diff(wakes) > 1.5 * T)),
+            "sched_fifo": fifo, "cpu_steal_fraction": steal}
+
+
+def run_bare(rate: float, seconds: float) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--bare", str(rate), str(seconds)], capture_output=True,
+                         text=True, timeout=seconds + 60)
+    return json.loads(out.stdout)
 
 
 def start_xvfb():
@@ -69,7 +122,15 @@ def one_run(robot: str, rate: int, seconds: float, realtime: bool, twin_display:
         return s
 
 
+def fmt_steal(s: dict) -> str:
+    v = s.get("cpu_steal_fraction")
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--bare"]:
+        print(json.dumps(bare_loop(float(sys.argv[2]), float(sys.argv[3]))))
+        return 0
     quick = "--quick" in sys.argv
     seconds = 4.0 if quick else 10.0
     xvfb, display = start_xvfb()
@@ -77,8 +138,15 @@ def main() -> int:
         print("(no Xvfb: the 'twin open' rows are skipped; apt-get install -y xvfb)")
     print(f"hil loop timing, puma560 demo motion on the emulator, {seconds:.0f} s per row, {os.cpu_count()} cores")
     print(f"{'rate':>5} {'twin':>5} {'FIFO':>5} {'jitter p50':>11} {'p99':>9} {'max':>9} {'missed':>8} "
-          f"{'cycle p50':>10} {'p99':>8} {'compute p50':>12} {'p99':>8} {'twin fps':>9}")
+          f"{'cycle p50':>10} {'p99':>8} {'compute p50':>12} {'p99':>8} {'twin fps':>9} {'steal':>6}")
     rows = []
+
+    def bare_row(label: str) -> None:
+        b = run_bare(1000, seconds)
+        print(f" 1000  bare loop {label}: jitter p50 {b['jitter_p50_us']:.1f} µs, p99 {b['jitter_p99_us']:.1f} µs, "
+              f"max {b['jitter_max_us']:.0f} µs, missed {100 * b['missed_fraction']:.2f} %, steal {fmt_steal(b)}",
+              flush=True)
+    bare_row("(baseline, before)")
     try:
         for rate in (200, 500, 1000):
             for twin in (False, True):
@@ -93,7 +161,9 @@ def main() -> int:
                     print(f"{rate:>5} {'open' if twin else '-':>5} {'yes' if s['sched_fifo'] else 'no':>5} "
                           f"{s['jitter_p50_us']:>9.1f}µs {s['jitter_p99_us']:>7.1f}µs {s['jitter_max_us']:>7.0f}µs "
                           f"{100 * s['missed_fraction']:>7.2f}% {s['cycle_p50_us']:>8.1f}µs {s['cycle_p99_us']:>6.0f}µs "
-                          f"{s['compute_p50_us']:>10.1f}µs {s['compute_p99_us']:>6.0f}µs {fps:>9}", flush=True)
+                          f"{s['compute_p50_us']:>10.1f}µs {s['compute_p99_us']:>6.0f}µs {fps:>9} "
+                          f"{fmt_steal(s):>6}", flush=True)
+        bare_row("(baseline, after)")
     finally:
         if xvfb is not None:
             xvfb.terminate()

@@ -307,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="enable the board at start (otherwise nothing moves until you enable in the twin)")
     s.add_argument("--exit-when-done", action="store_true", help="stop when the motion is finished")
     s.add_argument("--no-realtime", action="store_true", help="do not ask for SCHED_FIFO and CPU pinning")
+    s.add_argument("--spin-us", type=float, default=None,
+                   help="busy-wait this long before each deadline instead of sleeping (default 500; less "
+                        "saves CPU, more absorbs late wake-ups)")
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=cmd_run)

@@ -107,6 +107,31 @@ class _Stats:
         }
 
 
+def cpu_times(cpu: int | None) -> tuple[int, int] | None:
+    """(steal, total) clock ticks of one CPU (None: all CPUs) from /proc/stat, or None off Linux.
+
+    Steal is time the hypervisor ran something else while this virtual CPU wanted to run: on a
+    VM it shows up as late wake-ups no scheduling policy inside the guest can prevent."""
+    key = "cpu" if cpu is None else f"cpu{cpu}"
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] == key:
+                    ticks = [int(x) for x in parts[1:9]]  # user nice system idle iowait irq softirq steal
+                    return ticks[7], sum(ticks)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Share of the CPU's time taken by the hypervisor between two `cpu_times` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def _try_realtime(cfg: LoopConfig) -> tuple[bool, int | None, str]:
     notes = []
     fifo = False
@@ -241,6 +266,8 @@ class Loop:
         shared = self.shared
         self.t0 = time.monotonic()
         fifo, cpu, sched_note = _try_realtime(cfg)
+        self.cpu = cpu
+        self.cpu_at_start = cpu_times(cpu)
         # other threads of this process (recorder, transactions) must hand the GIL back quickly
         sys.setswitchinterval(1e-4)
 
@@ -606,12 +633,18 @@ class Loop:
         T_us = 1e6 / cfg.rate_hz
         summary = self.stats.summary(T_us)
         k = max(self.stats.k, 1)
+        steal = steal_fraction(getattr(self, "cpu_at_start", None), cpu_times(getattr(self, "cpu", None)))
+        if steal is not None and steal > 0.01 and self.stats.misses:
+            where = f"cpu {self.cpu}" if getattr(self, "cpu", None) is not None else "this machine"
+            self.event(f"the hypervisor took {100 * steal:.1f} % of {where}'s time during the run (steal): "
+                       "late wake-ups on a virtual machine come from there, not from the loop")
         stats = {
             "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": self.stats.k + 1, "stop_reason": self.stop_reason,
             **summary, "missed_deadlines": self.stats.misses, "missed_fraction": self.stats.misses / k,
             "stale_states": self.stats.stale, "link_errors": self.stats.link_errors,
             "decoder_drops": link.decoder.stats.dropped if link else 0,
             "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),
+            "cpu_steal_fraction": steal,
             "safety": self.stats.safety_counts, "max_tracking_error_rad": self.stats.max_track_err,
             "max_command_speed_rad_s": self.stats.max_cmd_speed, "events": self.stats.events[-50:],
         }

@@ -64,11 +64,19 @@ def run(args) -> int:
     else:
         port = args.port
     name = f"hil_{model.name}_{os.getpid()}"
-    shared = SharedState(name, model.n, create=True)
+    extra = {}
+    if getattr(args, "spin_us", None) is not None:
+        extra["spin_us"] = max(0.0, float(args.spin_us))
+    try:
+        shared = SharedState(name, model.n, create=True)
+    except BaseException:
+        if emu is not None:  # it holds our stdout: a caller waiting for EOF would wait forever
+            emu.stop()
+        raise
     cfg = LoopConfig(robot=model.name, port=port, shm_name=name, rate_hz=rate, duration_s=args.duration,
                      record=args.record, stats_json=args.stats_json, motion=args.motion, enable=args.enable,
                      exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
-                     calibration=getattr(args, "calibration", None))
+                     calibration=getattr(args, "calibration", None), **extra)
     ctx = mp.get_context("spawn")
     proc = ctx.Process(target=_loop_entry, args=(cfg,), name="hil-loop")
     twin = None

@@ -178,23 +178,65 @@ def _joint_value_impl(Q, k, i):
     return lambda Q, k, i: Q[k, i]
 
 
+def _pose_get(out, ko, r, c):
+    """out[ko, r, c] for a stack of poses (N, 4, 4); out[r, c] for one pose (ko ignored)."""
+
+
+def _pose_set(out, ko, r, c, v):
+    """out[ko, r, c] = v for a stack of poses; out[r, c] = v for one pose (ko ignored)."""
+
+
+@overload(_pose_get, inline="always")
+def _pose_get_impl(out, ko, r, c):
+    # one kernel body for a single (4, 4) result and a batch, without a reshape per call (a view
+    # costs ~40 ns of reference counting, a fifth of a PUMA FK)
+    if out.ndim == 2:
+        return lambda out, ko, r, c: out[r, c]
+    return lambda out, ko, r, c: out[ko, r, c]
+
+
+@overload(_pose_set, inline="always")
+def _pose_set_impl(out, ko, r, c, v):
+    if out.ndim == 2:
+        def set2(out, ko, r, c, v):
+            out[r, c] = v
+        return set2
+
+    def set3(out, ko, r, c, v):
+        out[ko, r, c] = v
+    return set3
+
+
+@kernel(inline="always")
+def _column(out, ko, c):
+    """Column c of pose ko of out as four scalars."""
+    return _pose_get(out, ko, 0, c), _pose_get(out, ko, 1, c), _pose_get(out, ko, 2, c), _pose_get(out, ko, 3, c)
+
+
+@kernel(inline="always")
+def _set_placed_column(out, ko, c, kin, j, u0, u1, u2, w):
+    """Rows 0-2 of column c of pose ko = A_j (joint row j of kin) @ (u0, u1, u2, w)."""
+    _pose_set(out, ko, 0, c, kin[j, 1] * u0 + kin[j, 2] * u1 + kin[j, 3] * u2 + kin[j, 4] * w)
+    _pose_set(out, ko, 1, c, kin[j, 5] * u0 + kin[j, 6] * u1 + kin[j, 7] * u2 + kin[j, 8] * w)
+    _pose_set(out, ko, 2, c, kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w)
+
+
 @kernel(inline="always")
 def frame_pose_rows(Q, k, kin, f, out, ko):
-    """out[ko] (4, 4) = pose of frame f at configuration Q[k] (Q may also be one vector q),
+    """out[ko] (4, 4) = pose of frame f at configuration Q[k] (Q may also be one vector q and
+    out one pose, see `_joint_value` and `_pose_get`),
     computed leaf to root along the frame's chain only, premultiplying A_j @ Rot(axis_j, q_j)
     column by column (no temporaries). Indexing rows directly (not through views) lets the
-    batched loop vectorise better. Joints about a coordinate axis (all of the PUMA's, most of
-    the humanoid's) take a branch that skips the zero terms of the rotation: a third fewer
-    multiplications, and the branch is the same every call."""
+    batched loop vectorise better. Joints about a coordinate axis (every joint of both robots)
+    take a branch that skips the zero terms of the rotation — a third fewer multiplications —
+    with the branch outside the column loop and the same every call."""
     n = int(kin[0, HDR_N])
     fr = 1 + n + f
     for r in range(3):
         for c in range(4):
-            out[ko, r, c] = kin[fr, 1 + 4 * r + c]
-    out[ko, 3, 0] = 0.0
-    out[ko, 3, 1] = 0.0
-    out[ko, 3, 2] = 0.0
-    out[ko, 3, 3] = 1.0
+            _pose_set(out, ko, r, c, kin[fr, 1 + 4 * r + c])
+    for c in range(4):
+        _pose_set(out, ko, 3, c, 1.0 if c == 3 else 0.0)
     i = int(kin[fr, K_LINK])
     while i >= 0:
         j = i + 1
@@ -206,61 +248,33 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
             cs = math.cos(angle)
             sn = math.sin(angle) * kz
             for c in range(4):
-                x = out[ko, 0, c]
-                y = out[ko, 1, c]
-                z = out[ko, 2, c]
-                w = out[ko, 3, c]
-                u0 = cs * x - sn * y
-                u1 = sn * x + cs * y
-                out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * u1 + kin[j, 3] * z + kin[j, 4] * w
-                out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * u1 + kin[j, 7] * z + kin[j, 8] * w
-                out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * z + kin[j, 12] * w
+                x, y, z, w = _column(out, ko, c)
+                _set_placed_column(out, ko, c, kin, j, cs * x - sn * y, sn * x + cs * y, z, w)
         elif kx == 0.0 and kz == 0.0:  # about ±y
             cs = math.cos(angle)
             sn = math.sin(angle) * ky
             for c in range(4):
-                x = out[ko, 0, c]
-                y = out[ko, 1, c]
-                z = out[ko, 2, c]
-                w = out[ko, 3, c]
-                u0 = cs * x + sn * z
-                u2 = cs * z - sn * x
-                out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * y + kin[j, 3] * u2 + kin[j, 4] * w
-                out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * y + kin[j, 7] * u2 + kin[j, 8] * w
-                out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * y + kin[j, 11] * u2 + kin[j, 12] * w
+                x, y, z, w = _column(out, ko, c)
+                _set_placed_column(out, ko, c, kin, j, cs * x + sn * z, y, cs * z - sn * x, w)
         elif ky == 0.0 and kz == 0.0:  # about ±x
             cs = math.cos(angle)
             sn = math.sin(angle) * kx
             for c in range(4):
-                x = out[ko, 0, c]
-                y = out[ko, 1, c]
-                z = out[ko, 2, c]
-                w = out[ko, 3, c]
-                u1 = cs * y - sn * z
-                u2 = sn * y + cs * z
-                out[ko, 0, c] = kin[j, 1] * x + kin[j, 2] * u1 + kin[j, 3] * u2 + kin[j, 4] * w
-                out[ko, 1, c] = kin[j, 5] * x + kin[j, 6] * u1 + kin[j, 7] * u2 + kin[j, 8] * w
-                out[ko, 2, c] = kin[j, 9] * x + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w
+                x, y, z, w = _column(out, ko, c)
+                _set_placed_column(out, ko, c, kin, j, x, cs * y - sn * z, sn * y + cs * z, w)
         else:
             r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, angle)
             for c in range(4):
-                x = out[ko, 0, c]
-                y = out[ko, 1, c]
-                z = out[ko, 2, c]
-                w = out[ko, 3, c]
-                u0 = r00 * x + r01 * y + r02 * z
-                u1 = r10 * x + r11 * y + r12 * z
-                u2 = r20 * x + r21 * y + r22 * z
-                out[ko, 0, c] = kin[j, 1] * u0 + kin[j, 2] * u1 + kin[j, 3] * u2 + kin[j, 4] * w
-                out[ko, 1, c] = kin[j, 5] * u0 + kin[j, 6] * u1 + kin[j, 7] * u2 + kin[j, 8] * w
-                out[ko, 2, c] = kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w
+                x, y, z, w = _column(out, ko, c)
+                _set_placed_column(out, ko, c, kin, j, r00 * x + r01 * y + r02 * z, r10 * x + r11 * y + r12 * z,
+                                   r20 * x + r21 * y + r22 * z, w)
         i = int(kin[j, K_PARENT])
 
 
 @kernel(inline="always")
 def frame_pose_core(q, kin, f, out):
     """out (4, 4) = pose of frame f at q (no input checks)."""
-    frame_pose_rows(q, 0, kin, f, out.reshape((1, 4, 4)), 0)
+    frame_pose_rows(q, 0, kin, f, out, 0)
 
 
 @kernel()

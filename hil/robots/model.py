@@ -242,7 +242,7 @@ class RobotModel:
         return out
 
     def _bind_fast_paths(self) -> None:
-        """Shadow `fk` and `fk_frames` with closures over this model's tables.
+        """Shadow `fk`, `fk_frames`, `jacobian` and `com` with closures over this model's tables.
 
         Same contract as the methods above (which document it); what differs is only the cost
         of getting to the kernel: no bound-method object, no attribute lookups, and a check of
@@ -274,10 +274,36 @@ class RobotModel:
                 raise q_error(q, st)
             return out
 
-        fk.__doc__ = RobotModel.fk.__doc__
-        fk_frames.__doc__ = RobotModel.fk_frames.__doc__
-        self.fk = fk
-        self.fk_frames = fk_frames
+        jacobian_entry = self._entries.jacobian
+        com_entry = self._entries.com
+        mt = self._mt
+        n = self.n
+        tool = self._tool
+        frame_index = self.frame_index
+
+        def jacobian(q, frame: str | int | None = None) -> np.ndarray:
+            if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
+                q = as_q(q)
+            f = tool if frame is None else frame_index(frame)
+            J = empty((6, n))
+            st = jacobian_entry(q, kin, f, empty(frames_shape), J)
+            if st != -1:
+                raise q_error(q, st)
+            return J
+
+        def com(q) -> np.ndarray:
+            if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
+                q = as_q(q)
+            out = empty(3)
+            st = com_entry(q, kin, mt, empty(frames_shape), out)
+            if st != -1:
+                raise q_error(q, st)
+            return out
+
+        for fn, method in ((fk, RobotModel.fk), (fk_frames, RobotModel.fk_frames),
+                           (jacobian, RobotModel.jacobian), (com, RobotModel.com)):
+            fn.__doc__ = method.__doc__
+            setattr(self, method.__name__, fn)
 
     def fk_frame(self, q, frame: str | int) -> np.ndarray:
         """Pose (4, 4) of one named frame in the base frame."""

@@ -493,6 +493,43 @@ class Link:
         self.stats.tx_commands += 1
         return seq
 
+    def round_trips_ms(self, count: int = 5, timeout_s: float = 0.25, quiet_s: float = 0.03) -> list[float]:
+        """Round trips (ms) of `count` hold commands, each timed until the next STATE arrives (the
+        board answers every command with one). Poll mode, before the control loop starts: a hold
+        changes nothing on a board that is not enabled. STATEs still in flight are drained first
+        (until none arrived for `quiet_s`), so that a slow adapter's backlog is not taken for
+        answers. A command left unanswered within `timeout_s` counts as `timeout_s`."""
+        n = self.info.n_joints if self.info is not None else 0
+        hold = np.zeros(n)
+
+        def newest_t() -> float:
+            s = self.poll()
+            return s.t_host if s is not None else -1.0
+
+        start = time.monotonic()
+        last_t = newest_t()
+        quiet_since = start
+        while time.monotonic() - quiet_since < quiet_s and time.monotonic() - start < 10 * quiet_s + 0.5:
+            t = newest_t()
+            if t > last_t:
+                last_t, quiet_since = t, time.monotonic()
+            time.sleep(0.0005)
+        trips = []
+        for _ in range(count):
+            t0 = time.monotonic()
+            self.send_positions(hold, hold=True)
+            while True:
+                t = newest_t()
+                if t > last_t:
+                    last_t = t
+                    trips.append((t - t0) * 1e3)
+                    break
+                if time.monotonic() - t0 > timeout_s:
+                    trips.append(timeout_s * 1e3)
+                    break
+                time.sleep(0.0002)
+        return trips
+
     def _transact(self, msg: M.Message, key_of, timeout_s: float = 0.05, tries: int = 3):
         self._check()
         seq = self._next_seq()

@@ -238,6 +238,29 @@ class Loop:
 
         threading.Thread(target=work, name=f"hil-{what}", daemon=True).start()
 
+    def _check_round_trip(self) -> None:
+        """Time a few command → STATE round trips before the loop starts; warn when they take longer
+        than a cycle (journey: an FTDI adapter at its default 16 ms latency timer)."""
+        trips = sorted(self.link.round_trips_ms(5))
+        self.round_trip_ms = trips
+        median = trips[len(trips) // 2]
+        period_ms = 1e3 / self.cfg.rate_hz
+        if median <= max(5.0, period_ms):
+            return
+        port = self.cfg.port
+        dev = os.path.basename(os.path.realpath(port))
+        if dev.startswith("ttyUSB"):
+            fix = (f"if it is an FTDI adapter its latency timer is probably at the default 16 ms: "
+                   f"echo 1 | sudo tee /sys/bus/usb-serial/devices/{dev}/latency_timer "
+                   f"(or setserial {port} low_latency)")
+        else:
+            fix = "the adapter or the board buffers its replies; a USB CDC-ACM board or an adapter with a 1 ms latency timer avoids it"
+        if self.link.info is not None and self.link.info.low_latency is False:
+            fix += "; hil could not switch this port to low-latency mode itself"
+        self.event(f"warning: round trip to the board is {median:.1f} ms (median of {len(trips)}, "
+                   f"{trips[0]:.1f}–{trips[-1]:.1f} ms), longer than one {self.cfg.rate_hz:.0f} Hz cycle "
+                   f"({period_ms:.1f} ms): measured states will lag the commands. {fix}")
+
     def _estop(self, source: str) -> None:
         if self.link is not None:
             try:
@@ -293,6 +316,7 @@ class Loop:
             first = self.link.poll()
         if first is None:
             raise RuntimeError(f"no STATE from the board on {cfg.port} within 1 s")
+        self._check_round_trip()
         self.worker = None
         if cfg.port_thread:
             from hil.runtime.port_worker import PortWorker
@@ -644,7 +668,7 @@ class Loop:
             "stale_states": self.stats.stale, "link_errors": self.stats.link_errors,
             "decoder_drops": link.decoder.stats.dropped if link else 0,
             "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),
-            "cpu_steal_fraction": steal,
+            "cpu_steal_fraction": steal, "round_trip_ms": getattr(self, "round_trip_ms", None),
             "safety": self.stats.safety_counts, "max_tracking_error_rad": self.stats.max_track_err,
             "max_command_speed_rad_s": self.stats.max_cmd_speed, "events": self.stats.events[-50:],
         }

@@ -157,6 +157,27 @@ def test_killed_board_is_reported_and_the_loop_stops_cleanly(emulator, tmp_path)
     assert len(r) > 100
 
 
+def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
+    # an adapter that holds every reply 16 ms (an FTDI chip at its default latency timer) is
+    # measured and named before the loop starts; the same board without the delay is not
+    model = robots.load("puma560")
+    from hil.emulation import emulator_argv
+    results = {}
+    for latency in (16.0, None):
+        emu = emulator(*emulator_argv(model, latency_ms=latency)[3:])
+        stats = tmp_path / f"s{latency}.json"
+        r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "1",
+                                  "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        results[latency] = (r.stdout, json.loads(stats.read_text())["round_trip_ms"])
+    out, trips = results[16.0]
+    assert "warning: round trip to the board is" in out and "longer than one 500 Hz cycle" in out, out
+    assert min(trips) >= 16.0, trips
+    out, trips = results[None]
+    assert "round trip to the board" not in out, out
+    assert max(trips) < 16.0, trips
+
+
 def test_sigint_leaves_a_complete_recording(tmp_path):
     rec = tmp_path / "sigint.npy"
     stats = tmp_path / "sigint.json"

@@ -234,20 +234,16 @@ class RobotModel:
 
     def fk(self, q) -> np.ndarray:
         """Pose (4, 4) of the tool frame in the base frame, metres; q in radians."""
-        q = self._fast_q(q)
-        out = _empty((4, 4))
-        st = self._entries.fk_tool(q, self._kin, out)
-        if st != -1:
-            raise self._q_error(q, st)
-        return out
+        return self.__dict__["fk"](q)  # the closure bound in `_bind_fast_paths`
 
     def _bind_fast_paths(self) -> None:
         """Shadow `fk`, `fk_frames`, `jacobian` and `com` with closures over this model's tables.
 
-        Same contract as the methods above (which document it); what differs is only the cost
+        Same contract as the class methods of these names (which document it); what differs is the cost
         of getting to the kernel: no bound-method object, no attribute lookups, and a check of
         q's dimension instead of its full shape (the kernel itself checks the length). That is
-        about 150 ns of a 1 µs call, measured in benchmarks/bench_kinematics.py.
+        about 150 ns of a 1 µs call, measured in benchmarks/bench_kinematics.py. The class methods
+        of the same names only delegate here (they are what `RobotModel.fk(model, q)` reaches).
         """
         kin = self._kin
         fk_tool = self._entries.fk_tool
@@ -317,32 +313,16 @@ class RobotModel:
 
     def fk_frames(self, q) -> np.ndarray:
         """Poses (n_frames, 4, 4) of every frame in `frame_names`, base frame."""
-        q = self._fast_q(q)
-        out = _empty((len(self.frame_names), 4, 4))
-        st = self._entries.fk_all(q, self._kin, out)
-        if st != -1:
-            raise self._q_error(q, st)
-        return out
+        return self.__dict__["fk_frames"](q)
 
     def jacobian(self, q, frame: str | int | None = None) -> np.ndarray:
         """Geometric Jacobian (6, n) of `frame` (default: tool): rows [v; ω] in the base frame,
         v the velocity of the frame origin. Columns of joints not on the frame's chain are zero."""
-        q = self._fast_q(q)
-        f = self._tool if frame is None else self.frame_index(frame)
-        J = _empty((6, self.n))
-        st = self._entries.jacobian(q, self._kin, f, _empty((len(self.frame_names), 4, 4)), J)
-        if st != -1:
-            raise self._q_error(q, st)
-        return J
+        return self.__dict__["jacobian"](q, frame)
 
     def com(self, q) -> np.ndarray:
         """Centre of mass (3,) of the whole robot in the base frame, metres."""
-        q = self._fast_q(q)
-        out = _empty(3)
-        st = self._entries.com(q, self._kin, self._mt, _empty((len(self.frame_names), 4, 4)), out)
-        if st != -1:
-            raise self._q_error(q, st)
-        return out
+        return self.__dict__["com"](q)
 
     def com_jacobian(self, q) -> np.ndarray:
         """Jacobian (3, n) of the centre of mass in the base frame."""

@@ -661,7 +661,7 @@ class Loop:
         if steal is not None and steal > 0.01 and self.stats.misses:
             where = f"cpu {self.cpu}" if getattr(self, "cpu", None) is not None else "this machine"
             self.event(f"the hypervisor took {100 * steal:.1f} % of {where}'s time during the run (steal): "
-                       "late wake-ups on a virtual machine come from there, not from the loop")
+                       "on a virtual machine, most late wake-ups come from there")
         stats = {
             "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": self.stats.k + 1, "stop_reason": self.stop_reason,
             **summary, "missed_deadlines": self.stats.misses, "missed_fraction": self.stats.misses / k,

@@ -175,7 +175,7 @@ def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
     assert min(trips) >= 16.0, trips
     out, trips = results[None]
     assert "round trip to the board" not in out, out
-    assert max(trips) < 16.0, trips
+    assert sorted(trips)[len(trips) // 2] < 5.0, trips  # ~1.3 ms here; the median, as the warning uses
 
 
 def test_sigint_leaves_a_complete_recording(tmp_path):

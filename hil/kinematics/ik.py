@@ -238,10 +238,11 @@ _MASKS = {"pose": (1, 1, 1, 1, 1, 1), "position": (1, 1, 1, 0, 0, 0), "orientati
 _COMPONENTS = ("x", "y", "z", "rx", "ry", "rz")
 
 
-def _parse_mask(mask) -> np.ndarray:
+def _parse_mask(mask) -> tuple[float, ...] | np.ndarray:
+    """The six 0/1 flags (x y z rx ry rz) of a task mask given by name, tokens or six numbers."""
     if isinstance(mask, str):
         if mask in _MASKS:
-            return np.array(_MASKS[mask], dtype=np.float64)
+            return _MASKS[mask]
         out = np.zeros(6)
         for tok in mask.replace(",", " ").split():
             if tok not in _COMPONENTS:
@@ -295,22 +296,33 @@ def _pack_tasks(model, tasks):
             f = model.frame_index(t.frame)
         rf = 0 if t.ref is None else model.frame_index(t.ref)
         mask = _parse_mask(t.mask)
-        if f < 0 and mask[3:].any():
+        orientation = mask[3] or mask[4] or mask[5]
+        if f < 0 and orientation:
             raise InputError("task on 'com' can only constrain position components (x y z)")
-        w = np.broadcast_to(np.asarray(t.weight, dtype=np.float64), (6,)) if np.ndim(t.weight) == 0 \
-            else np.asarray(t.weight, dtype=np.float64).reshape(-1)
-        if w.shape != (6,) or not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise InputError(f"task {i} ({t.frame}): weight must be one or six non-negative numbers")
-        tgt = np.asarray(t.target, dtype=np.float64)
-        if tgt.shape == (3,):
-            if not np.all(np.isfinite(tgt)):
-                raise InputError(f"task {i} ({t.frame}): target {tgt.tolist()} is not finite")
-            if mask[3:].any():
-                raise InputError(f"task {i} ({t.frame}): a (3,) target cannot constrain orientation; give a (4, 4) pose")
-            T = np.eye(4)
-            T[:3, 3] = tgt
+        weight = t.weight
+        if isinstance(weight, (int, float)):  # the usual case, without NumPy's per-call overheads
+            if not (math.isfinite(weight) and weight >= 0):
+                raise InputError(f"task {i} ({t.frame}): weight must be one or six non-negative numbers")
+            table[i, P_LM.T_WEIGHT:P_LM.T_WEIGHT + 6] = weight
         else:
-            T = check_pose(tgt, f"task {i} ({t.frame}) target")
+            w = np.broadcast_to(np.asarray(weight, dtype=np.float64), (6,)) if np.ndim(weight) == 0 \
+                else np.asarray(weight, dtype=np.float64).reshape(-1)
+            if w.shape != (6,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise InputError(f"task {i} ({t.frame}): weight must be one or six non-negative numbers")
+            table[i, P_LM.T_WEIGHT:P_LM.T_WEIGHT + 6] = w
+        tgt = t.target
+        if tgt.__class__ is not _NDARRAY or tgt.dtype is not _F64:
+            tgt = np.asarray(tgt, dtype=np.float64)
+        if tgt.shape == _SHAPE3:
+            if _POINT_ENTRY[0] is None:
+                _POINT_ENTRY[0] = _target_entries()[1]
+            if _POINT_ENTRY[0](targets, i, tgt):
+                raise InputError(f"task {i} ({t.frame}): target {tgt.tolist()} is not finite")
+            if orientation:
+                raise InputError(f"task {i} ({t.frame}): a (3,) target cannot constrain orientation; give a (4, 4) pose")
+            targets[i, 0, 0] = targets[i, 1, 1] = targets[i, 2, 2] = targets[i, 3, 3] = 1.0
+        else:
+            targets[i] = check_pose(tgt, f"task {i} ({t.frame}) target")
         eps = float(t.max_error_step)
         if not eps >= 0:
             raise InputError(f"task {i}: max_error_step must be ≥ 0")
@@ -319,8 +331,8 @@ def _pack_tasks(model, tasks):
         table[i, P_LM.T_LEVEL] = level_of[int(t.priority)]
         table[i, P_LM.T_EPS] = eps
         table[i, P_LM.T_MASK:P_LM.T_MASK + 6] = mask
-        table[i, P_LM.T_WEIGHT:P_LM.T_WEIGHT + 6] = w
-        targets[i] = T
+    if len(prios) == 1:  # one level: already in order
+        return table, targets, 1, tasks, np.arange(len(tasks))
     order = np.argsort(table[:, P_LM.T_LEVEL], kind="stable")
     position = np.empty(len(tasks), dtype=np.int64)
     position[order] = np.arange(len(tasks))
@@ -347,6 +359,7 @@ def _lm_entry(solver) -> object:
 
 
 _TARGET_ENTRIES: tuple = ()
+_POINT_ENTRY: list = [None]  # `_target_entries()[1]`, fetched on first use by `_pack_tasks`
 
 
 def _target_entries() -> tuple:

@@ -324,7 +324,7 @@ def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
     lam = params[3]
     ntask = tasks.shape[0]
     R = 6 * ntask
-    # all work arrays are views into two buffers: 2 allocations instead of 30 (1.7 → 0.6 µs)
+    # all work arrays are views into two buffers: 2 allocations instead of 30 (1.7 → 0.6 µs, measured alone)
     buf = np.empty(16 * m + 15 * n + 3 + 2 * R * n + 4 * R + 2 * nlev + 3 * n * n + 6 * n + 2 * n * R
                    + 3 * R + 2 * R * R)
     ibuf = np.empty(2 * R + n, dtype=np.int64)

@@ -135,7 +135,9 @@ def test_estop_stops_motion_within_a_cycle(tmp_path):
     first = int(np.flatnonzero(r["board_state"] == 4)[0])
     # from the first ESTOP state on, the joints stay where they were (measurement noise only)
     assert np.ptp(r["q_meas"][first:], axis=0).max() < 2e-4
-    assert cycles_to_confirm <= 10  # request → ESTOP sent in the next cycle → confirmed by a STATE
+    # request → ESTOP sent in the next cycle → confirmed by the board's STATE (typically 2–3 cycles;
+    # the bound leaves room for the emulator, an ordinary process, being descheduled on a busy VM)
+    assert cycles_to_confirm <= 25
 
 
 def test_killed_board_is_reported_and_the_loop_stops_cleanly(emulator, tmp_path):

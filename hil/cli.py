@@ -262,6 +262,17 @@ def cmd_play(args: argparse.Namespace) -> int:
     return _run_motion_file(args, model, args.file)
 
 
+def _add_run_target(s: argparse.ArgumentParser) -> None:
+    """Where a planned motion runs (plan only when neither is given) and how the run is reported:
+    the options `hil path`, `hil walk` and `hil play` share."""
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--dry-run", action="store_true", help="run it on the board emulator")
+    g.add_argument("--port", help="run it on the board at this port")
+    s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
+    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy)")
+    s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
@@ -323,12 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--chord-mm", type=float, default=0.05, help="largest chord error of the discretisation")
     s.add_argument("--rate", type=float, help="trajectory sample rate = loop rate (Hz)")
     s.add_argument("--out", metavar="TRAJ.npz", help="write t, q, p_prog, line to this file")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--dry-run", action="store_true", help="run it on the board emulator")
-    g.add_argument("--port", help="run it on the board at this port")
-    s.add_argument("--headless", action="store_true")
-    s.add_argument("--record", metavar="FILE")
-    s.add_argument("--stats-json", metavar="FILE")
+    _add_run_target(s)
     s.set_defaults(func=cmd_path)
 
     s = sub.add_parser("walk", help="plan a walk for the humanoid (ZMP preview control, prioritised IK)")
@@ -344,24 +350,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rate", type=float, help="sample rate = loop rate (Hz)")
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (30 ms keyframes)")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--dry-run", action="store_true")
-    g.add_argument("--port")
-    s.add_argument("--headless", action="store_true")
-    s.add_argument("--record", metavar="FILE")
-    s.add_argument("--stats-json", metavar="FILE")
+    _add_run_target(s)
     s.set_defaults(func=cmd_walk)
 
     s = sub.add_parser("play", help="play a motion file (keyframes .toml/.json, or a trajectory .npz)")
     s.add_argument("file", metavar="FILE")
     s.add_argument("--robot", default="humanoid17")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--dry-run", action="store_true")
-    g.add_argument("--port")
-    s.add_argument("--rate", type=float)
-    s.add_argument("--headless", action="store_true")
-    s.add_argument("--record", metavar="FILE")
-    s.add_argument("--stats-json", metavar="FILE")
+    s.add_argument("--rate", type=float, help="loop rate (Hz)")
+    _add_run_target(s)
     s.set_defaults(func=cmd_play)
 
     s = sub.add_parser("replay", help="play a recording (from hil run --record) into the twin")

@@ -279,6 +279,14 @@ class Task:
     max_error_step: float = 0.0
 
 
+def _as_target(target, where: str) -> np.ndarray:
+    """A task target (anything but a float64 array) as one, or `InputError` naming the task."""
+    try:
+        return np.asarray(target, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{where}: target must be a pose (4, 4) or a point (3,) of numbers, got {target!r}") from e
+
+
 def _pack_tasks(model, tasks):
     tasks = list(tasks)
     if not tasks:
@@ -312,11 +320,9 @@ def _pack_tasks(model, tasks):
             table[i, P_LM.T_WEIGHT:P_LM.T_WEIGHT + 6] = w
         tgt = t.target
         if tgt.__class__ is not _NDARRAY or tgt.dtype is not _F64:
-            tgt = np.asarray(tgt, dtype=np.float64)
+            tgt = _as_target(tgt, f"task {i} ({t.frame})")
         if tgt.shape == _SHAPE3:
-            if _POINT_ENTRY[0] is None:
-                _POINT_ENTRY[0] = _target_entries()[1]
-            if _POINT_ENTRY[0](targets, i, tgt):
+            if _target_entries()[1](targets, i, tgt):
                 raise InputError(f"task {i} ({t.frame}): target {tgt.tolist()} is not finite")
             if orientation:
                 raise InputError(f"task {i} ({t.frame}): a (3,) target cannot constrain orientation; give a (4, 4) pose")
@@ -359,7 +365,6 @@ def _lm_entry(solver) -> object:
 
 
 _TARGET_ENTRIES: tuple = ()
-_POINT_ENTRY: list = [None]  # `_target_entries()[1]`, fetched on first use by `_pack_tasks`
 
 
 def _target_entries() -> tuple:
@@ -416,7 +421,7 @@ class LMSolver:
             raise InputError(f"task index {i!r} out of range 0..{len(position) - 1}")
         k = position[i]
         if target.__class__ is not _NDARRAY or target.dtype is not _F64:
-            target = np.asarray(target, dtype=np.float64)
+            target = _as_target(target, f"task {i}")
         shape = target.shape
         if shape == _SHAPE44:
             if self._set_pose(self.targets, k, target):

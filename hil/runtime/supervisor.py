@@ -56,6 +56,9 @@ def run(args) -> int:
     rate = args.rate or float(model.meta.get("default_rate_hz", 500))
     if not 10 <= rate <= 1000:
         raise HilError(f"--rate {rate:g} Hz is outside 10 … 1000 Hz")
+    spin_us = getattr(args, "spin_us", None)
+    if spin_us is not None and not 0.0 <= spin_us <= 1e6 / rate:
+        raise HilError(f"--spin-us {spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
     emu = None
     if args.dry_run:
         emu = emulation.start_emulator(model, faults=args.fault or (), baud=None)
@@ -65,8 +68,8 @@ def run(args) -> int:
         port = args.port
     name = f"hil_{model.name}_{os.getpid()}"
     extra = {}
-    if getattr(args, "spin_us", None) is not None:
-        extra["spin_us"] = max(0.0, float(args.spin_us))
+    if spin_us is not None:
+        extra["spin_us"] = float(spin_us)
     try:
         shared = SharedState(name, model.n, create=True)
     except BaseException:

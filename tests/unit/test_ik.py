@@ -13,7 +13,7 @@ import pytest
 
 import hil.robots as robots
 from hil.errors import InputError
-from hil.kinematics import Task, ik_lm, ik_puma
+from hil.kinematics import LMSolver, Task, ik_lm, ik_puma
 from hil.kinematics.floating import FloatingBase
 
 
@@ -190,6 +190,20 @@ def test_bad_targets_raise_clear_errors(puma):
         ik_lm(puma, [Task("hand", T)], puma.home)
     with pytest.raises(InputError, match="unknown component"):
         ik_lm(puma, [Task("tool", T, mask="xyz")], puma.home)
+    with pytest.raises(InputError, match=r"task 0 \(tool\): target must be a pose \(4, 4\) or a point \(3,\) of numbers"):
+        ik_lm(puma, [Task("tool", "above the table")], puma.home)
+    with pytest.raises(InputError, match=r"task 0 \(tool\): weight must be one or six non-negative numbers"):
+        ik_lm(puma, [Task("tool", T, weight=-1.0)], puma.home)
+    # a solver's targets replaced in place: refused with the task named, the old target kept
+    solver = LMSolver(puma, [Task("tool", T)])
+    for bad, msg in ((np.where(np.eye(4) > 0, np.nan, T), r"task 0 target\[0, 0\] is nan"),
+                     ([1.0, "x", 2.0], "task 0: target must be a pose"),
+                     (np.zeros(5), r"got shape \(5,\)")):
+        with pytest.raises(InputError, match=msg):
+            solver.set_target(0, bad)
+    with pytest.raises(InputError, match="task index 3 out of range"):
+        solver.set_target(3, T)
+    np.testing.assert_array_equal(solver.targets[0], T)
 
 
 # ------------------------------------------------------------------------------ LM IK

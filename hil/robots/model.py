@@ -63,7 +63,7 @@ class _Entries:
         kin = np.zeros((3, K.K_WIDTH))
         kin[0, K.HDR_N] = 1
         kin[0, K.HDR_M] = 1
-        mt = np.zeros((2, 4))
+        mt = np.zeros((2, K.MT_WIDTH))
         m4 = np.zeros((4, 4))
         poses = np.zeros((1, 4, 4))
         self.fk_tool = entry_point(K.fk_tool_into, q, kin, m4)
@@ -170,9 +170,15 @@ class RobotModel:
         self._kin = kin
         self.frame_link = np.array([link for link, _ in rows], dtype=np.int64)
 
-        mt = np.zeros((self.n + 1, 4))
-        mt[:, 0] = masses
-        mt[:, 1:] = coms
+        mt = np.zeros((self.n + 1, K.MT_WIDTH))
+        mt[:, K.MT_MASS] = masses
+        mt[:, K.MT_COM:K.MT_COM + 3] = coms
+        # mass of each joint's subtree (the link it moves and everything beyond), for the COM Jacobian
+        for i in range(self.n - 1, -1, -1):
+            mt[1 + i, K.MT_SUBTREE] += mt[1 + i, K.MT_MASS]
+            parent = self.joints[i].parent
+            if parent >= 0:
+                mt[1 + parent, K.MT_SUBTREE] += mt[1 + i, K.MT_SUBTREE]
         self._mt = mt
         self.masses = mt[:, 0].copy()
         self.total_mass = float(self.masses.sum())
@@ -395,7 +401,7 @@ class RobotModel:
         meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
         return RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
-            self.poses, self.shapes, self._mt[:, 0], self._mt[:, 1:], meta, T, self.source)
+            self.poses, self.shapes, self._mt[:, K.MT_MASS], self._mt[:, K.MT_COM:K.MT_COM + 3], meta, T, self.source)
 
     def __repr__(self) -> str:
         return f"RobotModel({self.name!r}, {self.n} joints, {len(self.frame_names)} frames)"

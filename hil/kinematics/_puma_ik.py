@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from hil._jit import kernel
+from hil.kinematics._kernels import _sincos
 from hil.kinematics._lm import rigid_status
 
 # reason bits, as returned by the kernel
@@ -103,8 +104,7 @@ def puma_ik_kernel(T, params, q_near, Q):
     for sh in range(2):
         w1x = w1x_abs if sh == 0 else -w1x_abs
         th1 = azimuth - math.atan2(d2, w1x)
-        c1 = math.cos(th1)
-        s1 = math.sin(th1)
+        s1, c1 = _sincos(th1)
         w_angle = math.atan2(w1y, w1x)
         r2 = w1x * w1x + w1y * w1y
         s = (r2 - a2 * a2 - a3 * a3 - d4 * d4) / (2.0 * a2 * L)
@@ -118,8 +118,7 @@ def puma_ik_kernel(T, params, q_near, Q):
         base_angle = math.asin(s)
         for el in range(2):
             th3 = (base_angle if el == 0 else math.pi - base_angle) - phi
-            c3 = math.cos(th3)
-            s3 = math.sin(th3)
+            s3, c3 = _sincos(th3)
             u = a2 + a3 * c3 + d4 * s3
             v = a3 * s3 - d4 * c3
             th2 = w_angle - math.atan2(v, u)
@@ -129,8 +128,7 @@ def puma_ik_kernel(T, params, q_near, Q):
             # sign is v's: no trigonometry needed.
             up = v > 0.0 if w1x >= 0.0 else v < 0.0
             # R03 = Rz(th1) Rx(-90) Rz(th2 + th3) Rx(90)
-            c23 = math.cos(th2 + th3)
-            s23 = math.sin(th2 + th3)
+            s23, c23 = _sincos(th2 + th3)
             # columns of R03 written out: R01 = [[c1, 0, -s1], [s1, 0, c1], [0, -1, 0]]
             # R13 = Rz(th23) Rx(90) = [[c23, 0, s23], [s23, 0, -c23], [0, 1, 0]]
             r00 = c1 * c23

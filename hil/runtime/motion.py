@@ -79,7 +79,10 @@ class Demo(MotionSource):
         # starts at zero velocity: a smooth ramp of the amplitude over the first period
         s = min(1.0, t / self.period)
         env = s * s * (3 - 2 * s)
-        return self.q0 + env * self.amp * np.sin(2 * math.pi * t / self.period)
+        # scalars first, then one array product and one in-place sum: this runs every cycle
+        q = self.amp * (env * math.sin(2 * math.pi * t / self.period))
+        q += self.q0
+        return q
 
 
 class Trajectory(MotionSource):

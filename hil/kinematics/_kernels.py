@@ -350,6 +350,17 @@ def fk_batch_into(Q, kin, f, out):
 
 
 @kernel(inline="always")
+def _world_axis(kin, poses, j):
+    """Axis of joint row j of `kin` in the base frame: its link's rotation applied to the local axis."""
+    ax = kin[j, K_AXIS]
+    ay = kin[j, K_AXIS + 1]
+    az = kin[j, K_AXIS + 2]
+    return (poses[j, 0, 0] * ax + poses[j, 0, 1] * ay + poses[j, 0, 2] * az,
+            poses[j, 1, 0] * ax + poses[j, 1, 1] * ay + poses[j, 1, 2] * az,
+            poses[j, 2, 0] * ax + poses[j, 2, 1] * ay + poses[j, 2, 2] * az)
+
+
+@kernel(inline="always")
 def jacobian_core(kin, f, poses, J):
     """Geometric Jacobian (6, n) [linear; angular], base frame, of frame f from all frame poses."""
     n = int(kin[0, HDR_N])
@@ -362,13 +373,7 @@ def jacobian_core(kin, f, poses, J):
     i = int(kin[1 + n + f, K_LINK])
     while i >= 0:
         j = i + 1  # joint row in kin, and link i's row in poses
-        ax = kin[j, K_AXIS]
-        ay = kin[j, K_AXIS + 1]
-        az = kin[j, K_AXIS + 2]
-        # the joint axis in the base frame: link i's rotation applied to the local axis
-        zx = poses[j, 0, 0] * ax + poses[j, 0, 1] * ay + poses[j, 0, 2] * az
-        zy = poses[j, 1, 0] * ax + poses[j, 1, 1] * ay + poses[j, 1, 2] * az
-        zz = poses[j, 2, 0] * ax + poses[j, 2, 1] * ay + poses[j, 2, 2] * az
+        zx, zy, zz = _world_axis(kin, poses, j)
         dx = px - poses[j, 0, 3]
         dy = py - poses[j, 1, 3]
         dz = pz - poses[j, 2, 3]
@@ -476,12 +481,7 @@ def com_with_jacobian_core(kin, mt, poses, com, Jc):
     inv_total = 1.0 / total
     for i in range(n):
         j = i + 1
-        ax = kin[j, K_AXIS]
-        ay = kin[j, K_AXIS + 1]
-        az = kin[j, K_AXIS + 2]
-        zx = poses[j, 0, 0] * ax + poses[j, 0, 1] * ay + poses[j, 0, 2] * az
-        zy = poses[j, 1, 0] * ax + poses[j, 1, 1] * ay + poses[j, 1, 2] * az
-        zz = poses[j, 2, 0] * ax + poses[j, 2, 1] * ay + poses[j, 2, 2] * az
+        zx, zy, zz = _world_axis(kin, poses, j)
         msub = mt[j, MT_SUBTREE]
         dx = Jc[0, i] - msub * poses[j, 0, 3]
         dy = Jc[1, i] - msub * poses[j, 1, 3]

@@ -440,7 +440,7 @@ class LMSolver:
     def solve(self, q0, max_iter: int | None = None) -> IKResult:
         """Solve from q0 (radians); `max_iter` overrides the solver's limit for this call.
         Not for concurrent calls on one solver (it keeps its targets and a status buffer)."""
-        return self.__dict__["solve"](q0, max_iter)  # the closure bound in `_bind_solve`
+        return self.__dict__["solve"](q0, max_iter)  # the closure bound in `_bind_fast_paths`
 
     def _bind_fast_paths(self) -> None:
         """Shadow `solve` and `set_target` with closures over this solver's arrays: no attribute

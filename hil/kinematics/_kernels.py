@@ -88,9 +88,9 @@ def _sincos(x):
 
 
 @kernel(inline="always")
-def _rot(kx, ky, kz, angle):
-    """Rotation matrix entries (row-major) about the unit axis k by `angle` (Rodrigues)."""
-    s, c = _sincos(angle)
+def _rot(kx, ky, kz, s, c):
+    """Rotation matrix entries (row-major) about the unit axis k by the angle of sine s and
+    cosine c (Rodrigues)."""
     v = 1.0 - c
     return (
         c + kx * kx * v, kx * ky * v - kz * s, kx * kz * v + ky * s,
@@ -128,10 +128,10 @@ def _link_pose(q, kin, i, out, parent_row, row):
     else:
         axis = 0
     sn, cs = _sincos(q[i])
-    sn *= kz if axis == 3 else (ky if axis == 2 else kx)
     if axis == 0:
-        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, q[i])
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, sn, cs)
     else:
+        sn *= kz if axis == 3 else (ky if axis == 2 else kx)
         r00 = r01 = r02 = r10 = r11 = r12 = r20 = r21 = r22 = 0.0
     # rows 0-2 only: the last row of a rigid transform is always [0, 0, 0, 1]
     out[row, 3, 0] = 0.0
@@ -308,7 +308,8 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
                 x, y, z, w = _column(out, ko, c)
                 _set_placed_column(out, ko, c, kin, j, x, cs * y - sn * z, sn * y + cs * z, w)
         else:
-            r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, angle)
+            sn, cs = _sincos(angle)
+            r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, sn, cs)
             for c in range(4):
                 x, y, z, w = _column(out, ko, c)
                 _set_placed_column(out, ko, c, kin, j, r00 * x + r01 * y + r02 * z, r10 * x + r11 * y + r12 * z,
@@ -399,8 +400,19 @@ def jacobian_into(q, kin, f, poses, J):
 
 
 @kernel(inline="always")
-def com_core(mt, poses, com):
-    """Centre of mass (3,) from all frame poses; returns the total mass."""
+def _link_com(mt, poses, b):
+    """Centre of mass of mass-table row b (0 the base, i + 1 link i) in the base frame."""
+    lx = mt[b, 1]
+    ly = mt[b, 2]
+    lz = mt[b, 3]
+    return (poses[b, 0, 0] * lx + poses[b, 0, 1] * ly + poses[b, 0, 2] * lz + poses[b, 0, 3],
+            poses[b, 1, 0] * lx + poses[b, 1, 1] * ly + poses[b, 1, 2] * lz + poses[b, 1, 3],
+            poses[b, 2, 0] * lx + poses[b, 2, 1] * ly + poses[b, 2, 2] * lz + poses[b, 2, 3])
+
+
+@kernel(inline="always")
+def com_point(mt, poses):
+    """(x, y, z, total mass) of the whole robot, base frame, from all frame poses."""
     total = 0.0
     cx = 0.0
     cy = 0.0
@@ -409,16 +421,18 @@ def com_core(mt, poses, com):
         m = mt[b, 0]
         if m == 0.0:
             continue
-        lx = mt[b, 1]
-        ly = mt[b, 2]
-        lz = mt[b, 3]
-        cx += m * (poses[b, 0, 0] * lx + poses[b, 0, 1] * ly + poses[b, 0, 2] * lz + poses[b, 0, 3])
-        cy += m * (poses[b, 1, 0] * lx + poses[b, 1, 1] * ly + poses[b, 1, 2] * lz + poses[b, 1, 3])
-        cz += m * (poses[b, 2, 0] * lx + poses[b, 2, 1] * ly + poses[b, 2, 2] * lz + poses[b, 2, 3])
+        px, py, pz = _link_com(mt, poses, b)
+        cx += m * px
+        cy += m * py
+        cz += m * pz
         total += m
-    com[0] = cx / total
-    com[1] = cy / total
-    com[2] = cz / total
+    return cx / total, cy / total, cz / total, total
+
+
+@kernel(inline="always")
+def com_core(mt, poses, com):
+    """Centre of mass (3,) from all frame poses; returns the total mass."""
+    com[0], com[1], com[2], total = com_point(mt, poses)
     return total
 
 
@@ -448,12 +462,10 @@ def com_with_jacobian_core(kin, mt, poses, com, Jc):
     sy = 0.0
     sz = 0.0
     if total != 0.0:
-        lx = mt[0, 1]
-        ly = mt[0, 2]
-        lz = mt[0, 3]
-        sx = total * (poses[0, 0, 0] * lx + poses[0, 0, 1] * ly + poses[0, 0, 2] * lz + poses[0, 0, 3])
-        sy = total * (poses[0, 1, 0] * lx + poses[0, 1, 1] * ly + poses[0, 1, 2] * lz + poses[0, 1, 3])
-        sz = total * (poses[0, 2, 0] * lx + poses[0, 2, 1] * ly + poses[0, 2, 2] * lz + poses[0, 2, 3])
+        px, py, pz = _link_com(mt, poses, 0)
+        sx = total * px
+        sy = total * py
+        sz = total * pz
     for c in range(n):
         Jc[0, c] = 0.0
         Jc[1, c] = 0.0
@@ -462,12 +474,10 @@ def com_with_jacobian_core(kin, mt, poses, com, Jc):
         b = i + 1
         m = mt[b, 0]
         if m != 0.0:
-            lx = mt[b, 1]
-            ly = mt[b, 2]
-            lz = mt[b, 3]
-            Jc[0, i] += m * (poses[b, 0, 0] * lx + poses[b, 0, 1] * ly + poses[b, 0, 2] * lz + poses[b, 0, 3])
-            Jc[1, i] += m * (poses[b, 1, 0] * lx + poses[b, 1, 1] * ly + poses[b, 1, 2] * lz + poses[b, 1, 3])
-            Jc[2, i] += m * (poses[b, 2, 0] * lx + poses[b, 2, 1] * ly + poses[b, 2, 2] * lz + poses[b, 2, 3])
+            px, py, pz = _link_com(mt, poses, b)
+            Jc[0, i] += m * px
+            Jc[1, i] += m * py
+            Jc[2, i] += m * pz
         total += m
         parent = int(kin[b, K_PARENT])
         if parent >= 0:

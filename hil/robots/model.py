@@ -258,23 +258,20 @@ class RobotModel:
         as_q, q_error = self._as_q, self._q_error
         ndarray, f64, empty = _NDARRAY, _F64, _empty
 
-        def fk(q) -> np.ndarray:
-            if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
-                q = as_q(q)
-            out = empty((4, 4))
-            st = fk_tool(q, kin, out)
-            if st != -1:
-                raise q_error(q, st)
-            return out
+        def poses_of(entry, shape):
+            """q → a new array of `shape` filled by `entry(q, kin, out)` (the tool pose, all frames)."""
+            def call(q) -> np.ndarray:
+                if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
+                    q = as_q(q)
+                out = empty(shape)
+                st = entry(q, kin, out)
+                if st != -1:
+                    raise q_error(q, st)
+                return out
+            return call
 
-        def fk_frames(q) -> np.ndarray:
-            if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
-                q = as_q(q)
-            out = empty(frames_shape)
-            st = fk_all(q, kin, out)
-            if st != -1:
-                raise q_error(q, st)
-            return out
+        fk = poses_of(fk_tool, (4, 4))
+        fk_frames = poses_of(fk_all, frames_shape)
 
         jacobian_entry = self._entries.jacobian
         com_entry = self._entries.com

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from hil._jit import kernel
-from hil.kinematics._kernels import fk_all_core
+from hil.kinematics._kernels import com_point, fk_all_core
 
 LIMIT = 1          # a target was clamped into the joint range
 RATE = 2           # a step was clamped to the velocity limit (or the ramp speed)
@@ -199,26 +199,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
         s = fl if poses[fl, 2, 3] <= poses[fr, 2, 3] else fr
         o = fr if s == fl else fl
         # COM in the base frame
-        cx = 0.0
-        cy = 0.0
-        cz = 0.0
-        tot = 0.0
-        for b in range(mt.shape[0]):
-            m = mt[b, 0]
-            if m == 0.0:
-                continue
-            for d in range(3):
-                v = poses[b, d, 0] * mt[b, 1] + poses[b, d, 1] * mt[b, 2] + poses[b, d, 2] * mt[b, 3] + poses[b, d, 3]
-                if d == 0:
-                    cx += m * v
-                elif d == 1:
-                    cy += m * v
-                else:
-                    cz += m * v
-            tot += m
-        cx /= tot
-        cy /= tot
-        cz /= tot
+        cx, cy, cz, _ = com_point(mt, poses)
         # COM in the support sole frame
         dx = cx - poses[s, 0, 3]
         dy = cy - poses[s, 1, 3]

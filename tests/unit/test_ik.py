@@ -204,6 +204,14 @@ def test_bad_targets_raise_clear_errors(puma):
     with pytest.raises(InputError, match="task index 3 out of range"):
         solver.set_target(3, T)
     np.testing.assert_array_equal(solver.targets[0], T)
+    # bad start poses through the solver's fast path: named, and the solver still works afterwards
+    q_nan = puma.home.copy()
+    q_nan[2] = np.nan
+    with pytest.raises(InputError, match=r"q0\[2\] \(elbow\) is nan"):
+        solver.solve(q_nan)
+    with pytest.raises(InputError, match=r"shape \(6,\)"):
+        solver.solve(np.zeros(5))
+    assert solver.solve(puma.home).success
 
 
 # ------------------------------------------------------------------------------ LM IK

@@ -343,7 +343,7 @@ def fk_frame_into(q, kin, f, out):
     return -1
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, nogil=True)
 def fk_batch_into(Q, kin, f, out):
     """Poses of frame f for every row of Q (N, n) into out (N, 4, 4). Inputs must be finite."""
     for k in prange(Q.shape[0]):

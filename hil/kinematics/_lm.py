@@ -357,7 +357,7 @@ def _mat3(buf, o, m):
     return buf[o:o + 16 * m].reshape((m, 4, 4)), o + 16 * m
 
 
-@kernel()
+@kernel(nogil=True)
 def lm_solve(q0, kin, mt, lower, upper, tasks, targets, nlev, params, q, info):
     """Prioritised LM IK from q0 into q. params = (max_iter, tol, wbar, lambda_ns).
 

@@ -240,7 +240,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
     return flags
 
 
-@kernel()
+@kernel(nogil=True)
 def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
                 q_cmd, poses, wpts, info, scratch):
     """One control cycle's safety filter: q_cmd from q_target given the previous command q_prev.
@@ -310,7 +310,7 @@ def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, ki
     return flags
 
 
-@kernel()
+@kernel(nogil=True)
 def check_path(Q, kin, mt, caps, pairs, ws, bal, lower, upper, poses, wpts, info, scratch, flags_out):
     """Plan-time check of many configurations Q (N, n): flags per row (limits + pose checks).
     Returns the first bad row or -1."""

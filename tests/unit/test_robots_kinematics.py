@@ -81,6 +81,24 @@ def test_puma_fk_matches_dh_product(puma):
         np.testing.assert_allclose(puma.fk(q), puma_fk_reference(q), atol=1e-12)
 
 
+def test_puma_fk_poses_stay_independent_across_calls(puma):
+    # fk hands out views of blocks of poses allocated together: poses kept from many calls (past
+    # several block boundaries, and through failed calls) must each keep their own value
+    rng = np.random.default_rng(2)
+    Q = random_q(puma, rng, 200)
+    kept = []
+    for k, q in enumerate(Q):
+        kept.append(puma.fk(q))
+        if k % 37 == 0:
+            with pytest.raises(InputError):
+                puma.fk(np.full(puma.n, np.nan))
+    kept[5][:] = 0.0  # writing into one pose must not touch the others
+    for k, (q, T) in enumerate(zip(Q, kept)):
+        if k != 5:
+            np.testing.assert_allclose(T, puma_fk_reference(q), atol=1e-12)
+    assert not any(np.shares_memory(kept[0], T) for T in kept[1:])
+
+
 def test_puma_home_is_stretched_horizontally(puma):
     T = puma.fk(puma.poses["home"])
     # the paper's home pose: arm out along +y, wrist centre a2 + d4 from the shoulder axis

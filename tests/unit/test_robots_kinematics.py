@@ -410,12 +410,12 @@ def test_bad_data_file_is_rejected(tmp_path):
 
 def test_inline_sincos_matches_the_math_library():
     """The kernels' own sin/cos (Cody–Waite reduction + series) against libm, over joint-sized and
-    large angles, quadrant edges and zeros; beyond 1e5 rad it hands over to libm."""
-    from numba import njit
-
+    large angles, quadrant edges and zeros; beyond 1e5 rad it hands over to libm. Compiled with
+    the kernels' own options (fused multiply-add on), so the check covers the code they run."""
+    from hil._jit import kernel
     from hil.kinematics._kernels import _sincos
 
-    @njit
+    @kernel(cache=False)
     def both(x, s, c):
         for i in range(x.shape[0]):
             s[i], c[i] = _sincos(x[i])

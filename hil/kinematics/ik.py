@@ -358,9 +358,8 @@ def _lm_entry(solver) -> object:
     """The compiled LM kernel entry, looked up once per process (the argument types never change)."""
     global _LM_ENTRY
     if _LM_ENTRY is None:
-        _LM_ENTRY = entry_point(P_LM.lm_solve, np.zeros(4)[::2], solver._kin, solver._mt, solver.lower,
-                                solver.upper, solver.table, solver.targets, solver.nlev, solver.params,
-                                np.zeros(solver.model.n), np.zeros(2 + solver.nlev))
+        _LM_ENTRY = entry_point(P_LM.lm_solve, np.zeros(4)[::2], solver._kin, solver._mt, solver._setup,
+                                solver.targets, np.zeros(solver.model.n), np.zeros(2 + solver.nlev))
     return _LM_ENTRY
 
 
@@ -399,7 +398,7 @@ class LMSolver:
         for name, v in (locked or {}).items():
             i = model.joint_index(name)
             self.lower[i] = self.upper[i] = float(np.clip(v, model.lower[i], model.upper[i]))
-        self.table, self.targets, self.nlev, self.tasks, position = _pack_tasks(model, tasks)
+        table, self.targets, self.nlev, self.tasks, position = _pack_tasks(model, tasks)
         self._position = tuple(int(k) for k in position)
         self._set_pose, self._set_point = _target_entries()
         if wbar is None:
@@ -409,7 +408,18 @@ class LMSolver:
         if not (max_iter >= 1 and tol > 0 and wbar > 0):
             raise InputError("ik_lm: max_iter must be ≥ 1, tol and wbar > 0")
         self.tol = float(tol)
-        self.params = np.array([float(max_iter), self.tol, float(wbar), 1e-9])
+        # one setup vector for the kernel (see `_lm.SETUP_*`); the bounds and the task table are views of it
+        n, head = model.n, P_LM.SETUP_HEAD
+        self._setup = setup = np.concatenate([np.zeros(head), self.lower, self.upper, table.ravel()])
+        setup[P_LM.SETUP_MAX_ITER] = max_iter
+        setup[P_LM.SETUP_TOL] = self.tol
+        setup[P_LM.SETUP_WBAR] = wbar
+        setup[P_LM.SETUP_LAMBDA] = 1e-9
+        setup[P_LM.SETUP_NLEV] = self.nlev
+        setup[P_LM.SETUP_NTASK] = len(table)
+        self.lower = self._setup[head:head + n]
+        self.upper = self._setup[head + n:head + 2 * n]
+        self.table = self._setup[head + 2 * n:].reshape(table.shape)
         self._kin, self._mt = model.tables
         self._entry = _lm_entry(self)
         self._bind_fast_paths()
@@ -449,8 +459,7 @@ class LMSolver:
         unusual (a list as target, a bad index, a refused pose) takes the checked method."""
         model = self.model
         entry, kin, mt = self._entry, self._kin, self._mt
-        lower, upper, table, targets, nlev, params = (self.lower, self.upper, self.table, self.targets,
-                                                      self.nlev, self.params)
+        setup, targets, nlev = self._setup, self.targets, self.nlev
         qshape, as_q, n = model._qshape, model._as_q, model.n
         info = _zeros(2 + nlev)
         limit = self.tol * 10
@@ -459,12 +468,12 @@ class LMSolver:
         def solve(q0, max_iter: int | None = None) -> IKResult:
             if q0.__class__ is not ndarray or q0.dtype is not f64 or q0.shape != qshape:
                 q0 = as_q(q0)
-            prm = params
+            prm = setup
             if max_iter is not None:
-                prm = params.copy()
-                prm[0] = float(max_iter)
+                prm = setup.copy()
+                prm[P_LM.SETUP_MAX_ITER] = max_iter
             q = empty(n)
-            status = entry(q0, kin, mt, lower, upper, table, targets, nlev, prm, q, info)
+            status = entry(q0, kin, mt, prm, targets, q, info)
             vals = info.tolist()
             if status == 0 and nlev == 1:  # the common case, without the reasons' bookkeeping
                 return IKResult(q, vals[2] <= limit, vals[2], int(vals[1]), "", None, (vals[2],))

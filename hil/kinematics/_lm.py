@@ -93,12 +93,6 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
     task components at q; costs[l] = ½ Σ w e² of level l. Returns the number of rows."""
     n = int(kin[0, HDR_N])
     fk_all_core(q, kin, poses)
-    have_com = False
-    for t in range(tasks.shape[0]):
-        if int(tasks[t, T_FRAME]) < 0:
-            have_com = True
-    if have_com:
-        com_with_jacobian_core(kin, mt, poses, com, Jc)
     for lv in range(costs.shape[0]):
         costs[lv] = 0.0
     nrow = 0
@@ -121,19 +115,29 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
         prx = poses[rf, 0, 3]
         pry = poses[rf, 1, 3]
         prz = poses[rf, 2, 3]
+        # In the base frame, a full pose task's six rows are its frame's Jacobian and a centre-of-mass
+        # task's x y z rows the COM Jacobian: written in place, not copied (5 % of a humanoid solve)
+        xyz = tasks[t, T_MASK] != 0.0 and tasks[t, T_MASK + 1] != 0.0 and tasks[t, T_MASK + 2] != 0.0
         if f >= 0:
-            jacobian_core(kin, f, poses, Jf)
+            in_place = (rf == 0 and xyz and tasks[t, T_MASK + 3] != 0.0 and tasks[t, T_MASK + 4] != 0.0
+                        and tasks[t, T_MASK + 5] != 0.0)
+        else:
+            in_place = rf == 0 and xyz
+        if f >= 0:
+            jacobian_core(kin, f, poses, Jrows[nrow:nrow + 6] if in_place else Jf)
             px = poses[f, 0, 3]
             py = poses[f, 1, 3]
             pz = poses[f, 2, 3]
         else:
-            for c in range(n):
-                Jf[0, c] = Jc[0, c]
-                Jf[1, c] = Jc[1, c]
-                Jf[2, c] = Jc[2, c]
-                Jf[3, c] = 0.0
-                Jf[4, c] = 0.0
-                Jf[5, c] = 0.0
+            com_with_jacobian_core(kin, mt, poses, com, Jrows[nrow:nrow + 3] if in_place else Jc)
+            if not in_place:
+                for c in range(n):
+                    Jf[0, c] = Jc[0, c]
+                    Jf[1, c] = Jc[1, c]
+                    Jf[2, c] = Jc[2, c]
+                    Jf[3, c] = 0.0
+                    Jf[4, c] = 0.0
+                    Jf[5, c] = 0.0
             px = com[0]
             py = com[1]
             pz = com[2]
@@ -184,8 +188,9 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
             lrows[nrow] = lev
             # row k of the relative Jacobian in the reference frame
             if rf == 0:
-                for c in range(n):
-                    Jrows[nrow, c] = Jf[k, c]
+                if not in_place:
+                    for c in range(n):
+                        Jrows[nrow, c] = Jf[k, c]
                 nrow += 1
                 continue
             for c in range(n):

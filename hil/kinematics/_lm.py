@@ -393,8 +393,8 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
     R = 6 * ntask
     # all work arrays are views into two buffers: 2 allocations instead of 30 (1.7 → 0.6 µs, measured alone)
     buf = np.empty(16 * m + 15 * n + 3 + 2 * R * n + 4 * R + 2 * nlev + 3 * n * n + 6 * n + n * R
-                   + 4 * R + 2 * R * R + R * n)
-    ibuf = np.empty(4 * R, dtype=np.int64)
+                   + 4 * R + 2 * R * R + R * n + 6)
+    ibuf = np.empty(4 * R + 4 * ntask, dtype=np.int64)
     o = 0
     poses, o = _mat3(buf, o, m)
     Jf, o = _mat(buf, o, 6, n)
@@ -426,10 +426,16 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
     Jl, o = _mat(buf, o, R, n)  # this level's rows, projected (and with locked joints zeroed)
     M, o = _mat(buf, o, R, R)
     LM, o = _mat(buf, o, R, R)
+    wja, o = _vec(buf, o, 6)  # w_k J[k, a] for the rows k of one task
     lrows = ibuf[:R]
     lrows2 = ibuf[R:2 * R]
     row_lo = ibuf[2 * R:3 * R]  # the first and last nonzero column of each row of Jl
-    row_hi = ibuf[3 * R:]
+    row_hi = ibuf[3 * R:4 * R]
+    # this level's rows task by task: rows grp_k0 ≤ k < grp_k1, columns grp_lo..grp_hi (their joint span)
+    grp_k0 = ibuf[4 * R:4 * R + ntask]
+    grp_k1 = ibuf[4 * R + ntask:4 * R + 2 * ntask]
+    grp_lo = ibuf[4 * R + 2 * ntask:4 * R + 3 * ntask]
+    grp_hi = ibuf[4 * R + 3 * ntask:]
     for c in range(n):
         for r in range(3):
             Jc[r, c] = 0.0
@@ -497,7 +503,7 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
                         lo = 0
                         while lo < n and Jl[r, lo] == 0.0:
                             lo += 1
-                        hi = n - 1
+                        hi = n - 1 if lo < n else -1  # an all-zero row spans nothing
                         while hi > lo and Jl[r, hi] == 0.0:
                             hi -= 1
                         row_lo[r] = lo
@@ -505,8 +511,9 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
                         r += 1
                     if r == 0:
                         continue
-                    # ε: limit the error this level may ask for in one step
+                    # ε: limit the error this level may ask for in one step; and the task groups
                     ri = 0
+                    ngrp = 0
                     for t in range(ntask):
                         if int(tasks[t, T_LEVEL]) != lv:
                             continue
@@ -514,6 +521,16 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
                         for kk in range(6):
                             if tasks[t, T_MASK + kk] != 0.0:
                                 cnt += 1
+                        lo = n
+                        hi = -1
+                        for kk in range(cnt):
+                            lo = min(lo, row_lo[ri + kk])
+                            hi = max(hi, row_hi[ri + kk])
+                        grp_k0[ngrp] = ri
+                        grp_k1[ngrp] = ri + cnt
+                        grp_lo[ngrp] = lo
+                        grp_hi[ngrp] = hi
+                        ngrp += 1
                         eps = tasks[t, T_EPS]
                         if eps > 0.0 and cnt > 0:
                             nrm = 0.0
@@ -525,23 +542,49 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
                                     el[ri + kk] *= eps / nrm
                         ri += cnt
                     damp = costs[lv] + wbar * scale
-                    # A = Jpᵀ W Jp + damp I and g = Jpᵀ W el, row by row over the span of each row's
-                    # nonzero columns only: a foot's rows touch just its leg's joints (a 3.5× saving
-                    # on the humanoid's soles + COM problem); within the span the updates run over
-                    # contiguous columns, which the compiler turns into vector instructions
+                    # A = Jpᵀ W Jp + damp I and g = Jpᵀ W el, task by task over the span of the
+                    # task's nonzero columns only (a foot's rows touch just its leg's joints: a 3.5×
+                    # saving on the humanoid's soles + COM problem); each entry sums over the task's
+                    # rows and is stored once, not once per row, and for the usual 6- and 3-row tasks
+                    # the sum is written out so that the compiler vectorises over the columns b
+                    # (2.5–3 % of a humanoid solve; a loop over the rows instead made it 4 % slower)
                     for a in range(n):
                         g[a] = 0.0
                         for b in range(a + 1):
                             A[a, b] = 0.0
-                    for k in range(r):
-                        ek = el[k]
-                        wk = wl[k]
-                        lo = row_lo[k]
-                        for a in range(lo, row_hi[k] + 1):
-                            wa = wk * Jl[k, a]
-                            g[a] += wa * ek
-                            for b in range(lo, a + 1):
-                                A[a, b] += wa * Jl[k, b]
+                    for gi in range(ngrp):
+                        k0 = grp_k0[gi]
+                        k1 = grp_k1[gi]
+                        lo = grp_lo[gi]
+                        for a in range(lo, grp_hi[gi] + 1):
+                            ga = 0.0
+                            for k in range(k0, k1):
+                                v = wl[k] * Jl[k, a]
+                                wja[k - k0] = v
+                                ga += v * el[k]
+                            g[a] += ga
+                            if k1 - k0 == 6:
+                                w0 = wja[0]
+                                w1 = wja[1]
+                                w2 = wja[2]
+                                w3 = wja[3]
+                                w4 = wja[4]
+                                w5 = wja[5]
+                                for b in range(lo, a + 1):
+                                    A[a, b] += ((w0 * Jl[k0, b] + w1 * Jl[k0 + 1, b]) + (w2 * Jl[k0 + 2, b] + w3 * Jl[k0 + 3, b])
+                                                + (w4 * Jl[k0 + 4, b] + w5 * Jl[k0 + 5, b]))
+                            elif k1 - k0 == 3:
+                                w0 = wja[0]
+                                w1 = wja[1]
+                                w2 = wja[2]
+                                for b in range(lo, a + 1):
+                                    A[a, b] += w0 * Jl[k0, b] + w1 * Jl[k0 + 1, b] + w2 * Jl[k0 + 2, b]
+                            else:
+                                for b in range(lo, a + 1):
+                                    sab = 0.0
+                                    for k in range(k0, k1):
+                                        sab += wja[k - k0] * Jl[k, b]
+                                    A[a, b] += sab
                     for a in range(n):  # the lower triangle is all the Cholesky reads
                         A[a, a] += damp
                     if not _chol_solve(A, g, x, Lw, n):

@@ -9,7 +9,8 @@ Not `nnan`/`ninf` (the compiler could drop the NaN checks the kernels rely on) n
 (it could undo the split-constant argument reduction of the inline sine and cosine).
 The GIL is released (`nogil=True`) only by kernels that run for tens of microseconds or more
 (the loop's cycle, LM IK, batched FK, path checks), so that a port or GUI thread runs meanwhile:
-releasing and retaking it costs 50–100 ns, measured: a tenth of a PUMA FK call.
+releasing and retaking it costs 50–100 ns, measured: a tenth of a PUMA FK call. Short kernels
+keeping the GIL is relied on: `RobotModel.jacobian` and `com` share one scratch array per model.
 """
 
 from __future__ import annotations

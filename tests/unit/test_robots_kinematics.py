@@ -99,6 +99,31 @@ def test_puma_fk_poses_stay_independent_across_calls(puma):
     assert not any(np.shares_memory(kept[0], T) for T in kept[1:])
 
 
+def test_jacobian_and_com_from_two_threads(humanoid):
+    # jacobian() and com() share one scratch array per model, which is safe only while their kernels
+    # keep the GIL: two threads calling them at once must still get each its own answers
+    import threading
+
+    rng = np.random.default_rng(3)
+    Q = [random_q(humanoid, rng, 300) for _ in range(2)]
+    expected = [[(humanoid.jacobian(q, "l_sole"), humanoid.com(q)) for q in Qk] for Qk in Q]
+    got = [[], []]
+
+    def work(k):
+        for q in Q[k]:
+            got[k].append((humanoid.jacobian(q, "l_sole"), humanoid.com(q)))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        for (J, c), (J_ref, c_ref) in zip(got[k], expected[k]):
+            np.testing.assert_array_equal(J, J_ref)
+            np.testing.assert_array_equal(c, c_ref)
+
+
 def test_puma_home_is_stretched_horizontally(puma):
     T = puma.fk(puma.poses["home"])
     # the paper's home pose: arm out along +y, wrist centre a2 + d4 from the shoulder axis

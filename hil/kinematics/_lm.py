@@ -241,7 +241,10 @@ def rigid_status(T):
 
 @kernel()
 def set_pose_target(targets, k, T):
-    """targets[k] = T (4, 4) if T is a proper rigid transform; returns `rigid_status(T)`."""
+    """targets[k] = T (4, 4) if T is a proper rigid transform; returns `rigid_status(T)`, or 5 if T
+    is not 4 × 4."""
+    if T.shape[0] != 4 or T.shape[1] != 4:
+        return 5
     st = rigid_status(T)
     if st == 0:
         for r in range(4):
@@ -252,7 +255,9 @@ def set_pose_target(targets, k, T):
 
 @kernel()
 def set_point_target(targets, k, p):
-    """targets[k]'s translation = p (3,) if finite; returns 0, or 1 for a non-finite p."""
+    """targets[k]'s translation = p (3,) if finite; returns 0, 1 for a non-finite p, 2 if p is not (3,)."""
+    if p.shape[0] != 3:
+        return 2
     for i in range(3):
         v = p[i]
         if not (v - v == 0.0):

@@ -481,17 +481,18 @@ class LMSolver:
 
         set_pose, set_point, checked = self._set_pose, self._set_point, self._set_target_checked
         slot = dict(enumerate(self._position))
-        shape44, shape3 = _SHAPE44, _SHAPE3
 
         def set_target(i: int, target) -> None:
+            # the kernels check the shape too; only the number of dimensions must be right before
+            # the call (a compiled entry reads any array as having the dimensions it was built for)
             if i.__class__ is int and target.__class__ is ndarray and target.dtype is f64:
                 k = slot.get(i)
                 if k is not None:
-                    shape = target.shape
-                    if shape == shape44:
+                    ndim = target.ndim
+                    if ndim == 2:
                         if not set_pose(targets, k, target):
                             return
-                    elif shape == shape3:
+                    elif ndim == 1:
                         if not set_point(targets, k, target):
                             return
             checked(i, target)  # the slow path names what is wrong

@@ -198,7 +198,8 @@ def test_bad_targets_raise_clear_errors(puma):
     solver = LMSolver(puma, [Task("tool", T)])
     for bad, msg in ((np.where(np.eye(4) > 0, np.nan, T), r"task 0 target\[0, 0\] is nan"),
                      ([1.0, "x", 2.0], "task 0: target must be a pose"),
-                     (np.zeros(5), r"got shape \(5,\)")):
+                     (np.zeros(5), r"got shape \(5,\)"), (np.eye(3), r"got shape \(3, 3\)"),
+                     (np.zeros((4, 4, 1)), r"got shape \(4, 4, 1\)"), (np.eye(4)[:2], r"got shape \(2, 4\)")):
         with pytest.raises(InputError, match=msg):
             solver.set_target(0, bad)
     with pytest.raises(InputError, match="task index 3 out of range"):

@@ -116,7 +116,7 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
         pry = poses[rf, 1, 3]
         prz = poses[rf, 2, 3]
         # In the base frame, a full pose task's six rows are its frame's Jacobian and a centre-of-mass
-        # task's x y z rows the COM Jacobian: written in place, not copied (5 % of a humanoid solve)
+        # task's x y z rows the COM Jacobian: written in place, not copied (2–5 % of a humanoid solve)
         xyz = tasks[t, T_MASK] != 0.0 and tasks[t, T_MASK + 1] != 0.0 and tasks[t, T_MASK + 2] != 0.0
         if f >= 0:
             in_place = (rf == 0 and xyz and tasks[t, T_MASK + 3] != 0.0 and tasks[t, T_MASK + 4] != 0.0

@@ -262,41 +262,35 @@ class RobotModel:
         as_q, q_error = self._as_q, self._q_error
         ndarray, f64, empty = _NDARRAY, _F64, _empty
 
-        def poses_of(entry, shape):
-            """q → a new array of `shape` filled by `entry(q, kin, out)` (the tool pose, all frames)."""
+        def poses_of(entry, shape, in_blocks):
+            """q → a new array of `shape` filled by `entry(q, kin, out)` (the tool pose, all frames).
+
+            `in_blocks` (the tool pose): each array is a view of a block of `_POSE_BLOCK` of them
+            allocated together. A fresh ndarray costs 150 ns on NumPy 2 (a sixth of an fk call);
+            the next view of a block about 60. Arrays never share memory with one another; one kept
+            alive keeps its block (4 KB for poses) alive."""
+            block_shape = (_POSE_BLOCK, *shape)
+            block = iter(())
+
             def call(q) -> np.ndarray:
+                nonlocal block
                 if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
                     q = as_q(q)
-                out = empty(shape)
+                if in_blocks:
+                    out = next(block, None)  # the builtin (a bound __next__ is slower), no StopIteration
+                    if out is None:
+                        block = iter(empty(block_shape))
+                        out = next(block)
+                else:
+                    out = empty(shape)
                 st = entry(q, kin, out)
                 if st != -1:
                     raise q_error(q, st)
                 return out
             return call
 
-        def tool_pose_call():
-            """`fk`: like `poses_of(fk_tool, (4, 4))`, but each pose is a view of a block of
-            `_POSE_BLOCK` poses allocated together. A fresh ndarray costs 150 ns on NumPy 2
-            (a sixth of the call); the next view of a block costs about 60. Poses never share
-            memory with one another; a pose kept alive keeps its block (4 KB) alive."""
-            block = iter(empty((_POSE_BLOCK, 4, 4)))
-
-            def fk(q) -> np.ndarray:
-                nonlocal block
-                if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
-                    q = as_q(q)
-                out = next(block, None)  # the builtin (a bound __next__ is slower), no StopIteration
-                if out is None:
-                    block = iter(empty((_POSE_BLOCK, 4, 4)))
-                    out = next(block)
-                st = fk_tool(q, kin, out)
-                if st != -1:
-                    raise q_error(q, st)
-                return out
-            return fk
-
-        fk = tool_pose_call()
-        fk_frames = poses_of(fk_all, frames_shape)
+        fk = poses_of(fk_tool, (4, 4), in_blocks=True)
+        fk_frames = poses_of(fk_all, frames_shape, in_blocks=False)
 
         jacobian_entry = self._entries.jacobian
         com_entry = self._entries.com

@@ -318,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="enable the board at start (otherwise nothing moves until you enable in the twin)")
     s.add_argument("--exit-when-done", action="store_true", help="stop when the motion is finished")
     s.add_argument("--no-realtime", action="store_true", help="do not ask for SCHED_FIFO and CPU pinning")
+    s.add_argument("--allow-cpu-idle", action="store_true",
+                   help="let the loop's CPU enter idle states between cycles (saves power; each wake-up "
+                        "then pays the idle state's exit latency; default: kept awake where permitted)")
     s.add_argument("--spin-us", type=float, default=None,
                    help="busy-wait this long before each deadline instead of sleeping (default 500; less "
                         "saves CPU, more absorbs late wake-ups)")

@@ -279,6 +279,11 @@ class LoopClient:
     def status(self) -> LoopStatus:
         return LoopStatus(int(self.state.ctrl[C_STATUS]))
 
+    @property
+    def pid(self) -> int:
+        """The loop process's id."""
+        return int(self.state.ctrl[C_PID])
+
     def estop(self) -> None:
         """Set the e-stop word: the loop sends ESTOP in its next cycle."""
         self.state.ctrl[C_ESTOP] = 1

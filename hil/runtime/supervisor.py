@@ -11,6 +11,7 @@ import sys
 import time
 
 from hil.errors import HilError
+from hil.runtime import cpu_idle
 from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.shared import BOARD_STATES, C_ESTOP, C_STATUS, LoopClient, LoopStatus, SharedState, progress_text
 
@@ -79,6 +80,7 @@ def run(args) -> int:
     cfg = LoopConfig(robot=model.name, port=port, shm_name=name, rate_hz=rate, duration_s=args.duration,
                      record=args.record, stats_json=args.stats_json, motion=args.motion, enable=args.enable,
                      exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
+                     keep_cpu_awake=not getattr(args, "allow_cpu_idle", False),
                      calibration=getattr(args, "calibration", None), **extra)
     ctx = mp.get_context("spawn")
     proc = ctx.Process(target=_loop_entry, args=(cfg,), name="hil-loop")
@@ -91,6 +93,7 @@ def run(args) -> int:
         shared.ctrl[C_ESTOP] = 1  # e-stop word, in case the loop did not get the signal itself
 
     old = signal.signal(signal.SIGINT, on_sigint)
+    idle_before = cpu_idle.snapshot()
     proc.start()
     code = 0
     try:
@@ -138,6 +141,11 @@ def run(args) -> int:
         if proc.is_alive():
             proc.terminate()
             proc.join(timeout=3)
+        if not proc.is_alive():
+            restored = cpu_idle.restore(idle_before)
+            if restored:
+                print(f"hil run: gave cpu {', '.join(map(str, restored))} its idle states back (the loop "
+                      "could not: it did not exit normally)", file=sys.stderr)
         if twin is not None:
             twin.terminate()
         if emu is not None:

@@ -60,6 +60,9 @@ def hold_cpu_awake(cpu: int | None) -> tuple[Callable[[], None], str]:
     if cpu is not None:
         path = resume_latency_path(cpu)
         previous = _read(path)
+        if previous == NO_IDLE:
+            # someone else holds it (another loop, or an administrator): theirs to give back
+            return (lambda: None), f"cpu {cpu} kept out of idle states (it already was)"
         if previous is not None and _write(path, NO_IDLE):
             done = False
 
@@ -69,8 +72,7 @@ def hold_cpu_awake(cpu: int | None) -> tuple[Callable[[], None], str]:
                     done = True
                     _write(path, previous)
 
-            already = " (it already was)" if previous == NO_IDLE else ""
-            return release, f"cpu {cpu} kept out of idle states{already}"
+            return release, f"cpu {cpu} kept out of idle states"
     try:
         fd = os.open(DMA_LATENCY, os.O_WRONLY)
     except OSError as e:
@@ -102,12 +104,12 @@ def snapshot() -> dict[int, str]:
 
 
 def restore(before: dict[int, str]) -> list[int]:
-    """Write back the limits of `snapshot` that differ now; returns the CPUs restored.
+    """Give back the limits of `snapshot` that are held now but were not then; returns those CPUs.
 
     For the supervisor, after the loop process has ended: a loop that was killed could not."""
     restored = []
     for cpu, value in before.items():
         path = resume_latency_path(cpu)
-        if _read(path) != value and _write(path, value):
+        if value != NO_IDLE and _read(path) == NO_IDLE and _write(path, value):
             restored.append(cpu)
     return restored

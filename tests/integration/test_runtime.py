@@ -93,13 +93,13 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
                          str(stats))
         client = attach(proc, "puma560")
         with open(RESUME_LATENCY) as f:
-            assert f.read().strip() == cpu_idle.NO_IDLE  # held while the loop runs
+            assert f.read().strip() == cpu_idle.NO_IDLE, "not held while the loop runs"
         os.kill(client.pid, signal.SIGKILL)  # no finally runs in the loop
         out = finish(proc)
         assert proc.returncode == 1, out
         with open(RESUME_LATENCY) as f:
             assert f.read().strip() == before, out
-        assert f"gave cpu {LOOP_CPU} its idle states back" in out
+        assert f"gave cpu {LOOP_CPU} its idle states back" in out, out
         assert not stats.exists()  # the loop was killed before writing them: nothing pretends otherwise
 
         # a normal run gives it back itself; a stall shows up in the list of missed deadlines
@@ -113,11 +113,11 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
         out = finish(proc)
         assert proc.returncode == 0, out
         with open(RESUME_LATENCY) as f:
-            assert f.read().strip() == before
-        assert "idle states back" not in out
+            assert f.read().strip() == before, out
+        assert "idle states back" not in out, out
         s = json.loads(stats.read_text())
-        assert s["cpu_idle"] == f"cpu {LOOP_CPU} kept out of idle states"
-        assert f"cpu {LOOP_CPU} kept out of idle states" in out  # the start-up message says what it got
+        assert s["cpu_idle"] == f"cpu {LOOP_CPU} kept out of idle states", s
+        assert f"cpu {LOOP_CPU} kept out of idle states" in out, out  # the start-up message says what it got
         stalls = [late for _, late in s["missed_deadlines_at"] if late > 100e3]
         assert stalls and max(stalls) < 1e6, s["missed_deadlines_at"]  # the 150 ms stop, in µs
     finally:

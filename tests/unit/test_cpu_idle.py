@@ -58,6 +58,23 @@ def test_restore_puts_back_what_a_killed_holder_left():
             f.write(before[CPU])
 
 
+@pytest.mark.skipif(not writable(PATH), reason="no writable per-cpu resume latency (needs root on Linux)")
+def test_a_cpu_someone_else_holds_is_left_to_them():
+    before = read(PATH)
+    theirs, _ = cpu_idle.hold_cpu_awake(CPU)
+    try:
+        snap = cpu_idle.snapshot()
+        mine, note = cpu_idle.hold_cpu_awake(CPU)
+        assert note.endswith("(it already was)")
+        mine()
+        assert read(PATH) == cpu_idle.NO_IDLE  # still theirs
+        assert cpu_idle.restore(snap) == []  # held when the snapshot was taken: not ours to undo
+        assert read(PATH) == cpu_idle.NO_IDLE
+    finally:
+        theirs()
+    assert read(PATH) == before
+
+
 @pytest.mark.skipif(not writable(cpu_idle.DMA_LATENCY), reason="no writable /dev/cpu_dma_latency (needs root)")
 def test_every_cpu_is_held_through_cpu_dma_latency_until_released():
     before = dma_latency_us()

@@ -7,8 +7,9 @@ pty those cost tens of µs of kernel time per call, unlike a USB device); it is 
 cycle excluding the wire. "steal" is the share of the loop CPU's time the hypervisor gave to
 someone else during the row (from /proc/stat): on a VM, late wake-ups come from there.
 
-Baseline, in the same run: a bare loop (the same SCHED_FIFO priority, CPU pinning, sleep-then-
-spin and miss rule, but no work, no port, no emulator) at 1 kHz, before and after the table: the
+Baseline, in the same run: a bare loop (`hil rt-check`'s timing floor: the loop's own scheduling
+request, sleep-then-spin and miss rule, but no work, no port, no emulator) at 1 kHz, before and
+after the table, and next to each repetition of the goal's row: the
 floor this machine allows at that moment, with the loop's CPU kept out of idle states (as `hil run`
 does where permitted) and with idle states allowed. The goal's row (1 kHz, twin open, SCHED_FIFO)
 is then repeated alternately with and without `--allow-cpu-idle`. Run: `python benchmarks/bench_loop.py [--quick]`.
@@ -27,55 +28,11 @@ import time
 HIL = [sys.executable, "-m", "hil.cli"]
 
 
-def bare_loop(rate: float, seconds: float, keep_awake: bool = True, spin_us: float = 500.0) -> dict:
-    """The loop's timing skeleton alone (run in a child process: it changes its scheduling)."""
-    import numpy as np
-
-    from hil.runtime.cpu_idle import hold_cpu_awake
-    from hil.runtime.loop import cpu_times, steal_fraction
-
-    cpu = None
-    fifo = False
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
-        fifo = True
-    except (PermissionError, OSError, AttributeError):
-        pass
-    try:
-        cpu = sorted(os.sched_getaffinity(0))[-1]
-        os.sched_setaffinity(0, {cpu})
-    except (OSError, AttributeError):
-        pass
-    release = hold_cpu_awake(cpu)[0] if keep_awake else (lambda: None)
-    T = 1.0 / rate
-    spin = spin_us * 1e-6
-    n = int(seconds * rate)
-    wakes = np.empty(n)
-    before = cpu_times(cpu)
-    next_deadline = time.monotonic() + T
-    for i in range(n):
-        sleep_for = next_deadline - time.monotonic() - spin
-        if sleep_for > 0:
-            time.sleep(sleep_for)
-        while time.monotonic() < next_deadline:
-            pass
-        wakes[i] = time.monotonic()
-        next_deadline += T
-        if next_deadline < wakes[i] - 10 * T:
-            next_deadline = wakes[i] + T
-    steal = steal_fraction(before, cpu_times(cpu))
-    release()
-    periods = np.diff(wakes) * 1e6
-    jit = np.abs(periods - T * 1e6)
-    return {"jitter_p50_us": float(np.percentile(jit, 50)), "jitter_p99_us": float(np.percentile(jit, 99)),
-            "jitter_max_us": float(jit.max()), "missed_fraction": float(np.mean(np.diff(wakes) > 1.5 * T)),
-            "sched_fifo": fifo, "cpu_steal_fraction": steal}
-
-
 def run_bare(rate: float, seconds: float, keep_awake: bool) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--bare", str(rate), str(seconds), str(int(keep_awake))],
-                         capture_output=True, text=True, timeout=seconds + 60)
-    return json.loads(out.stdout)
+    """The bare loop: `hil rt-check`'s timing floor (hil/runtime/rtcheck.py), in a child process."""
+    from hil.runtime.rtcheck import measure_floor
+
+    return measure_floor(rate, seconds, realtime=True, keep_cpu_awake=keep_awake)
 
 
 def start_xvfb():
@@ -136,9 +93,6 @@ def fmt_steal(s: dict) -> str:
 
 
 def main() -> int:
-    if sys.argv[1:2] == ["--bare"]:
-        print(json.dumps(bare_loop(float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1")))
-        return 0
     quick = "--quick" in sys.argv
     seconds = 4.0 if quick else 10.0
     xvfb, display = start_xvfb()

@@ -6,6 +6,7 @@ Subcommands import what they need lazily so that `hil --version` and `hil --help
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -117,6 +118,26 @@ def cmd_ports(args: argparse.Namespace) -> int:
                      if info else " → no answer (not a hil board?)")
         print(line)
     return 0
+
+
+def cmd_rt_check(args: argparse.Namespace) -> int:
+    from hil.runtime import rtcheck
+
+    if not 1.0 <= args.rate <= 10_000.0:
+        raise hil.errors.InputError(f"--rate {args.rate:g} is outside 1 … 10000 Hz")
+    if not 0.1 <= args.seconds <= 3600.0:
+        raise hil.errors.InputError(f"--seconds {args.seconds:g} is outside 0.1 … 3600 s")
+    facts = rtcheck.machine_facts()
+    print(f"measuring the loop's timing floor for {args.seconds:g} s at {args.rate:g} Hz …", flush=True)
+    floor = rtcheck.measure_floor(args.rate, args.seconds, realtime=not args.no_realtime,
+                                  keep_cpu_awake=not args.allow_cpu_idle)
+    print(rtcheck.report(facts, floor))
+    ok = rtcheck.meets_goal(floor)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": facts, "floor": floor, "meets_goal": ok, "advice": rtcheck.advice(facts, floor)},
+                      f, indent=1)
+    return 0 if ok else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -327,6 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("rt-check", help="measure what this machine gives the real-time loop (before connecting a robot)")
+    s.add_argument("--rate", type=float, default=1000.0, help="loop rate to check, Hz (default 1000)")
+    s.add_argument("--seconds", type=float, default=5.0, help="how long to measure (default 5)")
+    s.add_argument("--no-realtime", action="store_true", help="as `hil run --no-realtime`")
+    s.add_argument("--allow-cpu-idle", action="store_true", help="as `hil run --allow-cpu-idle`")
+    s.add_argument("--json", metavar="FILE", help="also write the findings to FILE")
+    s.set_defaults(func=cmd_rt_check)
 
     s = sub.add_parser("path", help="plan a G-code contour on the PUMA (and run it: --dry-run or --port)")
     s.add_argument("file", metavar="FILE.nc", help="G-code program (mm or inch, G0 G1 G2 G3)")

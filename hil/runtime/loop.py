@@ -28,6 +28,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -158,11 +159,25 @@ def steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
-def _try_realtime(cfg: LoopConfig) -> tuple[bool, int | None, str]:
+@dataclass
+class RealtimeGrant:
+    """What the calling process obtained: SCHED_FIFO, the CPU it is pinned to, a note for the user
+    saying all of it, and `release` giving the CPU its idle states back (idempotent)."""
+    sched_fifo: bool
+    cpu: int | None
+    note: str
+    cpu_idle_note: str
+    release: Callable[[], None]
+
+
+def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant:
+    """Ask for what the loop runs with: SCHED_FIFO 50, pinning to the last allowed CPU, and that CPU
+    kept out of idle states (see cpu_idle.py). Whatever is refused is said in the note; nothing
+    raises. Changes the calling process's scheduling: call it in the process that will run."""
     notes = []
     fifo = False
     cpu = None
-    if cfg.realtime:
+    if realtime:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
             fifo = True
@@ -179,7 +194,13 @@ def _try_realtime(cfg: LoopConfig) -> tuple[bool, int | None, str]:
             notes.append("cpu affinity not permitted")
     else:
         notes.append("realtime scheduling not requested")
-    return fifo, cpu, ", ".join(notes)
+    release, idle_note = (lambda: None), "idle states allowed (not requested)"
+    if realtime and keep_cpu_awake:
+        from hil.runtime.cpu_idle import hold_cpu_awake
+
+        release, idle_note = hold_cpu_awake(cpu)
+        notes.append(idle_note)
+    return RealtimeGrant(fifo, cpu, ", ".join(notes), idle_note, release)
 
 
 def run_loop(cfg: LoopConfig) -> int:
@@ -319,13 +340,10 @@ class Loop:
         cfg, M = self.cfg, self.M
         shared = self.shared
         self.t0 = time.monotonic()
-        fifo, cpu, sched_note = _try_realtime(cfg)
+        grant = claim_realtime(cfg.realtime, cfg.keep_cpu_awake)
+        fifo, cpu, sched_note = grant.sched_fifo, grant.cpu, grant.note
         self.cpu = cpu
-        if cfg.realtime and cfg.keep_cpu_awake:
-            from hil.runtime.cpu_idle import hold_cpu_awake
-
-            self._release_idle, self.cpu_idle_note = hold_cpu_awake(cpu)
-            sched_note += ", " + self.cpu_idle_note
+        self._release_idle, self.cpu_idle_note = grant.release, grant.cpu_idle_note
         self.cpu_at_start = cpu_times(cpu)
         # other threads of this process (recorder, transactions) must hand the GIL back quickly
         sys.setswitchinterval(1e-4)

@@ -107,8 +107,8 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
                          str(stats))
         client = attach(proc, "puma560")
         time.sleep(0.5)
-        os.kill(client.pid, signal.SIGSTOP)
-        time.sleep(0.15)
+        os.kill(client.pid, signal.SIGSTOP)  # well under the link's 0.25 s timeout, even on a busy machine
+        time.sleep(0.1)
         os.kill(client.pid, signal.SIGCONT)
         out = finish(proc)
         assert proc.returncode == 0, out
@@ -118,8 +118,8 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
         s = json.loads(stats.read_text())
         assert s["cpu_idle"] == f"cpu {LOOP_CPU} kept out of idle states", s
         assert f"cpu {LOOP_CPU} kept out of idle states" in out, out  # the start-up message says what it got
-        stalls = [late for _, late in s["missed_deadlines_at"] if late > 100e3]
-        assert stalls and max(stalls) < 1e6, s["missed_deadlines_at"]  # the 150 ms stop, in µs
+        stalls = [late for _, late in s["missed_deadlines_at"] if late > 60e3]
+        assert stalls and max(stalls) < 1e6, s["missed_deadlines_at"]  # the 100 ms stop, in µs
     finally:
         with open(RESUME_LATENCY, "w") as f:  # never leave the machine polling after a failure
             f.write(before)

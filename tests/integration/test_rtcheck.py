@@ -1,0 +1,106 @@
+"""`hil rt-check`: the loop's timing skeleton measured in a child process, and what it reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hil.runtime import rtcheck
+
+HIL = [sys.executable, "-m", "hil.cli"]
+
+
+def fifo_permitted() -> bool:
+    """Asked independently of hil, in a throwaway child."""
+    code = "import os\ntry:\n os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50)); print(1)\nexcept OSError:\n print(0)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "1"
+
+
+def test_the_check_reports_what_was_granted_and_its_verdict(tmp_path):
+    out_json = tmp_path / "rt.json"
+    r = subprocess.run(HIL + ["rt-check", "--seconds", "1", "--json", str(out_json)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    d = json.loads(out_json.read_text())
+    floor = d["floor"]
+    assert (r.returncode == 0) == d["meets_goal"]
+    assert floor["deadlines"] == 1000
+    assert floor["missed_fraction"] == pytest.approx(floor["missed_deadlines"] / 1000)
+    assert 0 <= floor["jitter_p50_us"] <= floor["jitter_p99_us"] <= floor["jitter_max_us"]
+    assert floor["sched_fifo"] == fifo_permitted()
+    cpus = sorted(os.sched_getaffinity(0))
+    assert floor["cpu"] == (cpus[-1] if len(cpus) > 1 else None)
+    assert d["machine"]["cpus"] == len(cpus)
+    assert f"timing floor at 1000 Hz for 1 s (1000 deadlines)" in r.stdout
+    assert ("within the loop's goal" in r.stdout) == d["meets_goal"]
+    assert f"granted: {floor['scheduling']}" in r.stdout
+    for line in d["advice"]:
+        assert f"  - {line}" in r.stdout
+
+
+def test_without_realtime_nothing_is_asked_for():
+    floor = rtcheck.measure_floor(500, 0.5, realtime=False)
+    assert floor["deadlines"] == 250
+    assert not floor["sched_fifo"] and floor["cpu"] is None
+    assert floor["scheduling"].startswith("realtime scheduling not requested")
+    assert floor["cpu_idle"] == "idle states allowed (not requested)"
+
+
+def test_a_stall_is_measured_as_missed_deadlines():
+    """The check can fail: a child stopped for 0.2 s must show it."""
+    args = json.dumps({"rate_hz": 1000, "seconds": 2.0, "realtime": False, "keep_cpu_awake": False,
+                       "spin_us": 500.0})
+    proc = subprocess.Popen([sys.executable, "-m", "hil.runtime.rtcheck", args], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.9)  # past the imports, inside the measurement
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=60)
+    floor = json.loads(out)
+    assert floor["jitter_max_us"] >= 150e3
+    assert floor["missed_deadlines"] >= 1 and not rtcheck.meets_goal(floor)
+
+
+@pytest.mark.parametrize("args, what", [(["--rate", "0"], "--rate 0 is outside"),
+                                        (["--seconds", "-1"], "--seconds -1 is outside")])
+def test_bad_settings_are_refused(args, what):
+    r = subprocess.run(HIL + ["rt-check", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and what in r.stderr, r.stdout + r.stderr
+
+
+def floor_with(**changes) -> dict:
+    base = {"rate_hz": 1000.0, "seconds": 5.0, "deadlines": 5000, "missed_deadlines": 0, "missed_fraction": 0.0,
+            "jitter_p50_us": 1.0, "jitter_p99_us": 50.0, "jitter_max_us": 400.0, "sched_fifo": True, "cpu": 3,
+            "scheduling": "SCHED_FIFO 50 granted, pinned to cpu 3, cpu 3 kept out of idle states",
+            "cpu_idle": "cpu 3 kept out of idle states", "cpu_steal_fraction": 0.0}
+    return {**base, **changes}
+
+
+def test_the_goal_is_a_tenth_of_the_period_and_a_thousandth_missed():
+    assert rtcheck.meets_goal(floor_with(jitter_p99_us=100.0, missed_fraction=0.001))
+    assert not rtcheck.meets_goal(floor_with(jitter_p99_us=100.5))
+    assert not rtcheck.meets_goal(floor_with(missed_fraction=0.0011))
+    assert rtcheck.meets_goal(floor_with(rate_hz=200.0, jitter_p99_us=480.0))  # 500 µs at 200 Hz
+
+
+def test_advice_names_each_refusal():
+    facts = {"kernel": "6.1", "preemption": "PREEMPT_RT (fully preemptible)", "cpus": 4, "virtual_machine": False,
+             "cpuidle_driver": "intel_idle", "rt_runtime_us_per_s": 950000}
+    assert rtcheck.advice(facts, floor_with()) == []
+    refused = floor_with(sched_fifo=False, cpu=None, cpu_idle="idle states allowed (permission denied)",
+                         scheduling="SCHED_FIFO not permitted (PermissionError); normal scheduling, "
+                                    "cpu affinity not permitted, idle states allowed (permission denied)")
+    said = " | ".join(rtcheck.advice(facts, refused))
+    assert "SCHED_FIFO was refused" in said and "rtprio" in said
+    assert "could not be pinned" in said
+    assert "could not be kept out of idle states" in said and "cpu_dma_latency" in said
+    vm = " | ".join(rtcheck.advice({**facts, "virtual_machine": True, "cpus": 1,
+                                    "preemption": "no forced preemption (server kernel)"},
+                                   floor_with(cpu_steal_fraction=0.02)))
+    assert "virtual machine" in vm and "2.0 %" in vm and "one CPU only" in vm and "PREEMPT_RT" in vm

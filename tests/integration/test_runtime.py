@@ -85,6 +85,12 @@ RESUME_LATENCY = cpu_idle.resume_latency_path(LOOP_CPU)
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not os.access(RESUME_LATENCY, os.W_OK),
                     reason="needs two CPUs and a writable per-cpu resume latency (root on Linux)")
 def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp_path):
+    def held_by_someone():
+        with open(RESUME_LATENCY) as f:
+            return f.read().strip() == cpu_idle.NO_IDLE
+
+    # a loop from an earlier test may still be finishing: this test needs the CPU unheld to start
+    assert wait_for(lambda: not held_by_someone(), timeout_s=30, step_s=0.1), "cpu held by another process"
     with open(RESUME_LATENCY) as f:
         before = f.read().strip()
     stats = tmp_path / "stats.json"

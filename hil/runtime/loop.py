@@ -41,7 +41,7 @@ WARM_MARGIN_S = 100e-6
 # The live statistics (twice a second, ~40 µs) wait for a cycle that leaves at least this much
 # before the next deadline.
 PUBLISH_MARGIN_S = 300e-6
-# Missed deadlines listed one by one in the statistics file (when, how late): a period in their
+# Missed deadlines listed one by one in the statistics file (which, how late): a period in their
 # times points at whatever recurs (the live statistics did, every 0.5 s, before they were made cheap).
 MISSES_KEPT = 1000
 
@@ -81,7 +81,9 @@ class _Stats:
         self.k = 0
         self.count = 0
         self.misses = 0
-        self.missed_at: list[tuple[float, float]] = []  # (s since start, µs late), the first MISSES_KEPT
+        self.skipped = 0  # deadlines passed during a long stall, served by no cycle (also in misses)
+        # (the deadline, s since start; how late it was served, µs), the first MISSES_KEPT, in time order
+        self.missed_at: list[tuple[float, float]] = []
         self.stale = 0
         self.link_errors = 0
         self.safety_counts: dict[str, int] = {}
@@ -132,6 +134,18 @@ class _Stats:
         """Counts of |period − T| in 20 bins of 100 µs; the last bin holds everything from 1.9 ms up."""
         bins = (np.minimum(np.abs(self.window(last)[0] - T_us), 1999.0) * 0.01).astype(np.intp)
         return np.bincount(bins, minlength=20)
+
+
+def next_deadline_after(deadline: float, now: float, period: float) -> tuple[float, int]:
+    """The deadline after `deadline` on the loop's grid (s, monotonic clock), and how many
+    deadlines are skipped. Behind by less than ten periods, the loop catches up one cycle per
+    deadline (each late one counts as missed when it wakes); further behind — after a long stall —
+    the grid restarts one period from `now`, and the deadlines passed meanwhile, which no cycle will
+    serve, are returned as skipped so they are counted as missed too."""
+    following = deadline + period
+    if following >= now - 10 * period:
+        return following, 0
+    return now + period, int((now - following) / period) + 1
 
 
 def cpu_times(cpu: int | None) -> tuple[int, int] | None:
@@ -430,7 +444,7 @@ class Loop:
                 if cycle > 0 and late > T / 2:
                     self.stats.misses += 1
                     if len(self.stats.missed_at) < MISSES_KEPT:
-                        self.stats.missed_at.append((wake - self.t0, late * 1e6))
+                        self.stats.missed_at.append((next_deadline - self.t0, late * 1e6))
                     consecutive_misses += 1
                 else:
                     consecutive_misses = 0
@@ -625,9 +639,12 @@ class Loop:
                     self.stats.add(period_us, cycle_us, cycle_us - wire * 1e6)
                 cycle += 1
                 now = time.monotonic()
-                next_deadline += T
-                if next_deadline < now - 10 * T:  # far behind (a long stall): restart the grid
-                    next_deadline = now + T
+                served, (next_deadline, skipped) = next_deadline, next_deadline_after(next_deadline, now, T)
+                self.stats.skipped += skipped
+                for k in range(1, skipped + 1):  # never served: missed as well (rare: only after a stall)
+                    self.stats.misses += 1
+                    if len(self.stats.missed_at) < MISSES_KEPT:
+                        self.stats.missed_at.append((served + k * T - self.t0, (now - served - k * T) * 1e6))
                 if now - last_stats > 0.5 and next_deadline - now > PUBLISH_MARGIN_S:
                     # only in a cycle with time to spare: a late cycle does not get later
                     last_stats = now
@@ -723,7 +740,7 @@ class Loop:
             self.event(f"recording closed: {cfg.record} ({self.recorder.rows} cycles)")
         T_us = 1e6 / cfg.rate_hz
         summary = self.stats.summary(T_us)
-        k = max(self.stats.k, 1)
+        k = max(self.stats.k + self.stats.skipped, 1)  # deadlines: served or skipped
         steal = steal_fraction(getattr(self, "cpu_at_start", None), cpu_times(getattr(self, "cpu", None)))
         if steal is not None and steal > 0.01 and self.stats.misses:
             where = f"cpu {self.cpu}" if getattr(self, "cpu", None) is not None else "this machine"
@@ -732,6 +749,7 @@ class Loop:
         stats = {
             "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": self.stats.k + 1, "stop_reason": self.stop_reason,
             **summary, "missed_deadlines": self.stats.misses, "missed_fraction": self.stats.misses / k,
+            "skipped_deadlines": self.stats.skipped,
             "stale_states": self.stats.stale, "link_errors": self.stats.link_errors,
             "decoder_drops": link.decoder.stats.dropped if link else 0,
             "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),

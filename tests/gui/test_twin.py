@@ -130,7 +130,10 @@ def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
                                               text=True).stdout.split(), timeout_s=30, step_s=0.2)
-        assert wid, "the twin window did not appear"
+        if not wid:
+            twin.terminate()
+            out, _ = twin.communicate(timeout=10)
+            raise AssertionError(f"the twin window did not appear within 30 s (twin exit code {twin.returncode}):\n{out}")
         time.sleep(1.0)
         # the big red button sits at the top of the right-hand panel
         subprocess.run(["xdotool", "mousemove", "--window", wid[0], "1060", "48", "click", "1"], check=True)

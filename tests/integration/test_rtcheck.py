@@ -30,14 +30,14 @@ def test_the_check_reports_what_was_granted_and_its_verdict(tmp_path):
     d = json.loads(out_json.read_text())
     floor = d["floor"]
     assert (r.returncode == 0) == d["meets_goal"]
-    assert floor["deadlines"] == 1000
-    assert floor["missed_fraction"] == pytest.approx(floor["missed_deadlines"] / 1000)
+    assert floor["deadlines"] >= 1000  # one per wake-up, more if a long stall skipped some
+    assert floor["missed_fraction"] == pytest.approx(floor["missed_deadlines"] / floor["deadlines"])
     assert 0 <= floor["jitter_p50_us"] <= floor["jitter_p99_us"] <= floor["jitter_max_us"]
     assert floor["sched_fifo"] == fifo_permitted()
     cpus = sorted(os.sched_getaffinity(0))
     assert floor["cpu"] == (cpus[-1] if len(cpus) > 1 else None)
     assert d["machine"]["cpus"] == len(cpus)
-    assert f"timing floor at 1000 Hz for 1 s (1000 deadlines)" in r.stdout
+    assert f"timing floor at 1000 Hz for 1 s ({floor['deadlines']} deadlines)" in r.stdout
     assert ("within the loop's goal" in r.stdout) == d["meets_goal"]
     assert f"granted: {floor['scheduling']}" in r.stdout
     for line in d["advice"]:
@@ -46,7 +46,7 @@ def test_the_check_reports_what_was_granted_and_its_verdict(tmp_path):
 
 def test_without_realtime_nothing_is_asked_for():
     floor = rtcheck.measure_floor(500, 0.5, realtime=False)
-    assert floor["deadlines"] == 250
+    assert floor["deadlines"] >= 250
     assert not floor["sched_fifo"] and floor["cpu"] is None
     assert floor["scheduling"].startswith("realtime scheduling not requested")
     assert floor["cpu_idle"] == "idle states allowed (not requested)"
@@ -64,7 +64,9 @@ def test_a_stall_is_measured_as_missed_deadlines():
     out, _ = proc.communicate(timeout=60)
     floor = json.loads(out)
     assert floor["jitter_max_us"] >= 150e3
-    assert floor["missed_deadlines"] >= 1 and not rtcheck.meets_goal(floor)
+    # every deadline the stop passed over is missed, not only the late wake-up after it
+    assert floor["missed_deadlines"] >= 190 and floor["deadlines"] >= 2000 + 180
+    assert not rtcheck.meets_goal(floor)
 
 
 @pytest.mark.parametrize("args, what", [(["--rate", "0"], "--rate 0 is outside"),

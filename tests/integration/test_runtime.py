@@ -71,11 +71,10 @@ def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot):
     assert np.all(step * model.meta["default_rate_hz"] <= model.velocity_limit * 1.0001 + 1e-9)
     print(robot, {k: s[k] for k in ("cycles", "jitter_p50_us", "jitter_p99_us", "compute_p50_us", "missed_fraction")})
     assert s["missed_fraction"] < 0.5 and s["link_errors"] == 0
-    missed = s["missed_deadlines_at"]  # when and how late, one by one
+    missed = s["missed_deadlines_at"]  # which deadline and how late, one by one
     assert len(missed) == min(s["missed_deadlines"], 1000)
-    period_us = 1e6 / model.meta["default_rate_hz"]
-    assert all(0 < t < 10 and late > period_us / 2 for t, late in missed)
-    assert np.all(np.diff([t for t, _ in missed]) >= 0)
+    assert all(0 < t < 10 and late > 0 for t, late in missed)
+    assert np.all(np.diff([t for t, _ in missed]) > 0)
 
 
 LOOP_CPU = max(os.sched_getaffinity(0))
@@ -126,6 +125,10 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
         assert f"cpu {LOOP_CPU} kept out of idle states" in out, out  # the start-up message says what it got
         stalls = [late for _, late in s["missed_deadlines_at"] if late > 60e3]
         assert stalls and max(stalls) < 1e6, s["missed_deadlines_at"]  # the 100 ms stop, in µs
+        # at 500 Hz the stop passed over ~50 deadlines: each is missed, not only the late wake-up
+        assert s["skipped_deadlines"] >= 35 and s["missed_deadlines"] >= s["skipped_deadlines"] + 1, s
+        times = [t for t, _ in s["missed_deadlines_at"]]
+        assert times == sorted(times)
     finally:
         with open(RESUME_LATENCY, "w") as f:  # never leave the machine polling after a failure
             f.write(before)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hil.runtime.loop import _Stats
+from hil.runtime.loop import _Stats, next_deadline_after
 
 T_US = 1000.0
 
@@ -63,3 +63,16 @@ def test_jitter_histogram_matches_numpy(count, last):
     got = st.jitter_histogram(T_US, last=last)
     assert got.shape == (20,) and np.array_equal(got, expected)
     assert got.sum() == kept
+
+
+def test_the_grid_catches_up_after_a_short_stall_and_restarts_after_a_long_one():
+    T = 1e-3
+    # 3 periods behind: the next deadline on the grid, nothing skipped (the loop catches up)
+    assert next_deadline_after(10.0, 10.0035, T) == (pytest.approx(10.001), 0)
+    # within ten periods still catches up
+    assert next_deadline_after(10.0, 10.0 + 10.9 * T, T) == (pytest.approx(10.001), 0)
+    # 20.5 periods behind: deadlines 10.001 … 10.020 passed unserved; the grid restarts from now
+    nxt, skipped = next_deadline_after(10.0, 10.0205, T)
+    assert nxt == pytest.approx(10.0215) and skipped == 20
+    # a 200 ms stall at 1 kHz
+    assert next_deadline_after(5.0, 5.2005, T)[1] == 200

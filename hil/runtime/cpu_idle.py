@@ -35,7 +35,8 @@ def resume_latency_path(cpu: int) -> str:
     return f"{_CPU_DIR}/cpu{cpu}/power/pm_qos_resume_latency_us"
 
 
-def _read(path: str) -> str | None:
+def read_kernel_file(path: str) -> str | None:
+    """A sysfs or procfs file's text, stripped; None when it is missing or unreadable."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -59,7 +60,7 @@ def hold_cpu_awake(cpu: int | None) -> tuple[Callable[[], None], str]:
     obtained, for the loop's start-up message."""
     if cpu is not None:
         path = resume_latency_path(cpu)
-        previous = _read(path)
+        previous = read_kernel_file(path)
         if previous == NO_IDLE:
             # someone else holds it (another loop, or an administrator): theirs to give back
             return (lambda: None), f"cpu {cpu} kept out of idle states (it already was)"
@@ -97,7 +98,7 @@ def snapshot() -> dict[int, str]:
     """Every CPU's resume-latency limit as it is now (CPUs without the file are left out)."""
     found = {}
     for cpu in range(os.cpu_count() or 1):
-        value = _read(resume_latency_path(cpu))
+        value = read_kernel_file(resume_latency_path(cpu))
         if value is not None:
             found[cpu] = value
     return found
@@ -110,6 +111,6 @@ def restore(before: dict[int, str]) -> list[int]:
     restored = []
     for cpu, value in before.items():
         path = resume_latency_path(cpu)
-        if value != NO_IDLE and _read(path) == NO_IDLE and _write(path, value):
+        if value != NO_IDLE and read_kernel_file(path) == NO_IDLE and _write(path, value):
             restored.append(cpu)
     return restored

@@ -639,7 +639,8 @@ class Loop:
                     self.stats.add(period_us, cycle_us, cycle_us - wire * 1e6)
                 cycle += 1
                 now = time.monotonic()
-                served, (next_deadline, skipped) = next_deadline, next_deadline_after(next_deadline, now, T)
+                served = next_deadline
+                next_deadline, skipped = next_deadline_after(served, now, T)
                 self.stats.skipped += skipped
                 for k in range(1, skipped + 1):  # never served: missed as well (rare: only after a stall)
                     self.stats.misses += 1

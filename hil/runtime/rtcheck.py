@@ -83,13 +83,7 @@ def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cp
 
 def machine_facts() -> dict:
     """What the kernel and the machine say about real-time use (read-only)."""
-
-    def read(path: str) -> str | None:
-        try:
-            with open(path) as f:
-                return f.read().strip()
-        except OSError:
-            return None
+    from hil.runtime.cpu_idle import read_kernel_file as read
 
     cpuinfo = read("/proc/cpuinfo") or ""
     flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])

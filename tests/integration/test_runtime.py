@@ -132,3 +132,209 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
     finally:
         with open(RESUME_LATENCY, "w") as f:  # never leave the machine polling after a failure
             f.write(before)
+
+
+def test_jump_is_ramped_clamped_and_reported(tmp_path):
+    rec = tmp_path / "jog.npy"
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "8", "--enable",
+                     "--record", str(rec), "--no-realtime")
+    try:
+        client = attach(proc, "puma560")
+        model = robots.load("puma560")
+        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=5)
+        q0 = client.snapshot().q_meas.copy()
+        jump = q0.copy()
+        jump[1] += 0.6          # a 34° jump of the shoulder, asked for at once
+        jump[4] = model.upper[4] + 0.3  # and the wrist past its limit
+        client.jog(jump)
+        s = client.wait(lambda s: abs(s.q_cmd[1] - jump[1]) < 1e-6, timeout_s=6)
+        assert s is not None, "the jog never arrived"
+        assert s.q_cmd[4] == pytest.approx(model.upper[4])  # clamped at the limit, not beyond
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert "joint limit" in out, out
+    r = np.load(rec)
+    enabled = (r["board_state"][1:] == 2) & (r["board_state"][:-1] == 2)
+    # per command step at the nominal period (what the board is asked to do per command)
+    v = np.abs(np.diff(r["q_cmd"][:, 1]))[enabled] * 500.0
+    # ramped: never faster than the ramp speed (a quarter of the limit)
+    k = int(np.argmax(v))
+    idx = np.flatnonzero(enabled)[k]
+    assert v.max() <= model.velocity_limit[1] * 0.25 * 1.0001 + 1e-9, (
+        v.max(), idx, r["safety_flags"][idx - 2:idx + 3], r["loop_flags"][idx - 2:idx + 3],
+        r["q_target"][idx - 2:idx + 3, 1], r["q_cmd"][idx - 2:idx + 3, 1])
+    assert v.max() > 0.5 * model.velocity_limit[1] * 0.25  # and it did move at that speed
+    assert np.all(r["q_cmd"][:, 4] <= model.upper[4] + 1e-12)
+
+
+def test_estop_stops_motion_within_a_cycle(tmp_path):
+    rec = tmp_path / "estop.npy"
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "10", "--enable",
+                     "--motion", "demo", "--record", str(rec))
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=6)
+        assert progress_text(client.snapshot().motion_progress) == "endless"  # the demo has no end
+        time.sleep(1.0)
+        c0 = int(client.snapshot().cycle)
+        client.estop()
+        s = client.wait(lambda s: s.board_state == 4, timeout_s=2)
+        assert s is not None, "the board never reported ESTOP"
+        cycles_to_confirm = int(s.cycle) - c0
+        print(f"e-stop confirmed by the board {cycles_to_confirm} cycles after the request")
+        time.sleep(0.3)
+        a = client.snapshot().q_meas.copy()
+        time.sleep(0.3)
+        b = client.snapshot().q_meas.copy()
+        assert np.abs(b - a).max() < 1e-3  # nothing moves any more
+        assert client.snapshot().motion_running == 0.0
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert "E-STOP" in out
+    r = np.load(rec)
+    first = int(np.flatnonzero(r["board_state"] == 4)[0])
+    # from the first ESTOP state on, the joints stay where they were (measurement noise only)
+    assert np.ptp(r["q_meas"][first:], axis=0).max() < 2e-4
+    # request → ESTOP sent in the next cycle → confirmed by the board's STATE (typically 2–3 cycles;
+    # the bound leaves room for the emulator, an ordinary process, being descheduled on a busy VM)
+    assert cycles_to_confirm <= 25
+
+
+def test_killed_board_is_reported_and_the_loop_stops_cleanly(emulator, tmp_path):
+    model = robots.load("puma560")
+    from hil.emulation import emulator_argv
+    argv = emulator_argv(model)
+    emu = emulator(*argv[3:])
+    rec = tmp_path / "killed.npy"
+    proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "20", "--enable",
+                     "--motion", "demo", "--record", str(rec))
+    client = attach(proc, "puma560")
+    assert client.wait(lambda s: s.enabled == 1.0, timeout_s=5)
+    time.sleep(0.5)
+    emu.kill()
+    out = finish(proc, timeout_s=30)
+    assert proc.returncode == 1, out
+    assert f"link to {emu.path} lost" in out and "did not come back" in out
+    r = np.load(rec)  # the recording is complete and readable
+    assert len(r) > 100
+
+
+def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
+    # an adapter that holds every reply 16 ms (an FTDI chip at its default latency timer) is
+    # measured and named before the loop starts; the same board without the delay is not
+    model = robots.load("puma560")
+    from hil.emulation import emulator_argv
+    results = {}
+    for latency in (16.0, None):
+        emu = emulator(*emulator_argv(model, latency_ms=latency)[3:])
+        stats = tmp_path / f"s{latency}.json"
+        r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "1",
+                                  "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        results[latency] = (r.stdout, json.loads(stats.read_text())["round_trip_ms"])
+    out, trips = results[16.0]
+    assert "warning: round trip to the board is" in out and "longer than one 500 Hz cycle" in out, out
+    assert min(trips) >= 16.0, trips
+    out, trips = results[None]
+    assert "round trip to the board" not in out, out
+    assert sorted(trips)[len(trips) // 2] < 5.0, trips  # ~1.3 ms here; the median, as the warning uses
+
+
+def test_bad_spin_is_refused_before_anything_starts():
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "1",
+                              "--spin-us", "-5"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--spin-us -5 is outside 0 … 2000 µs" in r.stderr, r.stdout + r.stderr
+    assert "board emulator" not in r.stdout  # refused before the emulator was started
+
+
+def test_sigint_leaves_a_complete_recording(tmp_path):
+    rec = tmp_path / "sigint.npy"
+    stats = tmp_path / "sigint.json"
+    proc = subprocess.Popen(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable", "--motion",
+                                   "demo", "--record", str(rec), "--stats-json", str(stats)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    client = attach(proc, "humanoid17")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=6)
+    time.sleep(1.5)
+    cycles_before = int(client.snapshot().cycle)
+    os.killpg(proc.pid, signal.SIGINT)  # like Ctrl-C in the terminal: the whole group gets it
+    out = finish(proc)
+    assert proc.returncode == 130, out
+    assert "E-STOP from SIGINT" in out
+    r = np.load(rec)
+    assert len(r) >= cycles_before  # every cycle up to the interrupt was written
+    assert np.all(np.diff(r["t"]) > 0)
+    assert (r["board_state"][-20:] == 4).any()  # the board was e-stopped before the end
+    s = json.loads(stats.read_text())
+    assert s["stop_reason"] == "SIGINT received"
+
+
+def test_play_runs_a_motion_file_through_the_loop(tmp_path):
+    import hil.robots as R
+    from hil.motion.keyframes import load_motion
+
+    rec = tmp_path / "wave.npy"
+    r = subprocess.run(HIL + ["play", "examples/wave.toml", "--robot", "humanoid17", "--dry-run", "--headless",
+                              "--record", str(rec)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "motion 'wave' done" in r.stdout
+    model = R.load("humanoid17")
+    motion = load_motion("examples/wave.toml", model)
+    data = np.load(rec)
+    running = np.flatnonzero(data["loop_flags"] & 4)
+    t0 = data["t"][running[0]]
+    for k in motion.keyframes:  # the command passes through each keyframe at its time
+        i = int(np.argmin(np.abs(data["t"] - (t0 + k.time_s))))
+        assert np.abs(data["q_cmd"][i] - k.q).max() < np.radians(1.5), (k.time_s, np.degrees(data["q_cmd"][i] - k.q))
+
+
+def test_walk_dry_run(tmp_path):
+    rec = tmp_path / "walk.npy"
+    r = subprocess.run(HIL + ["walk", "--steps", "2", "--stride", "0.02", "--dry-run", "--headless", "--record",
+                              str(rec)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ZMP margin" in r.stdout and "static balance check off" in r.stdout and "done" in r.stdout
+    data = np.load(rec)
+    assert (data["loop_flags"] & 4).sum() > 100 and not (data["safety_flags"] & 128).any()  # never held
+
+
+def test_replay_plays_a_recording(tmp_path):
+    rec = tmp_path / "r.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--enable",
+                              "--motion", "demo", "--record", str(rec)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    proc = subprocess.Popen(HIL + ["replay", str(rec), "--headless", "--speed", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    client = attach(proc, "puma560")
+    data = np.load(rec)
+    seen = client.wait(lambda s: s.cycle > len(data) / 2, timeout_s=10)
+    assert seen is not None
+    k = int(seen.cycle)
+    np.testing.assert_allclose(seen.q_cmd, data["q_cmd"][k], atol=0.05)  # the published row is the recorded one
+    out = finish(proc)
+    assert proc.returncode == 0 and "replaying" in out
+    bad = subprocess.run(HIL + ["replay", str(tmp_path / "missing.npy")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "not a hil recording" in bad.stderr
+
+
+def test_path_runs_a_gcode_contour_through_the_loop(tmp_path):
+    prog = tmp_path / "p.nc"
+    prog.write_text("G21 G90\nG0 X0 Y0 Z0\nG1 X30 F3000\nG3 X0 Y30 R30\nG1 X0 Y0\nM30\n")
+    rec = tmp_path / "p.npy"
+    out = tmp_path / "t.npz"
+    r = subprocess.run(HIL + ["path", str(prog), "--dry-run", "--headless", "--out", str(out), "--record", str(rec)],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "branch" in r.stdout and "done" in r.stdout
+    data = np.load(rec)
+    with np.load(out) as f:
+        q_plan = f["q"]
+    running = data["loop_flags"] & 4 > 0
+    # while the motion ran, the command followed the planned joint path (the loop plays it sample
+    # by sample at the same rate)
+    cmd = data["q_cmd"][running]
+    d = np.min(np.linalg.norm(cmd[::25, None, :] - q_plan[None, ::5, :], axis=2), axis=1)
+    assert d.max() < 0.01
+    assert np.linalg.norm(data["q_meas"][-1] - q_plan[-1]) < 0.01  # and ended where the plan ends

@@ -8,11 +8,11 @@ cycle excluding the wire. "steal" is the share of the loop CPU's time the hyperv
 someone else during the row (from /proc/stat): on a VM, late wake-ups come from there.
 
 Baseline, in the same run: a bare loop (`hil rt-check`'s timing floor: the loop's own scheduling
-request, sleep-then-spin and miss rule, but no work, no port, no emulator) at 1 kHz, before and
-after the table, and next to each repetition of the goal's row: the
-floor this machine allows at that moment, with the loop's CPU kept out of idle states (as `hil run`
-does where permitted) and with idle states allowed. The goal's row (1 kHz, twin open, SCHED_FIFO)
-is then repeated alternately with and without `--allow-cpu-idle`. Run: `python benchmarks/bench_loop.py [--quick]`.
+request, sleep-then-spin and miss rule, but no work, no port, no emulator) at 1 kHz — the floor
+this machine allows at that moment — before and after the table, with the loop's CPU kept out of
+idle states (as `hil run` does where permitted) and with idle states allowed. Then the goal's row
+(1 kHz, twin open, SCHED_FIFO) is repeated, each time next to the bare loop and to the same row
+with `--allow-cpu-idle`. Run: `python benchmarks/bench_loop.py [--quick]`.
 """
 
 from __future__ import annotations

@@ -145,9 +145,12 @@ def main(args: argparse.Namespace) -> int:
                     print("reversed: " + ", ".join(res.reversed))
                 if res.misscaled:
                     print("mis-scaled (measured/commanded off by more than 10%): " + ", ".join(res.misscaled))
-                if not res.reversed and not res.misscaled:
+                if res.stuck:
+                    print("did not follow (moved less than half the command; direction unknown, sign left as it "
+                          "was — check the servo and run again): " + ", ".join(res.stuck))
+                if not res.reversed and not res.misscaled and not res.stuck:
                     print("all joints move the commanded way and amount")
-                calibration_io.save(path, model, uid, "directions", old_off, res.signs, None)
+                calibration_io.save(path, model, uid, "directions", old_off, res.signs_over(old_sign), None)
             print(f"saved calibration for board {uid} ({model.name}): {path}")
         finally:
             link.close()

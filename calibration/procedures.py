@@ -27,6 +27,10 @@ class ReferenceResult:
     warnings: list[str] = field(default_factory=list)
 
 
+# A joint that moves less than this share of its command (either way) did not show its direction.
+STUCK_RATIO = 0.5
+
+
 @dataclass
 class DirectionResult:
     ratio: np.ndarray          # measured / commanded motion per joint (≈ +1 good, ≈ −1 reversed)
@@ -34,10 +38,13 @@ class DirectionResult:
     measured: np.ndarray       # rad
     reversed: list[str] = field(default_factory=list)
     misscaled: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)  # moved less than half the command: direction unknown
 
-    @property
-    def signs(self) -> np.ndarray:
-        return np.where(self.ratio < 0, -1.0, 1.0)
+    def signs_over(self, previous: np.ndarray) -> np.ndarray:
+        """Each joint's direction (+1, or −1 when reversed) where it followed the command clearly
+        (|ratio| > 0.5); `previous` where it did not, since its direction was not seen."""
+        found = np.where(self.ratio < 0, -1.0, 1.0)
+        return np.where(np.abs(self.ratio) > STUCK_RATIO, found, np.asarray(previous, dtype=float))
 
 
 def read_samples(link: Link, n: int = 200, timeout_s: float = 10.0, hold_q: np.ndarray | None = None) -> np.ndarray:
@@ -129,20 +136,30 @@ def directions(link: Link, model, amplitude_rad: float = math.radians(5), speed:
             end = read_samples(link, 20, hold_q=target).mean(axis=0)
             _stream_to(link, target, q_cmd, speed)
             _hold(link, q_cmd, 0.3)
+            state = link.latest().state
+            if state != M.BoardState.ENABLED:
+                # the servos stopped following (watchdog, fault, e-stop): this joint's motion says nothing
+                raise HilError(f"the board left ENABLED (now {M.BoardState(state).name}, faults "
+                               f"{link.latest().faults:#x}) while {model.joint_names[j]} was jogged; nothing was "
+                               "saved. Check power and cable (and the host's load: the board's watchdog trips "
+                               "when commands stop for 50 ms), then run again")
             c = target[j] - q_cmd[j]
             m = end[j] - start[j]
             cmd[j], meas[j] = c, m
             ratio[j] = m / c if abs(c) > 1e-9 else 1.0
             log(f"  {model.joint_names[j]:<18} commanded {math.degrees(c):+6.2f}°, measured {math.degrees(m):+6.2f}°"
-                + ("   REVERSED" if ratio[j] < -0.5 else ("   MIS-SCALED" if abs(abs(ratio[j]) - 1) > 0.1 else "")))
+                + ("   DID NOT FOLLOW" if abs(ratio[j]) <= STUCK_RATIO else "   REVERSED" if ratio[j] < 0
+                   else "   MIS-SCALED" if abs(abs(ratio[j]) - 1) > 0.1 else ""))
     finally:
         try:
             link.disable()
         except Exception:  # noqa: BLE001 - the watchdog holds it anyway
             pass
     res = DirectionResult(ratio, cmd, meas)
-    res.reversed = [model.joint_names[j] for j in range(model.n) if ratio[j] < -0.5]
-    res.misscaled = [model.joint_names[j] for j in range(model.n) if abs(abs(ratio[j]) - 1) > 0.1]
+    res.reversed = [model.joint_names[j] for j in range(model.n) if ratio[j] < -STUCK_RATIO]
+    res.stuck = [model.joint_names[j] for j in range(model.n) if abs(ratio[j]) <= STUCK_RATIO]
+    res.misscaled = [model.joint_names[j] for j in range(model.n)
+                     if abs(ratio[j]) > STUCK_RATIO and abs(abs(ratio[j]) - 1) > 0.1]
     return res
 
 

@@ -169,3 +169,24 @@ def test_pose_file_errors(tmp_path):
     f.write_text("\n".join(["0,0,0,0,0,0,1,2,3"] * 5))
     with pytest.raises(Exception, match="at least 8"):
         P.load_pose_file(str(f), 6)
+
+
+def test_a_board_that_stops_following_fails_the_direction_check_and_saves_nothing(emulator, tmp_path):
+    """The board reboots (disabled) 3 s in: a joint jogged then says nothing about its direction."""
+    model = robots.load("puma560")
+    argv = emulator_argv(model, uid="CA1B0A2D0000000000000560", seed=2, faults=["reboot@3"])
+    emu = emulator(*argv[3:])
+    cal = tmp_path / "cal.toml"
+    r = run("calibrate", "--robot", "puma560", "--port", emu.path, "--method", "directions", "--yes",
+            "--out", str(cal), timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "nothing was saved" in r.stderr and "the board left ENABLED" in r.stderr, r.stdout + r.stderr
+    assert not cal.exists()
+
+
+def test_directions_keep_the_previous_sign_of_a_joint_that_did_not_follow():
+    res = P.DirectionResult(ratio=np.array([1.0, -0.98, 0.02, -0.03, 0.6, -0.7]), commanded=np.zeros(6),
+                            measured=np.zeros(6))
+    previous = np.array([1.0, 1.0, -1.0, 1.0, -1.0, 1.0])
+    # followed: their own direction; did not follow (|ratio| ≤ 0.5): as before
+    assert res.signs_over(previous).tolist() == [1.0, -1.0, -1.0, 1.0, 1.0, -1.0]

@@ -131,12 +131,24 @@ def cmd_rt_check(args: argparse.Namespace) -> int:
     print(f"measuring the loop's timing floor for {args.seconds:g} s at {args.rate:g} Hz …", flush=True)
     floor = rtcheck.measure_floor(args.rate, args.seconds, realtime=not args.no_realtime,
                                   keep_cpu_awake=not args.allow_cpu_idle)
-    print(rtcheck.report(facts, floor))
+    port = None
+    if args.port or args.dry_run:
+        emu = None
+        if args.dry_run:
+            from hil import emulation, robots
+
+            emu = emulation.start_emulator(robots.load(args.robot), baud=None)
+        try:
+            port = rtcheck.measure_port(emu.path if emu is not None else args.port, args.rate)
+        finally:
+            if emu is not None:
+                emu.stop()
+    print(rtcheck.report(facts, floor, port))
     ok = rtcheck.meets_goal(floor)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": facts, "floor": floor, "meets_goal": ok, "advice": rtcheck.advice(facts, floor)},
-                      f, indent=1)
+            json.dump({"machine": facts, "floor": floor, "port": port, "meets_goal": ok,
+                       "advice": rtcheck.advice(facts, floor)}, f, indent=1)
     return 0 if ok else 1
 
 
@@ -355,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-realtime", action="store_true", help="as `hil run --no-realtime`")
     s.add_argument("--allow-cpu-idle", action="store_true", help="as `hil run --allow-cpu-idle`")
     s.add_argument("--json", metavar="FILE", help="also write the findings to FILE")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--port", help="also time command → STATE round trips with the board on this port (nothing moves)")
+    g.add_argument("--dry-run", action="store_true", help="time them with the built-in emulator (--robot) instead")
+    s.add_argument("--robot", default="puma560", help="the emulator's robot for --dry-run (default puma560)")
     s.set_defaults(func=cmd_rt_check)
 
     s = sub.add_parser("path", help="plan a G-code contour on the PUMA (and run it: --dry-run or --port)")

@@ -148,6 +148,28 @@ def next_deadline_after(deadline: float, now: float, period: float) -> tuple[flo
     return now + period, int((now - following) / period) + 1
 
 
+def round_trip_warning(port: str, trips_ms: list[float], rate_hz: float, low_latency: bool | None) -> str | None:
+    """The warning for command → STATE round trips (ms) longer than a cycle at `rate_hz` (and than
+    5 ms), naming the likely cause and its fix; None when they are short enough."""
+    trips = sorted(trips_ms)
+    median = trips[len(trips) // 2]
+    period_ms = 1e3 / rate_hz
+    if median <= max(5.0, period_ms):
+        return None
+    dev = os.path.basename(os.path.realpath(port))
+    if dev.startswith("ttyUSB"):
+        fix = (f"if it is an FTDI adapter its latency timer is probably at the default 16 ms: "
+               f"echo 1 | sudo tee /sys/bus/usb-serial/devices/{dev}/latency_timer "
+               f"(or setserial {port} low_latency)")
+    else:
+        fix = "the adapter or the board buffers its replies; a USB CDC-ACM board or an adapter with a 1 ms latency timer avoids it"
+    if low_latency is False:
+        fix += "; hil could not switch this port to low-latency mode itself"
+    return (f"warning: round trip to the board is {median:.1f} ms (median of {len(trips)}, "
+            f"{trips[0]:.1f}–{trips[-1]:.1f} ms), longer than one {rate_hz:.0f} Hz cycle "
+            f"({period_ms:.1f} ms): measured states will lag the commands. {fix}")
+
+
 def cpu_times(cpu: int | None) -> tuple[int, int] | None:
     """(steal, total) clock ticks of one CPU (None: all CPUs) from /proc/stat, or None off Linux.
 
@@ -309,23 +331,10 @@ class Loop:
         than a cycle (journey: an FTDI adapter at its default 16 ms latency timer)."""
         trips = sorted(self.link.round_trips_ms(5))
         self.round_trip_ms = trips
-        median = trips[len(trips) // 2]
-        period_ms = 1e3 / self.cfg.rate_hz
-        if median <= max(5.0, period_ms):
-            return
-        port = self.cfg.port
-        dev = os.path.basename(os.path.realpath(port))
-        if dev.startswith("ttyUSB"):
-            fix = (f"if it is an FTDI adapter its latency timer is probably at the default 16 ms: "
-                   f"echo 1 | sudo tee /sys/bus/usb-serial/devices/{dev}/latency_timer "
-                   f"(or setserial {port} low_latency)")
-        else:
-            fix = "the adapter or the board buffers its replies; a USB CDC-ACM board or an adapter with a 1 ms latency timer avoids it"
-        if self.link.info is not None and self.link.info.low_latency is False:
-            fix += "; hil could not switch this port to low-latency mode itself"
-        self.event(f"warning: round trip to the board is {median:.1f} ms (median of {len(trips)}, "
-                   f"{trips[0]:.1f}–{trips[-1]:.1f} ms), longer than one {self.cfg.rate_hz:.0f} Hz cycle "
-                   f"({period_ms:.1f} ms): measured states will lag the commands. {fix}")
+        low_latency = self.link.info.low_latency if self.link.info is not None else None
+        warning = round_trip_warning(self.cfg.port, trips, self.cfg.rate_hz, low_latency)
+        if warning:
+            self.event(warning)
 
     def _estop(self, source: str) -> None:
         if self.link is not None:

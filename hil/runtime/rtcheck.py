@@ -81,6 +81,22 @@ def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cp
     return json.loads(r.stdout)
 
 
+def measure_port(port: str, rate_hz: float, count: int = 20, baud: int = 1_000_000) -> dict:
+    """Connect to the board on `port` (handshake), time `count` command → STATE round trips (ms),
+    and say whether they fit a cycle at `rate_hz`. Nothing is enabled or moved."""
+    from firmware_protocol.link import Link
+    from hil.runtime.loop import round_trip_warning
+
+    link = Link.connect(port, baud, threaded=False)
+    try:
+        info = link.info
+        trips = link.round_trips_ms(count)
+    finally:
+        link.close()
+    return {"port": port, "board": f"{info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}",
+            "round_trip_ms": trips, "warning": round_trip_warning(port, trips, rate_hz, info.low_latency)}
+
+
 def machine_facts() -> dict:
     """What the kernel and the machine say about real-time use (read-only)."""
     from hil.runtime.cpu_idle import read_kernel_file as read
@@ -143,7 +159,7 @@ def meets_goal(floor: dict) -> bool:
             and floor["missed_fraction"] <= MISSED_GOAL)
 
 
-def report(facts: dict, floor: dict) -> str:
+def report(facts: dict, floor: dict, port: dict | None = None) -> str:
     """The check's findings as the text `hil rt-check` prints."""
     vm = "virtual machine" if facts["virtual_machine"] else "no hypervisor seen"
     goal_us = JITTER_GOAL_FRACTION * 1e6 / floor["rate_hz"]
@@ -160,7 +176,13 @@ def report(facts: dict, floor: dict) -> str:
         f"verdict: {verdict} the loop's goal (p99 ≤ {goal_us:.0f} µs, ≤ {100 * MISSED_GOAL:.1f} % missed); "
         "`hil run` adds its own work and the serial port on top of this floor",
     ]
+    if port is not None:
+        trips = sorted(port["round_trip_ms"])
+        lines.append(f"port {port['port']}: {port['board']}; round trip command → STATE median "
+                     f"{trips[len(trips) // 2]:.2f} ms ({trips[0]:.2f}–{trips[-1]:.2f} ms over {len(trips)})")
     lines += [f"  - {a}" for a in advice(facts, floor)]
+    if port is not None and port["warning"]:
+        lines.append(f"  - {port['warning']}")
     return "\n".join(lines)
 
 

@@ -106,3 +106,27 @@ def test_advice_names_each_refusal():
                                     "preemption": "no forced preemption (server kernel)"},
                                    floor_with(cpu_steal_fraction=0.02)))
     assert "virtual machine" in vm and "2.0 %" in vm and "one CPU only" in vm and "PREEMPT_RT" in vm
+
+
+def test_the_port_check_times_round_trips_and_names_a_slow_adapter(emulator, tmp_path):
+    """The built-in emulator answers within a few ms; one that holds each reply 16 ms (an FTDI chip
+    at its default latency timer) is named with the fix, as `hil run` names it."""
+    from hil import robots
+    from hil.emulation import emulator_argv
+
+    out_json = tmp_path / "rt.json"
+    r = subprocess.run(HIL + ["rt-check", "--seconds", "0.3", "--dry-run", "--json", str(out_json)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    port = json.loads(out_json.read_text())["port"]
+    assert port["board"].startswith("PUMA6") and len(port["round_trip_ms"]) == 20
+    assert 0 < sorted(port["round_trip_ms"])[10] < 16.0 and port["warning"] is None
+    assert "round trip command → STATE median" in r.stdout
+
+    emu = emulator(*emulator_argv(robots.load("humanoid17"), latency_ms=16.0)[3:])
+    r = subprocess.run(HIL + ["rt-check", "--seconds", "0.3", "--rate", "500", "--port", emu.path, "--json",
+                              str(out_json)], capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    port = json.loads(out_json.read_text())["port"]
+    assert port["board"].startswith("HUMANOID17") and min(port["round_trip_ms"]) >= 16.0
+    assert "longer than one 500 Hz cycle" in port["warning"] and port["warning"] in r.stdout

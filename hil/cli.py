@@ -128,11 +128,8 @@ def cmd_rt_check(args: argparse.Namespace) -> int:
     if not 0.1 <= args.seconds <= 3600.0:
         raise hil.errors.InputError(f"--seconds {args.seconds:g} is outside 0.1 … 3600 s")
     facts = rtcheck.machine_facts()
-    print(f"measuring the loop's timing floor for {args.seconds:g} s at {args.rate:g} Hz …", flush=True)
-    floor = rtcheck.measure_floor(args.rate, args.seconds, realtime=not args.no_realtime,
-                                  keep_cpu_awake=not args.allow_cpu_idle)
     port = None
-    if args.port or args.dry_run:
+    if args.port or args.dry_run:  # first: a port that cannot be opened fails before the long part
         emu = None
         if args.dry_run:
             from hil import emulation, robots
@@ -143,6 +140,9 @@ def cmd_rt_check(args: argparse.Namespace) -> int:
         finally:
             if emu is not None:
                 emu.stop()
+    print(f"measuring the loop's timing floor for {args.seconds:g} s at {args.rate:g} Hz …", flush=True)
+    floor = rtcheck.measure_floor(args.rate, args.seconds, realtime=not args.no_realtime,
+                                  keep_cpu_awake=not args.allow_cpu_idle)
     print(rtcheck.report(facts, floor, port))
     ok = rtcheck.meets_goal(floor)
     if args.json:
@@ -441,10 +441,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from firmware_protocol.errors import ProtocolLibError
+
     try:
         return int(args.func(args) or 0)
-    except hil.errors.HilError as e:
-        print(f"hil {args.command}: error: {e}", file=sys.stderr)
+    except (hil.errors.HilError, ProtocolLibError) as e:
+        # expected failures (bad input, a port that cannot be opened, a board that does not answer):
+        # their message names what and where, a traceback would only bury it
+        text = e.strerror if isinstance(e, OSError) and e.strerror else e  # without "[Errno 2]"
+        print(f"hil {args.command}: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"hil {args.command}: interrupted", file=sys.stderr)

@@ -190,3 +190,10 @@ def test_directions_keep_the_previous_sign_of_a_joint_that_did_not_follow():
     previous = np.array([1.0, 1.0, -1.0, 1.0, -1.0, 1.0])
     # followed: their own direction; did not follow (|ratio| ≤ 0.5): as before
     assert res.signs_over(previous).tolist() == [1.0, -1.0, -1.0, 1.0, 1.0, -1.0]
+
+
+def test_a_port_that_cannot_be_opened_is_named_without_a_traceback(tmp_path):
+    r = run("calibrate", "--robot", "puma560", "--port", str(tmp_path / "ttyNONE"), "--method", "directions", "--yes")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(f"hil calibrate: error: cannot open {tmp_path / 'ttyNONE'}: no such port")
+    assert "Traceback" not in r.stderr

@@ -130,3 +130,12 @@ def test_the_port_check_times_round_trips_and_names_a_slow_adapter(emulator, tmp
     port = json.loads(out_json.read_text())["port"]
     assert port["board"].startswith("HUMANOID17") and min(port["round_trip_ms"]) >= 16.0
     assert "longer than one 500 Hz cycle" in port["warning"] and port["warning"] in r.stdout
+
+
+def test_a_port_that_cannot_be_opened_is_named_before_the_timing_is_measured(tmp_path):
+    r = subprocess.run(HIL + ["rt-check", "--seconds", "30", "--port", str(tmp_path / "ttyNONE")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(f"hil rt-check: error: cannot open {tmp_path / 'ttyNONE'}: no such port")
+    assert "Traceback" not in r.stderr
+    assert "timing floor" not in r.stdout  # failed at once, not after 30 s of measuring

@@ -127,6 +127,10 @@ def cmd_rt_check(args: argparse.Namespace) -> int:
         raise hil.errors.InputError(f"--rate {args.rate:g} is outside 1 … 10000 Hz")
     if not 0.1 <= args.seconds <= 3600.0:
         raise hil.errors.InputError(f"--seconds {args.seconds:g} is outside 0.1 … 3600 s")
+    if args.json:  # refused before measuring, not after
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise hil.errors.InputError(f"--json {args.json}: cannot write there (no such folder, or not writable)")
     facts = rtcheck.machine_facts()
     port = None
     if args.port or args.dry_run:  # first: a port that cannot be opened fails before the long part

@@ -650,10 +650,10 @@ class Loop:
                 now = time.monotonic()
                 served = next_deadline
                 next_deadline, skipped = next_deadline_after(served, now, T)
-                self.stats.skipped += skipped
-                for k in range(1, skipped + 1):  # never served: missed as well (rare: only after a stall)
-                    self.stats.misses += 1
-                    if len(self.stats.missed_at) < MISSES_KEPT:
+                if skipped:  # never served: missed as well (rare: only after a long stall)
+                    self.stats.skipped += skipped
+                    self.stats.misses += skipped
+                    for k in range(1, min(skipped, MISSES_KEPT - len(self.stats.missed_at)) + 1):
                         self.stats.missed_at.append((served + k * T - self.t0, (now - served - k * T) * 1e6))
                 if now - last_stats > 0.5 and next_deadline - now > PUBLISH_MARGIN_S:
                     # only in a cycle with time to spare: a late cycle does not get later

@@ -76,7 +76,9 @@ def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cp
     r = subprocess.run([sys.executable, "-m", "hil.runtime.rtcheck", args], capture_output=True, text=True,
                        timeout=seconds + 120)
     if r.returncode != 0:
-        raise RuntimeError(f"the timing check's child process failed (exit code {r.returncode}): "
+        from hil.errors import HilError
+
+        raise HilError(f"the timing check's child process failed (exit code {r.returncode}): "
                            f"{r.stderr.strip()[-500:]}")
     return json.loads(r.stdout)
 

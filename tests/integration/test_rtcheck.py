@@ -70,10 +70,15 @@ def test_a_stall_is_measured_as_missed_deadlines():
 
 
 @pytest.mark.parametrize("args, what", [(["--rate", "0"], "--rate 0 is outside"),
-                                        (["--seconds", "-1"], "--seconds -1 is outside")])
+                                        (["--rate", "nan"], "--rate nan is outside"),
+                                        (["--seconds", "-1"], "--seconds -1 is outside"),
+                                        (["--json", "/nonexistent/dir/x.json"], "--json /nonexistent/dir/x.json: "
+                                                                               "cannot write there"),
+                                        (["--dry-run", "--robot", "nosuch"], "unknown robot 'nosuch'")])
 def test_bad_settings_are_refused(args, what):
-    r = subprocess.run(HIL + ["rt-check", *args], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(HIL + ["rt-check", "--seconds", "30", *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and what in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "timing floor" not in r.stdout  # refused before measuring
 
 
 def floor_with(**changes) -> dict:

@@ -32,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from hil.runtime.misses import MissTracer
 from hil.safety import HELD, RATE, flag_names
 from hil.safety._kernel import I_STEP, I_TO_TARGET, I_TRACK
 
@@ -284,6 +285,7 @@ class Loop:
         self.jog_cls = Jog
         self.n = self.model.n
         self.stats = _Stats()
+        self.tracer = MissTracer(MISSES_KEPT)
         self.stop_flag = False
         self.stop_reason = "stopped"
         self.link: Link | None = None
@@ -395,7 +397,7 @@ class Loop:
             raise RuntimeError(f"no STATE from the board on {cfg.port} within 1 s")
         self._check_round_trip()
         self.worker = None
-        if cfg.port_thread:
+        if cfg.port_thread and os.environ.get('HIL_EXP') != 'inline':
             from hil.runtime.port_worker import PortWorker
 
             self.worker = PortWorker(self.link)
@@ -435,6 +437,7 @@ class Loop:
         link_ok = True
         sample = first
         warm_out = np.zeros(self.model.n)
+        tracer = self.tracer
         try:
             draining_until = None
             while True:
@@ -450,6 +453,7 @@ class Loop:
                 period_us = (wake - last_wake) * 1e6
                 last_wake = wake
                 late = wake - next_deadline  # how late this wake-up is against its deadline
+                tracer.woke(wake, next_deadline - self.t0, late, cycle > 0 and late > T / 2, T)
                 if cycle > 0 and late > T / 2:
                     self.stats.misses += 1
                     if len(self.stats.missed_at) < MISSES_KEPT:
@@ -659,9 +663,12 @@ class Loop:
                     # only in a cycle with time to spare: a late cycle does not get later
                     last_stats = now
                     self._publish_stats(T_us)
-                sleep_for = next_deadline - time.monotonic() - spin
+                sleep_start = time.monotonic()
+                sleep_for = next_deadline - sleep_start - spin
+                tracer.sleeping(sleep_start, sleep_for)
                 if sleep_for > 0:
                     time.sleep(sleep_for)
+                tracer.awake(time.monotonic())
                 if enabled and next_deadline - time.monotonic() > WARM_MARGIN_S:
                     # Rehearse the cycle's Python and kernels on throwaway outputs while spinning:
                     # after a sleep the caches are cold (on a VM the core ran someone else), and the
@@ -756,6 +763,9 @@ class Loop:
             where = f"cpu {self.cpu}" if getattr(self, "cpu", None) is not None else "this machine"
             self.event(f"the hypervisor took {100 * steal:.1f} % of {where}'s time during the run (steal): "
                        "on a virtual machine, most late wake-ups come from there")
+        by_cause = self.tracer.summary_line()
+        if by_cause:
+            self.event(by_cause)
         stats = {
             "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": self.stats.k + 1, "stop_reason": self.stop_reason,
             **summary, "missed_deadlines": self.stats.misses, "missed_fraction": self.stats.misses / k,
@@ -767,6 +777,7 @@ class Loop:
             "safety": self.stats.safety_counts, "max_tracking_error_rad": self.stats.max_track_err,
             "max_command_speed_rad_s": self.stats.max_cmd_speed, "events": self.stats.events[-50:],
             "missed_deadlines_at": [[round(t, 6), round(us, 1)] for t, us in self.stats.missed_at],
+            **self.tracer.report(),
         }
         if cfg.stats_json:
             with open(cfg.stats_json, "w") as f:

@@ -15,6 +15,7 @@ import platform
 import subprocess
 import sys
 import time
+from typing import Callable
 
 # The goal the loop is built for, per rate: p99 period jitter within a tenth of the period
 # (100 µs at 1 kHz) and at most 0.1 % of deadlines missed.
@@ -23,12 +24,15 @@ MISSED_GOAL = 0.001
 
 
 def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu_awake: bool = True,
-                 spin_us: float = 500.0) -> dict:
+                 spin_us: float = 500.0, work: Callable[[int], None] | None = None) -> dict:
     """Run the loop's timing skeleton in *this* process (it changes its scheduling: use
-    `measure_floor` from anywhere else). Times in µs; `missed_fraction` per deadline."""
+    `measure_floor` from anywhere else). Times in µs; `missed_fraction` per deadline; each missed
+    deadline taken apart as the loop does (hil/runtime/misses.py). `work(i)`, when given, runs in
+    cycle i where the loop does its work (tests use it to cause misses of a known kind)."""
     import numpy as np
 
     from hil.runtime.loop import _Stats, claim_realtime, cpu_times, next_deadline_after, steal_fraction
+    from hil.runtime.misses import MissTracer
 
     grant = claim_realtime(realtime, keep_cpu_awake)
     try:
@@ -39,19 +43,28 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         missed = 0
         deadlines = n  # one per wake-up, plus those skipped after a long stall
         wakes = np.empty(n)
+        tracer = MissTracer()
         before = cpu_times(grant.cpu)
-        next_deadline = time.monotonic() + T
+        start = time.monotonic()
+        next_deadline = start + T
         for i in range(n):
-            sleep_for = next_deadline - time.monotonic() - spin
+            now = time.monotonic()
+            sleep_for = next_deadline - now - spin
+            tracer.sleeping(now, sleep_for)
             if sleep_for > 0:
                 time.sleep(sleep_for)
+            tracer.awake(time.monotonic())
             while time.monotonic() < next_deadline:
                 pass
             wake = time.monotonic()
             wakes[i] = wake
-            if wake - next_deadline > T / 2:  # the loop's rule (loop.py)
+            late = wake - next_deadline
+            tracer.woke(wake, next_deadline - start, late, late > T / 2, T)
+            if late > T / 2:  # the loop's rule (loop.py)
                 missed += 1
-            next_deadline, skipped = next_deadline_after(next_deadline, wake, T)
+            if work is not None:
+                work(i)
+            next_deadline, skipped = next_deadline_after(next_deadline, time.monotonic(), T)
             missed += skipped
             deadlines += skipped
         steal = steal_fraction(before, cpu_times(grant.cpu))
@@ -65,6 +78,7 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         "missed_fraction": missed / deadlines, "jitter_p50_us": s["jitter_p50_us"], "jitter_p99_us": s["jitter_p99_us"],
         "jitter_max_us": s["jitter_max_us"], "sched_fifo": grant.sched_fifo, "cpu": grant.cpu,
         "scheduling": grant.note, "cpu_idle": grant.cpu_idle_note, "cpu_steal_fraction": steal,
+        **tracer.report(),
     }
 
 
@@ -175,6 +189,11 @@ def report(facts: dict, floor: dict, port: dict | None = None) -> str:
         f"jitter p50 {floor['jitter_p50_us']:.1f} µs, p99 {floor['jitter_p99_us']:.1f} µs, "
         f"max {floor['jitter_max_us']:.0f} µs; missed {floor['missed_deadlines']} "
         f"({100 * floor['missed_fraction']:.2f} %)" + (f"; steal {100 * steal:.1f} %" if steal is not None else ""),
+    ]
+    causes = floor.get("missed_deadline_causes")
+    if causes:
+        lines.append("missed deadlines by cause: " + "; ".join(f"{n} {c}" for c, n in causes.items()))
+    lines += [
         f"verdict: {verdict} the loop's goal (p99 ≤ {goal_us:.0f} µs, ≤ {100 * MISSED_GOAL:.1f} % missed); "
         "`hil run` adds its own work and the serial port on top of this floor",
     ]

@@ -66,6 +66,8 @@ def test_a_stall_is_measured_as_missed_deadlines():
     assert floor["jitter_max_us"] >= 150e3
     # every deadline the stop passed over is missed, not only the late wake-up after it
     assert floor["missed_deadlines"] >= 190 and floor["deadlines"] >= 2000 + 180
+    # each wake-up that missed is taken apart; the skipped deadlines have no wake-up of their own
+    assert sum(floor["missed_deadline_causes"].values()) == floor["missed_deadlines"] - (floor["deadlines"] - 2000)
     assert not rtcheck.meets_goal(floor)
 
 
@@ -144,3 +146,55 @@ def test_a_port_that_cannot_be_opened_is_named_before_the_timing_is_measured(tmp
     assert r.stderr.startswith(f"hil rt-check: error: cannot open {tmp_path / 'ttyNONE'}: no such port")
     assert "Traceback" not in r.stderr
     assert "timing floor" not in r.stdout  # failed at once, not after 30 s of measuring
+
+
+CAUSED_MISSES = r"""
+import json, sys, threading, time
+from hil.runtime.rtcheck import timing_floor
+
+def busy(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+t = time.perf_counter(); sum(range(1_000_000)); per_million = time.perf_counter() - t
+def hold_the_gil():
+    time.sleep(1e-4)  # let the loop go to sleep first
+    sum(range(int(6e-3 / per_million * 1e6)))  # one C call: ~6 ms without letting go of the GIL
+
+def work(i):
+    if i == 300:
+        busy(4e-3)
+    elif i == 800:
+        threading.Thread(target=hold_the_gil).start()
+
+print(json.dumps(timing_floor(1000, 1.2, realtime=False, keep_cpu_awake=False, work=work)))
+"""
+
+
+def test_each_missed_deadline_is_taken_apart():
+    """Two misses of a known kind, caused on purpose: 4 ms of the cycle's own work at 0.30 s and a
+    thread holding the GIL for ~6 ms while the loop sleeps at 0.80 s."""
+    from hil.runtime import misses as M
+
+    r = subprocess.run([sys.executable, "-c", CAUSED_MISSES], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    floor = json.loads(r.stdout)
+    explained = floor["missed_deadlines_explained"]
+    skipped = floor["deadlines"] - 1200
+    assert sum(floor["missed_deadline_causes"].values()) == floor["missed_deadlines"] - skipped
+    assert len(explained) == min(floor["missed_deadlines"] - skipped, 1000)
+
+    def first_miss(t0, t1):
+        return next(m for m in explained if t0 <= m["deadline_s"] <= t1 and not m["catching_up"])
+
+    work = first_miss(0.300, 0.305)
+    assert work["cause"] == M.WORK and work["work_us"] >= 3900, work
+    after = [m for m in explained if work["deadline_s"] < m["deadline_s"] < 0.31]
+    assert after and all(m["catching_up"] and m["cause"] == M.WORK for m in after), after
+
+    gil = first_miss(0.800, 0.806)
+    assert gil["cause"] == M.LATE_WAKE_BLOCKED and gil["late_wake_us"] >= 3000, gil
+    assert gil["voluntary_switches"] >= 2
+    assert any(m["deadline_s"] > gil["deadline_s"] and m["catching_up"] and m["cause"] == gil["cause"]
+               for m in explained)

@@ -75,6 +75,9 @@ def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot):
     assert len(missed) == min(s["missed_deadlines"], 1000)
     assert all(0 < t < 10 and late > 0 for t, late in missed)
     assert np.all(np.diff([t for t, _ in missed]) > 0)
+    explained = s["missed_deadlines_explained"]  # and why, one by one
+    assert [m["deadline_s"] for m in explained] == [t for t, _ in missed][:len(explained)]
+    assert sum(s["missed_deadline_causes"].values()) == s["missed_deadlines"] - s["skipped_deadlines"]
 
 
 LOOP_CPU = max(os.sched_getaffinity(0))

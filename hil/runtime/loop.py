@@ -397,7 +397,7 @@ class Loop:
             raise RuntimeError(f"no STATE from the board on {cfg.port} within 1 s")
         self._check_round_trip()
         self.worker = None
-        if cfg.port_thread and os.environ.get('HIL_EXP') != 'inline':
+        if cfg.port_thread:
             from hil.runtime.port_worker import PortWorker
 
             self.worker = PortWorker(self.link)

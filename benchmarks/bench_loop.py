@@ -12,7 +12,10 @@ request, sleep-then-spin and miss rule, but no work, no port, no emulator) at 1 
 this machine allows at that moment — before and after the table, with the loop's CPU kept out of
 idle states (as `hil run` does where permitted) and with idle states allowed. Then the goal's row
 (1 kHz, twin open, SCHED_FIFO) is repeated, each time next to the bare loop and to the same row
-with `--allow-cpu-idle`. Run: `python benchmarks/bench_loop.py [--quick]`.
+with `--allow-cpu-idle` and with the serial port on a thread of the loop's process instead of a
+process of its own (`--port-io thread`). Each row also lists its stalls by cause (each missed
+deadline taken apart as hil/runtime/misses.py does, catch-ups after a stall left out). Run:
+`python benchmarks/bench_loop.py [--quick]`.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def start_xvfb():
 
 
 def one_run(robot: str, rate: int, seconds: float, realtime: bool, twin_display: str | None,
-            keep_awake: bool = True) -> dict:
+            keep_awake: bool = True, port_io: str = "process") -> dict:
     with tempfile.TemporaryDirectory() as d:
         stats = os.path.join(d, "s.json")
         args = HIL + ["run", "--robot", robot, "--dry-run", "--headless", "--duration", str(seconds), "--rate",
@@ -63,6 +66,7 @@ def one_run(robot: str, rate: int, seconds: float, realtime: bool, twin_display:
             args.append("--no-realtime")
         if not keep_awake:
             args.append("--allow-cpu-idle")
+        args += ["--port-io", port_io]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         twin = None
         fps = None
@@ -87,6 +91,26 @@ def one_run(robot: str, rate: int, seconds: float, realtime: bool, twin_display:
         return s
 
 
+SHORT = {"the CPU was taken from the running loop (on a VM: the hypervisor's steal)": "taken",
+         "the wake-up from sleep came late": "late wake", "the cycle's own work ran long": "work",
+         "a higher-priority task ran on the loop's CPU": "preempted", "the loop waited for the GIL or a lock": "GIL/lock",
+         "after its sleep the loop waited for the GIL or a lock": "GIL/lock after sleep"}
+
+
+def root_causes(s: dict) -> dict[str, int]:
+    """Missed deadlines by cause, catch-ups left out (each stall once), short names."""
+    out: dict[str, int] = {}
+    for m in s.get("missed_deadlines_explained", []):
+        if not m["catching_up"]:
+            k = SHORT.get(m["cause"], m["cause"])
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def fmt_causes(c: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: -kv[1])) or "-"
+
+
 def fmt_steal(s: dict) -> str:
     v = s.get("cpu_steal_fraction")
     return "-" if v is None else f"{100 * v:.1f}%"
@@ -99,32 +123,33 @@ def main() -> int:
     if display is None:
         print("(no Xvfb: the 'twin open' rows are skipped; apt-get install -y xvfb)")
     print(f"hil loop timing, puma560 demo motion on the emulator, {seconds:.0f} s per row, {os.cpu_count()} cores")
-    print(f"{'rate':>5} {'twin':>5} {'FIFO':>5} {'awake':>6} {'jitter p50':>11} {'p99':>9} {'max':>9} {'missed':>8} "
-          f"{'cycle p50':>10} {'p99':>8} {'compute p50':>12} {'p99':>8} {'twin fps':>9} {'steal':>6}")
+    print(f"{'rate':>5} {'twin':>5} {'FIFO':>5} {'awake':>6} {'port':>7} {'jitter p50':>11} {'p99':>9} {'max':>9} {'missed':>8} "
+          f"{'cycle p50':>10} {'p99':>8} {'compute p50':>12} {'p99':>8} {'twin fps':>9} {'steal':>6}  stalls by cause")
     rows = []
 
     def bare_row(label: str, awake: bool) -> dict:
         b = run_bare(1000, seconds, awake)
         print(f" 1000  bare loop {label}, cpu {'kept awake' if awake else 'idle allowed'}: jitter p50 "
               f"{b['jitter_p50_us']:.1f} µs, p99 {b['jitter_p99_us']:.1f} µs, max {b['jitter_max_us']:.0f} µs, "
-              f"missed {100 * b['missed_fraction']:.2f} %, steal {fmt_steal(b)}", flush=True)
+              f"missed {100 * b['missed_fraction']:.2f} %, steal {fmt_steal(b)}; stalls: {fmt_causes(root_causes(b))}",
+              flush=True)
         return b
 
     def bare_rows(label: str) -> None:
         for awake in (True, False):
             bare_row(label, awake)
 
-    def row(rate: int, twin: bool, realtime: bool, awake: bool = True) -> None:
-        s = one_run("puma560", rate, seconds, realtime, display if twin else None, keep_awake=awake)
-        rows.append((rate, twin, realtime, awake, s))
+    def row(rate: int, twin: bool, realtime: bool, awake: bool = True, port_io: str = "process") -> None:
+        s = one_run("puma560", rate, seconds, realtime, display if twin else None, keep_awake=awake, port_io=port_io)
+        rows.append((rate, twin, realtime, awake, port_io, s))
         fps = f"{s['twin_fps']:.0f}" if s["twin_fps"] else "-"
         held = "kept out" in s.get("cpu_idle", "")
         print(f"{rate:>5} {'open' if twin else '-':>5} {'yes' if s['sched_fifo'] else 'no':>5} "
-              f"{'yes' if held else 'no':>6} "
+              f"{'yes' if held else 'no':>6} {port_io:>7} "
               f"{s['jitter_p50_us']:>9.1f}µs {s['jitter_p99_us']:>7.1f}µs {s['jitter_max_us']:>7.0f}µs "
               f"{100 * s['missed_fraction']:>7.2f}% {s['cycle_p50_us']:>8.1f}µs {s['cycle_p99_us']:>6.0f}µs "
               f"{s['compute_p50_us']:>10.1f}µs {s['compute_p99_us']:>6.0f}µs {fps:>9} "
-              f"{fmt_steal(s):>6}", flush=True)
+              f"{fmt_steal(s):>6}  {fmt_causes(root_causes(s))}", flush=True)
 
     bare_rows("(baseline, before)")
     try:
@@ -141,10 +166,12 @@ def main() -> int:
             # the goal's row again, each time next to the bare loop and to the same row with idle
             # states allowed: on a VM the minutes differ more than the settings, so only rows taken
             # side by side compare them
-            print("1 kHz, twin open, SCHED_FIFO: bare loop, loop with its cpu kept awake, with idle allowed")
+            print("1 kHz, twin open, SCHED_FIFO: bare loop; loop with its cpu kept awake; with the port on a thread "
+                  "instead of a process; with idle allowed")
             for _ in range(1 if quick else 3):
                 floors.append(bare_row("(floor)", True))
                 row(1000, True, True, awake=True)
+                row(1000, True, True, awake=True, port_io="thread")
                 row(1000, True, True, awake=False)
         bare_rows("(baseline, after)")
     finally:
@@ -153,16 +180,22 @@ def main() -> int:
     def meets(s: dict) -> bool:
         return s["jitter_p99_us"] <= 100 and s["missed_fraction"] <= 0.001
 
-    goal = [(aw, s) for r, t, rt, aw, s in rows if r == 1000 and t and rt]
+    goal = [(aw, pio, s) for r, t, rt, aw, pio, s in rows if r == 1000 and t and rt]
     for label, got in (("bare loop, cpu kept awake", floors),
-                       ("loop, twin open, cpu kept awake", [s for aw, s in goal if aw]),
-                       ("loop, twin open, idle allowed", [s for aw, s in goal if not aw])):
+                       ("loop, twin open, cpu kept awake", [s for aw, pio, s in goal if aw and pio == "process"]),
+                       ("loop, twin open, cpu kept awake, port on a thread",
+                        [s for aw, pio, s in goal if aw and pio == "thread"]),
+                       ("loop, twin open, idle allowed", [s for aw, pio, s in goal if not aw])):
         if got:
             p99 = ", ".join(f"{s['jitter_p99_us']:.0f}" for s in got)
             missed = ", ".join(f"{100 * s['missed_fraction']:.2f}" for s in got)
+            causes: dict[str, int] = {}
+            for s in got:
+                for k, v in root_causes(s).items():
+                    causes[k] = causes.get(k, 0) + v
             print(f"1 kHz, SCHED_FIFO, {label}: p99 {p99} µs, missed {missed} %; goal (≤ 100 µs, ≤ 0.1 %) met in "
-                  f"{sum(map(meets, got))} of {len(got)}")
-    by = {(r, t, rt): s for r, t, rt, aw, s in rows if aw}
+                  f"{sum(map(meets, got))} of {len(got)}; stalls by cause: {fmt_causes(causes)}")
+    by = {(r, t, rt): s for r, t, rt, aw, pio, s in rows if aw and pio == "process"}
     for rate in (200, 500, 1000):
         a, b = by.get((rate, False, True)), by.get((rate, True, True))
         if a and b and a["jitter_p99_us"] > 0:

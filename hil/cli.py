@@ -361,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--spin-us", type=float, default=None,
                    help="busy-wait this long before each deadline instead of sleeping (default 500; less "
                         "saves CPU, more absorbs late wake-ups)")
+    s.add_argument("--port-io", choices=("process", "thread", "inline"), default=None,
+                   help="where the serial port's reads and writes run: a process of their own (default: the "
+                        "loop shares no GIL with them), a thread of the loop's process, or the loop itself")
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=cmd_run)

@@ -70,8 +70,14 @@ class LoopConfig:
     hold_after_misses: int = 5
     disable_after_misses: int = 50
     calibration: str | None = None
-    port_thread: bool = True     # serial reads and writes on their own thread (see port_worker.py)
+    # where the serial port's reads and writes run: "process" (port_process.py: the loop shares no
+    # GIL and no lock with them), "thread" (port_worker.py) or "inline" (on the loop's own thread)
+    port_io: str = "process"
     extra: dict = field(default_factory=dict)
+
+
+PORT_IO_NOTES = {"process": "in its own process", "thread": "on a thread of the loop's process",
+                 "inline": "on the loop's thread"}
 
 
 class _Stats:
@@ -350,8 +356,13 @@ class Loop:
     def _connect(self):
         from hil import calibration_io
 
-        link = self.Link.connect(self.cfg.port, self.cfg.baud, self.cfg.link_timeout_s,
-                                 expect_joints=self.n, threaded=False)
+        if self.cfg.port_io == "process":
+            from hil.runtime.port_process import PortLink
+
+            link = PortLink(self.cfg.port, self.cfg.baud, self.cfg.link_timeout_s, self.n, self.cfg.realtime)
+        else:
+            link = self.Link.connect(self.cfg.port, self.cfg.baud, self.cfg.link_timeout_s,
+                                     expect_joints=self.n, threaded=False)
         jm = calibration_io.joint_map_for(self.model, link.info, self.cfg.calibration, self.event)
         if jm is not None:
             link.joint_map = jm
@@ -365,6 +376,9 @@ class Loop:
         cfg, M = self.cfg, self.M
         shared = self.shared
         self.t0 = time.monotonic()
+        # the port process (if any) is forked here: before the loop's real-time claim, which it
+        # must not inherit
+        self.link = self._connect()
         grant = claim_realtime(cfg.realtime, cfg.keep_cpu_awake)
         fifo, cpu, sched_note = grant.sched_fifo, grant.cpu, grant.note
         self.cpu = cpu
@@ -381,10 +395,10 @@ class Loop:
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
 
-        self.link = self._connect()
         info = self.link.info
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
-                   f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {sched_note}")
+                   f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {sched_note}; "
+                   f"port I/O {PORT_IO_NOTES[cfg.port_io]}")
         if self.static_balance_note:
             self.event(self.static_balance_note)
         first = None
@@ -397,7 +411,7 @@ class Loop:
             raise RuntimeError(f"no STATE from the board on {cfg.port} within 1 s")
         self._check_round_trip()
         self.worker = None
-        if cfg.port_thread:
+        if cfg.port_io == "thread":
             from hil.runtime.port_worker import PortWorker
 
             self.worker = PortWorker(self.link)
@@ -769,7 +783,7 @@ class Loop:
         stats = {
             "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": self.stats.k + 1, "stop_reason": self.stop_reason,
             **summary, "missed_deadlines": self.stats.misses, "missed_fraction": self.stats.misses / k,
-            "skipped_deadlines": self.stats.skipped,
+            "skipped_deadlines": self.stats.skipped, "port_io": cfg.port_io,
             "stale_states": self.stats.stale, "link_errors": self.stats.link_errors,
             "decoder_drops": link.decoder.stats.dropped if link else 0,
             "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),

@@ -71,6 +71,8 @@ def run(args) -> int:
     extra = {}
     if spin_us is not None:
         extra["spin_us"] = float(spin_us)
+    if getattr(args, "port_io", None):
+        extra["port_io"] = args.port_io
     try:
         shared = SharedState(name, model.n, create=True)
     except BaseException:

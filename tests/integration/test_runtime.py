@@ -49,12 +49,13 @@ def finish(proc: subprocess.Popen, timeout_s: float = 30.0) -> str:
     return out
 
 
-@pytest.mark.parametrize("robot", ["puma560", "humanoid17"])
-def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot):
+@pytest.mark.parametrize("robot, port_io", [("puma560", []), ("humanoid17", []), ("puma560", ["--port-io", "thread"])])
+def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot, port_io):
+    """The port in a process of its own (the default), and on a thread of the loop's process."""
     rec = tmp_path / "run.npy"
     stats = tmp_path / "stats.json"
     proc = start_run("--robot", robot, "--dry-run", "--headless", "--duration", "4", "--enable", "--motion", "demo",
-                     "--record", str(rec), "--stats-json", str(stats))
+                     "--record", str(rec), "--stats-json", str(stats), *port_io)
     out = finish(proc)
     assert proc.returncode == 0, out
     model = robots.load(robot)
@@ -66,6 +67,7 @@ def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot):
     moved = np.ptp(r["q_cmd"][enabled], axis=0).max()
     assert moved > np.radians(5), "the demo motion did not run"
     s = json.loads(stats.read_text())
+    assert s["port_io"] == (port_io[1] if port_io else "process")
     both = enabled[1:] & enabled[:-1]
     step = np.abs(np.diff(r["q_cmd"], axis=0))[both]  # per command, at the nominal period
     assert np.all(step * model.meta["default_rate_hz"] <= model.velocity_limit * 1.0001 + 1e-9)
@@ -129,7 +131,8 @@ def test_the_loops_cpu_is_kept_awake_and_given_back_even_when_the_loop_is_killed
         stalls = [late for _, late in s["missed_deadlines_at"] if late > 60e3]
         assert stalls and max(stalls) < 1e6, s["missed_deadlines_at"]  # the 100 ms stop, in µs
         # at 500 Hz the stop passed over ~50 deadlines: each is missed, not only the late wake-up
-        assert s["skipped_deadlines"] >= 35 and s["missed_deadlines"] >= s["skipped_deadlines"] + 1, s
+        # (which is late only when the stop fell before it, not in the cycle's work after it)
+        assert s["skipped_deadlines"] >= 35 and s["missed_deadlines"] >= s["skipped_deadlines"], s
         times = [t for t, _ in s["missed_deadlines_at"]]
         assert times == sorted(times)
     finally:

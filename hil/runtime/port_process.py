@@ -1,0 +1,402 @@
+"""The serial port in a process of its own, so that the control loop shares neither the GIL nor a
+lock with anything that touches the port.
+
+With the port on a thread of the loop's process, the loop waited for the GIL whenever that thread
+held it: for up to the interpreter's switch interval when all went well, and for milliseconds when
+the thread's CPU was taken from it meanwhile (a hypervisor's steal, a busy twin) — the missed-
+deadline breakdown (misses.py) showed such waits at the root of 10–40 % of the loop's misses.
+Here the loop and the port process meet only in shared memory:
+
+- the command slot (joint targets and the hold flag) behind a seqlock, which the loop writes each
+  cycle, then wakes the port process through an eventfd (one system call that never blocks);
+- the state slot (the newest STATE) behind a seqlock, which the port process writes and the loop
+  reads without waiting;
+- words for e-stop (a counter: the port process sends ESTOP as soon as it sees it change), the
+  link's loss and its reason, the port process's heartbeat and a stop request.
+
+Board transactions (enable, disable, clear faults, reconnect, round-trip timing, the joint map)
+go over a pipe and are answered there; the loop calls them from helper threads as before.
+`PortLink` is the loop's side and offers the part of `firmware_protocol.link.Link` the loop uses.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import select
+import signal
+import threading
+import time
+from multiprocessing import get_context
+
+import numpy as np
+
+from firmware_protocol.errors import LinkLostError
+from firmware_protocol.link import StateSample
+
+# int64 control words
+K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
+CTRL_WORDS = 8
+REASON_BYTES = 512
+STATE_SCALARS = 7  # t_host, t_board_us, seq, echo_seq, state, faults, supply_mV
+
+
+def _layout(n: int) -> tuple[int, int, int]:
+    """(offset of the command floats, of the state floats, total bytes)."""
+    cmd = CTRL_WORDS * 8
+    state = cmd + (1 + n) * 8
+    reason = state + (STATE_SCALARS + 4 * n) * 8
+    return cmd, state, reason + REASON_BYTES
+
+
+class _Block:
+    """Views over the shared block: ctrl words, command slot, state slot, loss reason."""
+
+    def __init__(self, buf, n: int) -> None:
+        cmd, state, total = _layout(n)
+        self.n = n
+        self.ctrl = np.frombuffer(buf, dtype=np.int64, count=CTRL_WORDS, offset=0)
+        self.cmd = np.frombuffer(buf, dtype=np.float64, count=1 + n, offset=cmd)
+        self.state = np.frombuffer(buf, dtype=np.float64, count=STATE_SCALARS + 4 * n, offset=state)
+        self.reason = np.frombuffer(buf, dtype=np.uint8, count=REASON_BYTES, offset=total - REASON_BYTES)
+
+    def write(self, seq_word: int, area: np.ndarray, values: np.ndarray) -> None:
+        """Seqlock write (one writer per area): odd while writing, even when done."""
+        ctrl = self.ctrl
+        ctrl[seq_word] += 1
+        area[:] = values
+        ctrl[seq_word] += 1
+
+    def read(self, seq_word: int, area: np.ndarray, out: np.ndarray, tries: int = 100) -> int:
+        """Seqlock read into `out`; returns the sequence word it read (even), or -1 when no
+        consistent copy came within `tries` (`out` is then garbage). The reader must not spin on:
+        a writer stopped between its two increments (its CPU taken for milliseconds, or killed)
+        leaves the word odd meanwhile or for good."""
+        ctrl = self.ctrl
+        for _ in range(tries):
+            s = int(ctrl[seq_word])
+            if s & 1:
+                continue
+            out[:] = area
+            if int(ctrl[seq_word]) == s:
+                return s
+        return -1
+
+    def set_reason(self, text: str) -> None:
+        raw = text.encode()[:REASON_BYTES - 1]
+        self.reason[:] = 0
+        self.reason[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+
+    def get_reason(self) -> str:
+        raw = self.reason.tobytes()
+        return raw[:raw.index(0) if 0 in raw else len(raw)].decode(errors="replace")
+
+
+# ------------------------------------------------------------------------ the port process side
+def _leave_the_loop_cpu(realtime: bool) -> None:
+    """Run beside the loop, not on its CPU (claim_realtime pins the loop to the last CPU), one
+    real-time priority below it where permitted: the port's system calls should not wait behind
+    the twin."""
+    if not realtime:
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
+    except (PermissionError, OSError, AttributeError):
+        pass
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, cpus[:-1])
+    except (OSError, AttributeError):
+        pass
+
+
+def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, buf, conn, efd: int,
+           parent: int) -> None:
+    """The port process: connect, then move commands out and states in until told to stop, the
+    loop's process is gone, or the link is lost (then wait for a reconnect request)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from firmware_protocol.link import Link
+
+    block = _Block(buf, n)
+    try:
+        link = Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
+    except BaseException as e:  # noqa: BLE001 - handed to the loop, which reports it
+        conn.send(("error", e))
+        return
+    _leave_the_loop_cpu(realtime)
+    block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
+    conn.send(("info", link.info))
+    send_lock = threading.Lock()
+    exclusive = threading.Lock()  # held by calls that drive the port themselves (reconnect, timing)
+
+    def reply(req_id: int, ok: bool, value) -> None:
+        with send_lock:
+            try:
+                conn.send(("reply", req_id, ok, value))
+            except (OSError, ValueError):
+                pass
+
+    def call(req_id: int, name: str, args: tuple) -> None:
+        try:
+            if name == "set_joint_map":
+                link.joint_map = args[0]
+                value = None
+            else:
+                value = getattr(link, name)(*args)
+            if name == "reconnect":
+                block.ctrl[K_LOST] = 0
+            reply(req_id, True, value)
+        except BaseException as e:  # noqa: BLE001
+            reply(req_id, False, e)
+
+    cmd = np.zeros(1 + n)
+    state = np.zeros(STATE_SCALARS + 4 * n)
+    last_cmd_seq = int(block.ctrl[K_CMD_SEQ])
+    seen_estop = int(block.ctrl[K_ESTOP])
+    published = None
+    try:
+        while not block.ctrl[K_STOP] and os.getppid() == parent:
+            fds = [conn, efd]
+            if link._fd is not None and not block.ctrl[K_LOST] and not exclusive.locked():
+                fds.append(link._fd)
+            try:
+                ready = select.select(fds, [], [], 0.002)[0]
+            except (OSError, ValueError):  # the port's fd closed under us by a reconnect
+                ready = []
+            if efd in ready:
+                try:
+                    os.eventfd_read(efd)
+                except BlockingIOError:
+                    pass
+            if int(block.ctrl[K_ESTOP]) != seen_estop:
+                seen_estop = int(block.ctrl[K_ESTOP])
+                try:
+                    link.estop()
+                except Exception:  # noqa: BLE001 - lost link: the board's watchdog stops it
+                    pass
+            if conn in ready:
+                try:
+                    msg = conn.recv()
+                except EOFError:
+                    return
+                _, req_id, name, args = msg
+                if name in ("reconnect", "round_trips_ms", "set_joint_map"):
+                    def exclusive_call(req_id=req_id, name=name, args=args):
+                        with exclusive:
+                            call(req_id, name, args)
+                    threading.Thread(target=exclusive_call, daemon=True).start()
+                else:  # enable, disable, clear_faults: they wait for an ACK that poll() below delivers
+                    threading.Thread(target=call, args=(req_id, name, args), daemon=True).start()
+            block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
+            if block.ctrl[K_LOST] or not exclusive.acquire(blocking=False):
+                continue
+            try:
+                s = int(block.ctrl[K_CMD_SEQ])
+                if s != last_cmd_seq:
+                    got = block.read(K_CMD_SEQ, block.cmd, cmd)
+                    if got < 0:  # the loop died while writing: the parent check above ends us
+                        continue
+                    last_cmd_seq = got
+                    link.send_positions(cmd[1:], hold=bool(cmd[0]))
+                sample = link.poll()
+                if sample is not None and sample is not published:
+                    published = sample
+                    state[:STATE_SCALARS] = (sample.t_host, sample.t_board_us, sample.seq, sample.echo_seq,
+                                             sample.state, sample.faults, sample.supply_mV)
+                    state[STATE_SCALARS:STATE_SCALARS + n] = sample.q
+                    state[STATE_SCALARS + n:STATE_SCALARS + 2 * n] = sample.qd
+                    state[STATE_SCALARS + 2 * n:STATE_SCALARS + 3 * n] = sample.current_mA
+                    state[STATE_SCALARS + 3 * n:] = sample.jflags
+                    block.write(K_STATE_SEQ, block.state, state)
+                    block.ctrl[K_STATE_COUNT] += 1
+                block.ctrl[K_DROPPED] = link.decoder.stats.dropped
+            except LinkLostError as e:
+                block.set_reason(e.strerror or str(e))
+                block.ctrl[K_LOST] = 1
+                published = None
+            finally:
+                exclusive.release()
+    finally:
+        link.close()
+
+
+# ---------------------------------------------------------------------------- the loop's side
+class _DecoderStats:
+    def __init__(self, block: _Block) -> None:
+        self._block = block
+
+    @property
+    def dropped(self) -> int:
+        return int(self._block.ctrl[K_DROPPED])
+
+
+class _Decoder:
+    def __init__(self, block: _Block) -> None:
+        self.stats = _DecoderStats(block)
+
+
+class PortLink:
+    """The loop's handle on the port process: `poll`, `send_positions` and `estop` touch only
+    shared memory (and an eventfd), the transactions wait for the port process's answer."""
+
+    def __init__(self, port: str, baud: int, link_timeout_s: float, expect_joints: int, realtime: bool,
+                 connect_timeout_s: float = 10.0) -> None:
+        n = expect_joints
+        self.port = port
+        self.n = n
+        self.link_timeout_s = link_timeout_s
+        self._buf = mmap.mmap(-1, _layout(n)[2])
+        self._block = _Block(self._buf, n)
+        self._words = memoryview(self._buf).cast("q")[:CTRL_WORDS]  # plain ints: faster than NumPy scalars
+        self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        ctx = get_context("fork")  # the loop's imports and models are already here; no re-import
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, name="hil-port", daemon=True,
+                                 args=(port, baud, link_timeout_s, n, realtime, self._buf, child, self._efd,
+                                       os.getpid()))
+        self._proc.start()
+        child.close()
+        self._lock = threading.Lock()
+        self._req = 0
+        self._cmd = np.zeros(1 + n)
+        self._count = 0  # states published so far: none yet, and poll() must not invent one
+        self._latest: StateSample | None = None
+        self.decoder = _Decoder(self._block)
+        if not self._conn.poll(connect_timeout_s):
+            self._kill()
+            raise LinkLostError(errno.ETIMEDOUT, f"{port}: the port process did not connect within "
+                                                 f"{connect_timeout_s:.0f} s")
+        try:
+            kind, value = self._conn.recv()
+        except EOFError:
+            self._kill()
+            raise LinkLostError(errno.EIO, f"{port}: the port process ended while connecting") from None
+        if kind == "error":
+            self._kill()
+            raise value
+        self.info = value
+        self._joint_map = None
+
+    # -------------------------------------------------------------- every cycle: shared memory only
+    @property
+    def lost(self) -> str | None:
+        """Why the link was lost, or None while it works (a stalled port process counts as lost)."""
+        if self._words[K_LOST]:
+            return self._block.get_reason() or "lost"
+        age = time.monotonic_ns() - self._words[K_HEARTBEAT_NS]
+        if age > self.link_timeout_s * 1e9:
+            return f"the port process has not run for {age / 1e6:.0f} ms"
+        return None
+
+    def _check(self) -> None:
+        why = self.lost
+        if why is not None:
+            if not why.startswith("link to"):
+                why = f"link to {self.port} lost: {why}"
+            raise LinkLostError(errno.EIO, why)
+
+    def poll(self) -> StateSample | None:
+        """The newest STATE the port process has (the same object until a newer one arrives)."""
+        words = self._words
+        count = words[K_STATE_COUNT]
+        if count == self._count:
+            self._check()  # nothing new: is the port process still there, is the link?
+            return self._latest
+        if words[K_LOST]:
+            self._check()
+        s = np.empty(STATE_SCALARS + 4 * self.n)  # one array per sample: its fields are views of it
+        if self._block.read(K_STATE_SEQ, self._block.state, s) < 0:
+            # the port process is inside a write: keep the last state (stale for this cycle) and
+            # try again next cycle; only a port process that stopped running is a lost link
+            self._check()
+            return self._latest
+        self._count = count
+        n, k = self.n, STATE_SCALARS
+        self._latest = StateSample(float(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]), int(s[5]),
+                                   s[k:k + n], s[k + n:k + 2 * n], s[k + 2 * n:k + 3 * n], s[k + 3 * n:],
+                                   int(s[6]))
+        return self._latest
+
+    def send_positions(self, q: np.ndarray, hold: bool = False) -> None:
+        """Hand the newest joint targets (rad, joint frame) to the port process."""
+        if self._words[K_LOST]:
+            self._check()
+        self._cmd[0] = 1.0 if hold else 0.0
+        self._cmd[1:] = q
+        self._block.write(K_CMD_SEQ, self._block.cmd, self._cmd)
+        os.eventfd_write(self._efd, 1)
+
+    def estop(self, reason: int = 0) -> None:
+        """ESTOP at once: the port process sends it as soon as it sees the counter move."""
+        self._block.ctrl[K_ESTOP] += 1
+        os.eventfd_write(self._efd, 1)
+
+    # ------------------------------------------------------------- transactions, off the loop thread
+    def _call(self, name: str, *args, timeout_s: float = 15.0):
+        with self._lock:
+            self._req += 1
+            req = self._req
+            try:
+                self._conn.send(("call", req, name, args))
+                while True:
+                    if not self._conn.poll(timeout_s):
+                        raise LinkLostError(errno.ETIMEDOUT, f"{self.port}: the port process did not answer "
+                                                             f"{name} within {timeout_s:.0f} s")
+                    kind, rid, ok, value = self._conn.recv()
+                    if rid == req:
+                        break
+            except (EOFError, OSError) as e:
+                if isinstance(e, LinkLostError):
+                    raise
+                raise LinkLostError(errno.EIO, f"{self.port}: the port process is gone ({e or 'closed'})") from None
+        if not ok:
+            raise value
+        return value
+
+    def enable(self, joint_mask: int = 0xFFFFFFFF) -> None:
+        self._call("enable", joint_mask)
+
+    def disable(self, joint_mask: int = 0xFFFFFFFF) -> None:
+        self._call("disable", joint_mask)
+
+    def clear_faults(self, fault_mask: int = 0xFFFFFFFF) -> None:
+        self._call("clear_faults", fault_mask)
+
+    def round_trips_ms(self, count: int = 5) -> list[float]:
+        return self._call("round_trips_ms", count)
+
+    def reconnect(self, timeout_s: float = 5.0):
+        info = self._call("reconnect", None, timeout_s, timeout_s=timeout_s + 10.0)
+        self.info = info
+        self._count = self._words[K_STATE_COUNT]  # only states from the new connection count
+        self._latest = None
+        return info
+
+    @property
+    def joint_map(self):
+        return self._joint_map
+
+    @joint_map.setter
+    def joint_map(self, jm) -> None:
+        self._call("set_joint_map", jm)
+        self._joint_map = jm
+
+    # ---------------------------------------------------------------------------------- closing
+    def _kill(self) -> None:
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join(timeout=2.0)
+        self._conn.close()
+        os.close(self._efd)
+
+    def close(self) -> None:
+        """Stop the port process (it closes the port; the board's watchdog holds the robot)."""
+        if self._conn.closed:
+            return
+        self._block.ctrl[K_STOP] = 1
+        os.eventfd_write(self._efd, 1)
+        self._proc.join(timeout=2.0)
+        self._kill()

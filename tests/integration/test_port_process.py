@@ -1,0 +1,153 @@
+"""The serial port in its own process (hil/runtime/port_process.py): against the board emulator
+on a real pty, emulator in a third process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import firmware_protocol.messages as M
+from firmware_protocol.errors import DeviceError, LinkLostError
+from hil.runtime.port_process import K_STATE_SEQ, PortLink, _Block, _layout
+from tests.conftest import wait_for
+
+
+def newer_than(link: PortLink, seq: int):
+    s = link.poll()
+    return s if s is not None and s.seq != seq else None
+
+
+def test_commands_go_out_and_states_come_back_through_the_port_process(emulator):
+    emu = emulator("--kind", "puma6", "--noise-deg", "0")
+    link = PortLink(emu.path, 1_000_000, 0.25, 6, realtime=False)
+    try:
+        assert link.info.n_joints == 6 and link.info.kind_name == "PUMA6"
+        assert link._proc.pid != os.getpid() and link._proc.is_alive()
+        link.send_positions(np.zeros(6), hold=True)
+        s0 = wait_for(link.poll)
+        assert s0.state == M.BoardState.DISABLED and s0.q.shape == (6,)
+        link.enable()  # a transaction: its ACK arrives while the port process keeps polling
+        q0 = s0.q.copy()
+        target = q0 + 0.05
+        seqs = []
+        for k in range(600):
+            link.send_positions(q0 + 0.05 * min(1.0, k / 200))
+            time.sleep(0.001)
+            seqs.append(link.poll().seq)
+        s = wait_for(lambda: newer_than(link, seqs[-1]))
+        assert s.state == M.BoardState.ENABLED, s
+        np.testing.assert_allclose(s.q, target, atol=2e-4)  # independent: the emulator's own servo model
+        assert len(set(seqs)) > 300  # fresh states kept coming, cycle after cycle
+        assert link.decoder.stats.dropped == 0
+        link.estop()  # no waiting: the board confirms in its STATE
+        assert wait_for(lambda: (lambda x: x if x.state == M.BoardState.ESTOP else None)(link.poll()),
+                        timeout_s=0.5)
+    finally:
+        link.close()
+    assert not link._proc.is_alive()
+
+
+def test_a_port_that_cannot_be_opened_fails_as_a_direct_connection_would(tmp_path):
+    with pytest.raises(DeviceError) as e:
+        PortLink(str(tmp_path / "ttyNONE"), 1_000_000, 0.25, 6, realtime=False)
+    assert str(tmp_path / "ttyNONE") in str(e.value) and "no such port" in str(e.value)
+
+
+def test_a_lost_board_and_a_dead_port_process_are_both_a_lost_link(emulator):
+    emu = emulator("--kind", "puma6")
+    link = PortLink(emu.path, 1_000_000, 0.25, 6, realtime=False)
+    try:
+        link.send_positions(np.zeros(6), hold=True)
+        wait_for(link.poll)
+        emu.kill()
+        with pytest.raises(LinkLostError) as e:
+            wait_for(lambda: link.send_positions(np.zeros(6), hold=True) or link.poll() and None, timeout_s=2.0)
+        assert f"link to {emu.path} lost" in str(e.value)
+    finally:
+        link.close()
+
+    emu = emulator("--kind", "puma6")
+    link = PortLink(emu.path, 1_000_000, 0.25, 6, realtime=False)
+    try:
+        link.send_positions(np.zeros(6), hold=True)
+        wait_for(link.poll)
+        os.kill(link._proc.pid, signal.SIGKILL)
+        with pytest.raises(LinkLostError) as e:
+            wait_for(lambda: link.poll() and None, timeout_s=2.0)
+        assert "the port process has not run for" in str(e.value)
+    finally:
+        link.close()
+
+
+ORPHAN = r"""
+import sys, time
+from hil.runtime.port_process import PortLink
+link = PortLink(sys.argv[1], 1_000_000, 0.25, 6, realtime=False)
+print(link._proc.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_port_process_ends_when_the_loops_process_dies(emulator):
+    """The loop's process killed outright runs no clean-up: the port process must notice by itself
+    (and then the board's watchdog holds the robot)."""
+    emu = emulator("--kind", "puma6")
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN, emu.path], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        os.kill(child, 0)  # running
+        parent.kill()
+        parent.wait(timeout=5)
+
+        def gone():
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                return True
+            with open(f"/proc/{child}/stat") as f:
+                return f.read().split(")")[1].split()[0] == "Z"  # exited, awaiting its reaper
+        assert wait_for(gone, timeout_s=3.0)
+    finally:
+        parent.kill()
+        parent.stdout.close()
+
+
+def test_the_state_slot_is_never_read_torn():
+    """A writer process fills the slot with one value per write as fast as it can; every read
+    must see a single value."""
+    import mmap
+    from multiprocessing import get_context
+
+    n = 17
+    buf = mmap.mmap(-1, _layout(n)[2])
+    block = _Block(buf, n)
+
+    def writer():
+        v = np.empty(block.state.size)
+        for k in range(1, 200_000):
+            v[:] = k
+            block.write(K_STATE_SEQ, block.state, v)
+
+    p = get_context("fork").Process(target=writer)
+    p.start()
+    out = np.empty(block.state.size)
+    seen = set()
+    gave_up = 0
+    try:
+        while p.is_alive() or not seen:
+            if block.read(K_STATE_SEQ, block.state, out) < 0:
+                gave_up += 1  # the writer never let go within the tries: no copy, and says so
+                continue
+            assert np.all(out == out[0]), out
+            seen.add(out[0])
+    finally:
+        p.join()
+    assert len(seen) > 10  # the reads did overlap the writes
+    print(f"{len(seen)} consistent reads, {gave_up} given up")

@@ -760,12 +760,13 @@ class Loop:
         link = self.link
         if getattr(self, "worker", None) is not None:
             self.worker.stop()
-        if link is not None and link.lost is None:
-            try:
-                link.disable()
-            except Exception:  # noqa: BLE001 - the watchdog holds it anyway
-                pass
-            link.close()
+        if link is not None:
+            if link.lost is None:
+                try:
+                    link.disable()
+                except Exception:  # noqa: BLE001 - the watchdog holds it anyway
+                    pass
+            link.close()  # a lost link too: the port process ends here, not at interpreter exit
         if self.recorder is not None:
             self.recorder.close()
             self.event(f"recording closed: {cfg.record} ({self.recorder.rows} cycles)")

@@ -219,6 +219,10 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
                 published = None
             finally:
                 exclusive.release()
+    except BaseException as e:  # a bug here: say so where the loop looks, rather than only on stderr
+        block.set_reason(f"the port process failed: {e!r}")
+        block.ctrl[K_LOST] = 1
+        raise
     finally:
         link.close()
 

@@ -15,7 +15,8 @@ idle states (as `hil run` does where permitted) and with idle states allowed. Th
 with `--allow-cpu-idle` and with the serial port on a thread of the loop's process instead of a
 process of its own (`--port-io thread`). Each row also lists its stalls by cause (each missed
 deadline taken apart as hil/runtime/misses.py does, catch-ups after a stall left out). Run:
-`python benchmarks/bench_loop.py [--quick]`.
+`python benchmarks/bench_loop.py [--quick | --goal N]` (`--goal N`: only the goal's comparison, N
+rounds).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ def fmt_steal(s: dict) -> str:
 
 def main() -> int:
     quick = "--quick" in sys.argv
+    # --goal N: only the goal's comparison, N rounds (more side-by-side samples, less waiting)
+    goal_rounds = int(sys.argv[sys.argv.index("--goal") + 1]) if "--goal" in sys.argv else None
     seconds = 4.0 if quick else 10.0
     xvfb, display = start_xvfb()
     if display is None:
@@ -151,9 +154,10 @@ def main() -> int:
               f"{s['compute_p50_us']:>10.1f}µs {s['compute_p99_us']:>6.0f}µs {fps:>9} "
               f"{fmt_steal(s):>6}  {fmt_causes(root_causes(s))}", flush=True)
 
-    bare_rows("(baseline, before)")
+    if goal_rounds is None:
+        bare_rows("(baseline, before)")
     try:
-        for rate in (200, 500, 1000):
+        for rate in (200, 500, 1000) if goal_rounds is None else ():
             for twin in (False, True):
                 for realtime in (True, False):
                     if twin and display is None:
@@ -168,12 +172,13 @@ def main() -> int:
             # side by side compare them
             print("1 kHz, twin open, SCHED_FIFO: bare loop; loop with its cpu kept awake; with the port on a thread "
                   "instead of a process; with idle allowed")
-            for _ in range(1 if quick else 3):
+            for _ in range(goal_rounds or (1 if quick else 3)):
                 floors.append(bare_row("(floor)", True))
                 row(1000, True, True, awake=True)
                 row(1000, True, True, awake=True, port_io="thread")
                 row(1000, True, True, awake=False)
-        bare_rows("(baseline, after)")
+        if goal_rounds is None:
+            bare_rows("(baseline, after)")
     finally:
         if xvfb is not None:
             xvfb.terminate()

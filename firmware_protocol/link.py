@@ -496,9 +496,13 @@ class Link:
     def round_trips_ms(self, count: int = 5, timeout_s: float = 0.25, quiet_s: float = 0.03) -> list[float]:
         """Round trips (ms) of `count` hold commands, each timed until the next STATE arrives (the
         board answers every command with one). Poll mode, before the control loop starts: a hold
-        changes nothing on a board that is not enabled. STATEs still in flight are drained first
-        (until none arrived for `quiet_s`), so that a slow adapter's backlog is not taken for
-        answers. A command left unanswered within `timeout_s` counts as `timeout_s`."""
+        changes nothing on a board that is not enabled. STATEs still in flight are drained first,
+        so that a slow adapter's backlog is not taken for answers: one more hold command, then
+        wait for its answer and for `quiet_s` without any. That command also restarts the board's
+        idle-rate STATE timer (10 Hz after 100 ms without commands), so no STATE is under way when
+        the timing starts: one was, behind a 16 ms adapter, and every trip after it was measured
+        against the previous command's answer (8–10 ms instead of ≥ 16). A command left
+        unanswered within `timeout_s` counts as `timeout_s`."""
         n = self.info.n_joints if self.info is not None else 0
         hold = np.zeros(n)
 
@@ -508,11 +512,14 @@ class Link:
 
         start = time.monotonic()
         last_t = newest_t()
-        quiet_since = start
-        while time.monotonic() - quiet_since < quiet_s and time.monotonic() - start < 10 * quiet_s + 0.5:
+        self.send_positions(hold, hold=True)
+        quiet_since = time.monotonic()
+        answered = False
+        while ((not answered or time.monotonic() - quiet_since < quiet_s)
+               and time.monotonic() - start < 10 * quiet_s + 0.5):
             t = newest_t()
             if t > last_t:
-                last_t, quiet_since = t, time.monotonic()
+                last_t, quiet_since, answered = t, time.monotonic(), True
             time.sleep(0.0005)
         trips = []
         for _ in range(count):

@@ -198,3 +198,15 @@ def test_hil_ports_probe_names_the_board(emulator):
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith(emu.path))
     assert "HUMANOID17 fw 1.0.0, 17 joints, uid 00112233445566778899AABB" in line
+
+
+def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
+    """Behind a 16 ms adapter an idle-rate STATE (10 Hz while no commands come) can be under way
+    when the timing starts; taken for the first answer, it shifted every trip by one answer
+    (8–10 ms measured instead of ≥ 16). Started at eight phases of the idle STATEs' 100 ms."""
+    emu = emulator("--kind", "puma6", "--latency-ms", "16")
+    with Link.connect(emu.path, threaded=False) as link:
+        for k in range(8):
+            time.sleep(0.1 + k * 0.0125)  # idle: the board streams its 10 Hz STATEs meanwhile
+            trips = link.round_trips_ms(4)
+            assert min(trips) >= 16.0 and max(trips) < 100.0, (k, trips)

@@ -376,16 +376,6 @@ class Loop:
         cfg, M = self.cfg, self.M
         shared = self.shared
         self.t0 = time.monotonic()
-        # the port process (if any) is forked here: before the loop's real-time claim, which it
-        # must not inherit
-        self.link = self._connect()
-        grant = claim_realtime(cfg.realtime, cfg.keep_cpu_awake)
-        fifo, cpu, sched_note = grant.sched_fifo, grant.cpu, grant.note
-        self.cpu = cpu
-        self._release_idle, self.cpu_idle_note = grant.release, grant.cpu_idle_note
-        self.cpu_at_start = cpu_times(cpu)
-        # other threads of this process (recorder, transactions) must hand the GIL back quickly
-        sys.setswitchinterval(1e-4)
 
         def on_signal(signum, frame):
             self._estop(signal.Signals(signum).name)
@@ -394,6 +384,17 @@ class Loop:
 
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+
+        # the port process (if any) is forked here: before the loop's real-time claim, which it
+        # must not inherit (it sets its own signal handling first thing)
+        self.link = self._connect()
+        grant = claim_realtime(cfg.realtime, cfg.keep_cpu_awake)
+        fifo, cpu, sched_note = grant.sched_fifo, grant.cpu, grant.note
+        self.cpu = cpu
+        self._release_idle, self.cpu_idle_note = grant.release, grant.cpu_idle_note
+        self.cpu_at_start = cpu_times(cpu)
+        # other threads of this process (recorder, transactions) must hand the GIL back quickly
+        sys.setswitchinterval(1e-4)
 
         info = self.link.info
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "

@@ -18,8 +18,9 @@ reads the thread's CPU time (~0.8 µs) at the wake-up and before the sleep and i
   several periods the loop serves the deadlines it passed one after another, each late.
 
 The largest part names the cause; a miss whose largest part is inherited is a catch-up and
-counts under the cause of the miss before it, so the counts add up to root causes. Interrupt handlers are charged to the thread they interrupt
-unless the kernel accounts IRQ time, so there they show as work.
+counts under the cause of the miss before it, so the counts add up to root causes. Interrupt
+handlers are charged to the thread they interrupt unless the kernel accounts IRQ time, so there
+they show as work; so does time the hypervisor spends on the guest's behalf (its exits).
 """
 
 from __future__ import annotations

@@ -151,3 +151,28 @@ def test_the_state_slot_is_never_read_torn():
         p.join()
     assert len(seen) > 10  # the reads did overlap the writes
     print(f"{len(seen)} consistent reads, {gave_up} given up")
+
+
+def test_a_failure_inside_the_port_process_is_the_links_loss_reason(emulator, monkeypatch):
+    """A bug in the port process must not leave the loop guessing: its error becomes the reason.
+    The port process is forked from this one, so it inherits the broken poll()."""
+    from firmware_protocol.link import Link
+
+    calls = {"n": 0}
+    real_poll = Link.poll
+
+    def poll_then_fail(self):
+        calls["n"] += 1
+        if calls["n"] > 50:
+            raise RuntimeError("decoder exploded")
+        return real_poll(self)
+
+    monkeypatch.setattr(Link, "poll", poll_then_fail)
+    emu = emulator("--kind", "puma6")
+    link = PortLink(emu.path, 1_000_000, 0.25, 6, realtime=False)
+    try:
+        with pytest.raises(LinkLostError) as e:
+            wait_for(lambda: link.send_positions(np.zeros(6), hold=True) or link.poll() and None, timeout_s=2.0)
+        assert "the port process failed: RuntimeError('decoder exploded')" in str(e.value)
+    finally:
+        link.close()

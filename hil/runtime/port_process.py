@@ -340,7 +340,7 @@ class PortLink:
         os.eventfd_write(self._efd, 1)
 
     # ------------------------------------------------------------- transactions, off the loop thread
-    def _call(self, name: str, *args, timeout_s: float = 15.0):
+    def _call(self, name: str, *args, timeout_s: float = 5.0):
         with self._lock:
             self._req += 1
             req = self._req
@@ -374,7 +374,7 @@ class PortLink:
         return self._call("round_trips_ms", count)
 
     def reconnect(self, timeout_s: float = 5.0):
-        info = self._call("reconnect", None, timeout_s, timeout_s=timeout_s + 10.0)
+        info = self._call("reconnect", None, timeout_s, timeout_s=timeout_s + 2.0)
         self.info = info
         self._count = self._words[K_STATE_COUNT]  # only states from the new connection count
         self._latest = None

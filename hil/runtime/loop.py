@@ -88,7 +88,7 @@ class _Stats:
         self.k = 0
         self.count = 0
         self.misses = 0
-        self.skipped = 0  # deadlines passed during a long stall, served by no cycle (also in misses)
+        self.skipped = 0  # deadlines a stall or an overrun passed over, served by no cycle (also in misses)
         # (the deadline, s since start; how late it was served, µs), the first MISSES_KEPT, in time order
         self.missed_at: list[tuple[float, float]] = []
         self.stale = 0
@@ -143,16 +143,22 @@ class _Stats:
         return np.bincount(bins, minlength=20)
 
 
-def next_deadline_after(deadline: float, now: float, period: float) -> tuple[float, int]:
-    """The deadline after `deadline` on the loop's grid (s, monotonic clock), and how many
-    deadlines are skipped. Behind by less than ten periods, the loop catches up one cycle per
-    deadline (each late one counts as missed when it wakes); further behind — after a long stall —
-    the grid restarts one period from `now`, and the deadlines passed meanwhile, which no cycle will
-    serve, are returned as skipped so they are counted as missed too."""
-    following = deadline + period
-    if following >= now - 10 * period:
-        return following, 0
-    return now + period, int((now - following) / period) + 1
+def next_deadline_after(deadline: float, now: float, period: float,
+                        woke: float | None = None) -> tuple[float, int, float]:
+    """After serving `deadline` (s, monotonic clock; the cycle woke at `woke` and ends at `now`):
+    the next deadline on the loop's grid, how many grid deadlines are skipped, and the time to
+    wake for it — the deadline, but never sooner than half a period after `woke`.
+
+    Cycles never follow each other closer than half a period, and the loop never catches up by
+    serving passed deadlines back to back: that sent the board a burst of commands (up to ten
+    within a few hundred µs after a stall), each a full period's step of the motion, so the
+    motion briefly ran several times its planned speed. A deadline that could only be served
+    more than half a period late — a miss either way — is skipped instead (counted as missed; the
+    motion pauses for it); none other is."""
+    earliest = now if woke is None else max(now, woke + period / 2)
+    passed = max(int((earliest - period / 2 - deadline) / period), 0)  # grid deadlines too far behind
+    following = deadline + (passed + 1) * period
+    return following, passed, max(following, earliest)
 
 
 def round_trip_warning(port: str, trips_ms: list[float], rate_hz: float, low_latency: bool | None) -> str | None:
@@ -429,7 +435,8 @@ class Loop:
         ramping = False
         enabled = False
         last_seq = -1
-        consecutive_misses = 0
+        consecutive_misses = 0  # missed deadlines in a row, the skipped ones included
+        skipped = 0
         held_reason = 0
         T = 1.0 / cfg.rate_hz
         T_us = T * 1e6
@@ -474,7 +481,7 @@ class Loop:
                     if len(self.stats.missed_at) < MISSES_KEPT:
                         self.stats.missed_at.append((next_deadline - self.t0, late * 1e6))
                     consecutive_misses += 1
-                else:
+                elif not skipped:  # on time, and the cycle before skipped nothing
                     consecutive_misses = 0
                 if end_time is not None and wake >= end_time and not self.stop_flag:
                     self.stop_reason = f"duration {cfg.duration_s:g} s reached"
@@ -523,6 +530,7 @@ class Loop:
                     q_cmd = q_meas.copy()
                     enabled = False
                     next_deadline = time.monotonic() + T
+                    skipped = consecutive_misses = 0  # a new start: the reconnect's wait was no overrun
                     continue
                 q_meas = sample.q
                 board_enabled = sample.state == M.BoardState.ENABLED
@@ -668,23 +676,25 @@ class Loop:
                 cycle += 1
                 now = time.monotonic()
                 served = next_deadline
-                next_deadline, skipped = next_deadline_after(served, now, T)
-                if skipped:  # never served: missed as well (rare: only after a long stall)
+                next_deadline, skipped, wake_at = next_deadline_after(served, now, T, woke=wake)
+                if skipped:  # never served: missed as well
                     self.stats.skipped += skipped
                     self.stats.misses += skipped
+                    consecutive_misses += skipped
+                    tracer.passed(now, served + T - self.t0, served + T, skipped)
                     for k in range(1, min(skipped, MISSES_KEPT - len(self.stats.missed_at)) + 1):
                         self.stats.missed_at.append((served + k * T - self.t0, (now - served - k * T) * 1e6))
-                if now - last_stats > 0.5 and next_deadline - now > PUBLISH_MARGIN_S:
+                if now - last_stats > 0.5 and wake_at - now > PUBLISH_MARGIN_S:
                     # only in a cycle with time to spare: a late cycle does not get later
                     last_stats = now
                     self._publish_stats(T_us)
                 sleep_start = time.monotonic()
-                sleep_for = next_deadline - sleep_start - spin
+                sleep_for = wake_at - sleep_start - spin
                 tracer.sleeping(sleep_start, sleep_for)
                 if sleep_for > 0:
                     time.sleep(sleep_for)
                 tracer.awake(time.monotonic())
-                if enabled and next_deadline - time.monotonic() > WARM_MARGIN_S:
+                if enabled and wake_at - time.monotonic() > WARM_MARGIN_S:
                     # Rehearse the cycle's Python and kernels on throwaway outputs while spinning:
                     # after a sleep the caches are cold (on a VM the core ran someone else), and the
                     # motion target and safety step then took 5× their warm time (compute p50
@@ -693,7 +703,7 @@ class Loop:
                     if want_motion:
                         self.motion.target(motion_t)
                     self.safety.step(q_cmd, q_cmd, T, 1.0, warm_out, q_meas)
-                while time.monotonic() < next_deadline:
+                while time.monotonic() < wake_at:
                     pass
         finally:
             self._shutdown()

@@ -14,11 +14,12 @@ reads the thread's CPU time (~0.8 µs) at the wake-up and before the sleep and i
   priority on the loop's CPU; a voluntary one beyond the sleep, a wait for the GIL or a lock;
 - **late wake-up**: how much longer the sleep lasted than asked (the timer's interrupt came late,
   or the thread then waited for the GIL);
-- **inherited**: how far past this deadline the previous wake-up already was: after a stall of
-  several periods the loop serves the deadlines it passed one after another, each late.
+- **inherited**: how far past this deadline the previous wake-up already was.
 
 The largest part names the cause; a miss whose largest part is inherited is a catch-up and
-counts under the cause of the miss before it, so the counts add up to root causes. Interrupt
+counts under the cause of the miss before it, so the counts add up to root causes. Deadlines a
+stall passed over, which the loop skips (`passed`), count under the stall's cause too: the
+late wake-up's when the stall came before it, else what the cycle did since its wake-up. Interrupt
 handlers are charged to the thread they interrupt unless the kernel accounts IRQ time, so there
 they show as work; so does time the hypervisor spends on the guest's behalf (its exits).
 """
@@ -118,6 +119,7 @@ class MissTracer:
                 part = attribute(wake - self._wake, sample[0] - before[0], 0.0, 0.0, 0.0, 0.0,
                                  sample[1] - before[1], sample[2] - before[2], inherited, self._previous_cause)
             cause = part["cause"]
+            part["deadlines"] = 1
             self.counts[cause] = self.counts.get(cause, 0) + 1
             if len(self.missed) < self.keep:
                 self.missed.append((deadline, late_s * 1e6, part))
@@ -127,9 +129,34 @@ class MissTracer:
         self._slept = False
         self._planned = 0.0
 
+    def passed(self, now: float, first_deadline: float, first_deadline_at: float, count: int) -> None:
+        """`count` deadlines, the first at `first_deadline_at` (s, monotonic; `first_deadline`: s
+        since the start, for the report), passed while the cycle that woke last ran; the loop
+        skips them. They share the wake-up's own miss when it was already that late (a stall
+        before the wake-up), else the cause is what the cycle did since its wake-up."""
+        sample = _sample()
+        before = self._at_wake
+        ran = now - self._wake
+        if self._previous_cause is not None and self._previous_late >= ran:
+            part = {"work_us": (sample[0] - before[0]) * 1e6, "taken_us": 0.0, "late_wake_us": 0.0,
+                    "inherited_us": self._previous_late * 1e6, "voluntary_switches": sample[1] - before[1],
+                    "involuntary_switches": sample[2] - before[2], "catching_up": True,
+                    "cause": self._previous_cause}
+        else:
+            part = attribute(ran, sample[0] - before[0], 0.0, 0.0, 0.0, 0.0, sample[1] - before[1],
+                             sample[2] - before[2])
+        part["deadlines"] = count
+        self.counts[part["cause"]] = self.counts.get(part["cause"], 0) + count
+        if len(self.missed) < self.keep:
+            self.missed.append((first_deadline, (now - first_deadline_at) * 1e6, part))
+        # what the cycle did up to here is accounted for: a late next wake-up is judged on what
+        # comes after, not charged this work again
+        self._at_wake, self._wake = sample, now
+        self._previous_late, self._previous_cause = 0.0, part["cause"]
+
     def report(self) -> dict:
-        """For the statistics file: counts per cause and each kept miss, µs. Deadlines a long
-        stall passed over (no wake-up of their own) are not in the counts."""
+        """For the statistics file: counts per cause (every missed deadline, skipped ones too) and
+        each kept miss, µs; an entry with `deadlines` > 1 stands for deadlines a stall passed over."""
         return {
             "missed_deadline_causes": {c: self.counts[c] for c in CAUSES if c in self.counts},
             "missed_deadlines_explained": [

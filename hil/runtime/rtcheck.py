@@ -46,15 +46,15 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         tracer = MissTracer()
         before = cpu_times(grant.cpu)
         start = time.monotonic()
-        next_deadline = start + T
+        next_deadline = wake_at = start + T
         for i in range(n):
             now = time.monotonic()
-            sleep_for = next_deadline - now - spin
+            sleep_for = wake_at - now - spin
             tracer.sleeping(now, sleep_for)
             if sleep_for > 0:
                 time.sleep(sleep_for)
             tracer.awake(time.monotonic())
-            while time.monotonic() < next_deadline:
+            while time.monotonic() < wake_at:
                 pass
             wake = time.monotonic()
             wakes[i] = wake
@@ -64,7 +64,11 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
                 missed += 1
             if work is not None:
                 work(i)
-            next_deadline, skipped = next_deadline_after(next_deadline, time.monotonic(), T)
+            now = time.monotonic()
+            served = next_deadline
+            next_deadline, skipped, wake_at = next_deadline_after(served, now, T, woke=wake)
+            if skipped:
+                tracer.passed(now, served + T - start, served + T, skipped)
             missed += skipped
             deadlines += skipped
         steal = steal_fraction(before, cpu_times(grant.cpu))

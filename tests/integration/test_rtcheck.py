@@ -66,8 +66,8 @@ def test_a_stall_is_measured_as_missed_deadlines():
     assert floor["jitter_max_us"] >= 150e3
     # every deadline the stop passed over is missed, not only the late wake-up after it
     assert floor["missed_deadlines"] >= 190 and floor["deadlines"] >= 2000 + 180
-    # each wake-up that missed is taken apart; the skipped deadlines have no wake-up of their own
-    assert sum(floor["missed_deadline_causes"].values()) == floor["missed_deadlines"] - (floor["deadlines"] - 2000)
+    # every missed deadline has a cause, the skipped ones too (they share the stall's)
+    assert sum(floor["missed_deadline_causes"].values()) == floor["missed_deadlines"]
     assert not rtcheck.meets_goal(floor)
 
 
@@ -163,39 +163,46 @@ def hold_the_gil():
     sum(range(int(6e-3 / per_million * 1e6)))  # one C call: ~6 ms without letting go of the GIL
 
 def work(i):
-    if i == 300:
+    if i in (300, 900, 1500):
         busy(4e-3)
-    elif i == 800:
+    elif i in (600, 1200, 1800):
         threading.Thread(target=hold_the_gil).start()
 
-print(json.dumps(timing_floor(1000, 1.2, realtime=False, keep_cpu_awake=False, work=work)))
+print(json.dumps(timing_floor(1000, 2.1, realtime=False, keep_cpu_awake=False, work=work)))
 """
 
 
 def test_each_missed_deadline_is_taken_apart():
-    """Two misses of a known kind, caused on purpose: 4 ms of the cycle's own work at 0.30 s and a
-    thread holding the GIL for ~6 ms while the loop sleeps at 0.80 s."""
+    """Misses of a known kind, caused on purpose three times each: 4 ms of the cycle's own work,
+    and a thread holding the GIL for ~6 ms while the loop sleeps. On a noisy machine a stall of
+    its own can fall on one of them; two of three must come out under their cause."""
     from hil.runtime import misses as M
 
     r = subprocess.run([sys.executable, "-c", CAUSED_MISSES], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     floor = json.loads(r.stdout)
     explained = floor["missed_deadlines_explained"]
-    skipped = floor["deadlines"] - 1200
-    assert sum(floor["missed_deadline_causes"].values()) == floor["missed_deadlines"] - skipped
-    assert len(explained) == min(floor["missed_deadlines"] - skipped, 1000)
+    assert sum(floor["missed_deadline_causes"].values()) == floor["missed_deadlines"]
+    assert sum(m["deadlines"] for m in explained) == floor["missed_deadlines"]
+    dump = json.dumps(explained, indent=0)
 
-    def pick(what):
-        found = [m for m in explained if what(m)]
-        assert found, json.dumps(explained, indent=0)
-        return found[0]
+    # The 4 ms of work come after an on-time wake-up: the deadlines they run past are skipped
+    # (not served back to back) and counted under their cause: 4 ms past its own deadline, the
+    # next three are more than T/2 late
+    work = [m for m in explained if m["cause"] == M.WORK and not m["catching_up"] and m["work_us"] >= 3000
+            and m["deadlines"] == 3]
+    assert len(work) >= 2, dump
+    # and the loop goes on at the next deadline, not with a catch-up under the same cause
+    for w in work:
+        following = [m for m in explained if abs(m["deadline_s"] - (w["deadline_s"] + 0.003)) < 1e-4]
+        assert not [m for m in following if m["catching_up"] or m["cause"] == M.WORK], following
 
-    # found by what they were, not by when: a stall before them moves the loop's deadline grid
-    work = pick(lambda m: m["cause"] == M.WORK and not m["catching_up"] and m["work_us"] >= 3900)
-    after = [m for m in explained if work["deadline_s"] < m["deadline_s"] < work["deadline_s"] + 0.008]
-    assert after and all(m["catching_up"] and m["cause"] == M.WORK for m in after), after
+    # The GIL held through the loop's sleep: a wake-up late by the wait, with the switches of a
+    # wait (more than the sleep's one), and the deadlines passed meanwhile skipped under its cause
+    def skipped_after(g):
+        return any(0 < m["deadline_s"] - g["deadline_s"] < 0.002 and m["catching_up"] and m["cause"] == g["cause"]
+                   and m["deadlines"] >= 2 for m in explained)
 
-    gil = pick(lambda m: m["cause"] == M.LATE_WAKE_BLOCKED and m["late_wake_us"] >= 3000)
-    assert gil["voluntary_switches"] >= 2 and not gil["catching_up"] and gil["deadline_s"] > work["deadline_s"]
-    assert any(gil["deadline_s"] < m["deadline_s"] < gil["deadline_s"] + 0.01 and m["catching_up"]
-               and m["cause"] == gil["cause"] for m in explained)
+    gil = [m for m in explained if m["cause"] in (M.LATE_WAKE_BLOCKED, M.BLOCKED) and not m["catching_up"]
+           and max(m["late_wake_us"], m["taken_us"]) >= 3000 and m["voluntary_switches"] >= 2 and skipped_after(m)]
+    assert len(gil) >= 2, dump

@@ -65,14 +65,18 @@ def test_jitter_histogram_matches_numpy(count, last):
     assert got.sum() == kept
 
 
-def test_the_grid_catches_up_after_a_short_stall_and_restarts_after_a_long_one():
+def test_the_grid_skips_deadlines_already_missed_instead_of_serving_them_back_to_back():
     T = 1e-3
-    # 3 periods behind: the next deadline on the grid, nothing skipped (the loop catches up)
-    assert next_deadline_after(10.0, 10.0035, T) == (pytest.approx(10.001), 0)
-    # within ten periods still catches up
-    assert next_deadline_after(10.0, 10.0 + 10.9 * T, T) == (pytest.approx(10.001), 0)
-    # 20.5 periods behind: deadlines 10.001 … 10.020 passed unserved; the grid restarts from now
-    nxt, skipped = next_deadline_after(10.0, 10.0205, T)
-    assert nxt == pytest.approx(10.0215) and skipped == 20
+    # on time: the next deadline on the grid, woken for at that deadline
+    assert next_deadline_after(10.0, 10.0002, T, woke=10.0) == pytest.approx((10.001, 0, 10.001))
+    # woke 0.8 ms late: 10.001 is served, but not sooner than T/2 after that wake-up (0.3 ms late,
+    # not a miss) — never two cycles within half a period
+    assert next_deadline_after(10.0, 10.0009, T, woke=10.0008) == pytest.approx((10.001, 0, 10.0013))
+    # woke 1.2 ms late: 10.001 could only be served 0.7 ms late, a miss anyway: skipped; 10.002 is next
+    assert next_deadline_after(10.0, 10.0013, T, woke=10.0012) == pytest.approx((10.002, 1, 10.002))
+    # a stall inside the cycle, 3.5 periods: 10.001 … 10.003 skipped, 10.004 is 0.5 ms ahead
+    assert next_deadline_after(10.0, 10.0035, T, woke=10.0) == pytest.approx((10.004, 3, 10.004))
+    # 10.020 is 0.4 ms behind at the end: served at once (not a miss); 10.001 … 10.019 skipped
+    assert next_deadline_after(10.0, 10.0204, T, woke=10.0) == pytest.approx((10.020, 19, 10.0204))
     # a 200 ms stall at 1 kHz
     assert next_deadline_after(5.0, 5.2005, T)[1] == 200

@@ -92,10 +92,14 @@ def one_run(robot: str, rate: int, seconds: float, realtime: bool, twin_display:
         return s
 
 
-SHORT = {"the CPU was taken from the running loop (on a VM: the hypervisor's steal)": "taken",
-         "the wake-up from sleep came late": "late wake", "the cycle's own work ran long": "work",
-         "a higher-priority task ran on the loop's CPU": "preempted", "the loop waited for the GIL or a lock": "GIL/lock",
-         "after its sleep the loop waited for the GIL or a lock": "GIL/lock after sleep"}
+def _short_names() -> dict[str, str]:
+    from hil.runtime import misses as M
+
+    return {M.TAKEN: "taken", M.LATE_WAKE: "late wake", M.WORK: "work", M.PREEMPTED: "preempted",
+            M.BLOCKED: "GIL/lock", M.LATE_WAKE_BLOCKED: "GIL/lock after sleep"}
+
+
+SHORT = _short_names()
 
 
 def root_causes(s: dict) -> dict[str, int]:
@@ -120,7 +124,13 @@ def fmt_steal(s: dict) -> str:
 def main() -> int:
     quick = "--quick" in sys.argv
     # --goal N: only the goal's comparison, N rounds (more side-by-side samples, less waiting)
-    goal_rounds = int(sys.argv[sys.argv.index("--goal") + 1]) if "--goal" in sys.argv else None
+    goal_rounds = None
+    if "--goal" in sys.argv:
+        at = sys.argv.index("--goal") + 1
+        if at >= len(sys.argv) or not sys.argv[at].isdigit() or int(sys.argv[at]) < 1:
+            print("bench_loop: --goal needs a number of rounds, 1 or more (e.g. --goal 3)", file=sys.stderr)
+            return 2
+        goal_rounds = int(sys.argv[at])
     seconds = 4.0 if quick else 10.0
     xvfb, display = start_xvfb()
     if display is None:

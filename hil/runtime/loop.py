@@ -161,6 +161,18 @@ def next_deadline_after(deadline: float, now: float, period: float,
     return following, passed, max(following, earliest)
 
 
+def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> None:
+    """Sleep until `spin_s` before `wake_at` (s, monotonic clock; the caller spins the rest),
+    telling `tracer` what was asked and when the sleep ended. The loop and rt-check's floor both
+    use it, so the floor measures the loop's own sleep."""
+    start = time.monotonic()
+    sleep_for = wake_at - start - spin_s
+    tracer.sleeping(start, sleep_for)
+    if sleep_for > 0:
+        time.sleep(sleep_for)
+    tracer.awake(time.monotonic())
+
+
 def round_trip_warning(port: str, trips_ms: list[float], rate_hz: float, low_latency: bool | None) -> str | None:
     """The warning for command → STATE round trips (ms) longer than a cycle at `rate_hz` (and than
     5 ms), naming the likely cause and its fix; None when they are short enough."""
@@ -219,6 +231,35 @@ class RealtimeGrant:
     release: Callable[[], None]
 
 
+def loop_cpu_choice() -> int | None:
+    """The CPU `claim_realtime` pins the loop to: the last one this process may use (None with one)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return None
+    return cpus[-1] if len(cpus) > 1 else None
+
+
+def leave_the_loop_cpu(loop_cpu: int | None, fifo: bool) -> None:
+    """For a helper of the loop (the port thread or process), in the calling thread: SCHED_FIFO 40
+    when `fifo` (one step below the loop: it holds the port, and an ordinary process preempting it
+    there would hold the loop up behind it), and every CPU but the loop's — a helper of equal
+    priority stuck in a system call on the loop's CPU would delay the loop's wake-up. What is
+    refused is left as it was."""
+    if fifo:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
+        except (PermissionError, OSError, AttributeError):
+            pass
+    if loop_cpu is not None:
+        try:
+            others = set(range(os.cpu_count() or 1)) - {loop_cpu}
+            if others:
+                os.sched_setaffinity(0, others)
+        except (OSError, AttributeError):
+            pass
+
+
 def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant:
     """Ask for what the loop runs with: SCHED_FIFO 50, pinning to the last allowed CPU, and that CPU
     kept out of idle states (see cpu_idle.py). Whatever is refused is said in the note; nothing
@@ -234,12 +275,12 @@ def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant
         except (PermissionError, OSError, AttributeError) as e:
             notes.append(f"SCHED_FIFO not permitted ({e.__class__.__name__}); normal scheduling")
         try:
-            cpus = sorted(os.sched_getaffinity(0))
-            if len(cpus) > 1:
-                cpu = cpus[-1]
+            cpu = loop_cpu_choice()
+            if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
                 notes.append(f"pinned to cpu {cpu}")
         except (OSError, AttributeError):
+            cpu = None
             notes.append("cpu affinity not permitted")
     else:
         notes.append("realtime scheduling not requested")
@@ -688,12 +729,7 @@ class Loop:
                     # only in a cycle with time to spare: a late cycle does not get later
                     last_stats = now
                     self._publish_stats(T_us)
-                sleep_start = time.monotonic()
-                sleep_for = wake_at - sleep_start - spin
-                tracer.sleeping(sleep_start, sleep_for)
-                if sleep_for > 0:
-                    time.sleep(sleep_for)
-                tracer.awake(time.monotonic())
+                sleep_before(wake_at, spin, tracer)
                 if enabled and wake_at - time.monotonic() > WARM_MARGIN_S:
                     # Rehearse the cycle's Python and kernels on throwaway outputs while spinning:
                     # after a sleep the caches are cold (on a VM the core ran someone else), and the

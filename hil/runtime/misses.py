@@ -137,14 +137,8 @@ class MissTracer:
         sample = _sample()
         before = self._at_wake
         ran = now - self._wake
-        if self._previous_cause is not None and self._previous_late >= ran:
-            part = {"work_us": (sample[0] - before[0]) * 1e6, "taken_us": 0.0, "late_wake_us": 0.0,
-                    "inherited_us": self._previous_late * 1e6, "voluntary_switches": sample[1] - before[1],
-                    "involuntary_switches": sample[2] - before[2], "catching_up": True,
-                    "cause": self._previous_cause}
-        else:
-            part = attribute(ran, sample[0] - before[0], 0.0, 0.0, 0.0, 0.0, sample[1] - before[1],
-                             sample[2] - before[2])
+        part = attribute(ran, sample[0] - before[0], 0.0, 0.0, 0.0, 0.0, sample[1] - before[1],
+                         sample[2] - before[2], self._previous_late, self._previous_cause)
         part["deadlines"] = count
         self.counts[part["cause"]] = self.counts.get(part["cause"], 0) + count
         if len(self.missed) < self.keep:

@@ -95,24 +95,6 @@ class _Block:
 
 
 # ------------------------------------------------------------------------ the port process side
-def _leave_the_loop_cpu(realtime: bool) -> None:
-    """Run beside the loop, not on its CPU (claim_realtime pins the loop to the last CPU), one
-    real-time priority below it where permitted: the port's system calls should not wait behind
-    the twin."""
-    if not realtime:
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
-    except (PermissionError, OSError, AttributeError):
-        pass
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) > 1:
-            os.sched_setaffinity(0, cpus[:-1])
-    except (OSError, AttributeError):
-        pass
-
-
 def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, buf, conn, efd: int,
            parent: int) -> None:
     """The port process: connect, then move commands out and states in until told to stop, the
@@ -127,7 +109,10 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
     except BaseException as e:  # noqa: BLE001 - handed to the loop, which reports it
         conn.send(("error", e))
         return
-    _leave_the_loop_cpu(realtime)
+    from hil.runtime.loop import leave_the_loop_cpu, loop_cpu_choice
+
+    if realtime:  # forked before the loop's claim: its CPU is the one the claim will choose
+        leave_the_loop_cpu(loop_cpu_choice(), fifo=True)
     block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
     conn.send(("info", link.info))
     send_lock = threading.Lock()

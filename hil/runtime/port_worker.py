@@ -31,27 +31,18 @@ class PortWorker(threading.Thread):
             self._cond.notify()
 
     def _leave_the_loop_core(self) -> None:
-        """Threads inherit the loop's SCHED_FIFO and CPU pinning; a FIFO thread of equal priority
-        stuck in a system call on the same core would delay the control thread's wake-up. So this
-        thread moves to the other cores, one real-time priority below the loop where permitted: it
-        holds the GIL while it decodes, and if an ordinary process could preempt it there, the
-        control thread would wait for the GIL behind it (priority inversion)."""
+        """Threads inherit the loop's SCHED_FIFO and CPU pinning: move to the other CPUs, one
+        priority below the loop (see `leave_the_loop_cpu`)."""
         import os
 
+        from hil.runtime.loop import leave_the_loop_cpu
+
         try:
-            prio = os.sched_getparam(0).sched_priority
-            if os.sched_getscheduler(0) == os.SCHED_FIFO and prio > 1:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio - 10))
-        except (AttributeError, OSError):
-            pass
-        try:
-            all_cpus = set(range(os.cpu_count() or 1))
             mine = os.sched_getaffinity(0)
-            others = all_cpus - mine
-            if others:
-                os.sched_setaffinity(0, others)
+            fifo = os.sched_getscheduler(0) == os.SCHED_FIFO
         except (AttributeError, OSError):
-            pass
+            return
+        leave_the_loop_cpu(next(iter(mine)) if len(mine) == 1 else None, fifo)
 
     def run(self) -> None:
         self._leave_the_loop_core()

@@ -31,7 +31,8 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
     cycle i where the loop does its work (tests use it to cause misses of a known kind)."""
     import numpy as np
 
-    from hil.runtime.loop import _Stats, claim_realtime, cpu_times, next_deadline_after, steal_fraction
+    from hil.runtime.loop import (_Stats, claim_realtime, cpu_times, next_deadline_after, sleep_before,
+                                  steal_fraction)
     from hil.runtime.misses import MissTracer
 
     grant = claim_realtime(realtime, keep_cpu_awake)
@@ -48,12 +49,7 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         start = time.monotonic()
         next_deadline = wake_at = start + T
         for i in range(n):
-            now = time.monotonic()
-            sleep_for = wake_at - now - spin
-            tracer.sleeping(now, sleep_for)
-            if sleep_for > 0:
-                time.sleep(sleep_for)
-            tracer.awake(time.monotonic())
+            sleep_before(wake_at, spin, tracer)
             while time.monotonic() < wake_at:
                 pass
             wake = time.monotonic()

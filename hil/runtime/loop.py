@@ -724,7 +724,10 @@ class Loop:
                     consecutive_misses += skipped
                     tracer.passed(now, served + T - self.t0, served + T, skipped)
                     for k in range(1, min(skipped, MISSES_KEPT - len(self.stats.missed_at)) + 1):
-                        self.stats.missed_at.append((served + k * T - self.t0, (now - served - k * T) * 1e6))
+                        # how late it could have been served at best: after this cycle, and half a
+                        # period after its wake-up (more than T/2, or it would not be skipped)
+                        at_best = max(now, wake + T / 2)
+                        self.stats.missed_at.append((served + k * T - self.t0, (at_best - served - k * T) * 1e6))
                 if now - last_stats > 0.5 and wake_at - now > PUBLISH_MARGIN_S:
                     # only in a cycle with time to spare: a late cycle does not get later
                     last_stats = now

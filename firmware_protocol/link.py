@@ -116,6 +116,7 @@ class LinkStats:
     board_resets: int = 0
     retries: int = 0
     tx_dropped: int = 0  # frames not sent because the port's buffer was full (non-threaded mode)
+    bad_states: int = 0  # STATEs that framed and passed the CRC but not validation (wrong joint count)
     logs: deque = field(default_factory=lambda: deque(maxlen=50))
 
 
@@ -384,6 +385,10 @@ class Link:
 
     def _dispatch(self, msg: M.Message, seq: int, now: float) -> None:
         if isinstance(msg, M.State):
+            if self.info is not None and msg.joints.shape[0] != self.info.n_joints:
+                # framed and CRC-valid, but not this board's: dropped and counted like a CRC error
+                self.stats.bad_states += 1
+                return
             jm = self.joint_map
             b = msg.joints["pos_urad"] * 1e-6
             sample = StateSample(now, msg.t_us, seq, msg.echo_seq, msg.state, msg.faults, jm.to_joint(b),
@@ -431,6 +436,17 @@ class Link:
     def lost(self) -> str | None:
         """Why the link was lost, or None while it works."""
         return self._lost
+
+    def fileno(self) -> int | None:
+        """The port's file descriptor for select() (None for a pyserial URL or a closed port)."""
+        return self._fd
+
+    @property
+    def rejected_frames(self) -> int:
+        """Incoming frames dropped: bad framing or CRC, unknown id, a payload that does not decode,
+        or a STATE for another joint count. Counted, never raised."""
+        d = self.decode_stats
+        return self.decoder.stats.dropped + d.unknown_id + d.bad_payload + self.stats.bad_states
 
     def _check(self) -> None:
         if self._lost is not None:

@@ -53,6 +53,15 @@ class Fault(IntFlag):
     AMP_FAULT = 1 << 12
 
 
+def fault_names(faults: int) -> str:
+    """The set fault bits by name ("watchdog, cmd rejected"), "none" for 0; unknown bits in hex."""
+    names = [f.name.lower().replace("_", " ") for f in Fault if faults & f]
+    rest = faults & ~sum(Fault)
+    if rest:
+        names.append(f"bits {rest:#x}")
+    return ", ".join(names) or "none"
+
+
 class JointFlag(IntFlag):
     """Per-joint flags in STATE."""
 

@@ -62,7 +62,8 @@ def parse_joint_list(model, text: str | None) -> list[int]:
 
 def emulator_argv(model, offsets_deg=None, reverse=(), faults=(), uid: str | None = None,
                   link: str | None = None, baud: float | None = None, latency_ms: float | None = None,
-                  noise_deg: float | None = None, initial=None, seed: int | None = None) -> list[str]:
+                  noise_deg: float | None = None, initial=None, seed: int | None = None,
+                  parent_pid: int | None = None, watchdog_ms: float | None = None) -> list[str]:
     """Command line of `python -m firmware_protocol.emulator` for this model."""
     init = model.home if initial is None else np.asarray(initial, float)
     config = {"lower_deg": np.degrees(model.lower).tolist(), "upper_deg": np.degrees(model.upper).tolist(),
@@ -77,7 +78,8 @@ def emulator_argv(model, offsets_deg=None, reverse=(), faults=(), uid: str | Non
     for f in faults:
         argv += ["--fault", f]
     for flag, value in (("--uid", uid), ("--link", link), ("--baud", baud), ("--latency-ms", latency_ms),
-                        ("--noise-deg", noise_deg), ("--seed", seed)):
+                        ("--noise-deg", noise_deg), ("--seed", seed), ("--parent-pid", parent_pid),
+                        ("--watchdog-ms", watchdog_ms)):
         if value is not None:
             argv += [flag, str(value)]
     return argv

@@ -12,6 +12,9 @@ Faults (`--fault`, repeatable or comma-separated):
   stall:S@T     at T seconds after start, stop answering (and processing) for S seconds
   disconnect@T  at T seconds, close the pty and exit (code 3): a pulled cable
   reboot@T      at T seconds, reset the board (new boot id, disabled)
+  mute:S@T      at T seconds, send nothing for S seconds while still receiving and applying
+                commands (a board whose replies are lost, e.g. a failing TX line)
+  badstate@T    at T seconds, send one CRC-valid STATE with one joint too many
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Faults:
     stalls: list = field(default_factory=list)      # (start, duration)
     disconnect_at: float | None = None
     reboots: list = field(default_factory=list)
+    mutes: list = field(default_factory=list)       # (start, duration)
+    bad_states: list = field(default_factory=list)
 
     @classmethod
     def parse(cls, specs: list[str]) -> "Faults":
@@ -75,11 +80,16 @@ class Faults:
                     f.disconnect_at = float(spec[11:])
                 elif spec.startswith("reboot@"):
                     f.reboots.append(float(spec[7:]))
+                elif spec.startswith("mute:"):
+                    dur, at = spec[5:].split("@")
+                    f.mutes.append((float(at), float(dur)))
+                elif spec.startswith("badstate@"):
+                    f.bad_states.append(float(spec[9:]))
                 else:
                     raise ValueError("unknown kind")
             except ValueError as e:
                 raise SystemExit(f"emulator: bad --fault {spec!r} ({e}); expected drop:P, corrupt:P, garbage:P, "
-                                 "delay:MS, stall:S@T, disconnect@T or reboot@T") from None
+                                 "delay:MS, stall:S@T, disconnect@T, reboot@T, mute:S@T or badstate@T") from None
         return f
 
 
@@ -131,6 +141,8 @@ def build_config(args: argparse.Namespace) -> BoardConfig:
     base["seed"] = args.seed
     if args.noise_deg is not None:
         base["noise_rad"] = math.radians(args.noise_deg)
+    if args.watchdog_ms is not None:
+        base["cmd_timeout_ms"] = args.watchdog_ms
     return BoardConfig(**base)
 
 
@@ -149,6 +161,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the measurement noise")
     p.add_argument("--link", help="also make this symlink point at the pty (like a udev by-id link)")
     p.add_argument("--duration", type=float, help="exit after this many seconds")
+    p.add_argument("--watchdog-ms", type=int, help="command watchdog (CMD_TIMEOUT_MS, 10–1000; default 50)")
+    p.add_argument("--parent-pid", type=int, help="exit when this process (the one that started us) dies")
     return p
 
 
@@ -212,6 +226,7 @@ class Runner:
         period = 0.001
         next_tick = t0
         reboots = sorted(self.faults.reboots)
+        bad_states = sorted(self.faults.bad_states)
         while not stop():
             now = time.monotonic()
             rel = now - t0
@@ -223,6 +238,10 @@ class Runner:
                 reboots.pop(0)
                 board.boot(now)
             stalled = any(at <= rel < at + dur for at, dur in self.faults.stalls)
+            muted = any(at <= rel < at + dur for at, dur in self.faults.mutes)
+            if bad_states and rel >= bad_states[0]:
+                bad_states.pop(0)
+                self.send([self._bad_state()], now)
             wake = next_tick
             if self.queue and not stalled:
                 wake = min(wake, self.queue[0][0])
@@ -251,15 +270,40 @@ class Runner:
                 next_tick += period
                 if next_tick < now - 0.05:
                     next_tick = now + period
+            if muted:
+                self.queue.clear()  # replies lost on the way: the host hears nothing
             if not stalled:
                 self.flush(master, now)
         return 0
 
+    def _bad_state(self) -> bytes:
+        """A STATE that frames and checks correctly but carries one joint more than the board has."""
+        n = self.board.config.n_joints + 1
+        j = np.zeros(n, dtype=M.STATE_JOINT_DTYPE)
+        msg = M.State(self.board.t_us(), self.board.echo_seq, int(self.board.state), int(self.board.faults), 0, j)
+        return msg.encode(self.board._next_seq())
+
+
+def _exit_with_parent(parent: int) -> None:
+    """SIGTERM (a clean stop) when the process that started us dies, however it died."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        raise SystemExit(0)
+
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.watchdog_ms is not None and not 10 <= args.watchdog_ms <= 1000:
+        raise SystemExit(f"emulator: --watchdog-ms {args.watchdog_ms} is outside 10 … 1000 (SPEC.md)")
     config = build_config(args)
     faults = Faults.parse(args.fault)
+    if args.parent_pid is not None:
+        _exit_with_parent(args.parent_pid)
     board = Board(config)
     master, slave = os.openpty()
     tty.setraw(slave)  # raw and no echo before anything is written

@@ -107,15 +107,23 @@ class Trajectory(MotionSource):
         self.name = name
 
     @classmethod
-    def load(cls, path: str) -> "Trajectory":
+    def load(cls, path: str, model=None) -> "Trajectory":
+        """A trajectory file (t, q). A file's claim that its balance was checked dynamically
+        (`dynamic_balance_checked`, from `hil walk`) is not trusted: with the `support` array
+        beside it the ZMP is computed again from the joint motion (`model` needed), and without
+        it the static balance check applies."""
         try:
-            with np.load(path) as f:
+            with np.load(path, allow_pickle=False) as f:
                 traj = cls(f["t"], f["q"], name=path)
-                traj.dynamic_balance_checked = bool(f["dynamic_balance_checked"]) if "dynamic_balance_checked" in f \
-                    else False
-                return traj
-        except (OSError, KeyError, ValueError) as e:
+                claim = "dynamic_balance_checked" in f and bool(np.asarray(f["dynamic_balance_checked"]).reshape(-1)[:1].all())
+                support = np.asarray(f["support"]) if "support" in f else None
+        except (OSError, KeyError, ValueError, EOFError, TypeError) as e:
             raise InputError(f"{path}: not a trajectory file with arrays t (N,) and q (N, n): {e}") from e
+        if model is not None and traj.q.shape[1] != model.n:
+            raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
+        if claim and support is not None and model is not None:
+            traj.dynamic_balance_checked = verify_dynamic_balance(model, traj, support, path)
+        return traj
 
     @property
     def start(self) -> np.ndarray:
@@ -132,6 +140,31 @@ class Trajectory(MotionSource):
         return self.q[k] + a * (self.q[k + 1] - self.q[k])
 
 
+def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: str) -> bool:
+    """Recompute a walk's ZMP from its joint motion and support annotation; True when it stays
+    inside the support polygon throughout, InputError naming the first place it does not."""
+    from hil.motion.walking import WalkParams, check_walk
+
+    t, Q = traj.t, traj.q
+    if support.shape != t.shape or len(t) < 3 or not np.all(np.isin(support, (0, 1, 2))):
+        raise InputError(f"{where}: 'support' must hold 0 (both), 1 (left) or 2 (right) for each of the "
+                         f"{len(t)} samples")
+    dt = np.diff(t)
+    if dt.min() <= 0 or dt.max() - dt.min() > 1e-9 * max(1.0, dt.max()):
+        raise InputError(f"{where}: a walk's samples must be evenly spaced in time")
+    if "l_sole" not in model.frame_names:
+        raise InputError(f"{where}: a walk's balance can only be checked for a robot with soles")
+    foot = next((s for s in model.shapes if s.name == "l_foot"), None)
+    hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+    res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=1.0 / dt[0]), hl, hw, 0.0,
+                     where)
+    k = int(np.argmin(res.margin))
+    if not res.margin[k] >= 0:
+        raise InputError(f"{where}: refused: recomputed from its joint motion, the ZMP leaves the support polygon "
+                         f"by {-1e3 * res.margin[k]:.1f} mm at t = {t[k]:.3f} s (the file says it was checked)")
+    return True
+
+
 def make_motion(spec: str | None, model) -> MotionSource:
     """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q)."""
     if not spec or spec == "hold":
@@ -141,7 +174,7 @@ def make_motion(spec: str | None, model) -> MotionSource:
     if spec == "demo":
         return Demo(model)
     if spec.endswith(".npz"):
-        traj = Trajectory.load(spec)
+        traj = Trajectory.load(spec, model)
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         return traj

@@ -34,7 +34,8 @@ from multiprocessing import get_context
 import numpy as np
 
 from firmware_protocol.errors import LinkLostError
-from firmware_protocol.link import StateSample
+from firmware_protocol.link import Link, StateSample
+from hil.runtime.realtime import leave_the_loop_cpu, loop_cpu_choice
 
 # int64 control words
 K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
@@ -101,16 +102,12 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
     loop's process is gone, or the link is lost (then wait for a reconnect request)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    from firmware_protocol.link import Link
-
     block = _Block(buf, n)
     try:
         link = Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
     except BaseException as e:  # noqa: BLE001 - handed to the loop, which reports it
         conn.send(("error", e))
         return
-    from hil.runtime.loop import leave_the_loop_cpu, loop_cpu_choice
-
     if realtime:  # forked before the loop's claim: its CPU is the one the claim will choose
         leave_the_loop_cpu(loop_cpu_choice(), fifo=True)
     block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
@@ -143,11 +140,12 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
     last_cmd_seq = int(block.ctrl[K_CMD_SEQ])
     seen_estop = int(block.ctrl[K_ESTOP])
     published = None
+    orphaned = False
     try:
         while not block.ctrl[K_STOP] and os.getppid() == parent:
             fds = [conn, efd]
-            if link._fd is not None and not block.ctrl[K_LOST] and not exclusive.locked():
-                fds.append(link._fd)
+            if link.fileno() is not None and not block.ctrl[K_LOST] and not exclusive.locked():
+                fds.append(link.fileno())
             try:
                 ready = select.select(fds, [], [], 0.002)[0]
             except (OSError, ValueError):  # the port's fd closed under us by a reconnect
@@ -166,8 +164,9 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
             if conn in ready:
                 try:
                     msg = conn.recv()
-                except EOFError:
-                    return
+                except EOFError:  # the loop's end of the pipe closed: it is gone, or closing us
+                    orphaned = not block.ctrl[K_STOP]
+                    break
                 _, req_id, name, args = msg
                 if name in ("reconnect", "round_trips_ms", "set_joint_map"):
                     def exclusive_call(req_id=req_id, name=name, args=args):
@@ -198,13 +197,19 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
                     state[STATE_SCALARS + 3 * n:] = sample.jflags
                     block.write(K_STATE_SEQ, block.state, state)
                     block.ctrl[K_STATE_COUNT] += 1
-                block.ctrl[K_DROPPED] = link.decoder.stats.dropped
+                block.ctrl[K_DROPPED] = link.rejected_frames
             except LinkLostError as e:
                 block.set_reason(e.strerror or str(e))
                 block.ctrl[K_LOST] = 1
                 published = None
             finally:
                 exclusive.release()
+        if (orphaned or os.getppid() != parent) and not block.ctrl[K_LOST]:
+            # the loop's process died without stopping us: nothing drives the robot any more
+            try:
+                link.estop()
+            except Exception:  # noqa: BLE001 - the board's watchdog is the fallback
+                pass
     except BaseException as e:  # a bug here: say so where the loop looks, rather than only on stderr
         block.set_reason(f"the port process failed: {e!r}")
         block.ctrl[K_LOST] = 1
@@ -214,20 +219,6 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
 
 
 # ---------------------------------------------------------------------------- the loop's side
-class _DecoderStats:
-    def __init__(self, block: _Block) -> None:
-        self._block = block
-
-    @property
-    def dropped(self) -> int:
-        return int(self._block.ctrl[K_DROPPED])
-
-
-class _Decoder:
-    def __init__(self, block: _Block) -> None:
-        self.stats = _DecoderStats(block)
-
-
 class PortLink:
     """The loop's handle on the port process: `poll`, `send_positions` and `estop` touch only
     shared memory (and an eventfd), the transactions wait for the port process's answer."""
@@ -254,7 +245,6 @@ class PortLink:
         self._cmd = np.zeros(1 + n)
         self._count = 0  # states published so far: none yet, and poll() must not invent one
         self._latest: StateSample | None = None
-        self.decoder = _Decoder(self._block)
         if not self._conn.poll(connect_timeout_s):
             self._kill()
             raise LinkLostError(errno.ETIMEDOUT, f"{port}: the port process did not connect within "
@@ -280,6 +270,11 @@ class PortLink:
         if age > self.link_timeout_s * 1e9:
             return f"the port process has not run for {age / 1e6:.0f} ms"
         return None
+
+    @property
+    def rejected_frames(self) -> int:
+        """Incoming frames the port process dropped (see `Link.rejected_frames`)."""
+        return int(self._words[K_DROPPED])
 
     def _check(self) -> None:
         why = self.lost

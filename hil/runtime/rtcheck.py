@@ -31,8 +31,8 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
     cycle i where the loop does its work (tests use it to cause misses of a known kind)."""
     import numpy as np
 
-    from hil.runtime.loop import (_Stats, claim_realtime, cpu_times, next_deadline_after, sleep_before,
-                                  steal_fraction)
+    from hil.runtime.loop_stats import LoopStats
+    from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
     from hil.runtime.misses import MissTracer
 
     grant = claim_realtime(realtime, keep_cpu_awake)
@@ -40,7 +40,7 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         T = 1.0 / rate_hz
         spin = spin_us * 1e-6
         n = max(int(seconds * rate_hz), 2)
-        stats = _Stats(n)
+        stats = LoopStats(n)
         missed = 0
         deadlines = n  # one per wake-up, plus those skipped after a long stall
         wakes = np.empty(n)
@@ -101,7 +101,7 @@ def measure_port(port: str, rate_hz: float, count: int = 20, baud: int = 1_000_0
     """Connect to the board on `port` (handshake), time `count` command → STATE round trips (ms),
     and say whether they fit a cycle at `rate_hz`. Nothing is enabled or moved."""
     from firmware_protocol.link import Link
-    from hil.runtime.loop import round_trip_warning
+    from hil.runtime.transport import round_trip_warning
 
     link = Link.connect(port, baud, threaded=False)
     try:

@@ -1,14 +1,19 @@
 """Shared state between the loop process and everyone else (twin, CLI, tests).
 
-One POSIX shared-memory block per running loop, named `hil_<robot>_<pid>`:
+One block of shared memory per running loop, named `hil_<robot>_<pid>`: a file in a folder only
+its user can enter (`runtime_dir()`: /dev/shm/hil-<uid>, mode 0700, checked and opened without
+following symlinks), mapped by every process that attaches:
 
 - a control area of int64 words: the e-stop request word (any process sets it; the loop checks
-  it every cycle), the loop's pid and status, the mailbox head/tail;
+  it every cycle), the stop word (a signal the supervisor received), the loop's pid and status,
+  the mailbox head/tail;
 - a snapshot area behind a **seqlock**: the loop increments the sequence word to an odd value,
   writes, and increments it to even; a reader copies the area and retries if the word was odd or
   changed meanwhile, so it never sees a torn snapshot and never blocks the loop;
-- a mailbox: a ring of fixed-size request slots; writers (rare, user-paced) serialise on an
-  `flock`ed lock file, the loop alone reads.
+- a mailbox: a bounded ring of request slots, each [kind, payload length, payload…]; requests are
+  checked when posted and again when the loop takes them; writers (rare, user-paced) serialise
+  on an `flock` of the block itself, the loop alone reads;
+- a short JSON description (robot, board id, port, pid) for listing the loops that run.
 
 `LoopClient` is the small API the twin, the CLI and the tests use.
 """
@@ -16,16 +21,19 @@ One POSIX shared-memory block per running loop, named `hil_<robot>_<pid>`:
 from __future__ import annotations
 
 import fcntl
-import glob
+import json
+import math
+import mmap
 import os
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from enum import IntEnum
-from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-from hil.errors import HilError
+from hil.errors import HilError, InputError
 
 BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
 
@@ -35,13 +43,37 @@ def progress_text(progress: float) -> str:
     return "endless" if progress < 0 else f"{100 * progress:.1f}%"
 
 
-MAGIC = 0x48494C31  # "HIL1"
+MAGIC = 0x48494C32  # "HIL2"
 CTRL_WORDS = 16
-C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS = range(9)
+C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP, C_SLOT = range(11)
 MAILBOX_SLOTS = 64
-SLOT_FLOATS = 40          # [kind, payload...]
 EVENT_BYTES = 240
 EVENT_SLOTS = 32          # the last events, so a reader polling slowly still sees every one
+INFO_BYTES = 512
+POST_WAIT_S = 0.2         # a full mailbox: how long a request waits for room before it is refused
+
+
+def slot_floats(n: int) -> int:
+    """Floats per mailbox slot: kind, payload length, and room for one pose of `n` joints."""
+    return max(40, n + 2)
+
+
+def runtime_dir() -> str:
+    """This user's private folder for loop blocks (created 0700; refused if anyone else could
+    enter it or it is not a real folder)."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    path = os.path.join(base, f"hil-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise HilError(f"cannot create {path}: {e.strerror}") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise HilError(f"{path} is not a private folder of this user (a symlink, another owner, or open to "
+                       "others): remove it and start again")
+    return path
 
 
 class LoopStatus(IntEnum):
@@ -72,7 +104,7 @@ def _layout(n: int) -> dict[str, tuple[int, int]]:
               ("rate_hz", 1), ("period_p50_us", 1), ("period_p99_us", 1), ("period_max_us", 1),
               ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("misses", 1), ("stale_total", 1), ("link_errors", 1),
               ("decoder_drops", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
-              ("safety_total", 1), ("jitter_hist", 20)]
+              ("safety_total", 1), ("jitter_hist", 20), ("mode", 1), ("activity", 1), ("estimated", 1)]
     out, off = {}, 0
     for name, size in fields:
         out[name] = (off, size)
@@ -99,53 +131,73 @@ class SharedState:
     """The shared block; `create=True` in the loop's parent, attach by name elsewhere."""
 
     def __init__(self, name: str, n: int | None = None, create: bool = False) -> None:
+        if not name or "/" in name or name.startswith("."):
+            raise InputError(f"{name!r} is not a loop name (hil_<robot>_<pid>; `hil ctl status` lists them)")
         self.name = name
+        self.path = os.path.join(runtime_dir(), name)
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
         if create:
-            if n is None:
+            if n is None or n < 1:
                 raise ValueError("n is required to create the block")
-            self.n = n
-            self.layout = _layout(n)
             size = self._size(n)
-            self.shm = shared_memory.SharedMemory(name=name, create=True, size=size)
-            self.owner = True
+            self.fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+            os.ftruncate(self.fd, size)
         else:
-            # attaching must not register the block with Python's resource tracker (before 3.13 it
-            # does, and the tracker would then unlink the owner's block when this process exits)
-            register = resource_tracker.register
-            resource_tracker.register = lambda *a, **k: None
             try:
-                self.shm = shared_memory.SharedMemory(name=name, create=False)
+                self.fd = os.open(self.path, flags)
             except FileNotFoundError:
                 raise HilError(f"no running hil loop named {name!r}; start one with `hil run`") from None
-            finally:
-                resource_tracker.register = register
-            self.owner = False
-        buf = self.shm.buf
+            except OSError as e:
+                raise HilError(f"cannot open the loop {name!r}: {e.strerror}") from None
+            size = os.fstat(self.fd).st_size
+            if size < CTRL_WORDS * 8:
+                os.close(self.fd)
+                raise HilError(f"shared block {name!r} is not a hil loop")
+        self.owner = create
+        self.mm = mmap.mmap(self.fd, size)
+        buf = self.mm
         self.ctrl = np.ndarray((CTRL_WORDS,), dtype=np.int64, buffer=buf, offset=0)
         if create:
             self.ctrl[:] = 0
-            self.ctrl[C_MAGIC] = MAGIC
             self.ctrl[C_N] = n
-        else:
-            if self.ctrl[C_MAGIC] != MAGIC:
-                raise HilError(f"shared block {name!r} is not a hil loop")
-            self.n = int(self.ctrl[C_N])
-            self.layout = _layout(self.n)
+            self.ctrl[C_MAGIC] = MAGIC
+        elif self.ctrl[C_MAGIC] != MAGIC or not 0 < self.ctrl[C_N] <= 4096 or size != self._size(int(self.ctrl[C_N])):
+            self._unmap()
+            raise HilError(f"shared block {name!r} is not a hil loop of this version")
+        self.n = int(self.ctrl[C_N])
+        self.layout = _layout(self.n)
+        self.slot = slot_floats(self.n)
         nf = self.layout["_size"][0]
         off = CTRL_WORDS * 8
         self.data = np.ndarray((nf,), dtype=np.float64, buffer=buf, offset=off)
         off += nf * 8
         self.event_buf = np.ndarray((EVENT_SLOTS, EVENT_BYTES), dtype=np.uint8, buffer=buf, offset=off)
         off += EVENT_SLOTS * EVENT_BYTES
-        self.mailbox = np.ndarray((MAILBOX_SLOTS, SLOT_FLOATS), dtype=np.float64, buffer=buf, offset=off)
+        self.mailbox = np.ndarray((MAILBOX_SLOTS, self.slot), dtype=np.float64, buffer=buf, offset=off)
+        off += MAILBOX_SLOTS * self.slot * 8
+        self.info_buf = np.ndarray((INFO_BYTES,), dtype=np.uint8, buffer=buf, offset=off)
         self._scratch = np.empty(nf)
         self._view = {k: (o, s) for k, (o, s) in self.layout.items() if not k.startswith("_")}
-        self.lock_path = f"/dev/shm/{name}.lock" if os.path.isdir("/dev/shm") else f"/tmp/{name}.lock"
+        self.bad_requests = 0
 
     @staticmethod
     def _size(n: int) -> int:
         return (CTRL_WORDS * 8 + _layout(n)["_size"][0] * 8 + EVENT_SLOTS * EVENT_BYTES
-                + MAILBOX_SLOTS * SLOT_FLOATS * 8)
+                + MAILBOX_SLOTS * slot_floats(n) * 8 + INFO_BYTES)
+
+    def set_info(self, **info) -> None:
+        """The loop's description for listings (robot, board id, port, pid): JSON, truncated to fit."""
+        raw = json.dumps(info).encode()[:INFO_BYTES - 1]
+        self.info_buf[:] = 0
+        self.info_buf[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+
+    def info(self) -> dict:
+        raw = bytes(self.info_buf).split(b"\x00", 1)[0]
+        try:
+            value = json.loads(raw.decode()) if raw else {}
+        except (UnicodeDecodeError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
 
     # ------------------------------------------------------------- writer side
     def field(self, name: str) -> np.ndarray:
@@ -204,57 +256,137 @@ class SharedState:
         return Snapshot(vals, ev.decode("utf-8", "replace"))
 
     # ---------------------------------------------------------------- mailbox
+    def check_request(self, kind, payload) -> np.ndarray:
+        """The payload of a valid request as floats; InputError naming what is wrong otherwise."""
+        try:
+            kind = Request(int(kind))
+        except (ValueError, TypeError, OverflowError):
+            raise InputError(f"unknown request kind {kind!r}; kinds: {', '.join(r.name for r in Request)}") from None
+        try:
+            p = np.asarray(payload, dtype=np.float64).reshape(-1)
+        except (ValueError, TypeError):
+            raise InputError(f"{kind.name}: the payload is not numbers") from None
+        want = self.n if kind == Request.JOG else 0
+        if p.size != want:
+            raise InputError(f"{kind.name}: needs {want} values (one per joint, radians), got {p.size}"
+                             if want else f"{kind.name} takes no values, got {p.size}")
+        if not np.all(np.isfinite(p)):
+            raise InputError(f"{kind.name}: values must be finite (no NaN or inf)")
+        return p
+
     def post(self, kind: int, payload=()) -> None:
-        """Append a request to the mailbox (any process)."""
-        p = np.asarray(payload, dtype=np.float64).reshape(-1)
-        if p.size > SLOT_FLOATS - 1:
-            raise ValueError("request payload too long")
-        with open(self.lock_path, "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        """Append a request to the mailbox (any process); refused when invalid, or when the loop
+        has not made room within POST_WAIT_S (it takes a bounded number per cycle)."""
+        p = self.check_request(kind, payload)
+        deadline = time.monotonic() + POST_WAIT_S
+        while True:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
             try:
                 head = int(self.ctrl[C_HEAD])
-                if head - int(self.ctrl[C_TAIL]) >= MAILBOX_SLOTS:
-                    raise HilError("the loop's mailbox is full (is the loop running?)")
-                slot = self.mailbox[head % MAILBOX_SLOTS]
-                slot[:] = 0.0
-                slot[0] = kind
-                slot[1:1 + p.size] = p
-                self.ctrl[C_HEAD] = head + 1
+                if head - int(self.ctrl[C_TAIL]) < MAILBOX_SLOTS:
+                    slot = self.mailbox[head % MAILBOX_SLOTS]
+                    slot[:] = 0.0
+                    slot[0] = int(kind)
+                    slot[1] = p.size
+                    slot[2:2 + p.size] = p
+                    self.ctrl[C_HEAD] = head + 1
+                    return
             finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            if time.monotonic() > deadline:
+                raise HilError("the loop's mailbox is full: it takes requests every cycle, so it is not "
+                               "running or too many requests came at once")
+            time.sleep(0.002)
 
-    def take(self) -> list[tuple[int, np.ndarray]]:
-        """Requests posted since the last call (loop only)."""
+    def take(self, limit: int = 16) -> list[tuple[Request, np.ndarray]]:
+        """Up to `limit` requests posted since the last call (loop only), each checked again: the
+        block is writable by any process of this user. Invalid ones are counted and dropped."""
         head = int(self.ctrl[C_HEAD])
         tail = int(self.ctrl[C_TAIL])
+        if not 0 <= head - tail <= MAILBOX_SLOTS:  # a scribbled index: start afresh
+            self.bad_requests += 1
+            self.ctrl[C_TAIL] = head
+            return []
         out = []
-        while tail < head:
+        while tail < head and len(out) < limit:
             slot = self.mailbox[tail % MAILBOX_SLOTS]
-            out.append((int(slot[0]), slot[1:].copy()))
             tail += 1
+            size = slot[1]
+            if not (math.isfinite(size) and 0 <= size <= self.slot - 2):
+                self.bad_requests += 1
+                continue
+            try:
+                p = self.check_request(slot[0], slot[2:2 + int(size)].copy())
+            except InputError:
+                self.bad_requests += 1
+                continue
+            out.append((Request(int(slot[0])), p))
         self.ctrl[C_TAIL] = tail
         return out
 
-    def close(self) -> None:
+    def _unmap(self) -> None:
         # views into the buffer must go before the mapping can close
-        for attr in ("ctrl", "data", "event_buf", "mailbox", "_scratch"):
+        for attr in ("ctrl", "data", "event_buf", "mailbox", "info_buf", "_scratch"):
             if hasattr(self, attr):
                 delattr(self, attr)
-        self.shm.close()
+        self.mm.close()
+        os.close(self.fd)
+
+    def close(self) -> None:
+        if not hasattr(self, "ctrl"):
+            return
+        self._unmap()
         if self.owner:
-            try:
-                self.shm.unlink()
-            except FileNotFoundError:
-                pass
-            try:
-                os.unlink(self.lock_path)
-            except FileNotFoundError:
-                pass
+            unlink_block(self.name)
+
+
+def unlink_block(name: str) -> None:
+    """Remove a loop's block (its owner does at the end; the loop does when its owner died)."""
+    try:
+        os.unlink(os.path.join(runtime_dir(), name))
+    except (FileNotFoundError, HilError):
+        pass
+
+
+def _owner_alive(name: str) -> bool:
+    try:
+        pid = int(name.rsplit("_", 1)[1])
+        os.kill(pid, 0)
+        return True
+    except (ValueError, IndexError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
 
 
 def running_loops() -> list[str]:
-    """Names of the hil loop blocks present on this machine."""
-    return sorted(os.path.basename(p) for p in glob.glob("/dev/shm/hil_*") if not p.endswith(".lock"))
+    """Names of this user's running hil loops (blocks left by a run that was killed are removed)."""
+    folder = runtime_dir()
+    names = []
+    for name in sorted(os.listdir(folder)):
+        if not name.startswith("hil_"):
+            continue
+        if _owner_alive(name):
+            names.append(name)
+        else:
+            unlink_block(name)
+    return names
+
+
+def describe_loops() -> list[str]:
+    """One line per running loop: name, robot, board id, port, loop pid."""
+    lines = []
+    for name in running_loops():
+        try:
+            st = SharedState(name)
+        except HilError:
+            continue
+        info = st.info()
+        pid = int(st.ctrl[C_PID])
+        st.close()
+        lines.append(f"{name}: robot {info.get('robot', '?')}, board {info.get('board', '?')}, "
+                     f"port {info.get('port', '?')}, loop pid {pid}")
+    return lines
 
 
 class LoopClient:
@@ -265,7 +397,10 @@ class LoopClient:
             names = running_loops()
             if not names:
                 raise HilError("no running hil loop found; start one with `hil run --robot R --dry-run`")
-            name = names[-1]
+            if len(names) > 1:
+                raise HilError("more than one hil loop is running; name one (`--loop NAME`, "
+                               "LoopClient(NAME)):\n  " + "\n  ".join(describe_loops()))
+            name = names[0]
         self.state = SharedState(name)
         self.n = self.state.n
 
@@ -300,7 +435,7 @@ class LoopClient:
     def jog(self, q: np.ndarray) -> None:
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (self.n,) or not np.all(np.isfinite(q)):
-            raise HilError(f"jog target must be {self.n} finite joint angles (radians)")
+            raise InputError(f"jog target must be {self.n} finite joint angles (radians), got shape {q.shape}")
         self.state.post(Request.JOG, q)
 
     def start_motion(self) -> None:

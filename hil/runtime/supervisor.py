@@ -11,9 +11,9 @@ import sys
 import time
 
 from hil.errors import HilError
-from hil.runtime import cpu_idle
+from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import BOARD_STATES, C_ESTOP, C_STATUS, LoopClient, LoopStatus, SharedState, progress_text
+from hil.runtime.shared import BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, LoopClient, LoopStatus, SharedState, progress_text
 
 
 def display_available(display: str | None = None) -> bool:
@@ -43,8 +43,9 @@ def display_available(display: str | None = None) -> bool:
 def status_line(s) -> str:
     st = BOARD_STATES.get(int(s.board_state), "?")
     track = float(max(abs(a - b) for a, b in zip(s.q_cmd, s.q_meas))) if len(s.q_cmd) else 0.0
-    motion = "running" if s.motion_running else ("ramp-in" if s.ramping else "idle")
-    return (f"t {s.t:7.2f} s | {st:<8} | motion {motion:<7} {progress_text(s.motion_progress):>6} | "
+    mode = Mode(int(s.mode)).name.lower()
+    activity = Activity(int(s.activity)).name.lower()
+    return (f"t {s.t:7.2f} s | board {st:<8} | {mode:<8} {activity:<6} {progress_text(s.motion_progress):>8} | "
             f"{s.rate_hz:6.1f} Hz jitter p50 {s.period_p50_us:6.1f} p99 {s.period_p99_us:7.1f} µs | "
             f"cycle {s.cycle_p50_us:5.1f} µs | misses {int(s.misses)} stale {int(s.stale_total)} | "
             f"track {math.degrees(track):5.2f}°")
@@ -62,7 +63,7 @@ def run(args) -> int:
         raise HilError(f"--spin-us {spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
     emu = None
     if args.dry_run:
-        emu = emulation.start_emulator(model, faults=args.fault or (), baud=None)
+        emu = emulation.start_emulator(model, faults=args.fault or (), baud=None, parent_pid=os.getpid())
         port = emu.path
         print(f"board emulator: {model.name} on {port}")
     else:
@@ -79,31 +80,33 @@ def run(args) -> int:
         if emu is not None:  # it holds our stdout: a caller waiting for EOF would wait forever
             emu.stop()
         raise
+    headless = args.headless
+    if not headless and not display_available():
+        print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
+        headless = True
     cfg = LoopConfig(robot=model.name, port=port, shm_name=name, rate_hz=rate, duration_s=args.duration,
                      record=args.record, stats_json=args.stats_json, motion=args.motion, enable=args.enable,
-                     exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
+                     exit_when_done=args.exit_when_done, headless=headless, realtime=not args.no_realtime,
                      keep_cpu_awake=not getattr(args, "allow_cpu_idle", False),
-                     calibration=getattr(args, "calibration", None), **extra)
+                     calibration=getattr(args, "calibration", None), parent_pid=os.getpid(), **extra)
     ctx = mp.get_context("spawn")
     proc = ctx.Process(target=_loop_entry, args=(cfg,), name="hil-loop")
     twin = None
     interrupted = False
 
-    def on_sigint(signum, frame):
+    def on_signal(signum, frame):
+        # the loop stops as for Ctrl-C (ESTOP, recording closed), whoever got the signal: a
+        # launcher or a script may signal this process alone
         nonlocal interrupted
         interrupted = True
-        shared.ctrl[C_ESTOP] = 1  # e-stop word, in case the loop did not get the signal itself
+        shared.ctrl[C_ESTOP] = 1
+        shared.ctrl[C_STOP] = signum
 
-    old = signal.signal(signal.SIGINT, on_sigint)
-    idle_before = cpu_idle.snapshot()
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     proc.start()
     code = 0
     try:
         client = LoopClient(name)
-        headless = args.headless
-        if not headless and not display_available():
-            print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
-            headless = True
         if not headless:
             from hil.runtime.twin_launch import start_twin
             twin = start_twin(name, model.name, getattr(args, "path_file", None))
@@ -139,15 +142,11 @@ def run(args) -> int:
             code = 1
         client.close()
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
         if proc.is_alive():
             proc.terminate()
             proc.join(timeout=3)
-        if not proc.is_alive():
-            restored = cpu_idle.restore(idle_before)
-            if restored:
-                print(f"hil run: gave cpu {', '.join(map(str, restored))} its idle states back (the loop "
-                      "could not: it did not exit normally)", file=sys.stderr)
         if twin is not None:
             twin.terminate()
         if emu is not None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+from hil.runtime.process_life import ENV_PARENT
 
 
 def start_twin(loop_name: str, robot: str, path: str | None = None) -> subprocess.Popen:
     argv = [sys.executable, "-m", "hil.cli", "twin", "--attach", loop_name, "--robot", robot]
     if path:
         argv += ["--path", path]
-    return subprocess.Popen(argv)
+    return subprocess.Popen(argv, env={**os.environ, ENV_PARENT: str(os.getpid())})

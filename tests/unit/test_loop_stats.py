@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hil.runtime.loop import _Stats, next_deadline_after
+from hil.runtime.loop_stats import LoopStats as _Stats
+from hil.runtime.realtime import next_deadline_after
 
 T_US = 1000.0
 

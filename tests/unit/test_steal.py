@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hil.runtime.loop import cpu_times, steal_fraction
+from hil.runtime.realtime import cpu_times, steal_fraction
 
 
 def test_steal_fraction_from_two_readings():

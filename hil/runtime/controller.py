@@ -1,0 +1,302 @@
+"""One control cycle as a plain object: a measured state and the user's requests in, the board
+command, board actions and event lines out. No process, port, clock or shared memory: the loop
+process (`hil.runtime.loop`) wires this to them, and the tests drive it directly.
+
+Per cycle (`Controller.cycle`):
+1. the newest STATE, if it is newer than the last event that needs a fresh one, becomes a board
+   observation for the lifecycle (ENABLED, DISABLED, FAULT, ESTOP);
+2. missed deadlines in a row become holds or a disable;
+3. enabled: the target (hold, jog or the motion at its own time), then one safety call that
+   clamps, rate-limits (the ramp speed while ramping) and holds with a named reason;
+4. the command: positions while enabled, a keep-alive hold otherwise (the board answers every
+   command with a STATE and applies none of these), nothing while disconnected.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from firmware_protocol.messages import fault_names
+from hil.runtime.lifecycle import ENABLED_MODES, Action, Activity, Ev, Lifecycle, Mode, Step
+from hil.safety import HELD, RATE, flag_names
+from hil.safety._kernel import I_STEP, I_TO_TARGET, I_TRACK
+
+BOARD_STATE_EVENT = {1: Ev.SAW_DISABLED, 0: Ev.SAW_DISABLED, 2: Ev.SAW_ENABLED, 3: Ev.SAW_FAULT,
+                     4: Ev.SAW_ESTOP}
+RAMP_DONE_RAD = 1e-4
+# a board action repeated because the board has not followed (e-stop or disable again) waits this long
+RESEND_S = 0.1
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The cycle's settings (from LoopConfig)."""
+
+    period_s: float
+    ramp_fraction: float = 0.25
+    hold_after_misses: int = 5
+    disable_after_misses: int = 50
+    enable_timeout_s: float = 2.0
+    hold_timeout_s: float | None = None  # held longer than this forgets intent (headless runs)
+
+
+@dataclass
+class Output:
+    """What one cycle decided. `command` is the array to send (positions, or a keep-alive hold when
+    `hold` is true), or None to send nothing."""
+
+    command: np.ndarray | None
+    hold: bool
+    actions: list[Action] = field(default_factory=list)
+    flags: int = 0
+
+
+class Controller:
+    """The per-cycle decision for one robot: lifecycle + motion + safety."""
+
+    def __init__(self, model, safety, motion, policy: Policy, event=None) -> None:
+        self.model = model
+        self.safety = safety
+        self.motion = motion
+        self.policy = policy
+        self.life = Lifecycle()
+        self.say = event or (lambda text: None)
+        n = model.n
+        self.q_cmd = model.home.copy()
+        self.q_prev = self.q_cmd.copy()
+        self.q_target = self.q_cmd.copy()
+        self.q_meas = self.q_cmd.copy()
+        self.jog_target = self.q_cmd.copy()
+        self.motion_t = 0.0
+        self.flags = 0
+        self._held_flags = 0
+        self._fresh_after = math.inf  # only STATEs received after this time are observations
+        self._have_state = False
+        self._since: float | None = None  # when the current mode began (cycle time)
+        self._last_resend = -math.inf
+        self.abandoned: str | None = None  # why a motion asked for can no longer finish
+        self.now = 0.0
+        self.max_track_err = 0.0
+        self.max_cmd_speed = 0.0
+        self.safety_counts: dict[str, int] = {}
+        self.pending_actions: list[Action] = []
+        self.motion_run = False   # the run is for a motion (`--exit-when-done`): is it finished?
+        self.motion_done = False
+        self.board_state = 1
+
+    # ------------------------------------------------------------------ events in
+    def handle(self, ev: Ev, payload=None, start_after: bool = False, why: str = "") -> Step:
+        """Feed one event (a request, a completion, a link event); returns the lifecycle's step."""
+        if ev == Ev.JOG:
+            q = np.asarray(payload, dtype=np.float64)
+            if q.shape != (self.model.n,) or not np.all(np.isfinite(q)):
+                self.say(f"jog refused: {self.model.n} finite joint angles needed")
+                return Step(ev, self.life.mode, self.life.mode, self.life.activity, refused="bad target")
+        step = self.life.handle(ev, start_after)
+        self._after(step, payload, why)
+        return step
+
+    def link_lost(self, why: str) -> Step:
+        self._have_state = False
+        return self.handle(Ev.LINK_LOST, why=why)
+
+    def reconnected(self, at: float) -> Step:
+        """The link is back: nothing is observed or commanded before a STATE received after `at`."""
+        self._fresh_after = at
+        self._have_state = False
+        return self.handle(Ev.RECONNECTED)
+
+    def fresh_from(self, at: float) -> None:
+        """Board observations only from STATEs received after `at` (a transaction's answer)."""
+        self._fresh_after = at
+
+    def _after(self, step: Step, payload, why: str) -> None:
+        if step.refused:
+            self.say(f"{step.event.value} refused: {step.refused}")
+            return
+        if step.mode != step.before:
+            self._since = None  # the cycle that sees the new mode first starts its clock
+            if step.mode not in ENABLED_MODES:
+                self._held_flags = 0
+            if step.before == Mode.ENABLING and step.mode == Mode.RAMPING:
+                np.copyto(self.q_cmd, self.q_meas)  # ramp in from the STATE that said ENABLED
+        for action in step.actions:
+            if action == Action.SET_JOG:
+                self.jog_target = np.asarray(payload, dtype=np.float64).copy()
+            elif action == Action.BEGIN_MOTION:
+                self.motion.reset(self.q_cmd)
+                self.motion_t = 0.0
+                self.abandoned = None
+        if step.cleared:
+            self.motion_t = 0.0
+            if self.abandoned is None and self.motion_run and not self.motion_done:
+                self.abandoned = f"{step.event.value}{' (' + why + ')' if why else ''}"
+        quiet = (Ev.SAFETY_HOLD, Ev.SAFETY_RELEASE, Ev.RAMP_DONE)  # said by the cycle, with their reasons
+        if step.event not in quiet and (step.mode != step.before or step.cleared):
+            tail = "; intent cleared (the motion stopped, jogs dropped)" if step.cleared else ""
+            detail = f" ({why})" if why else ""
+            self.say(f"{step.event.value}{detail}: {step.before.name} → {step.mode.name}{tail}")
+        board = [a for a in step.actions if a not in (Action.SET_JOG, Action.BEGIN_MOTION)]
+        if Action.SEND_ENABLE in board or Action.SEND_CLEAR_FAULT in board:
+            # STATEs already under way say what the board was before it got this: observe
+            # again only from the first STATE after its answer (`completed`)
+            self._fresh_after = math.inf
+        self.pending_actions.extend(board)
+
+    def completed(self, action: Action, error: str | None, at: float) -> None:
+        """A board transaction ended at `at` (monotonic s): None for success, or what failed."""
+        if action in (Action.SEND_ENABLE, Action.SEND_CLEAR_FAULT):
+            self._fresh_after = at
+        if action == Action.SEND_ENABLE and error:
+            self.handle(Ev.ENABLE_FAILED, why=error)
+        elif action == Action.SEND_CLEAR_FAULT:
+            if error:
+                self.say(f"clear fault failed: {error}")
+            else:
+                self.handle(Ev.CLEARED)
+        elif error:
+            self.say(f"{action.value} failed: {error}")
+
+    # ------------------------------------------------------------------ the cycle
+    def begin(self, q_meas: np.ndarray, motion_run: bool) -> None:
+        """Before the first cycle: the first STATE's pose, and whether the run is for a motion."""
+        self.q_meas = q_meas.copy()
+        np.copyto(self.q_cmd, q_meas)
+        self.motion.reset(q_meas)
+        self.motion_run = motion_run
+        self._fresh_after = -math.inf
+        self._have_state = True
+        if self.life.mode == Mode.DISCONNECTED:
+            self.life.handle(Ev.RECONNECTED)  # connected: DISABLED until the board says otherwise
+
+    def cycle(self, now: float, sample, misses_in_row: int) -> Output:
+        """One cycle at time `now` (s) with the newest STATE (or None) and the missed deadlines in a
+        row; returns the command and the board actions to carry out."""
+        self.now = now
+        if sample is not None and sample.t_host > self._fresh_after:
+            self._have_state = True
+            self.q_meas = sample.q
+            self.board_state = int(sample.state)
+            self._observe(sample)
+        self._overruns(misses_in_row)
+        life = self.life
+        if life.mode == Mode.ENABLING and self._mode_age() > self.policy.enable_timeout_s:
+            self.handle(Ev.ENABLE_TIMEOUT, why=f"no STATE said ENABLED within {self.policy.enable_timeout_s:g} s")
+        self.flags = 0
+        if life.sends_positions:
+            self._enabled_cycle()
+        elif self._have_state and self.board_state != 2:
+            # follow the measured pose, so the next enable ramps from here (a board still enabled
+            # holds its last target meanwhile: that stays the command)
+            np.copyto(self.q_cmd, self.q_meas)
+            np.copyto(self.q_target, self.q_cmd)
+        actions, self.pending_actions = self.pending_actions, []
+        if not self._have_state or life.mode == Mode.DISCONNECTED:
+            return Output(None, True, actions, self.flags)
+        if life.sends_positions:
+            return Output(self.q_cmd, False, actions, self.flags)
+        return Output(self.q_cmd, True, actions, self.flags)
+
+    def _mode_age(self) -> float:
+        """Seconds since the current mode began (0 in the first cycle that sees it)."""
+        if self._since is None:
+            self._since = self.now
+        return self.now - self._since
+
+    def _observe(self, sample) -> None:
+        ev = BOARD_STATE_EVENT.get(int(sample.state))
+        if ev is None:
+            return
+        before = self.life.mode
+        step = self.handle(ev, why=_board_why(sample))
+        resend = [a for a in step.actions if a in (Action.SEND_ESTOP, Action.SEND_DISABLE)]
+        if resend and before == step.mode:
+            # the board has not followed yet (frames in flight, or lost): again, but not every cycle
+            if self.now - self._last_resend < RESEND_S:
+                for a in resend:
+                    self.pending_actions.remove(a)
+            else:
+                self._last_resend = self.now
+
+    def _overruns(self, misses: int) -> None:
+        p, life = self.policy, self.life
+        if misses > p.disable_after_misses and (life.enabled or life.mode == Mode.ENABLING):
+            self.handle(Ev.OVERRUN_DISABLE, why=f"{misses} in a row")
+        elif misses > p.hold_after_misses and life.enabled:
+            if not life.holds & 2:
+                self.handle(Ev.OVERRUN_HOLD, why=f"{misses} in a row")
+        elif life.holds & 2:
+            self.handle(Ev.OVERRUN_RELEASE)
+
+    def _target(self) -> np.ndarray:
+        life = self.life
+        if life.mode == Mode.HELD and life.holds & 2:
+            return self.q_cmd
+        if life.activity == Activity.MOTION:
+            return self.motion.target(self.motion_t)
+        if life.activity == Activity.JOG:
+            return self.jog_target
+        return self.q_cmd
+
+    def _enabled_cycle(self) -> None:
+        life, p = self.life, self.policy
+        q_target = self._target()
+        np.copyto(self.q_prev, self.q_cmd)
+        scale = 1.0 if life.mode == Mode.ACTIVE else p.ramp_fraction
+        flags = self.safety.step(q_target, self.q_prev, p.period_s, scale, self.q_cmd, self.q_meas)
+        self.flags = flags
+        self.q_target = q_target
+        info = self.safety.info
+        self._safety_events(flags, q_target)
+        if life.mode == Mode.RAMPING and not flags & HELD and info[I_TO_TARGET] < RAMP_DONE_RAD:
+            self.handle(Ev.RAMP_DONE)
+            if life.activity == Activity.MOTION and life.mode == Mode.ACTIVE:
+                self.say(f"ramp-in done; motion '{self.motion.name}' running")
+        if life.mode == Mode.HELD and p.hold_timeout_s is not None and life.has_intent \
+                and self._mode_age() > p.hold_timeout_s:
+            self.handle(Ev.HOLD_TIMEOUT, why=f"held for more than {p.hold_timeout_s:g} s")
+        if life.motion_running:
+            self.motion_t += p.period_s
+            if self.motion.done(self.motion_t):
+                self.handle(Ev.MOTION_DONE)
+                self.say(f"motion '{self.motion.name}' done")
+                self.motion_done = True
+        self.max_cmd_speed = max(self.max_cmd_speed, info[I_STEP] / p.period_s)
+        self.max_track_err = max(self.max_track_err, info[I_TRACK])
+
+    def _safety_events(self, flags: int, q_target: np.ndarray) -> None:
+        life = self.life
+        if flags & HELD:
+            if life.mode != Mode.HELD or not life.holds & 1:
+                self.handle(Ev.SAFETY_HOLD)
+            if flags != self._held_flags:
+                reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64))
+                self.say("safety: " + "; ".join(reasons or flag_names(flags)) + " — command held")
+                self._count(flags)
+        else:
+            if life.mode == Mode.HELD and life.holds & 1:
+                self.handle(Ev.SAFETY_RELEASE)
+            if flags & ~RATE and flags != self._held_flags:
+                self._count(flags)
+                self.say("safety: " + ", ".join(flag_names(flags)) + " — clamped")
+        self._held_flags = flags
+
+    def _count(self, flags: int) -> None:
+        for name in flag_names(flags):
+            self.safety_counts[name] = self.safety_counts.get(name, 0) + 1
+
+    # ------------------------------------------------------------------ for displays
+    @property
+    def motion_progress(self) -> float:
+        """0…1 of the motion's duration, or -1 for a motion without an end (demo, jog)."""
+        dur = self.motion.duration
+        if not math.isfinite(dur):
+            return -1.0
+        return min(1.0, self.motion_t / dur) if dur > 0 else 0.0
+
+
+def _board_why(sample) -> str:
+    return f"faults: {fault_names(sample.faults)}" if sample.faults and sample.state in (3, 4) else ""

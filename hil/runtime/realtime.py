@@ -1,0 +1,142 @@
+"""What the loop asks of the operating system, and its clock: SCHED_FIFO, CPU pinning, the CPU kept
+out of idle states, the hypervisor's steal, the grid of deadlines and the sleep before each.
+
+The loop, its port helpers (thread or process) and `hil rt-check` share these, so the check
+measures exactly what the loop gets. Nothing here imports the rest of the runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from hil.runtime.cpu_idle import hold_cpu_awake
+from hil.runtime.misses import MissTracer
+
+
+def next_deadline_after(deadline: float, now: float, period: float,
+                        woke: float | None = None) -> tuple[float, int, float]:
+    """After serving `deadline` (s, monotonic clock; the cycle woke at `woke` and ends at `now`):
+    the next deadline on the loop's grid, how many grid deadlines are skipped, and the time to
+    wake for it — the deadline, but never sooner than half a period after `woke`.
+
+    Cycles never follow each other closer than half a period, and the loop never catches up by
+    serving passed deadlines back to back: that sent the board a burst of commands (up to ten
+    within a few hundred µs after a stall), each a full period's step of the motion, so the
+    motion briefly ran several times its planned speed. A deadline that could only be served
+    more than half a period late — a miss either way — is skipped instead (counted as missed; the
+    motion pauses for it); none other is."""
+    earliest = now if woke is None else max(now, woke + period / 2)
+    passed = max(int((earliest - period / 2 - deadline) / period), 0)  # grid deadlines too far behind
+    following = deadline + (passed + 1) * period
+    return following, passed, max(following, earliest)
+
+
+def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> None:
+    """Sleep until `spin_s` before `wake_at` (s, monotonic clock; the caller spins the rest),
+    telling `tracer` what was asked and when the sleep ended. The loop and rt-check's floor both
+    use it, so the floor measures the loop's own sleep."""
+    start = time.monotonic()
+    sleep_for = wake_at - start - spin_s
+    tracer.sleeping(start, sleep_for)
+    if sleep_for > 0:
+        time.sleep(sleep_for)
+    tracer.awake(time.monotonic())
+
+
+def cpu_times(cpu: int | None) -> tuple[int, int] | None:
+    """(steal, total) clock ticks of one CPU (None: all CPUs) from /proc/stat, or None off Linux.
+
+    Steal is time the hypervisor ran something else while this virtual CPU wanted to run: on a
+    VM it shows up as late wake-ups no scheduling policy inside the guest can prevent."""
+    key = "cpu" if cpu is None else f"cpu{cpu}"
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] == key:
+                    ticks = [int(x) for x in parts[1:9]]  # user nice system idle iowait irq softirq steal
+                    return ticks[7], sum(ticks)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Share of the CPU's time taken by the hypervisor between two `cpu_times` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+@dataclass
+class RealtimeGrant:
+    """What the calling process obtained: SCHED_FIFO, the CPU it is pinned to, a note for the user
+    saying all of it, and `release` giving the CPU its idle states back (idempotent)."""
+    sched_fifo: bool
+    cpu: int | None
+    note: str
+    cpu_idle_note: str
+    release: Callable[[], None]
+
+
+def loop_cpu_choice() -> int | None:
+    """The CPU `claim_realtime` pins the loop to: the last one this process may use (None with one)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return None
+    return cpus[-1] if len(cpus) > 1 else None
+
+
+def leave_the_loop_cpu(loop_cpu: int | None, fifo: bool) -> None:
+    """For a helper of the loop (the port thread or process), in the calling thread: SCHED_FIFO 40
+    when `fifo` (one step below the loop: it holds the port, and an ordinary process preempting it
+    there would hold the loop up behind it), and every CPU but the loop's — a helper of equal
+    priority stuck in a system call on the loop's CPU would delay the loop's wake-up. What is
+    refused is left as it was."""
+    if fifo:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
+        except (PermissionError, OSError, AttributeError):
+            pass
+    if loop_cpu is not None:
+        try:
+            others = set(range(os.cpu_count() or 1)) - {loop_cpu}
+            if others:
+                os.sched_setaffinity(0, others)
+        except (OSError, AttributeError):
+            pass
+
+
+def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant:
+    """Ask for what the loop runs with: SCHED_FIFO 50, pinning to the last allowed CPU, and that CPU
+    kept out of idle states (see cpu_idle.py). Whatever is refused is said in the note; nothing
+    raises. Changes the calling process's scheduling: call it in the process that will run."""
+    notes = []
+    fifo = False
+    cpu = None
+    if realtime:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+            fifo = True
+            notes.append("SCHED_FIFO 50 granted")
+        except (PermissionError, OSError, AttributeError) as e:
+            notes.append(f"SCHED_FIFO not permitted ({e.__class__.__name__}); normal scheduling")
+        try:
+            cpu = loop_cpu_choice()
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
+                notes.append(f"pinned to cpu {cpu}")
+        except (OSError, AttributeError):
+            cpu = None
+            notes.append("cpu affinity not permitted")
+    else:
+        notes.append("realtime scheduling not requested")
+    release, idle_note = (lambda: None), "idle states allowed (not requested)"
+    if realtime and keep_cpu_awake:
+        release, idle_note = hold_cpu_awake(cpu)
+        notes.append(idle_note)
+    return RealtimeGrant(fifo, cpu, ", ".join(notes), idle_note, release)

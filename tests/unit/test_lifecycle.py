@@ -1,0 +1,171 @@
+"""The lifecycle as a table: every (state, event) pair, the next state, whether intent survives,
+and whether a command may follow. The expected table is written out here, apart from the code."""
+
+from __future__ import annotations
+
+import pytest
+
+from hil.runtime.lifecycle import ENABLED_MODES, Action, Activity, Ev, Lifecycle, Mode, USER_EVENTS
+
+D, OFF, ING, RAMP, ACT, HELD, FAULT, ESTOP = (Mode.DISCONNECTED, Mode.DISABLED, Mode.ENABLING, Mode.RAMPING,
+                                              Mode.ACTIVE, Mode.HELD, Mode.FAULT, Mode.ESTOP)
+ALL = tuple(Mode)
+CONNECTED = tuple(m for m in ALL if m != D)
+
+
+def in_mode(mode: Mode) -> Lifecycle:
+    """A lifecycle brought to `mode` by the events that lead there, carrying intent where it can:
+    a pending start while enabling and ramping in, a running motion when active or held."""
+    life = Lifecycle()
+    steps = {D: [], OFF: [Ev.RECONNECTED], FAULT: [Ev.RECONNECTED, Ev.SAW_FAULT],
+             ESTOP: [Ev.RECONNECTED, Ev.ESTOP], ING: [Ev.RECONNECTED, (Ev.ENABLE, True)],
+             RAMP: [Ev.RECONNECTED, (Ev.ENABLE, True), Ev.SAW_ENABLED],
+             ACT: [Ev.RECONNECTED, (Ev.ENABLE, True), Ev.SAW_ENABLED, Ev.RAMP_DONE, Ev.RAMP_DONE],
+             HELD: [Ev.RECONNECTED, (Ev.ENABLE, True), Ev.SAW_ENABLED, Ev.RAMP_DONE, Ev.RAMP_DONE, Ev.SAFETY_HOLD]}
+    for ev in steps[mode]:
+        if isinstance(ev, tuple):
+            life.handle(*ev)
+        else:
+            life.handle(ev)
+    assert life.mode == mode
+    return life
+
+
+def everywhere(to: Mode, but=()) -> dict:
+    return {m: (m if m in but else to) for m in ALL}
+
+
+def only(changes: dict) -> dict:
+    return {m: changes.get(m, m) for m in ALL}
+
+
+# event → {state before: state after}
+TABLE = {
+    Ev.ENABLE: only({OFF: ING}),
+    Ev.DISABLE: everywhere(OFF, but=(D,)),
+    Ev.START: only({ACT: RAMP}),
+    Ev.JOG: only({ACT: RAMP}),
+    Ev.STOP: only({}),
+    Ev.CLEAR_FAULT: only({}),  # the board's answer (CLEARED, or a DISABLED state) moves it
+    Ev.ESTOP: everywhere(ESTOP, but=(D,)),
+    Ev.SAW_ENABLED: only({ING: RAMP, FAULT: OFF}),
+    Ev.SAW_DISABLED: only({ING: OFF, RAMP: OFF, ACT: OFF, HELD: OFF, FAULT: OFF}),
+    Ev.SAW_FAULT: only({OFF: FAULT, ING: FAULT, RAMP: FAULT, ACT: FAULT, HELD: FAULT}),
+    Ev.SAW_ESTOP: everywhere(ESTOP, but=(D,)),
+    Ev.REBOOT: everywhere(OFF, but=(D,)),
+    Ev.LINK_LOST: everywhere(D),
+    Ev.RECONNECTED: only({D: OFF}),
+    Ev.ENABLE_FAILED: only({ING: OFF}),
+    Ev.ENABLE_TIMEOUT: only({ING: OFF}),
+    Ev.CLEARED: only({}),  # only after a CLEAR_FAULT (tested below)
+    Ev.RAMP_DONE: only({}),  # RAMPING with a pending start: the motion begins, ramping to its start
+    Ev.MOTION_DONE: only({}),
+    Ev.SAFETY_HOLD: only({RAMP: HELD, ACT: HELD}),
+    Ev.SAFETY_RELEASE: only({HELD: RAMP}),
+    Ev.OVERRUN_HOLD: only({RAMP: HELD, ACT: HELD}),
+    Ev.OVERRUN_RELEASE: only({}),  # HELD here is a safety hold: it stays
+    Ev.OVERRUN_DISABLE: only({ING: OFF, RAMP: OFF, ACT: OFF, HELD: OFF}),
+    Ev.HOLD_TIMEOUT: only({}),
+    Ev.SIGNAL: everywhere(ESTOP),
+    Ev.PARENT_DIED: everywhere(ESTOP),
+}
+# events after which no intent may be left, wherever they take effect
+FORGETTING = {Ev.DISABLE, Ev.ESTOP, Ev.SAW_DISABLED, Ev.SAW_FAULT, Ev.SAW_ESTOP, Ev.REBOOT, Ev.LINK_LOST,
+              Ev.RECONNECTED, Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT, Ev.OVERRUN_DISABLE, Ev.SIGNAL, Ev.PARENT_DIED}
+
+
+def test_the_table_covers_every_event():
+    assert set(TABLE) == set(Ev)
+
+
+@pytest.mark.parametrize("ev", list(Ev), ids=lambda e: e.name)
+@pytest.mark.parametrize("mode", ALL, ids=lambda m: m.name)
+def test_every_state_and_event(mode, ev):
+    life = in_mode(mode)
+    start = ev == Ev.ENABLE
+    step = life.handle(ev, start_after=start) if ev != Ev.JOG else life.handle(ev)
+    want = TABLE[ev][mode]
+    assert life.mode == want, f"{mode.name} + {ev.name} → {life.mode.name}, expected {want.name}"
+    assert step.before == mode and step.mode == want
+    # a command may be sent only in an enabled state ...
+    assert life.sends_positions == (want in ENABLED_MODES)
+    # ... and only a user's request (or the board confirming one) leads into one
+    if want in ENABLED_MODES and mode not in ENABLED_MODES:
+        assert mode == ING and ev == Ev.SAW_ENABLED
+    # (a late completion — RECONNECTED while connected, ENABLE_FAILED once enabled — changes nothing)
+    if (ev in FORGETTING and want != mode) or (ev == Ev.HOLD_TIMEOUT and mode == HELD):
+        assert not life.has_intent, f"{mode.name} + {ev.name} kept intent"
+        assert life.activity == Activity.IDLE and not life.start_when_enabled
+    if ev not in USER_EVENTS and ev not in (Ev.RAMP_DONE, Ev.SAW_ENABLED):
+        # nothing but a user moves toward motion: no event of another kind adds intent
+        assert not (life.has_intent and not in_mode(mode).has_intent)
+    if want in (ESTOP,) and mode != ESTOP and ev not in (Ev.SAW_ESTOP,):
+        assert Action.SEND_ESTOP in step.actions
+    if ev in (Ev.SAW_ENABLED,) and mode in (OFF, FAULT):
+        assert Action.SEND_DISABLE in step.actions  # enabled without a user asking: disabled again
+    if mode == D:
+        assert not step.actions or ev in (Ev.SIGNAL, Ev.PARENT_DIED)
+
+
+def test_user_requests_that_do_not_apply_are_refused_with_a_reason():
+    life = in_mode(OFF)
+    for ev in (Ev.START, Ev.JOG, Ev.STOP):
+        step = life.handle(ev)
+        assert step.refused and "enable it first" in step.refused and not step.actions
+    life = in_mode(FAULT)
+    assert "clear the fault first" in life.handle(Ev.ENABLE).refused
+    life = in_mode(D)
+    assert life.handle(Ev.ENABLE).refused == "the board is not connected"
+
+
+def test_re_enabling_never_restarts_a_motion():
+    life = in_mode(ACT)
+    assert life.activity == Activity.MOTION
+    life.handle(Ev.ESTOP)
+    life.handle(Ev.CLEAR_FAULT)
+    assert life.clearing
+    life.handle(Ev.CLEARED)
+    assert life.mode == OFF
+    life.handle(Ev.ENABLE)
+    life.handle(Ev.SAW_ENABLED)
+    step = life.handle(Ev.RAMP_DONE)
+    assert life.mode == ACT and life.activity == Activity.IDLE and Action.BEGIN_MOTION not in step.actions
+
+
+def test_the_command_lines_start_happens_once():
+    life = in_mode(RAMP)
+    step = life.handle(Ev.RAMP_DONE)
+    assert Action.BEGIN_MOTION in step.actions and life.activity == Activity.MOTION and life.mode == RAMP
+    life.handle(Ev.RAMP_DONE)
+    assert life.motion_running
+    life.handle(Ev.MOTION_DONE)
+    assert life.activity == Activity.IDLE
+    life.handle(Ev.RAMP_DONE)
+    assert life.activity == Activity.IDLE
+
+
+def test_holds_of_both_kinds_release_only_together():
+    life = in_mode(ACT)
+    life.handle(Ev.SAFETY_HOLD)
+    life.handle(Ev.OVERRUN_HOLD)
+    life.handle(Ev.SAFETY_RELEASE)
+    assert life.mode == HELD
+    life.handle(Ev.OVERRUN_RELEASE)
+    assert life.mode == RAMP and life.activity == Activity.MOTION  # intent kept through a hold
+
+
+def test_an_estop_while_disconnected_is_sent_when_the_link_is_back():
+    life = in_mode(ACT)
+    life.handle(Ev.LINK_LOST)
+    life.handle(Ev.ESTOP)
+    step = life.handle(Ev.RECONNECTED)
+    assert life.mode == ESTOP and Action.SEND_ESTOP in step.actions
+
+
+def test_a_board_that_stays_enabled_or_disabled_after_an_estop_gets_it_again():
+    life = in_mode(ESTOP)
+    assert Action.SEND_ESTOP in life.handle(Ev.SAW_ENABLED).actions
+    assert Action.SEND_ESTOP in life.handle(Ev.SAW_DISABLED).actions
+    assert life.mode == ESTOP
+    life.handle(Ev.CLEAR_FAULT)
+    assert not life.handle(Ev.SAW_DISABLED).actions and life.mode == OFF  # cleared on request

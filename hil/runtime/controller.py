@@ -191,7 +191,7 @@ class Controller:
         elif self._have_state and self.board_state != 2:
             # follow the measured pose, so the next enable ramps from here (a board still enabled
             # holds its last target meanwhile: that stays the command)
-            np.copyto(self.q_cmd, self.q_meas)
+            np.clip(self.q_meas, self.model.lower, self.model.upper, out=self.q_cmd)
             np.copyto(self.q_target, self.q_cmd)
         actions, self.pending_actions = self.pending_actions, []
         if not self._have_state or life.mode == Mode.DISCONNECTED:

@@ -93,6 +93,7 @@ def run(args) -> int:
     proc = ctx.Process(target=_loop_entry, args=(cfg,), name="hil-loop")
     twin = None
     interrupted = False
+    stopped_by = [signal.SIGINT]
 
     def on_signal(signum, frame):
         # the loop stops as for Ctrl-C (ESTOP, recording closed), whoever got the signal: a
@@ -101,6 +102,7 @@ def run(args) -> int:
         interrupted = True
         shared.ctrl[C_ESTOP] = 1
         shared.ctrl[C_STOP] = signum
+        stopped_by[0] = signum
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     proc.start()
@@ -157,7 +159,7 @@ def run(args) -> int:
         if args.stats_json:
             print(f"timing statistics: {args.stats_json}")
     if interrupted and code == 0:
-        code = 130
+        code = 128 + stopped_by[0]  # as a shell reports a run ended by that signal
     return code
 
 

@@ -45,7 +45,7 @@ def test_commands_go_out_and_states_come_back_through_the_port_process(emulator)
         assert s.state == M.BoardState.ENABLED, s
         np.testing.assert_allclose(s.q, target, atol=2e-4)  # independent: the emulator's own servo model
         assert len(set(seqs)) > 300  # fresh states kept coming, cycle after cycle
-        assert link.decoder.stats.dropped == 0
+        assert link.rejected_frames == 0
         link.estop()  # no waiting: the board confirms in its STATE
         assert wait_for(lambda: (lambda x: x if x.state == M.BoardState.ESTOP else None)(link.poll()),
                         timeout_s=0.5)

@@ -1,0 +1,265 @@
+"""The lifecycle through real processes: `hil run` (or play), the loop, the port process, an
+emulator on a pty. Each test reproduces a way the runtime used to move a robot by itself, outlive
+its parent or never end, and checks what happens now."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from firmware_protocol.link import Link
+from hil.emulation import emulator_argv
+from hil.runtime import cpu_idle
+from hil.runtime.shared import LoopClient, runtime_dir
+from tests.conftest import wait_for
+from tests.integration.test_runtime import HIL, attach, finish, start_run
+
+pytestmark = pytest.mark.slow
+ENABLED, ESTOP = 2, 4
+
+
+def mode_of(flags: np.ndarray) -> np.ndarray:
+    return flags >> 4  # the recording's loop_flags carry the lifecycle mode in bits 4–7
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().split(") ")[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def test_after_a_reconnect_a_board_that_kept_running_is_disabled_not_driven(emulator, tmp_path):
+    """Repro 1: a board with a 400 ms watchdog, silent for 0.3 s but still executing. The loop
+    used to reconnect, ramp in and resume the motion by itself."""
+    model = robots.load("puma560")
+    emu = emulator(*emulator_argv(model, faults=["mute:0.3@2.5"], watchdog_ms=400)[3:])
+    rec = tmp_path / "r.npy"
+    proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "6", "--enable",
+                     "--motion", "demo", "--record", str(rec))
+    out = finish(proc, timeout_s=60)
+    assert proc.returncode == 0, out
+    assert "reconnected to board" in out, out
+    r = np.load(rec)
+    lost = np.flatnonzero(mode_of(r["loop_flags"]) == 0)
+    assert len(lost), "the link was never lost"
+    after = slice(lost[-1] + 1, None)
+    # from the reconnect on: never enabled in the loop, never a position command (keep-alives only)
+    assert not (r["loop_flags"][after] & 1).any(), out
+    assert (r["board_state"][after] == ENABLED).any(), "the board did not come back enabled: no repro"
+    assert r["board_state"][-1] != ENABLED, out  # disabled by the loop (or its watchdog), not driven
+    assert out.count("motion 'demo' running") == 1, out
+
+
+def test_an_estop_forgets_a_queued_jog(tmp_path):
+    """Repro 2: a jog posted during ESTOP ran after clear-fault + enable."""
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--enable",
+                     "--no-realtime")
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.mode == 4, timeout_s=10)
+        q0 = client.snapshot().q_cmd.copy()
+        client.estop()
+        assert client.wait(lambda s: s.board_state == ESTOP, timeout_s=5)
+        client.jog(q0 + np.radians([20, -20, 20, 0, 0, 0]))  # posted during the e-stop
+        client.clear_fault()
+        assert client.wait(lambda s: s.board_state == 1 and s.mode == 1, timeout_s=5)
+        client.enable()
+        assert client.wait(lambda s: s.mode == 4, timeout_s=5)
+        time.sleep(1.0)
+        s = client.snapshot()
+        assert np.abs(s.q_cmd - q0).max() < np.radians(0.5), np.degrees(s.q_cmd - q0)
+        assert s.activity == 0  # idle: nothing queued survived
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert "jog refused" in out, out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_hil_alone_ends_the_run_like_ctrl_c(tmp_path, sig):
+    """Repro 3: SIGTERM killed only `hil run`, SIGINT to it alone e-stopped but ran on."""
+    rec = tmp_path / "r.npy"
+    stats = tmp_path / "s.json"
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--enable", "--motion", "demo",
+                     "--record", str(rec), "--stats-json", str(stats))
+    client = attach(proc, "puma560")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=10)
+    loop_pid = client.pid
+    helpers = children_of(proc.pid) + children_of(loop_pid)
+    client.close()
+    proc.send_signal(sig)  # the process alone, not its group
+    out = finish(proc, timeout_s=30)
+    assert proc.returncode == 128 + sig, out
+    assert f"E-STOP from {signal.Signals(sig).name}" in out, out
+    r = np.load(rec)
+    assert (r["board_state"][-20:] == ESTOP).any(), out
+    assert json.loads(stats.read_text())["stop_reason"] == f"{signal.Signals(sig).name} received"
+    assert wait_for(lambda: not any(alive(p) for p in helpers + [loop_pid]), timeout_s=10), out
+
+
+def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, tmp_path):
+    """Repro 3: after SIGKILL of `hil run` the loop drove the robot on, the port process with it,
+    the dry-run emulator stayed behind, and cpu 1's idle setting stayed changed."""
+    model = robots.load("puma560")
+    emu = emulator(*emulator_argv(model)[3:])
+    rec = tmp_path / "r.npy"
+    before = cpu_idle.dma_latency_us()
+    proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--enable", "--motion", "demo",
+                     "--record", str(rec))
+    client = attach(proc, "puma560")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=10)
+    time.sleep(0.5)
+    name, loop_pid = client.name, client.pid
+    helpers = children_of(loop_pid)
+    client.close()
+    proc.kill()
+    proc.wait(timeout=10)
+    assert wait_for(lambda: not alive(loop_pid) and not any(alive(p) for p in helpers), timeout_s=10)
+    out = proc.stdout.read()
+    proc.stdout.close()
+    r = np.load(rec)  # readable, with the e-stop in it
+    assert len(r) > 200 and mode_of(r["loop_flags"][-1]) == 7, (len(r), out)
+    with Link.connect(emu.path, expect_joints=6) as link:  # the board: e-stopped by the dying loop
+        state = wait_for(lambda: link.latest(), timeout_s=2)
+        assert state is not None and state.state == ESTOP, state
+    assert not os.path.exists(os.path.join(runtime_dir(), name))
+    if before is not None:
+        assert cpu_idle.dma_latency_us() == before
+    # and a dry run's own emulator goes with it
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless")
+    client = attach(proc, "puma560")
+    emulators = [p for p in children_of(proc.pid) if p != client.pid]
+    assert emulators
+    client.close()
+    proc.kill()
+    proc.wait(timeout=10)
+    assert wait_for(lambda: not any(alive(p) for p in emulators), timeout_s=10)
+    proc.stdout.close()
+
+
+def test_a_motion_run_ends_with_the_reason_when_the_board_faults(tmp_path):
+    """Repro 4: `hil play` sat at "FAULT | motion idle 15.2 %" until killed."""
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable",
+                              "--motion", "examples/bow.toml", "--exit-when-done", "--fault", "stall:0.15@1.5"],
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "the motion can no longer finish: board reports FAULT (faults: watchdog)" in out, out
+
+
+def test_a_request_flood_changes_neither_threads_nor_state(tmp_path):
+    """Repro 5: 4 400 ENABLE requests took the loop process to 3 836 threads."""
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--no-realtime")
+    try:
+        client = attach(proc, "puma560")
+
+        def threads() -> int:
+            with open(f"/proc/{client.pid}/status") as f:
+                return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+        time.sleep(0.5)
+        before = threads()
+        refused = 0
+        for _ in range(10_000):
+            try:
+                client.enable()
+            except Exception:  # noqa: BLE001 - a full mailbox says so
+                refused += 1
+        assert client.wait(lambda s: s.mode == 4, timeout_s=10)  # enabled once
+        assert threads() == before
+        with pytest.raises(ValueError):
+            client.state.post(5, [1.0, 2.0])  # a short JOG is refused when posted, not padded
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert out.count("enable: DISABLED → ENABLING") == 1, out
+
+
+def test_a_crc_valid_state_with_the_wrong_joint_count_is_counted_and_dropped(emulator, tmp_path):
+    """Repro 6: one such STATE ended the session."""
+    model = robots.load("puma560")
+    emu = emulator(*emulator_argv(model, faults=["badstate@1.5"])[3:])
+    stats = tmp_path / "s.json"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "3",
+                              "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads(stats.read_text())
+    assert s["rejected_frames"] >= 1 and s["link_errors"] == 0, s
+
+
+def test_loop_client_refuses_to_guess_between_two_loops():
+    procs = [start_run("--robot", robot, "--dry-run", "--headless", "--duration", "30", "--no-realtime")
+             for robot in ("puma560", "humanoid17")]
+    try:
+        for proc, robot in zip(procs, ("puma560", "humanoid17")):
+            attach(proc, robot).close()
+        with pytest.raises(Exception) as e:
+            LoopClient()
+        text = str(e.value)
+        assert "more than one hil loop" in text and "puma560" in text and "humanoid17" in text, text
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+            finish(proc)
+
+
+def test_the_shared_block_lives_in_a_private_folder_and_links_are_not_followed(tmp_path):
+    folder = runtime_dir()
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    trap = os.path.join(folder, f"hil_trap_{os.getpid()}")
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"\0" * 4096)
+    os.symlink(target, trap)
+    try:
+        with pytest.raises(Exception) as e:
+            LoopClient(os.path.basename(trap))
+        assert "cannot open" in str(e.value)
+    finally:
+        os.unlink(trap)
+
+
+def test_trajectory_balance_claims_are_checked(tmp_path):
+    from hil.errors import InputError
+    from hil.runtime.motion import make_motion
+
+    model = robots.load("humanoid17")
+    t = np.arange(0, 2, 0.005)
+    q = np.repeat(model.home[None, :], len(t), axis=0)
+    bad = q.copy()
+    bad[:, model.joint_index("l_hip_pitch")] = np.radians(30 * np.sin(np.pi * t))  # leans far out
+    bad[:, model.joint_index("r_hip_pitch")] = np.radians(30 * np.sin(np.pi * t))
+    np.savez(tmp_path / "claim.npz", t=t, q=bad, dynamic_balance_checked=np.array(True))
+    motion = make_motion(str(tmp_path / "claim.npz"), model)
+    assert not motion.dynamic_balance_checked  # no support annotation: the static check applies
+    np.savez(tmp_path / "claim2.npz", t=t, q=bad, support=np.zeros(len(t)), dynamic_balance_checked=np.array(True))
+    with pytest.raises(InputError, match="ZMP leaves the support polygon"):
+        make_motion(str(tmp_path / "claim2.npz"), model)
+    np.savez(tmp_path / "ok.npz", t=t, q=q, support=np.zeros(len(t)), dynamic_balance_checked=np.array(True))
+    assert make_motion(str(tmp_path / "ok.npz"), model).dynamic_balance_checked

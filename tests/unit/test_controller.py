@@ -1,0 +1,194 @@
+"""The cycle's decisions without a process, a port or a clock: STATEs in, commands and actions out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.runtime.controller import Controller, Policy
+from hil.runtime.lifecycle import Action, Activity, Ev, Mode
+from hil.runtime.motion import Demo, Jog
+from hil.safety import SafetyChecker
+
+T = 0.002
+DISABLED, ENABLED, FAULT, ESTOP = 1, 2, 3, 4
+
+
+@dataclass
+class Sample:
+    t_host: float
+    state: int
+    q: np.ndarray
+    faults: int = 0
+    seq: int = 0
+
+
+class Bench:
+    """A controller and a pretend board that follows commands exactly."""
+
+    def __init__(self, motion=None, hold_timeout_s=None) -> None:
+        self.model = robots.load("puma560")
+        self.events: list[str] = []
+        self.ctl = Controller(self.model, SafetyChecker(self.model), motion or Jog(),
+                              Policy(T, hold_timeout_s=hold_timeout_s), self.events.append)
+        self.now = 100.0
+        self.q = self.model.home.copy()
+        self.state = DISABLED
+        self.sent: list[tuple[np.ndarray | None, bool]] = []
+        self.actions: list[Action] = []
+        self.ctl.begin(self.q, motion_run=motion is not None)
+
+    def cycle(self, misses: int = 0, sample: bool = True):
+        self.now += T
+        s = Sample(self.now, self.state, self.q.copy()) if sample else None
+        out = self.ctl.cycle(self.now, s, misses)
+        self.actions += out.actions
+        for a in out.actions:  # the board carries them out at once and answers
+            if a == Action.SEND_ENABLE and self.state == DISABLED:
+                self.state = ENABLED
+            elif a == Action.SEND_DISABLE and self.state == ENABLED:
+                self.state = DISABLED
+            elif a == Action.SEND_ESTOP:
+                self.state = ESTOP
+            elif a == Action.SEND_CLEAR_FAULT and self.state in (FAULT, ESTOP):
+                self.state = DISABLED
+            if a in (Action.SEND_ENABLE, Action.SEND_CLEAR_FAULT, Action.SEND_DISABLE):
+                self.now += 1e-4
+                self.ctl.completed(a, None, self.now)
+        cmd = None if out.command is None else out.command.copy()
+        self.sent.append((cmd, out.hold))
+        if cmd is not None and not out.hold and self.state == ENABLED:
+            self.q = cmd
+        return out
+
+    def run(self, cycles: int, **kw):
+        for _ in range(cycles):
+            self.cycle(**kw)
+
+    def positions_sent(self, since: int = 0) -> int:
+        return sum(1 for c, hold in self.sent[since:] if c is not None and not hold)
+
+
+def enabled_bench(**kw) -> Bench:
+    b = Bench(**kw)
+    b.ctl.handle(Ev.ENABLE, start_after=isinstance(b.ctl.motion, Demo))
+    b.run(20)
+    assert b.ctl.life.enabled
+    return b
+
+
+def test_nothing_but_keepalives_before_an_enable():
+    b = Bench()
+    b.run(50)
+    assert b.positions_sent() == 0 and all(hold for _, hold in b.sent)
+    assert b.ctl.life.mode == Mode.DISABLED
+
+
+def test_a_board_found_enabled_after_a_reconnect_is_disabled_and_never_driven():
+    """Repro: after a reconnect, a board that kept executing (long watchdog) reported ENABLED and
+    the loop ramped in and resumed the motion by itself."""
+    b = enabled_bench(motion=Demo(robots.load("puma560")))
+    b.run(100)
+    assert b.ctl.life.motion_running
+    b.ctl.link_lost("the cable")
+    b.run(10, sample=False)
+    assert all(c is None for c, _ in b.sent[-10:])  # nothing is sent while disconnected
+    b.ctl.reconnected(b.now)
+    mark = len(b.sent)
+    b.run(5, sample=False)  # no STATE since the reconnect: nothing is computed or sent
+    assert all(c is None for c, _ in b.sent[mark:])
+    b.state = ENABLED  # the board kept running through the loss
+    b.actions.clear()
+    b.run(200)
+    assert Action.SEND_DISABLE in b.actions
+    assert b.positions_sent(mark) == 0
+    assert b.ctl.life.mode == Mode.DISABLED and not b.ctl.life.has_intent
+
+
+def test_an_estop_drops_a_queued_jog_and_re_enabling_moves_nothing():
+    b = enabled_bench()
+    q0 = b.q.copy()
+    jog = q0 + np.radians([20, -20, 20, 0, 0, 0])
+    b.ctl.handle(Ev.JOG, jog)
+    b.ctl.handle(Ev.ESTOP)
+    b.run(5)
+    b.ctl.handle(Ev.JOG, jog)  # posted during the e-stop: refused
+    b.run(5)
+    b.ctl.handle(Ev.CLEAR_FAULT)
+    b.run(5)
+    assert b.ctl.life.mode == Mode.DISABLED
+    b.ctl.handle(Ev.ENABLE)
+    b.run(500)
+    assert b.ctl.life.mode == Mode.ACTIVE and b.ctl.life.activity == Activity.IDLE
+    assert np.abs(b.q - q0).max() < 1e-9  # the jog was forgotten
+    assert any("jog refused" in e for e in b.events)
+
+
+def test_the_command_lines_motion_starts_once_and_not_after_a_fault():
+    b = enabled_bench(motion=Demo(robots.load("puma560")))
+    b.run(300)
+    assert b.ctl.life.motion_running
+    b.state = FAULT  # the watchdog, say
+    b.run(3)
+    assert b.ctl.life.mode == Mode.FAULT and b.ctl.abandoned and "FAULT" in b.ctl.abandoned
+    b.ctl.handle(Ev.CLEAR_FAULT)
+    b.run(3)
+    b.ctl.handle(Ev.ENABLE)
+    b.run(300)
+    assert b.ctl.life.mode == Mode.ACTIVE and not b.ctl.life.motion_running
+    b.ctl.handle(Ev.START)  # a user asks again: it starts from its beginning
+    b.run(300)
+    assert b.ctl.life.motion_running and b.ctl.abandoned is None
+
+
+def test_missed_deadlines_hold_then_disable():
+    b = enabled_bench(motion=Demo(robots.load("puma560")))
+    b.run(300)
+    b.run(3, misses=6)
+    assert b.ctl.life.mode == Mode.HELD and b.ctl.life.has_intent  # a hold keeps intent
+    held = b.ctl.q_cmd.copy()
+    b.run(3, misses=6)
+    assert np.array_equal(b.ctl.q_cmd, held)
+    b.run(1, misses=51)
+    assert b.ctl.life.mode == Mode.DISABLED and not b.ctl.life.has_intent
+    assert Action.SEND_DISABLE in b.actions
+
+
+def test_a_long_hold_forgets_intent_when_headless():
+    b = enabled_bench(motion=Demo(robots.load("puma560")), hold_timeout_s=0.1)
+    b.run(300)
+    b.run(100, misses=6)  # 0.2 s held
+    assert b.ctl.life.mode == Mode.HELD and not b.ctl.life.has_intent
+    assert b.ctl.abandoned and "held" in b.ctl.abandoned
+
+
+def test_a_flood_of_enable_requests_sends_one_enable():
+    b = Bench()
+    for _ in range(10_000):
+        b.ctl.handle(Ev.ENABLE)
+    out = b.cycle()
+    assert out.actions.count(Action.SEND_ENABLE) == 1
+
+
+def test_a_bad_jog_is_refused_and_changes_nothing():
+    b = enabled_bench()
+    for bad in (np.full(6, np.nan), np.zeros(3), [1.0] * 7):
+        step = b.ctl.handle(Ev.JOG, bad)
+        assert step.refused
+    assert b.ctl.life.activity == Activity.IDLE
+
+
+@pytest.mark.parametrize("state", [DISABLED, ESTOP])
+def test_estop_is_sent_again_while_the_board_does_not_follow(state):
+    b = enabled_bench()
+    b.ctl.handle(Ev.ESTOP)
+    b.actions.clear()
+    b.state = ENABLED if state == DISABLED else DISABLED  # it did not take the e-stop
+    for _ in range(200):  # 0.4 s
+        b.now += T
+        out = b.ctl.cycle(b.now, Sample(b.now, b.state, b.q.copy()), 0)
+        b.actions += out.actions
+    assert 2 <= b.actions.count(Action.SEND_ESTOP) <= 5  # again, but not every cycle

@@ -164,6 +164,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return supervisor.run(args)
 
 
+def cmd_ctl(args: argparse.Namespace) -> int:
+    from firmware_protocol.messages import fault_names
+    from hil.runtime.lifecycle import Activity, Mode
+    from hil.runtime.shared import BOARD_STATES, LoopClient, describe_loops, progress_text
+
+    if args.action == "list":
+        lines = describe_loops()
+        print("\n".join(lines) if lines else "no hil loop is running")
+        return 0
+    client = LoopClient(args.loop)
+    try:
+        if args.action == "status":
+            s = client.snapshot()
+            print(f"{client.name}: {Mode(int(s.mode)).name} ({Activity(int(s.activity)).name.lower()}, motion "
+                  f"{progress_text(s.motion_progress)}), board {BOARD_STATES.get(int(s.board_state), '?')}, "
+                  f"faults {fault_names(int(s.faults))}, t {s.t:.2f} s, cycle {int(s.cycle)}, "
+                  f"misses {int(s.misses)}")
+            print(f"last event: {s.event}")
+            return 0
+        {"estop": client.estop, "enable": client.enable, "disable": client.disable,
+         "clear-fault": client.clear_fault, "start": client.start_motion, "stop": client.stop_motion,
+         "shutdown": client.shutdown}[args.action]()
+        print(f"{args.action} sent to {client.name}; `hil ctl status` shows what the loop made of it")
+        return 0
+    finally:
+        client.close()
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from hil.runtime.replay import replay
 
@@ -415,6 +443,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_target(s)
     s.set_defaults(func=cmd_play)
 
+    s = sub.add_parser("ctl", help="control a running loop without the twin: e-stop, enable, clear a fault, status",
+                       description="Send a request to a running `hil run` loop (the same as the twin's buttons). "
+                                   "Example: hil ctl clear-fault && hil ctl enable")
+    s.add_argument("action", choices=("estop", "enable", "disable", "clear-fault", "start", "stop", "shutdown",
+                                      "status", "list"),
+                   help="estop; enable (torque on, holds the measured pose); disable; clear-fault (a latched "
+                        "watchdog or e-stop; the board comes back disabled); start/stop the loaded motion; "
+                        "shutdown the run; status of the loop; list the running loops")
+    s.add_argument("--loop", metavar="NAME", help="which loop (`hil ctl list`); needed when more than one runs")
+    s.set_defaults(func=cmd_ctl)
+
     s = sub.add_parser("replay", help="play a recording (from hil run --record) into the twin")
     s.add_argument("file", metavar="FILE.npy")
     s.add_argument("--speed", type=float, default=1.0, help="playback speed factor")
@@ -443,6 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from hil.runtime.process_life import exit_with_parent_from_env
+
+    exit_with_parent_from_env()  # a twin started by `hil run` ends with it
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -9,7 +9,8 @@ import numpy as np
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--attach", metavar="NAME", help="loop to attach to (default: the newest running one)")
+    p.add_argument("--attach", "--loop", metavar="NAME", dest="attach",
+                   help="loop to attach to (`hil ctl list`; default: the one running, refused when several run)")
     p.add_argument("--robot", help="robot model (needed with --screenshot; else taken from the loop)")
     p.add_argument("--screenshot", metavar="FILE.png", help="render one frame to a PNG and exit (no loop needed)")
     p.add_argument("--pose-deg", type=float, nargs="+", metavar="DEG", help="measured pose for --screenshot")

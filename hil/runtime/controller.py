@@ -86,6 +86,7 @@ class Controller:
         self.motion_run = False   # the run is for a motion (`--exit-when-done`): is it finished?
         self.motion_done = False
         self.board_state = 1
+        self._last_board_us = -1
 
     # ------------------------------------------------------------------ events in
     def handle(self, ev: Ev, payload=None, start_after: bool = False, why: str = "") -> Step:
@@ -107,6 +108,7 @@ class Controller:
         """The link is back: nothing is observed or commanded before a STATE received after `at`."""
         self._fresh_after = at
         self._have_state = False
+        self._last_board_us = -1
         return self.handle(Ev.RECONNECTED)
 
     def fresh_from(self, at: float) -> None:
@@ -207,6 +209,11 @@ class Controller:
         return self.now - self._since
 
     def _observe(self, sample) -> None:
+        t_board = getattr(sample, "t_board_us", None)
+        if t_board is not None:
+            if t_board + 1_000_000 < self._last_board_us:  # its clock started again: it was reset
+                self.handle(Ev.REBOOT, why="the board's clock went back")
+            self._last_board_us = t_board
         ev = BOARD_STATE_EVENT.get(int(sample.state))
         if ev is None:
             return

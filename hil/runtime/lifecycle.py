@@ -225,6 +225,8 @@ class Lifecycle:
         if self.mode == Mode.DISCONNECTED:
             return []
         if ev == Ev.REBOOT:
+            if self.mode == Mode.ESTOP:  # the reset dropped the board's latch; the user's e-stop stands
+                return [Action.SEND_ESTOP]
             self._to_safety(Mode.DISABLED)
             return []
         if ev in (Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT):

@@ -205,9 +205,10 @@ def test_a_request_flood_changes_neither_threads_nor_state(tmp_path):
 def test_a_crc_valid_state_with_the_wrong_joint_count_is_counted_and_dropped(emulator, tmp_path):
     """Repro 6: one such STATE ended the session."""
     model = robots.load("puma560")
-    emu = emulator(*emulator_argv(model, faults=["badstate@1.5"])[3:])
+    # one a second from 2 s on: the loop may take seconds to start on a busy machine
+    emu = emulator(*emulator_argv(model, faults=[f"badstate@{t}" for t in range(2, 12)])[3:])
     stats = tmp_path / "s.json"
-    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "3",
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "6",
                               "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(stats.read_text())
@@ -263,3 +264,32 @@ def test_trajectory_balance_claims_are_checked(tmp_path):
         make_motion(str(tmp_path / "claim2.npz"), model)
     np.savez(tmp_path / "ok.npz", t=t, q=q, support=np.zeros(len(t)), dynamic_balance_checked=np.array(True))
     assert make_motion(str(tmp_path / "ok.npz"), model).dynamic_balance_checked
+
+
+def test_hil_ctl_drives_a_headless_loop():
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--no-realtime")
+    try:
+        client = attach(proc, "puma560")
+        name = client.name
+
+        def ctl(*args: str) -> str:
+            r = subprocess.run(HIL + ["ctl", *args, "--loop", name], capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stdout + r.stderr
+            return r.stdout
+
+        assert "DISABLED" in ctl("status")
+        ctl("enable")
+        assert client.wait(lambda s: s.mode == 4, timeout_s=10)
+        ctl("estop")
+        assert client.wait(lambda s: s.mode == 7 and s.board_state == ESTOP, timeout_s=10)
+        assert "faults estop" in ctl("status")
+        ctl("clear-fault")
+        assert client.wait(lambda s: s.mode == 1 and s.board_state == 1, timeout_s=10)
+        assert name in subprocess.run(HIL + ["ctl", "list"], capture_output=True, text=True, timeout=60).stdout
+        bad = subprocess.run(HIL + ["ctl", "status", "--loop", "hil_nothing_1"], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 2 and "no running hil loop named 'hil_nothing_1'" in bad.stderr, bad.stderr
+        ctl("shutdown")
+    finally:
+        out = finish(proc)
+    assert proc.returncode == 0, out

@@ -52,7 +52,7 @@ TABLE = {
     Ev.SAW_DISABLED: only({ING: OFF, RAMP: OFF, ACT: OFF, HELD: OFF, FAULT: OFF}),
     Ev.SAW_FAULT: only({OFF: FAULT, ING: FAULT, RAMP: FAULT, ACT: FAULT, HELD: FAULT}),
     Ev.SAW_ESTOP: everywhere(ESTOP, but=(D,)),
-    Ev.REBOOT: everywhere(OFF, but=(D,)),
+    Ev.REBOOT: everywhere(OFF, but=(D, ESTOP)),
     Ev.LINK_LOST: everywhere(D),
     Ev.RECONNECTED: only({D: OFF}),
     Ev.ENABLE_FAILED: only({ING: OFF}),

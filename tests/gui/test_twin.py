@@ -17,6 +17,8 @@ from tests.conftest import wait_for
 from tests.gui.png import read_png
 from tests.integration.test_runtime import attach, finish, start_run
 
+pytestmark = [pytest.mark.slow, pytest.mark.gui]
+
 HIL = [sys.executable, "-m", "hil.cli"]
 PAD = 8  # DearPyGui window padding: drawlist pixel (0, 0) is at image (8, 8)
 

@@ -16,6 +16,8 @@ from hil import calibration_io
 from hil.emulation import emulator_argv
 from hil.errors import ConfigError
 
+pytestmark = pytest.mark.slow
+
 HIL = [sys.executable, "-m", "hil.cli"]
 UID = "CA1B0A2D0000000000000017"
 

@@ -13,6 +13,8 @@ from firmware_protocol.errors import DeviceError, HandshakeError, LinkLostError
 from firmware_protocol.link import Link, probe
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.slow
+
 
 def _stream(link, q, seconds, rate_hz=500.0):
     n = int(seconds * rate_hz)

@@ -18,6 +18,8 @@ from firmware_protocol.errors import DeviceError, LinkLostError
 from hil.runtime.port_process import K_STATE_SEQ, PortLink, _Block, _layout
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.slow
+
 
 def newer_than(link: PortLink, seq: int):
     s = link.poll()

@@ -13,6 +13,8 @@ import pytest
 
 from hil.runtime import rtcheck
 
+pytestmark = pytest.mark.slow
+
 HIL = [sys.executable, "-m", "hil.cli"]
 
 

@@ -18,6 +18,8 @@ from hil.runtime import cpu_idle
 from hil.runtime.shared import LoopClient, progress_text
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.slow
+
 HIL = [sys.executable, "-m", "hil.cli"]
 
 

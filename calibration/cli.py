@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+
+from hil.errors import HilError
+from hil.inputs import number, writable_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,6 +94,9 @@ def main(args: argparse.Namespace) -> int:
     from calibration import procedures as P
 
     model = robots.load(args.robot)
+    number(args.samples, "--samples", 10, 100_000)
+    number(args.show_s, "--show-s", 0, 3600, "s")
+    writable_file(args.out, "--out")
     emu = None
     if args.method == "poses":
         if "dh" not in model.meta:
@@ -110,10 +117,15 @@ def main(args: argparse.Namespace) -> int:
         link = Link.connect(args.port, expect_joints=model.n)
         try:
             uid = link.info.uid
+            _clear_latched_fault(args, link)
             path = Path(args.out) if args.out else calibration_io.default_path(uid)
             old_off, old_sign = np.zeros(model.n), np.ones(model.n)
-            if path.exists():
-                old_off, old_sign, _ = calibration_io.load(path, model, uid)
+            # what the board already has: the file being rewritten, else (with --out) the board's own
+            known = path if path.exists() else calibration_io.default_path(uid)
+            if known.exists():
+                old_off, old_sign, _ = calibration_io.load(known, model, uid)
+                if known != path:
+                    print(f"keeping the board's saved directions and offsets from {known} in {path}")
             if args.method == "reference":
                 if args.pose not in model.poses:
                     raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
@@ -160,6 +172,34 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clear_latched_fault(args, link) -> None:
+    """A board left in FAULT or ESTOP (a watchdog trip from an earlier run, say) cannot be jogged:
+    offer to clear it — asked, since clearing an e-stop is the user's decision."""
+    from firmware_protocol import messages as M
+
+    state = None
+    for _ in range(100):
+        s = link.latest()
+        if s is not None:
+            state = s
+            break
+        link.send_positions(np.zeros(link.info.n_joints), hold=True)
+        time.sleep(0.01)
+    if state is None or state.state not in (M.BoardState.FAULT, M.BoardState.ESTOP):
+        return
+    what = f"{M.BoardState(state.state).name} ({M.fault_names(state.faults)})"
+    if not args.yes:
+        try:
+            answer = input(f"The board is in {what}. Clear it (the board stays disabled)? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise HilError(f"the board is in {what}: not cleared. Clear it with `hil calibrate ... --yes`, "
+                           "`hil ctl clear-fault` on a running loop, or power-cycle the board")
+    link.clear_faults()
+    print(f"cleared the board's {what}; it is disabled")
+
+
 def _poses(args, model, P, calibration_io) -> int:
     q, p = P.load_pose_file(args.poses, model.n)
     res = P.fit_poses(model, q, p, fit_lengths=args.lengths)
@@ -167,11 +207,17 @@ def _poses(args, model, P, calibration_io) -> int:
           f"condition number {res.condition:.3g}")
     print(f"{'parameter':<22} {'value':>12} {'± 1σ':>10}")
     for i, name in enumerate(model.joint_names):
+        if res.names[i] in res.undetermined:
+            print(f"{'offset ' + name:<22} {'not determined by these points':>23}")
+            continue
         print(f"{'offset ' + name:<22} {math.degrees(res.offsets[i]):>+11.4f}° {math.degrees(res.sigma[i]):>9.4f}°")
     for k, (name, v) in enumerate(res.lengths.items()):
         print(f"{name:<22} {v * 1e3:>10.3f}mm {res.sigma[model.n + k] * 1e3:>8.3f}mm")
     for w in res.warnings:
         print("warning: " + w)
+    if args.out and res.undetermined:
+        raise HilError(f"not saved to {args.out}: {', '.join(res.undetermined)} cannot be determined from these "
+                       "points (see the warning above); a calibration with guessed offsets would be worse than none")
     if args.out:
         calibration_io.save(args.out, model, "unknown", "poses", res.offsets, np.ones(model.n),
                             np.full(model.n, res.rms_mm * 1e-3))

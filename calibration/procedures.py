@@ -174,6 +174,7 @@ class PoseFitResult:
     condition: float
     names: list[str]
     warnings: list[str] = field(default_factory=list)
+    undetermined: list[str] = field(default_factory=list)  # parameters the points do not determine
 
 
 def load_pose_file(path: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -257,22 +258,40 @@ def fit_poses(model, q_read: np.ndarray, p_meas: np.ndarray, fit_lengths: bool =
         J[:, k] = (residual(x + dx) - residual(x - dx)) / 2e-7
     dof = max(len(r) - len(x), 1)
     s2 = float(r @ r) / dof
-    sv = np.linalg.svd(J, compute_uv=False)
-    cond = float(sv[0] / max(sv[-1], 1e-300))
-    try:
-        cov = s2 * np.linalg.inv(J.T @ J)
-        sigma = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    except np.linalg.LinAlgError:
-        sigma = np.full(len(x), np.inf)
+    sigma, undetermined, cond = _identifiability(J, s2)
     res_mm = np.linalg.norm(r.reshape(-1, 3), axis=1) * 1e3
     out = PoseFitResult(x[:n].copy(), {"a2": float(x[n]), "d4": float(x[n + 1])} if fit_lengths else {},
                         float(np.sqrt(np.mean(res_mm ** 2))), res_mm, sigma, cond, names)
-    if cond > 1e4 or not np.all(np.isfinite(sigma)):
-        weak = [names[i] for i in np.argsort(-np.nan_to_num(sigma, posinf=1e9))[:3]]
+    out.undetermined = [names[i] for i in undetermined]
+    if out.undetermined:
+        out.warnings.append(f"the measured points do not determine {', '.join(out.undetermined)} (a change of "
+                            "them moves no measured point): add poses that rotate those joints with the tool "
+                            "point off their axes, or measure a point away from the flange axis")
+    elif cond > 1e4:
+        weak = [names[i] for i in np.argsort(-sigma)[:3]]
         out.warnings.append(f"the pose set is poorly conditioned (condition number {cond:.3g}); the least "
-                            f"determined parameters are {', '.join(weak)}. Add poses that move joints 2, 3 and 5 "
-                            "more")
+                            f"determined parameters are {', '.join(weak)}. Add poses that move them more")
     return out
+
+
+def _identifiability(J: np.ndarray, s2: float, rel_tol: float = 1e-8) -> tuple[np.ndarray, list[int], float]:
+    """(1σ of each parameter, the parameters the data cannot determine, condition number of the
+    determined part). A parameter is undetermined when a direction the Jacobian does not see
+    (singular value below rel_tol of the largest) has a large share of it; the others' σ come from
+    the pseudo-inverse restricted to what the data sees."""
+    _, sv, Vt = np.linalg.svd(J, full_matrices=True)
+    m = J.shape[1]
+    sv = np.concatenate([sv, np.zeros(m - len(sv))]) if len(sv) < m else sv
+    seen = sv > rel_tol * max(sv[0], 1e-300)
+    null = Vt[~seen]  # rows: directions in parameter space with no effect on the residual
+    share = np.sum(null ** 2, axis=0) if len(null) else np.zeros(m)
+    undetermined = [k for k in range(m) if share[k] > 1e-3]
+    inv = np.where(seen, 1.0 / np.where(seen, sv, 1.0) ** 2, 0.0)
+    cov = s2 * (Vt.T * inv) @ Vt
+    sigma = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    sigma[undetermined] = np.inf
+    cond = float(sv[seen][0] / sv[seen][-1]) if seen.any() else math.inf
+    return sigma, undetermined, cond
 
 
 def _puma_with_lengths(model, dh, a2: float, d4: float):

@@ -219,8 +219,9 @@ class Link:
         link.open(handshake_timeout_s, expect_kind, expect_joints)
         return link
 
-    def open(self, handshake_timeout_s: float = 2.0, expect_kind: int | None = None,
-             expect_joints: int | None = None) -> BoardInfo:
+    def open_port(self) -> bool | None:
+        """Open the port alone (no handshake); whether it could be set to low-latency mode (None:
+        the question does not apply)."""
         self._ser = open_serial(self.port, self.baud)
         low_latency = None
         if hasattr(self._ser, "set_low_latency_mode") and not _is_url(self.port):
@@ -229,6 +230,15 @@ class Link:
                 low_latency = True
             except (ValueError, OSError, termios.error):
                 low_latency = False  # cdc-acm and ptys have no latency timer
+        return low_latency
+
+    def handshake(self, timeout_s: float = 2.0, low_latency: bool | None = None) -> BoardInfo:
+        """HELLO → HELLO_REPLY on an open port: what the board says it is (the link is not started)."""
+        return self._handshake(timeout_s, low_latency)
+
+    def open(self, handshake_timeout_s: float = 2.0, expect_kind: int | None = None,
+             expect_joints: int | None = None) -> BoardInfo:
+        low_latency = self.open_port()
         try:
             self._ser.reset_input_buffer()
             info = self._handshake(handshake_timeout_s, low_latency)
@@ -696,12 +706,13 @@ def list_ports() -> list[serial.tools.list_ports_common.ListPortInfo]:
 
 
 def probe(port: str, baud: int = 1_000_000, timeout_s: float = 0.5) -> BoardInfo | None:
-    """Handshake with whatever is on `port`: its BoardInfo, or None if nothing answers."""
+    """Handshake with whatever is on `port`: its BoardInfo, or None if nothing answers. A port that
+    cannot be opened raises DeviceError (its message says why)."""
     link = Link(port, baud)
     try:
-        link._ser = open_serial(port, baud)
-        return link._handshake(timeout_s, None)
-    except (DeviceError, HandshakeError):
+        link.open_port()
+        return link.handshake(timeout_s)
+    except HandshakeError:
         return None
     finally:
-        link._close_port()
+        link.close()

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hil.errors import ConfigError
+from hil.errors import ConfigError, InputError
+from hil.inputs import read_text
 
 FORMAT_VERSION = 1
 
@@ -63,11 +64,11 @@ def save(path: str | Path, model, board_uid: str, method: str, offsets_rad: np.n
 def load(path: str | Path, model, board_uid: str | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """(offsets rad, signs, raw data) from a calibration file; ConfigError names what is wrong."""
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"calibration file {path} does not exist")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"calibration file {path} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        data = tomllib.loads(read_text(str(path), "calibration file"))
+    except (tomllib.TOMLDecodeError, InputError) as e:
         raise ConfigError(f"calibration file {path} is corrupt: {e}. Run `hil calibrate` again") from e
     if data.get("format_version") != FORMAT_VERSION:
         raise ConfigError(f"calibration file {path}: format_version {data.get('format_version')!r}, "
@@ -86,6 +87,8 @@ def load(path: str | Path, model, board_uid: str | None = None) -> tuple[np.ndar
         if name not in model.joint_names:
             raise ConfigError(f"calibration file {path}: unknown joint {name!r}")
         i = model.joint_names.index(name)
+        if not isinstance(entry, dict):
+            raise ConfigError(f"calibration file {path}: joint {name}: expected a table with offset_deg and sign")
         try:
             off = float(entry["offset_deg"])
             sign = int(entry.get("sign", 1))

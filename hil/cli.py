@@ -15,6 +15,7 @@ from typing import Sequence
 
 import hil
 import hil.errors
+from hil.inputs import number, read_text, writable_file
 
 
 def _rpy_deg(R) -> tuple[float, float, float]:
@@ -86,8 +87,12 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     model = robots.load(args.robot)
     offsets = emulation.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
     reverse = emulation.parse_joint_list(model, args.reverse)
-    argv = emulation.emulator_argv(model, offsets, reverse, args.fault or (), uid=args.uid, link=args.link,
-                                   baud=args.baud, latency_ms=args.latency_ms, noise_deg=args.noise_deg)
+    emulation.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
+    for spec in args.fault or ():
+        emulation.check_fault(spec)
+    argv = emulation.emulator_argv(model, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
+                                   link=args.link, baud=args.baud, latency_ms=args.latency_ms,
+                                   noise_deg=args.noise_deg)
     if reverse:
         print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
     sys.stdout.flush()
@@ -97,6 +102,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
 
 
 def cmd_ports(args: argparse.Namespace) -> int:
+    from firmware_protocol.errors import DeviceError
     from firmware_protocol.link import list_ports, probe
 
     ports = [p.device for p in list_ports()] + list(args.extra or [])
@@ -113,9 +119,14 @@ def cmd_ports(args: argparse.Namespace) -> int:
         desc = p.description if p is not None and p.description not in (None, "n/a") else ""
         line = f"{dev:<22} {vidpid}  {ser:<20} {desc!r:<28}"
         if args.probe:
-            info = probe(dev, args.baud)
-            line += (f" → {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}"
-                     if info else " → no answer (not a hil board?)")
+            try:
+                info = probe(dev, args.baud)
+            except DeviceError as e:
+                line += f" → {e.strerror or e}"
+            else:
+                line += (f" → {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}"
+                         if info else f" → no answer to HELLO at {args.baud} baud (not a hil board, another baud "
+                                      "rate, or not powered)")
         print(line)
     return 0
 
@@ -161,7 +172,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not args.dry_run and not args.port:
         raise hil.errors.InputError("hil run needs --port PORT (see `hil ports`) or --dry-run")
+    if args.motion:
+        from hil import robots
+        from hil.runtime.motion import make_motion
+
+        make_motion(args.motion, robots.load(args.robot))  # a bad motion file is refused before anything starts
     return supervisor.run(args)
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from hil.warmup import cache_is_cold, compile_all
+
+    cold = cache_is_cold()
+    print("compiling every kernel (about 1–2 minutes the first time) …" if cold else "kernels already compiled; "
+          "checking each loads …", flush=True)
+    seconds = compile_all(lambda text: print(f"  {text}", flush=True))
+    print(f"done in {seconds:.1f} s: `hil run` and the planners now start without compiling")
+    return 0
 
 
 def cmd_ctl(args: argparse.Namespace) -> int:
@@ -230,11 +257,7 @@ def cmd_path(args: argparse.Namespace) -> int:
     model = robots.load(args.robot)
     if "dh" not in model.meta:
         raise hil.errors.InputError(f"hil path drives the PUMA 560; {model.name} is not a PUMA")
-    try:
-        text = open(args.file).read()
-    except OSError as e:
-        raise hil.errors.InputError(f"cannot read {args.file}: {e.strerror}") from e
-    prog = gcode.parse(text, args.file)
+    prog = gcode.parse(read_text(args.file, "G-code program"), args.file)
     T_place = path.placement(*_floats(args.place, 6, "--place x,y,z,roll,pitch,yaw (mm, deg)"))
     tool = np.eye(4)
     tool[:3, 3] = np.array(_floats(args.tool_mm, 3, "--tool-mm x,y,z")) * 1e-3
@@ -443,6 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_target(s)
     s.set_defaults(func=cmd_play)
 
+    s = sub.add_parser("warmup", help="compile the Numba kernels now, so the first `hil run` starts at once",
+                       description="Compile (and cache on disk) every kernel the loop, the planners and IK use. "
+                                   "Example: hil warmup")
+    s.set_defaults(func=cmd_warmup)
+
     s = sub.add_parser("ctl", help="control a running loop without the twin: e-stop, enable, clear a fault, status",
                        description="Send a request to a running `hil run` loop (the same as the twin's buttons). "
                                    "Example: hil ctl clear-fault && hil ctl enable")
@@ -481,6 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+COMPILING_COMMANDS = {"run", "path", "walk", "play", "calibrate", "fk"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from hil.runtime.process_life import exit_with_parent_from_env
 
@@ -493,6 +524,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from firmware_protocol.errors import ProtocolLibError
 
     try:
+        if args.command in COMPILING_COMMANDS:
+            from hil.warmup import say_if_compiling
+
+            say_if_compiling()  # a minute of silence otherwise, on the first run on a machine
         return int(args.func(args) or 0)
     except (hil.errors.HilError, ProtocolLibError) as e:
         # expected failures (bad input, a port that cannot be opened, a board that does not answer):

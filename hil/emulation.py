@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.errors import InputError
+from hil.inputs import number
 
 BOARD_KIND = {"puma560": "puma6", "humanoid17": "humanoid17"}
 
@@ -37,12 +39,19 @@ def parse_joint_values(model, text: str | None, what: str) -> np.ndarray | None:
     if all("=" in t for t in items):
         for t in items:
             name, val = t.split("=", 1)
-            out[model.joint_index(name.strip())] = float(val)
+            try:
+                j = model.joint_index(name.strip())
+            except (KeyError, ValueError, IndexError):
+                raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name} "
+                                 f"({', '.join(model.joint_names)})") from None
+            out[j] = number(val, f"{what} {name.strip()}=", -180, 180, "deg")
         return out
     try:
         vals = [float(t) for t in items]
     except ValueError:
         raise InputError(f"{what}: expected {model.n} numbers or joint=value pairs, got {text!r}") from None
+    for v in vals:
+        number(v, what, -180, 180, "deg")
     if len(vals) != model.n:
         raise InputError(f"{what}: {model.name} has {model.n} joints ({', '.join(model.joint_names)}), "
                          f"got {len(vals)} values")
@@ -56,21 +65,41 @@ def parse_joint_list(model, text: str | None) -> list[int]:
     out = []
     for tok in text.replace(" ", ",").split(","):
         if tok:
-            out.append(model.joint_index(int(tok) if tok.isdigit() else tok))
+            try:
+                out.append(model.joint_index(int(tok) if tok.isdigit() else tok))
+            except (KeyError, ValueError, IndexError):
+                raise InputError(f"--reverse: {tok!r} is not a joint of {model.name} (names or indices 0…"
+                                 f"{model.n - 1})") from None
     return out
 
 
-def emulator_argv(model, offsets_deg=None, reverse=(), faults=(), uid: str | None = None,
+def check_emulator_options(uid: str | None, link: str | None, baud, latency_ms, noise_deg) -> None:
+    """The emulator's own options, refused with a message before it starts."""
+    if uid is not None and (len(uid) != 24 or any(c not in "0123456789abcdefABCDEF" for c in uid)):
+        raise InputError(f"--uid {uid!r}: a board id is 24 hex digits (12 bytes), e.g. 0123456789ABCDEF01234567")
+    if link is not None:
+        folder = os.path.dirname(os.path.abspath(link))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise InputError(f"--link {link}: cannot make a symlink there (the folder {folder} does not exist or "
+                             "is not writable)")
+    if baud is not None:
+        number(baud, "--baud", 0, 1e8)
+    if latency_ms is not None:
+        number(latency_ms, "--latency-ms", 0, 10_000, "ms")
+    if noise_deg is not None:
+        number(noise_deg, "--noise-deg", 0, 10, "deg")
+
+
+def emulator_args(model, offsets_deg=None, reverse=(), faults=(), uid: str | None = None,
                   link: str | None = None, baud: float | None = None, latency_ms: float | None = None,
                   noise_deg: float | None = None, initial=None, seed: int | None = None,
                   parent_pid: int | None = None, watchdog_ms: float | None = None) -> list[str]:
-    """Command line of `python -m firmware_protocol.emulator` for this model."""
+    """The options of `python -m firmware_protocol.emulator` for this model (see `emulator_argv`)."""
     init = model.home if initial is None else np.asarray(initial, float)
     config = {"lower_deg": np.degrees(model.lower).tolist(), "upper_deg": np.degrees(model.upper).tolist(),
               "initial_deg": np.degrees(init).tolist(),
               "vmax_deg_s": np.degrees(model.velocity_limit).tolist()}
-    argv = [sys.executable, "-m", "firmware_protocol.emulator", "--kind", board_kind(model),
-            "--config", json.dumps(config)]
+    argv = ["--kind", board_kind(model), "--config", json.dumps(config)]
     if offsets_deg is not None:
         argv += ["--offsets-deg", ",".join(f"{v:.6f}" for v in offsets_deg)]
     if reverse:
@@ -83,6 +112,12 @@ def emulator_argv(model, offsets_deg=None, reverse=(), faults=(), uid: str | Non
         if value is not None:
             argv += [flag, str(value)]
     return argv
+
+
+def emulator_argv(model, **options) -> list[str]:
+    """The whole command line that starts the emulator for this model. -P: the current folder (a
+    hil checkout, say) must not shadow the installed package."""
+    return [sys.executable, "-P", "-m", "firmware_protocol.emulator", *emulator_args(model, **options)]
 
 
 @dataclass
@@ -122,3 +157,13 @@ def start_emulator(model, **kwargs) -> EmulatorHandle:
 
 def degrees_list(values) -> str:
     return ", ".join(f"{math.degrees(v):.2f}" for v in values)
+
+
+def check_fault(spec: str) -> None:
+    """A `--fault` spec the emulator accepts, or InputError with the emulator's own explanation."""
+    from firmware_protocol.emulator.__main__ import Faults
+
+    try:
+        Faults.parse([spec])
+    except SystemExit as e:
+        raise InputError(f"--fault: {str(e.code).removeprefix('emulator: ')}") from None

@@ -51,23 +51,9 @@ class EmulatorProcess:
 def numba_cache_warm():
     """Compile every kernel once, in this process, before any test starts `hil` subprocesses: on a
     fresh machine the cache is empty and a subprocess compiling it would outlast the tests' waits."""
-    import numpy as np
+    from hil.warmup import compile_all
 
-    import hil.robots as robots
-    from hil.kinematics import Task, ik_lm, ik_puma
-    from hil.safety import SafetyChecker
-
-    for name in ("puma560", "humanoid17"):
-        m = robots.load(name)
-        q = m.home.copy()
-        m.fk(q), m.fk_frames(q), m.jacobian(q), m.com(q), m.com_jacobian(q), m.fk_batch(q[None, :])
-        checker = SafetyChecker(m)
-        checker.step(q, q.copy(), 0.002, 1.0, q.copy(), q.copy())
-        checker.check(q)
-        ik_lm(m, [Task(m.tool_frame, m.fk(q))], q)
-    puma = robots.load("puma560")
-    ik_puma(puma, puma.fk(puma.home))
-    del np
+    compile_all()
     yield
 
 

@@ -461,6 +461,8 @@ class TwinApp:
             self.frames += 1
             count += 1
             total += 1
+            if total == 1:  # said once the window really is there, not when the process was started
+                print("twin: window open — press SPACE for e-stop", flush=True)
             now = time.monotonic()
             if now - last >= 1.0:
                 self.fps = count / (now - last)

@@ -21,10 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hil.errors import HilError, InputError
-    from hil.runtime.supervisor import display_available
-
     import os
+
+    from hil.errors import HilError, InputError
+    from hil.inputs import number, writable_file
+    from hil.runtime.supervisor import display_available
 
     # keep the loop's core free: the loop pins itself to the last CPU; llvmpipe would otherwise
     # start a render thread per core and compete with it
@@ -36,6 +37,11 @@ def main(args: argparse.Namespace) -> int:
                 os.sched_setaffinity(0, set(cpus[:-1]))
         except (AttributeError, OSError):
             pass
+    if args.screenshot:
+        writable_file(args.screenshot, "--screenshot")
+    if args.duration is not None:
+        number(args.duration, "--duration", 0, 1e7, "s")
+    number(args.max_fps, "--max-fps", 1, 1000)
     if not display_available():
         raise HilError("no display: the twin needs an X display. Set DISPLAY, run under `xvfb-run -a hil twin ...`, "
                        "or use `hil run --headless` for a status line instead")
@@ -74,6 +80,8 @@ def main(args: argparse.Namespace) -> int:
                      else None)
         app.screenshot(args.screenshot)
         app.close()
+        if not os.path.isfile(args.screenshot) or os.path.getsize(args.screenshot) == 0:
+            raise HilError(f"the screenshot {args.screenshot} was not written (DearPyGui reported no error)")
         print(f"wrote {args.screenshot}")
         return 0
     try:

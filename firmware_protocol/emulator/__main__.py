@@ -13,7 +13,8 @@ Faults (`--fault`, repeatable or comma-separated):
   disconnect@T  at T seconds, close the pty and exit (code 3): a pulled cable
   reboot@T      at T seconds, reset the board (new boot id, disabled)
   mute:S@T      at T seconds, send nothing for S seconds while still receiving and applying
-                commands (a board whose replies are lost, e.g. a failing TX line)
+                commands (a board whose replies are lost, e.g. a failing TX line); T = usr1:
+                each time the emulator receives SIGUSR1
   badstate@T    at T seconds, send one CRC-valid STATE with one joint too many
 """
 
@@ -55,6 +56,7 @@ class Faults:
     disconnect_at: float | None = None
     reboots: list = field(default_factory=list)
     mutes: list = field(default_factory=list)       # (start, duration)
+    mute_on_usr1: float | None = None                # duration of a mute that SIGUSR1 starts
     bad_states: list = field(default_factory=list)
 
     @classmethod
@@ -82,11 +84,18 @@ class Faults:
                     f.reboots.append(float(spec[7:]))
                 elif spec.startswith("mute:"):
                     dur, at = spec[5:].split("@")
-                    f.mutes.append((float(at), float(dur)))
+                    if at == "usr1":
+                        f.mute_on_usr1 = float(dur)
+                    else:
+                        f.mutes.append((float(at), float(dur)))
                 elif spec.startswith("badstate@"):
                     f.bad_states.append(float(spec[9:]))
                 else:
                     raise ValueError("unknown kind")
+                times = [f.delay_s, *(x for pair in f.stalls + f.mutes for x in pair), *f.reboots, *f.bad_states,
+                         f.disconnect_at or 0.0, f.mute_on_usr1 or 0.0]
+                if not all(math.isfinite(x) and x >= 0 for x in times):
+                    raise ValueError("times and durations must be finite and not negative")
             except ValueError as e:
                 raise SystemExit(f"emulator: bad --fault {spec!r} ({e}); expected drop:P, corrupt:P, garbage:P, "
                                  "delay:MS, stall:S@T, disconnect@T, reboot@T, mute:S@T or badstate@T") from None
@@ -95,7 +104,7 @@ class Faults:
 
 def _prob(text: str) -> float:
     p = float(text)
-    if not 0.0 <= p <= 1.0:
+    if not 0.0 <= p <= 1.0:  # (NaN fails this too)
         raise ValueError("probability must be in [0, 1]")
     return p
 
@@ -177,6 +186,7 @@ class Runner:
         self.last_release = 0.0
         self.decoder = FrameDecoder()
         self.tx_dropped_frames = 0
+        self.usr1 = False  # set by the SIGUSR1 handler
 
     def _mangle(self, data: bytes) -> bytes:
         f = self.faults
@@ -237,6 +247,10 @@ class Runner:
             if reboots and rel >= reboots[0]:
                 reboots.pop(0)
                 board.boot(now)
+            if self.usr1:
+                self.usr1 = False
+                if self.faults.mute_on_usr1:
+                    self.faults.mutes.append((rel, self.faults.mute_on_usr1))
             stalled = any(at <= rel < at + dur for at, dur in self.faults.stalls)
             muted = any(at <= rel < at + dur for at, dur in self.faults.mutes)
             if bad_states and rel >= bad_states[0]:
@@ -328,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     runner = Runner(board, faults, args.baud, args.latency_ms / 1000.0, args.seed)
+
+    def on_usr1(signum, frame):
+        runner.usr1 = True
+
+    signal.signal(signal.SIGUSR1, on_usr1)
     try:
         code = runner.run(master, args.duration, lambda: bool(stopping))
     finally:

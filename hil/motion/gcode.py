@@ -82,6 +82,12 @@ class Program:
 _WORD = re.compile(r"([A-Za-z])\s*([-+]?(?:\d+\.?\d*|\.\d+))")
 
 
+# Words beyond these are mistakes (a robot's workspace is metres, its feed metres per second), and
+# would make the planner allocate without bound.
+MAX_COORD = 100_000.0
+MAX_FEED = 1_000_000.0
+
+
 def _strip_comments(text: str, lineno: int, source: str) -> str:
     out = []
     depth = 0
@@ -148,6 +154,12 @@ def parse(text: str, source: str = "") -> Program:
             seen[letter] = col
             if letter == "N":
                 continue
+            if letter in "XYZIJKR" and not abs(value) <= MAX_COORD:
+                raise GCodeError(f"{letter}{rawnum} is out of range: coordinates and radii are at most "
+                                 f"{MAX_COORD:g} (mm or inch)", lineno, col, source)
+            if letter == "F" and not value <= MAX_FEED:
+                raise GCodeError(f"feed rate F{rawnum} is out of range: at most {MAX_FEED:g} (mm/min or inch/min)",
+                                 lineno, col, source)
             if letter == "G":
                 code = value
                 if code in (0, 1, 2, 3):

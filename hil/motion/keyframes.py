@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from hil.errors import ConfigError
+from hil.inputs import read_text
 
 
 @dataclass
@@ -123,14 +124,13 @@ def _mirror_name(name: str) -> str | None:
 def load_motion(path: str | Path, model) -> KeyframeMotion:
     """Read and validate a motion file; ConfigError names the file, keyframe and joint."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read motion file {path}: {e.strerror}") from e
+    text = read_text(str(path), "motion file")
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ConfigError(f"motion file {path}: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"motion file {path}: expected a table of keys (name, keyframes, …), got {type(data).__name__}")
     return motion_from_dict(data, model, str(path))
 
 

@@ -40,7 +40,8 @@ from hil.runtime.motion import make_motion
 from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
 from hil.runtime.recorder import Recorder
-from hil.runtime.shared import C_ESTOP, C_PID, C_STATUS, C_STOP, LoopStatus, Request, SharedState, unlink_block
+from hil.runtime.shared import (C_ESTOP, C_PID, C_STATUS, C_STOP, ERROR_PREFIX, LoopStatus, Request, SharedState,
+                                unlink_block)
 from hil.runtime.transport import PORT_IO_NOTES, open_transport, round_trip_warning
 from hil.safety import SafetyChecker
 
@@ -99,7 +100,6 @@ class LoopConfig:
 
 def run_loop(cfg: LoopConfig) -> int:
     """Process entry point. Returns 0 on a normal stop, 1 on failure."""
-    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "hil", "numba"))
     parent_gone = die_with_parent(PARENT_DEATH_SIGNAL, cfg.parent_pid)
     shared = SharedState(cfg.shm_name)
     shared.ctrl[C_PID] = os.getpid()
@@ -110,11 +110,13 @@ def run_loop(cfg: LoopConfig) -> int:
             loop.orphaned = True
         return loop.run()
     except BaseException as e:  # report anything, then fail
-        shared.set_event(f"loop failed: {e}")
         shared.ctrl[C_STATUS] = LoopStatus.FAILED
         if isinstance(e, (HilError, ProtocolLibError)):
-            print(f"hil run: {e.strerror if isinstance(e, OSError) and e.strerror else e}", file=sys.stderr)
+            # an expected failure (a port that cannot be opened, a board that does not answer): its
+            # message says what and what to do; the supervisor prints it once, at the end
+            shared.set_event(ERROR_PREFIX + (e.strerror if isinstance(e, OSError) and e.strerror else str(e)))
         elif not isinstance(e, SystemExit):
+            shared.set_event(ERROR_PREFIX + f"the loop failed: {e!r} (a bug: please report it with the traceback)")
             traceback.print_exc()
         return 1
     finally:
@@ -590,7 +592,8 @@ class Loop:
         self._write_stats()
         if self.shared.ctrl[C_STATUS] != LoopStatus.FAILED:
             self.shared.ctrl[C_STATUS] = LoopStatus.STOPPED
-        self.event(f"loop stopped: {self.stop_reason or 'stopped'}")
+        if self.stop_reason is not None:  # (a loop that failed to start says why instead)
+            self.event(f"loop stopped: {self.stop_reason}")
 
     def _write_stats(self) -> None:
         cfg, st = self.cfg, self.stats

@@ -93,6 +93,11 @@ class MissTracer:
         self._previous_late = 0.0  # s, of the previous wake-up; its cause when it was a miss
         self._previous_cause: str | None = None
 
+    def started(self, now: float) -> None:
+        """The timing starts at `now`: a first wake-up that is already late is taken apart from here."""
+        self._at_wake = _sample()
+        self._wake = now
+
     def sleeping(self, now: float, planned_s: float) -> None:
         self._at_sleep = (time.thread_time(), 0, 0)
         self._sleep_start = now

@@ -48,6 +48,7 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         before = cpu_times(grant.cpu)
         start = time.monotonic()
         next_deadline = wake_at = start + T
+        tracer.started(start)
         for i in range(n):
             sleep_before(wake_at, spin, tracer)
             while time.monotonic() < wake_at:
@@ -87,7 +88,7 @@ def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cp
     """`timing_floor` in a child process (the caller's scheduling is left alone)."""
     args = json.dumps({"rate_hz": rate_hz, "seconds": seconds, "realtime": realtime,
                        "keep_cpu_awake": keep_cpu_awake, "spin_us": spin_us})
-    r = subprocess.run([sys.executable, "-m", "hil.runtime.rtcheck", args], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-P", "-m", "hil.runtime.rtcheck", args], capture_output=True, text=True,
                        timeout=seconds + 120)
     if r.returncode != 0:
         from hil.errors import HilError

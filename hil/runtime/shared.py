@@ -50,6 +50,7 @@ MAILBOX_SLOTS = 64
 EVENT_BYTES = 480
 EVENT_SLOTS = 32          # the last events, so a reader polling slowly still sees every one
 INFO_BYTES = 512
+ERROR_PREFIX = "error: "  # an event line that says why the loop could not run (printed once, by the supervisor)
 POST_WAIT_S = 0.2         # a full mailbox: how long a request waits for room before it is refused
 
 

@@ -10,10 +10,12 @@ import signal
 import sys
 import time
 
-from hil.errors import HilError
+from hil.errors import HilError, InputError
+from hil.inputs import number, writable_file
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, LoopClient, LoopStatus, SharedState, progress_text
+from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus, SharedState,
+                                progress_text)
 
 
 def display_available(display: str | None = None) -> bool:
@@ -55,12 +57,22 @@ def run(args) -> int:
     from hil import emulation, robots
 
     model = robots.load(args.robot)
-    rate = args.rate or float(model.meta.get("default_rate_hz", 500))
-    if not 10 <= rate <= 1000:
-        raise HilError(f"--rate {rate:g} Hz is outside 10 … 1000 Hz")
+    rate = float(model.meta.get("default_rate_hz", 500)) if args.rate is None else args.rate
+    rate = number(rate, "--rate", 10, 1000, "Hz")
+    if args.duration is not None:
+        number(args.duration, "--duration", 0.001, 1e7, "s")
     spin_us = getattr(args, "spin_us", None)
-    if spin_us is not None and not 0.0 <= spin_us <= 1e6 / rate:
-        raise HilError(f"--spin-us {spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
+    if spin_us is not None and not 0.0 <= spin_us <= 1e6 / rate:  # (NaN fails this too)
+        raise InputError(f"--spin-us {spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
+    for spec in args.fault or ():
+        emulation.check_fault(spec)
+    if args.fault and not args.dry_run:
+        raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
+    writable_file(args.record, "--record")
+    writable_file(args.stats_json, "--stats-json")
+    for what, path in (("--record", args.record), ("--stats-json", args.stats_json)):
+        if path and args.record and args.stats_json and os.path.abspath(args.record) == os.path.abspath(args.stats_json):
+            raise InputError(f"{what} {path}: --record and --stats-json name the same file")
     emu = None
     if args.dry_run:
         emu = emulation.start_emulator(model, faults=args.fault or (), baud=None, parent_pid=os.getpid())
@@ -105,28 +117,43 @@ def run(args) -> int:
         stopped_by[0] = signum
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    started = time.time()
     proc.start()
     code = 0
+    error_text = ""
+    ever_ran = False
     try:
         client = LoopClient(name)
         if not headless:
             from hil.runtime.twin_launch import start_twin
             twin = start_twin(name, model.name, getattr(args, "path_file", None))
-            print("twin: window open — press SPACE for e-stop")
+            print("twin: starting …")
         last_event = 0
         last_print = 0.0
         tty = sys.stdout.isatty()
         while proc.is_alive():
             time.sleep(0.05)
+            if twin is not None and twin.poll() is not None:
+                if twin.returncode != 0:  # it could not open, or died: the run has no e-stop button
+                    print(f"hil run: the twin failed (exit code {twin.returncode}); see its messages above. "
+                          "Stopping the run (use --headless to run without it)", file=sys.stderr)
+                    code = 1
+                    shared.ctrl[C_STOP] = signal.SIGTERM
+                else:
+                    print("twin closed; the loop runs on (Ctrl-C, or `hil ctl shutdown`, to stop it)")
+                twin = None
             try:
                 snap = client.snapshot()
             except HilError:
                 continue
             last_event, texts = client.state.events_since(last_event)
             for text in texts:
-                last_text = text
+                if text.startswith(ERROR_PREFIX):
+                    error_text = text[len(ERROR_PREFIX):]  # said once, at the end
+                    continue
                 print(("\r" if tty else "") + text + " " * 20, flush=True)
             now = time.monotonic()
+            ever_ran = ever_ran or client.status() == LoopStatus.RUNNING
             if headless and client.status() == LoopStatus.RUNNING and now - last_print > (0.2 if tty else 2.0):
                 last_print = now
                 line = status_line(snap)
@@ -137,11 +164,18 @@ def run(args) -> int:
         status = LoopStatus(int(shared.ctrl[C_STATUS]))
         last_event, texts = client.state.events_since(last_event)
         for text in texts:
-            print(text)
-        if proc.exitcode != 0 or status == LoopStatus.FAILED:
-            print(f"hil run: the loop stopped with an error (exit code {proc.exitcode}); see the messages above",
-                  file=sys.stderr)
-            code = 1
+            if text.startswith(ERROR_PREFIX):
+                error_text = text[len(ERROR_PREFIX):]
+            else:
+                print(text)
+        if code == 0 and (proc.exitcode != 0 or status == LoopStatus.FAILED):
+            if error_text:
+                print(f"hil run: error: {error_text}", file=sys.stderr)
+                code = 2 if not ever_ran else 1  # refused before anything ran, like bad arguments
+            else:
+                print(f"hil run: the loop stopped with an error (exit code {proc.exitcode}); see the messages above",
+                      file=sys.stderr)
+            code = code or 1
         client.close()
     finally:
         for sig, handler in old.items():
@@ -154,13 +188,21 @@ def run(args) -> int:
         if emu is not None:
             emu.stop()
         shared.close()
-        if args.record:
-            print(f"recording: {args.record} (load with numpy.load)")
-        if args.stats_json:
+        if _written_since(args.record, started):
+            print(f"recording: {args.record} (load with numpy.load; {args.record}.json beside it says what it holds)")
+        if _written_since(args.stats_json, started):
             print(f"timing statistics: {args.stats_json}")
     if interrupted and code == 0:
         code = 128 + stopped_by[0]  # as a shell reports a run ended by that signal
     return code
+
+
+def _written_since(path: str | None, t: float) -> bool:
+    """Whether `path` exists and was written at or after `t` (time.time())."""
+    try:
+        return path is not None and os.path.getmtime(path) >= t - 1.0
+    except OSError:
+        return False
 
 
 def _loop_entry(cfg: LoopConfig) -> None:

@@ -149,3 +149,48 @@ def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
             twin.stdout.close()
         out = finish(proc)
     assert "E-STOP from the twin or CLI" in out
+
+
+def test_the_twin_opens_from_a_folder_that_shadows_the_package(tmp_path, xdisplay):
+    """A `hil` folder in the current directory (a checkout in the home folder) used to shadow the
+    installed package in the twin's process: it failed, and the run said "window open" and exited 0."""
+    (tmp_path / "hil").mkdir()
+    (tmp_path / "hil" / "__init__.py").write_text("raise ImportError('the shadowing folder was imported')\n")
+    hil = os.path.join(os.path.dirname(sys.executable), "hil")
+    r = subprocess.run([hil, "run", "--robot", "puma560", "--dry-run", "--duration", "6"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "twin: window open" in out and "shadowing" not in out, out
+
+
+def test_a_twin_that_dies_fails_the_run(tmp_path, xdisplay):
+    """A run whose twin is gone has no e-stop button: it stops, with an error, instead of going on."""
+    from tests.integration.test_lifecycle_runs import children_of
+
+    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--duration", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = attach(proc, "puma560")
+
+    def twin_pid():
+        for pid in children_of(proc.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"twin" in f.read():
+                        return pid
+            except OSError:
+                pass
+        return None
+
+    pid = wait_for(twin_pid, timeout_s=30, step_s=0.1)
+    assert pid, "no twin process"
+    client.close()
+    os.kill(pid, 9)
+    out = finish(proc, timeout_s=60)
+    assert proc.returncode == 1 and "the twin failed (exit code -9)" in out, out
+
+
+def test_a_screenshot_that_cannot_be_written_is_an_error(tmp_path, xdisplay):
+    r = subprocess.run(HIL + ["twin", "--screenshot", "/no/such/dir/x.png", "--robot", "puma560"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "does not exist" in r.stderr and "wrote" not in r.stdout, r.stdout + r.stderr

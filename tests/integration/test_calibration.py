@@ -13,7 +13,7 @@ import pytest
 import hil.robots as robots
 from calibration import procedures as P
 from hil import calibration_io
-from hil.emulation import emulator_argv
+from hil.emulation import emulator_args
 from hil.errors import ConfigError
 
 pytestmark = pytest.mark.slow
@@ -28,8 +28,7 @@ def miscalibrated(emulator):
     rng = np.random.default_rng(40)
     hidden = np.round(rng.uniform(-3, 3, model.n), 3)
     rev = model.joint_index("r_knee")
-    argv = emulator_argv(model, offsets_deg=hidden, reverse=[rev], uid=UID, seed=1)
-    emu = emulator(*argv[3:])
+    emu = emulator(*emulator_args(model, offsets_deg=hidden, reverse=[rev], uid=UID, seed=1))
     return model, emu, hidden, rev
 
 
@@ -73,12 +72,12 @@ def test_bad_calibration_files_keep_the_robot_disabled(miscalibrated, tmp_path):
     bad.write_text("format_version = 1\nboard_uid = [\n")
     r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(bad), "--headless",
             "--duration", "2", "--enable")
-    assert r.returncode == 1 and "corrupt" in r.stdout + r.stderr
+    assert r.returncode == 2 and "corrupt" in r.stderr, r.stdout + r.stderr  # refused before anything ran
     other = tmp_path / "other.toml"
     calibration_io.save(other, model, "FFFFFFFFFFFFFFFFFFFFFFFF", "reference", np.zeros(model.n), np.ones(model.n))
     r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(other), "--headless",
             "--duration", "2", "--enable")
-    assert r.returncode == 1 and "belongs to board 'FFFFFFFFFFFFFFFFFFFFFFFF'" in r.stdout + r.stderr
+    assert r.returncode == 2 and "belongs to board 'FFFFFFFFFFFFFFFFFFFFFFFF'" in r.stderr, r.stdout + r.stderr
     # the board was never enabled: it still reports DISABLED
     from firmware_protocol.link import Link
     from tests.conftest import wait_for
@@ -127,7 +126,10 @@ def test_pose_fit_recovers_offsets(tmp_path):
     # the wrist centre does not move with θ4..θ6 (a spherical wrist): only θ1..θ3 are determined
     assert np.abs(np.degrees(res.offsets[:3]) - true[:3]).max() < 0.01
     assert res.rms_mm < 1e-3
-    assert any("poorly conditioned" in w for w in res.warnings)  # and the report says so
+    wrist = [f"offset {j}" for j in puma.joint_names[3:]]
+    assert res.undetermined == wrist  # and the report names them, not the determined ones
+    assert any("do not determine " + ", ".join(wrist) in w for w in res.warnings), res.warnings
+    assert np.all(np.isinf(res.sigma[3:])) and np.all(np.isfinite(res.sigma[:3]))
     # with a tool offset, θ6 becomes observable too
     tool = np.eye(4)
     tool[:3, 3] = [0.05, 0.0, 0.15]
@@ -160,7 +162,21 @@ def test_poorly_conditioned_pose_set_is_flagged():
     rng = np.random.default_rng(43)
     q_read, p = synthetic(puma, np.zeros(6), 10, rng, vary=[0])  # only the waist moves
     res = P.fit_poses(puma, q_read, p)
-    assert res.warnings and "joints 2, 3 and 5" in res.warnings[0]
+    assert res.warnings and "offset wrist" in res.warnings[0] and "offset waist" not in res.warnings[0]
+
+
+def test_a_pose_fit_that_leaves_offsets_undetermined_is_not_saved(tmp_path):
+    puma = robots.load("puma560")
+    rng = np.random.default_rng(44)
+    q_read, p = synthetic(puma, np.zeros(6), 12, rng)  # no tool offset: the wrist offsets cannot be seen
+    f = tmp_path / "probe.csv"
+    f.write_text("\n".join(",".join(f"{v:.9f}" for v in np.degrees(q)) + "," + ",".join(f"{v * 1e3:.6f}" for v in pp)
+                           for q, pp in zip(q_read, p)))
+    out = tmp_path / "cal.toml"
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "calibrate", "--robot", "puma560", "--method", "poses",
+                        "--poses", str(f), "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "not saved" in r.stderr and not out.exists(), r.stdout + r.stderr
+    assert "not determined by these points" in r.stdout and "inf" not in r.stdout
 
 
 def test_pose_file_errors(tmp_path):
@@ -176,8 +192,7 @@ def test_pose_file_errors(tmp_path):
 def test_a_board_that_stops_following_fails_the_direction_check_and_saves_nothing(emulator, tmp_path):
     """The board reboots (disabled) 3 s in: a joint jogged then says nothing about its direction."""
     model = robots.load("puma560")
-    argv = emulator_argv(model, uid="CA1B0A2D0000000000000560", seed=2, faults=["reboot@3"])
-    emu = emulator(*argv[3:])
+    emu = emulator(*emulator_args(model, uid="CA1B0A2D0000000000000560", seed=2, faults=["reboot@3"]))
     cal = tmp_path / "cal.toml"
     r = run("calibrate", "--robot", "puma560", "--port", emu.path, "--method", "directions", "--yes",
             "--out", str(cal), timeout=120)

@@ -16,7 +16,7 @@ import pytest
 
 import hil.robots as robots
 from firmware_protocol.link import Link
-from hil.emulation import emulator_argv
+from hil.emulation import emulator_args
 from hil.runtime import cpu_idle
 from hil.runtime.shared import LoopClient, runtime_dir
 from tests.conftest import wait_for
@@ -59,10 +59,19 @@ def test_after_a_reconnect_a_board_that_kept_running_is_disabled_not_driven(emul
     """Repro 1: a board with a 400 ms watchdog, silent for 0.3 s but still executing. The loop
     used to reconnect, ramp in and resume the motion by itself."""
     model = robots.load("puma560")
-    emu = emulator(*emulator_argv(model, faults=["mute:0.3@2.5"], watchdog_ms=400)[3:])
+    emu = emulator(*emulator_args(model, faults=["mute:0.3@usr1"], watchdog_ms=400))
     rec = tmp_path / "r.npy"
-    proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "6", "--enable",
+    proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "60", "--enable",
                      "--motion", "demo", "--record", str(rec))
+    client = attach(proc, "puma560")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=20)
+    time.sleep(0.5)
+    emu.proc.send_signal(signal.SIGUSR1)  # silent for 0.3 s from now, still executing
+    assert client.wait(lambda s: s.mode == 0, timeout_s=10), "the link was never lost"
+    assert client.wait(lambda s: s.mode == 1, timeout_s=20), "no reconnect"
+    time.sleep(1.5)
+    client.shutdown()
+    client.close()
     out = finish(proc, timeout_s=60)
     assert proc.returncode == 0, out
     assert "reconnected to board" in out, out
@@ -128,7 +137,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
     """Repro 3: after SIGKILL of `hil run` the loop drove the robot on, the port process with it,
     the dry-run emulator stayed behind, and cpu 1's idle setting stayed changed."""
     model = robots.load("puma560")
-    emu = emulator(*emulator_argv(model)[3:])
+    emu = emulator(*emulator_args(model))
     rec = tmp_path / "r.npy"
     before = cpu_idle.dma_latency_us()
     proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--enable", "--motion", "demo",
@@ -206,7 +215,7 @@ def test_a_crc_valid_state_with_the_wrong_joint_count_is_counted_and_dropped(emu
     """Repro 6: one such STATE ended the session."""
     model = robots.load("puma560")
     # one a second from 2 s on: the loop may take seconds to start on a busy machine
-    emu = emulator(*emulator_argv(model, faults=[f"badstate@{t}" for t in range(2, 12)])[3:])
+    emu = emulator(*emulator_args(model, faults=[f"badstate@{t}" for t in range(2, 12)]))
     stats = tmp_path / "s.json"
     r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "6",
                               "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)

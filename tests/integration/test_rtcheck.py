@@ -121,7 +121,7 @@ def test_the_port_check_times_round_trips_and_names_a_slow_adapter(emulator, tmp
     """The built-in emulator answers within a few ms; one that holds each reply 16 ms (an FTDI chip
     at its default latency timer) is named with the fix, as `hil run` names it."""
     from hil import robots
-    from hil.emulation import emulator_argv
+    from hil.emulation import emulator_args
 
     out_json = tmp_path / "rt.json"
     r = subprocess.run(HIL + ["rt-check", "--seconds", "0.3", "--dry-run", "--json", str(out_json)],
@@ -132,7 +132,7 @@ def test_the_port_check_times_round_trips_and_names_a_slow_adapter(emulator, tmp
     assert 0 < sorted(port["round_trip_ms"])[10] < 16.0 and port["warning"] is None
     assert "round trip command → STATE median" in r.stdout
 
-    emu = emulator(*emulator_argv(robots.load("humanoid17"), latency_ms=16.0)[3:])
+    emu = emulator(*emulator_args(robots.load("humanoid17"), latency_ms=16.0))
     r = subprocess.run(HIL + ["rt-check", "--seconds", "0.3", "--rate", "500", "--port", emu.path, "--json",
                               str(out_json)], capture_output=True, text=True, timeout=120)
     assert r.returncode in (0, 1), r.stdout + r.stderr

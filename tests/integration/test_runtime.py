@@ -202,9 +202,8 @@ def test_estop_stops_motion_within_a_cycle(tmp_path):
 
 def test_killed_board_is_reported_and_the_loop_stops_cleanly(emulator, tmp_path):
     model = robots.load("puma560")
-    from hil.emulation import emulator_argv
-    argv = emulator_argv(model)
-    emu = emulator(*argv[3:])
+    from hil.emulation import emulator_args
+    emu = emulator(*emulator_args(model))
     rec = tmp_path / "killed.npy"
     proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "20", "--enable",
                      "--motion", "demo", "--record", str(rec))
@@ -223,10 +222,10 @@ def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
     # an adapter that holds every reply 16 ms (an FTDI chip at its default latency timer) is
     # measured and named before the loop starts; the same board without the delay is not
     model = robots.load("puma560")
-    from hil.emulation import emulator_argv
+    from hil.emulation import emulator_args
     results = {}
     for latency in (16.0, None):
-        emu = emulator(*emulator_argv(model, latency_ms=latency)[3:])
+        emu = emulator(*emulator_args(model, latency_ms=latency))
         stats = tmp_path / f"s{latency}.json"
         r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "1",
                                   "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)

@@ -1,0 +1,59 @@
+"""Compile every Numba kernel ahead of use (`hil warmup`), and say so when a command is about to.
+
+Compiled machine code is cached on disk, so only the first run on a machine (or after an
+upgrade) pays for it: about a minute on a 2-core machine, during which nothing else is printed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import time
+from pathlib import Path
+
+import hil
+
+COMPILE_NOTE = ("compiling the kinematics and safety kernels (first run on this machine: about 1–2 minutes; "
+                "later runs start in seconds; `hil warmup` does this ahead) …")
+
+
+def cache_is_cold() -> bool:
+    """True when no compiled safety kernel is cached yet (the loop's first start would compile)."""
+    folder = os.environ.get("NUMBA_CACHE_DIR")
+    pattern = (os.path.join(folder, "safety_*", "_kernel.*.nbi") if folder
+               else str(Path(hil.__file__).parent / "safety" / "__pycache__" / "_kernel.*.nbi"))
+    return not glob.glob(pattern)
+
+
+def say_if_compiling(out=sys.stdout) -> None:
+    if cache_is_cold():
+        print(COMPILE_NOTE, file=out, flush=True)
+
+
+def compile_all(progress=None) -> float:
+    """Compile (or load) every kernel the loop, the planners and IK use, for both built-in robots;
+    returns the seconds it took. `progress(text)` is told what is being compiled."""
+    import numpy as np
+
+    import hil.robots as robots
+    from hil.kinematics import Task, ik_lm, ik_puma
+    from hil.safety import SafetyChecker
+
+    t0 = time.monotonic()
+    say = progress or (lambda text: None)
+    for name in robots.available():
+        m = robots.load(name)
+        q = m.home.copy()
+        say(f"{name}: kinematics")
+        m.fk(q), m.fk_frames(q), m.jacobian(q), m.com(q), m.com_jacobian(q), m.fk_batch(q[None, :])
+        say(f"{name}: safety checks")
+        checker = SafetyChecker(m)
+        checker.step(q, q.copy(), 0.002, 1.0, q.copy(), q.copy())
+        checker.check(q)
+        checker.check_path(np.repeat(q[None, :], 2, axis=0))
+        say(f"{name}: inverse kinematics")
+        ik_lm(m, [Task(m.tool_frame, m.fk(q))], q)
+        if "dh" in m.meta:
+            ik_puma(m, m.fk(q))
+    return time.monotonic() - t0

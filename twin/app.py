@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
 from twin import scene as S
 
@@ -261,24 +262,22 @@ class TwinApp:
 
     def _cart_from_current(self) -> None:
         import dearpygui.dearpygui as dpg
-        from hil.cli import _rpy_deg
 
         frame = dpg.get_value("cart_frame")
         T = self.model.fk_frame(self.q_meas, frame)
         for k, v in zip("xyz", T[:3, 3]):
             dpg.set_value(f"cart_{k}", float(v * 1e3))
         if not self.humanoid:
-            for k, v in zip(("roll", "pitch", "yaw"), _rpy_deg(T[:3, :3])):
-                dpg.set_value(f"cart_{k}", float(v))
+            for k, v in zip(("roll", "pitch", "yaw"), rpy_angles(T[:3, :3])):
+                dpg.set_value(f"cart_{k}", math.degrees(v))
 
     def _cart_target(self) -> np.ndarray:
         import dearpygui.dearpygui as dpg
-        from hil.robots import _rpy
 
         T = np.eye(4)
         T[:3, 3] = [dpg.get_value(f"cart_{k}") * 1e-3 for k in "xyz"]
         if not self.humanoid:
-            T[:3, :3] = _rpy(*np.radians([dpg.get_value(f"cart_{k}") for k in ("roll", "pitch", "yaw")]))
+            T[:3, :3] = rpy_matrix(*np.radians([dpg.get_value(f"cart_{k}") for k in ("roll", "pitch", "yaw")]))
         return T
 
     def _cart_preview(self) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from hil.errors import InputError, UnreachableError
 from hil.kinematics.ik import ik_puma
+from hil.kinematics.rotations import rpy_matrix
 from hil.motion.gcode import Program, Segment
 
 RAPID_MM_MIN = 12000.0   # G0 speed along the path before joint limits (200 mm/s)
@@ -28,10 +29,8 @@ class PlanError(UnreachableError):
 
 def placement(x_mm: float, y_mm: float, z_mm: float, roll_deg: float, pitch_deg: float, yaw_deg: float) -> np.ndarray:
     """T_base_workpiece from the CLI's --place (mm and degrees, R = Rz(yaw) Ry(pitch) Rx(roll))."""
-    from hil.robots import _rpy
-
     T = np.eye(4)
-    T[:3, :3] = _rpy(*np.radians([roll_deg, pitch_deg, yaw_deg]))
+    T[:3, :3] = rpy_matrix(*np.radians([roll_deg, pitch_deg, yaw_deg]))
     T[:3, 3] = np.array([x_mm, y_mm, z_mm]) * 1e-3
     return T
 

@@ -217,20 +217,22 @@ def _generate(model, params: WalkParams) -> WalkResult:
     foot = next((s for s in model.shapes if s.name == "l_foot"), None)
     hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
 
-    # footsteps: (side, world pose) — the right foot swings first
+    # footsteps: (side, world pose). Forward, the right foot swings first; sideways, the foot on the
+    # side of travel does and leads by one step (the stance opens, then the other foot closes it):
+    # a foot that stepped toward the other by the step's travel would land on it
     mid = (W_l[:3, 3] + W_r[:3, 3]) / 2
     yaw = 0.0
     cx, cy = mid[0], mid[1]
     steps = []
-    feet = {"l": W_l.copy(), "r": W_r.copy()}
-    side = "r"
+    side = "l" if p.side > 0 else "r"
     for k in range(p.steps):
         yaw += math.radians(p.turn_deg)
         last = k == p.steps - 1
         adv = p.stride if not (k == 0 or last) else p.stride / 2
         cx += adv * math.cos(yaw) - p.side * math.sin(yaw)
         cy += adv * math.sin(yaw) + p.side * math.cos(yaw)
-        off = width / 2 if side == "l" else -width / 2
+        leads = p.side != 0 and (side == "l") == (p.side > 0)
+        off = (width / 2 if side == "l" else -width / 2) + (p.side if leads else 0.0)
         T = _yaw_T(cx - off * math.sin(yaw), cy + off * math.cos(yaw), yaw)
         steps.append((side, T))
         side = "l" if side == "r" else "r"
@@ -485,3 +487,17 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
     res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(min_z), sp, knee_dev, short,
                      float(worst), [label])
     return res
+
+
+def to_keyframes(res: WalkResult, model, name: str, frame_s: float = 0.03):
+    """A planned walk as a dynamic keyframe motion (one keyframe every `frame_s`, each with its
+    support foot), for `hil walk --motion-out`: the 30 ms frames of paper 000's motion driver."""
+    from hil.motion import keyframes
+
+    rate = 1.0 / (res.t[1] - res.t[0])
+    frames = []
+    for tk in np.arange(frame_s, res.t[-1] + 1e-9, frame_s):
+        k = int(min(round(tk * rate), len(res.t) - 1))
+        sup = {0: "both", 1: "left", 2: "right"}[int(res.support[k])]
+        frames.append(keyframes.Keyframe(float(res.t[k]), res.q[k].copy(), sup))
+    return keyframes.KeyframeMotion(name, model.name, "cubic", frames, res.q[0].copy(), dynamic=True)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from hil.errors import ConfigError
+from hil.kinematics.rotations import rpy_matrix
 from hil.robots.model import Joint, RobotModel, Shape
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -101,18 +102,8 @@ def _offset(entry: dict, scale: float, where: str) -> np.ndarray:
         T[:3, 3] = _vec(entry["translation"], 3, where + ".translation") * scale
     if "rpy_deg" in entry:
         r, p, y = np.radians(_vec(entry["rpy_deg"], 3, where + ".rpy_deg"))
-        T[:3, :3] = _rpy(r, p, y)
+        T[:3, :3] = rpy_matrix(r, p, y)
     return T
-
-
-def _rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    """Rotation Rz(yaw) @ Ry(pitch) @ Rx(roll)."""
-    cr, sr, cp, sp, cy, sy = (math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch),
-                              math.cos(yaw), math.sin(yaw))
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr]])
 
 
 def _dh_constant(a: float, d: float, alpha: float) -> np.ndarray:

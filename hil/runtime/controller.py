@@ -138,9 +138,11 @@ class Controller:
                 self.abandoned = f"{step.event.value}{' (' + why + ')' if why else ''}"
         quiet = (Ev.SAFETY_HOLD, Ev.SAFETY_RELEASE, Ev.RAMP_DONE)  # said by the cycle, with their reasons
         if step.event not in quiet and (step.mode != step.before or step.cleared):
-            tail = "; intent cleared (the motion stopped, jogs dropped)" if step.cleared else ""
+            parts = [f"{step.before.name} → {step.mode.name}"] if step.mode != step.before else []
+            if step.cleared:
+                parts.append("intent cleared (the motion stopped, jogs dropped)")
             detail = f" ({why})" if why else ""
-            self.say(f"{step.event.value}{detail}: {step.before.name} → {step.mode.name}{tail}")
+            self.say(f"{step.event.value}{detail}: {'; '.join(parts)}")
         board = [a for a in step.actions if a not in (Action.SET_JOG, Action.BEGIN_MOTION)]
         if Action.SEND_ENABLE in board or Action.SEND_CLEAR_FAULT in board:
             # STATEs already under way say what the board was before it got this: observe

@@ -9,13 +9,18 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 
+from firmware_protocol.messages import fault_names
+from hil import emulation, robots
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus, SharedState,
                                 progress_text)
+from hil.runtime.twin_launch import start_twin
+from hil.safety import flag_names
 
 
 def display_available(display: str | None = None) -> bool:
@@ -47,154 +52,201 @@ def status_line(s) -> str:
     track = float(max(abs(a - b) for a, b in zip(s.q_cmd, s.q_meas))) if len(s.q_cmd) else 0.0
     mode = Mode(int(s.mode)).name.lower()
     activity = Activity(int(s.activity)).name.lower()
+    if int(s.mode) == Mode.HELD:  # and why
+        why = [n for n in flag_names(int(s.safety_flags)) if n != "velocity limit"]
+        mode = f"held ({', '.join(why) if why else 'missed deadlines'})"
+    elif int(s.board_state) in (3, 4) and int(s.faults):
+        mode = f"{mode} ({fault_names(int(s.faults))})"
     return (f"t {s.t:7.2f} s | board {st:<8} | {mode:<8} {activity:<6} {progress_text(s.motion_progress):>8} | "
             f"{s.rate_hz:6.1f} Hz jitter p50 {s.period_p50_us:6.1f} p99 {s.period_p99_us:7.1f} µs | "
             f"cycle {s.cycle_p50_us:5.1f} µs | misses {int(s.misses)} stale {int(s.stale_total)} | "
             f"track {math.degrees(track):5.2f}°")
 
 
-def run(args) -> int:
-    from hil import emulation, robots
+@dataclass(frozen=True)
+class RunRequest:
+    """What `hil run` (and `hil play/path/walk`, which plan first) asks of a run. Units SI."""
 
-    model = robots.load(args.robot)
-    rate = float(model.meta.get("default_rate_hz", 500)) if args.rate is None else args.rate
-    rate = number(rate, "--rate", 10, 1000, "Hz")
-    if args.duration is not None:
-        number(args.duration, "--duration", 0.001, 1e7, "s")
-    spin_us = getattr(args, "spin_us", None)
-    if spin_us is not None and not 0.0 <= spin_us <= 1e6 / rate:  # (NaN fails this too)
-        raise InputError(f"--spin-us {spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
-    for spec in args.fault or ():
+    robot: str
+    port: str | None = None
+    dry_run: bool = False
+    rate_hz: float | None = None       # None: the robot's default
+    duration_s: float | None = None    # None: until stopped (or the motion is done, with exit_when_done)
+    headless: bool = False
+    record: str | None = None
+    stats_json: str | None = None
+    motion: str | None = None
+    enable: bool = False
+    exit_when_done: bool = False
+    realtime: bool = True
+    keep_cpu_awake: bool = True
+    spin_us: float | None = None
+    port_io: str | None = None
+    calibration: str | None = None
+    faults: tuple[str, ...] = ()
+    path_file: str | None = None       # a planned path to show in the twin
+
+
+def check(req: RunRequest, model) -> float:
+    """Refuse a request that cannot run, before anything starts; returns the loop rate (Hz)."""
+    if not req.dry_run and not req.port:
+        raise InputError("hil run needs --port PORT (see `hil ports`) or --dry-run")
+    rate = number(float(model.meta.get("default_rate_hz", 500)) if req.rate_hz is None else req.rate_hz,
+                  "--rate", 10, 1000, "Hz")
+    if req.duration_s is not None:
+        number(req.duration_s, "--duration", 0.001, 1e7, "s")
+    if req.spin_us is not None and not 0.0 <= req.spin_us <= 1e6 / rate:  # (NaN fails this too)
+        raise InputError(f"--spin-us {req.spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
+    for spec in req.faults:
         emulation.check_fault(spec)
-    if args.fault and not args.dry_run:
+    if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
-    writable_file(args.record, "--record")
-    writable_file(args.stats_json, "--stats-json")
-    for what, path in (("--record", args.record), ("--stats-json", args.stats_json)):
-        if path and args.record and args.stats_json and os.path.abspath(args.record) == os.path.abspath(args.stats_json):
-            raise InputError(f"{what} {path}: --record and --stats-json name the same file")
+    writable_file(req.record, "--record")
+    writable_file(req.stats_json, "--stats-json")
+    if req.record and req.stats_json and os.path.abspath(req.record) == os.path.abspath(req.stats_json):
+        raise InputError(f"--record {req.record}: --record and --stats-json name the same file")
+    return rate
+
+
+def run(req: RunRequest) -> int:
+    """Start the emulator (dry-run), the shared block, the loop process and the twin, show events and
+    a status line, and stop everything in order. Returns the exit code."""
+    model = robots.load(req.robot)
+    rate = check(req, model)
     emu = None
-    if args.dry_run:
-        emu = emulation.start_emulator(model, faults=args.fault or (), baud=None, parent_pid=os.getpid())
-        port = emu.path
-        print(f"board emulator: {model.name} on {port}")
-    else:
-        port = args.port
+    if req.dry_run:
+        emu = emulation.start_emulator(model, faults=req.faults, baud=None, parent_pid=os.getpid())
+        print(f"board emulator: {model.name} on {emu.path}")
     name = f"hil_{model.name}_{os.getpid()}"
-    extra = {}
-    if spin_us is not None:
-        extra["spin_us"] = float(spin_us)
-    if getattr(args, "port_io", None):
-        extra["port_io"] = args.port_io
     try:
         shared = SharedState(name, model.n, create=True)
     except BaseException:
         if emu is not None:  # it holds our stdout: a caller waiting for EOF would wait forever
             emu.stop()
         raise
-    headless = args.headless
+    headless = req.headless
     if not headless and not display_available():
         print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
         headless = True
-    cfg = LoopConfig(robot=model.name, port=port, shm_name=name, rate_hz=rate, duration_s=args.duration,
-                     record=args.record, stats_json=args.stats_json, motion=args.motion, enable=args.enable,
-                     exit_when_done=args.exit_when_done, headless=headless, realtime=not args.no_realtime,
-                     keep_cpu_awake=not getattr(args, "allow_cpu_idle", False),
-                     calibration=getattr(args, "calibration", None), parent_pid=os.getpid(), **extra)
-    ctx = mp.get_context("spawn")
-    proc = ctx.Process(target=_loop_entry, args=(cfg,), name="hil-loop")
-    twin = None
-    interrupted = False
-    stopped_by = [signal.SIGINT]
+    extra = {k: v for k, v in (("spin_us", req.spin_us), ("port_io", req.port_io)) if v is not None}
+    cfg = LoopConfig(robot=model.name, port=emu.path if emu else req.port, shm_name=name, rate_hz=rate,
+                     duration_s=req.duration_s, record=req.record, stats_json=req.stats_json, motion=req.motion,
+                     enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
+                     realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
+                     parent_pid=os.getpid(), **extra)
+    session = _Run(shared, req, model, headless)
+    try:
+        session.supervise(cfg)
+    finally:
+        session.close(emu)
+    return session.code
 
-    def on_signal(signum, frame):
+
+class _Run:
+    """One run's processes and what it has said, from start to the exit code."""
+
+    def __init__(self, shared, req: RunRequest, model, headless: bool) -> None:
+        self.shared, self.req, self.model, self.headless = shared, req, model, headless
+        self.proc = None
+        self.twin = None
+        self.code = 0
+        self.signal: int | None = None
+        self.error_text = ""
+        self.ever_ran = False
+        self.last_event = 0
+        self.started = time.time()
+        self.tty = sys.stdout.isatty()
+
+    def _on_signal(self, signum, frame) -> None:
         # the loop stops as for Ctrl-C (ESTOP, recording closed), whoever got the signal: a
         # launcher or a script may signal this process alone
-        nonlocal interrupted
-        interrupted = True
-        shared.ctrl[C_ESTOP] = 1
-        shared.ctrl[C_STOP] = signum
-        stopped_by[0] = signum
+        self.signal = signum
+        self.shared.ctrl[C_ESTOP] = 1
+        self.shared.ctrl[C_STOP] = signum
 
-    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    started = time.time()
-    proc.start()
-    code = 0
-    error_text = ""
-    ever_ran = False
-    try:
-        client = LoopClient(name)
-        if not headless:
-            from hil.runtime.twin_launch import start_twin
-            twin = start_twin(name, model.name, getattr(args, "path_file", None))
-            print("twin: starting …")
-        last_event = 0
-        last_print = 0.0
-        tty = sys.stdout.isatty()
-        while proc.is_alive():
-            time.sleep(0.05)
-            if twin is not None and twin.poll() is not None:
-                if twin.returncode != 0:  # it could not open, or died: the run has no e-stop button
-                    print(f"hil run: the twin failed (exit code {twin.returncode}); see its messages above. "
-                          "Stopping the run (use --headless to run without it)", file=sys.stderr)
-                    code = 1
-                    shared.ctrl[C_STOP] = signal.SIGTERM
-                else:
-                    print("twin closed; the loop runs on (Ctrl-C, or `hil ctl shutdown`, to stop it)")
-                twin = None
-            try:
-                snap = client.snapshot()
-            except HilError:
-                continue
-            last_event, texts = client.state.events_since(last_event)
-            for text in texts:
-                if text.startswith(ERROR_PREFIX):
-                    error_text = text[len(ERROR_PREFIX):]  # said once, at the end
+    def supervise(self, cfg: LoopConfig) -> None:
+        self._old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        self.proc = mp.get_context("spawn").Process(target=_loop_entry, args=(cfg,), name="hil-loop")
+        self.proc.start()
+        client = LoopClient(self.shared.name)
+        try:
+            if not self.headless:
+                self.twin = start_twin(self.shared.name, self.model.name, self.req.path_file)
+                print("twin: starting …")
+            last_print = 0.0
+            while self.proc.is_alive():
+                time.sleep(0.05)
+                self._watch_twin()
+                try:
+                    snap = client.snapshot()
+                except HilError:
                     continue
-                print(("\r" if tty else "") + text + " " * 20, flush=True)
-            now = time.monotonic()
-            ever_ran = ever_ran or client.status() == LoopStatus.RUNNING
-            if headless and client.status() == LoopStatus.RUNNING and now - last_print > (0.2 if tty else 2.0):
-                last_print = now
-                line = status_line(snap)
-                print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
-        proc.join()
-        if tty:
-            print()
-        status = LoopStatus(int(shared.ctrl[C_STATUS]))
-        last_event, texts = client.state.events_since(last_event)
+                self._print_events(client)
+                running = client.status() == LoopStatus.RUNNING
+                self.ever_ran = self.ever_ran or running
+                now = time.monotonic()
+                if self.headless and running and now - last_print > (0.2 if self.tty else 2.0):
+                    last_print = now
+                    line = status_line(snap)
+                    print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", flush=True)
+            self.proc.join()
+            if self.tty:
+                print()
+            self._print_events(client)
+            self._outcome()
+        finally:
+            client.close()
+
+    def _watch_twin(self) -> None:
+        twin = self.twin
+        if twin is None or twin.poll() is None:
+            return
+        if twin.returncode != 0:  # it could not open, or died: the run has no e-stop button
+            print(f"hil run: the twin failed (exit code {twin.returncode}); see its messages above. "
+                  "Stopping the run (use --headless to run without it)", file=sys.stderr)
+            self.code = 1
+            self.shared.ctrl[C_STOP] = signal.SIGTERM
+        else:
+            print("twin closed; the loop runs on (Ctrl-C, or `hil ctl shutdown`, to stop it)")
+        self.twin = None
+
+    def _print_events(self, client) -> None:
+        self.last_event, texts = client.state.events_since(self.last_event)
         for text in texts:
             if text.startswith(ERROR_PREFIX):
-                error_text = text[len(ERROR_PREFIX):]
+                self.error_text = text[len(ERROR_PREFIX):]  # said once, at the end
             else:
-                print(text)
-        if code == 0 and (proc.exitcode != 0 or status == LoopStatus.FAILED):
-            if error_text:
-                print(f"hil run: error: {error_text}", file=sys.stderr)
-                code = 2 if not ever_ran else 1  # refused before anything ran, like bad arguments
+                print(("\r" if self.tty else "") + text + " " * 20, flush=True)
+
+    def _outcome(self) -> None:
+        status = LoopStatus(int(self.shared.ctrl[C_STATUS]))
+        if self.code == 0 and (self.proc.exitcode != 0 or status == LoopStatus.FAILED):
+            if self.error_text:
+                print(f"hil run: error: {self.error_text}", file=sys.stderr)
+                self.code = 1 if self.ever_ran else 2  # refused before anything ran, like bad arguments
             else:
-                print(f"hil run: the loop stopped with an error (exit code {proc.exitcode}); see the messages above",
-                      file=sys.stderr)
-            code = code or 1
-        client.close()
-    finally:
-        for sig, handler in old.items():
+                print(f"hil run: the loop stopped with an error (exit code {self.proc.exitcode}); see the "
+                      "messages above", file=sys.stderr)
+                self.code = 1
+        if self.signal is not None and self.code == 0:
+            self.code = 128 + self.signal  # as a shell reports a run ended by that signal
+
+    def close(self, emu) -> None:
+        for sig, handler in getattr(self, "_old", {}).items():
             signal.signal(sig, handler)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=3)
-        if twin is not None:
-            twin.terminate()
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=3)
+        if self.twin is not None:
+            self.twin.terminate()
         if emu is not None:
             emu.stop()
-        shared.close()
-        if _written_since(args.record, started):
-            print(f"recording: {args.record} (load with numpy.load; {args.record}.json beside it says what it holds)")
-        if _written_since(args.stats_json, started):
-            print(f"timing statistics: {args.stats_json}")
-    if interrupted and code == 0:
-        code = 128 + stopped_by[0]  # as a shell reports a run ended by that signal
-    return code
+        self.shared.close()
+        req = self.req
+        if _written_since(req.record, self.started):
+            print(f"recording: {req.record} (load with numpy.load; {req.record}.json beside it says what it holds)")
+        if _written_since(req.stats_json, self.started):
+            print(f"timing statistics: {req.stats_json}")
 
 
 def _written_since(path: str | None, t: float) -> bool:

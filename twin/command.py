@@ -93,6 +93,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(prog="python -m twin.cli")
+    ap = argparse.ArgumentParser(prog="python -m twin.command")
     add_arguments(ap)
     sys.exit(main(ap.parse_args()))

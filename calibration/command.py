@@ -15,15 +15,18 @@ from hil.inputs import number, writable_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--robot", required=True, help="puma560 or humanoid17")
+    p.add_argument("--robot", required=True, help="robot model: puma560 or humanoid17")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port of the board")
     g.add_argument("--dry-run", action="store_true", help="calibrate the board emulator (see --emulate-*)")
-    p.add_argument("--method", required=True, choices=["reference", "directions", "poses"])
-    p.add_argument("--pose", default="home", help="reference pose name (method reference; default home)")
+    p.add_argument("--method", required=True, choices=["reference", "directions", "poses"],
+                   help="directions: jog each joint ±5° and save which way it moves; reference: average the "
+                        "readings with the robot held in --pose and save the offsets; poses: fit the PUMA's "
+                        "offsets to measured tool points (--poses)")
+    p.add_argument("--pose", default="home", help="reference pose name (method reference)")
     p.add_argument("--poses", metavar="FILE.csv", help="method poses: q1..q6 (deg), x, y, z (mm) per line")
     p.add_argument("--lengths", action="store_true", help="method poses: also fit a2 and d4")
-    p.add_argument("--samples", type=int, default=200, help="method reference: readings to average")
+    p.add_argument("--samples", type=int, default=200, help="method reference: readings to average, 10 … 100000")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
     p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")
@@ -226,6 +229,6 @@ def _poses(args, model, P, calibration_io) -> int:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(prog="python -m calibration.cli")
+    ap = argparse.ArgumentParser(prog="python -m calibration.command")
     add_arguments(ap)
     sys.exit(main(ap.parse_args()))

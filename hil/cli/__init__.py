@@ -1,0 +1,72 @@
+"""The `hil` command line: one module per command (`*_cmd.py`, each with `register(sub)` and
+`run(args)`), the parser assembled here. Degrees and millimetres at this boundary, SI inside.
+
+Commands import their heavy modules (NumPy, the Numba kernels, DearPyGui) inside `run`, so that
+`hil --help` and `hil ctl` start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+import hil
+from firmware_protocol.errors import ProtocolLibError
+from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, fk_cmd, path_cmd, play_cmd, ports_cmd, replay_cmd,
+                     robots_cmd, rtcheck_cmd, run_cmd, twin_cmd, walk_cmd, warmup_cmd)
+from hil.cli.common import HelpFormatter
+from hil.errors import HilError
+from hil.runtime.process_life import exit_with_parent_from_env
+
+# in the order `hil --help` lists them
+COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, calibrate_cmd, robots_cmd, fk_cmd, ports_cmd,
+            rtcheck_cmd, emulate_cmd, replay_cmd, warmup_cmd)
+# commands that may compile kernels on a machine's first run (a minute of silence otherwise)
+COMPILING_COMMANDS = {"run", "path", "walk", "play", "calibrate", "fk"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hil", formatter_class=HelpFormatter,
+                                description="hardware-in-the-loop controller with a digital twin: PUMA 560 or "
+                                            "17-DOF humanoid, on a board over USB or on the built-in emulator",
+                                epilog="start with:\n  hil run --robot puma560 --dry-run --headless --duration 10 "
+                                       "--enable --motion demo\n`hil COMMAND --help` says more about each command.")
+    p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    exit_with_parent_from_env()  # a twin started by `hil run` ends with it
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        if args.command in COMPILING_COMMANDS:
+            from hil.warmup import say_if_compiling
+
+            say_if_compiling()
+        return int(args.func(args) or 0)
+    except (HilError, ProtocolLibError) as e:
+        # expected failures (bad input, a port that cannot be opened, a board that does not answer):
+        # their message names what and where, a traceback would only bury it
+        text = e.strerror if isinstance(e, OSError) and e.strerror else e  # without "[Errno 2]"
+        print(f"hil {args.command}: error: {text}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hil {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`hil robots | head`): nothing left to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""What the command modules share: help formatting, the options of a run, small parsers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+from hil.errors import InputError
+
+ROBOT_HELP = "robot model: puma560 or humanoid17 (see `hil robots`)"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' line breaks and shows each option's default when it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" not in text and "default" not in text and default not in (None, False, argparse.SUPPRESS)
+                and not action.option_strings == [] and action.nargs != 0):
+            text += " (default: %(default)s)"
+        return text
+
+
+def add_command(sub, name: str, summary: str, description: str, examples: list[str]) -> argparse.ArgumentParser:
+    """A subcommand with a one-line summary (in `hil --help`), a description and examples."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {description}",
+                          epilog=epilog, formatter_class=HelpFormatter)
+
+
+def add_run_target(s: argparse.ArgumentParser) -> None:
+    """Where a planned motion runs (plan only when neither is given) and how the run is reported:
+    the options `hil path`, `hil walk` and `hil play` share."""
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--dry-run", action="store_true", help="run it on the built-in board emulator")
+    g.add_argument("--port", help="run it on the board at this serial port (see `hil ports`)")
+    s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
+    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy; see the README)")
+    s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
+
+
+def floats(text: str, n: int, what: str) -> list[float]:
+    """`n` comma-separated finite numbers from `text`."""
+    try:
+        vals = [float(v) for v in text.replace(" ", ",").split(",") if v]
+    except ValueError:
+        raise InputError(f"{what}: expected {n} comma-separated numbers, got {text!r}") from None
+    if len(vals) != n:
+        raise InputError(f"{what}: expected {n} comma-separated numbers, got {len(vals)}")
+    if not all(abs(v) < 1e9 for v in vals):
+        raise InputError(f"{what}: the numbers must be finite and of a sensible size, got {text!r}")
+    return vals
+
+
+def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str | None:
+    """Where a planned trajectory is saved: --out, else a fresh temporary file when it is about to
+    run on a robot (the loop process reads it from disk), else nowhere."""
+    if args.out is None and (args.dry_run or args.port):
+        return os.path.join(tempfile.mkdtemp(prefix=prefix), filename)
+    return args.out
+
+
+def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None = None,
+                path_file: str | None = None) -> int:
+    """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done."""
+    from hil.runtime import supervisor
+
+    return supervisor.run(supervisor.RunRequest(
+        robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
+        headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
+        exit_when_done=True, path_file=path_file))

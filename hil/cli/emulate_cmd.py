@@ -1,0 +1,48 @@
+"""`hil emulate`: a board emulator on a pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hil.cli.common import ROBOT_HELP, add_command
+
+
+def register(sub) -> None:
+    s = add_command(sub, "emulate", "run a board emulator on a pseudo-terminal (prints its path)",
+                    "The same firmware model `hil run --dry-run` uses, for connecting to it by hand "
+                    "(`hil run --port PTY`, `hil calibrate --port PTY`), with hidden calibration errors and "
+                    "faults to inject. Runs until Ctrl-C.",
+                    ["hil emulate --robot humanoid17 --offsets-deg l_knee=1.7 --reverse r_knee",
+                     "hil emulate --robot puma560 --fault drop:0.01 --latency-ms 16"])
+    s.add_argument("--robot", required=True, help=ROBOT_HELP)
+    s.add_argument("--offsets-deg", help="hidden zero offsets: one per joint, or joint=deg pairs")
+    s.add_argument("--reverse", help="hidden reversed joints: names or indices, comma-separated")
+    s.add_argument("--fault", action="append",
+                   help="fault injection, repeatable: drop:P corrupt:P garbage:P (probabilities), delay:MS, "
+                        "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start)")
+    s.add_argument("--uid", help="board unique id, 24 hex digits (default: random)")
+    s.add_argument("--link", help="also create this symlink to the pty (a stable name, like udev's by-id)")
+    s.add_argument("--baud", type=float, help="pace the emulated wire at this baud (default 1000000; 0: no pacing)")
+    s.add_argument("--latency-ms", type=float, help="extra latency per frame (16 emulates an FTDI default; default 0)")
+    s.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees (default: the board's own)")
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from hil import emulation, robots
+
+    model = robots.load(args.robot)
+    offsets = emulation.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
+    reverse = emulation.parse_joint_list(model, args.reverse)
+    emulation.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
+    for spec in args.fault or ():
+        emulation.check_fault(spec)
+    argv = emulation.emulator_argv(model, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
+                                   link=args.link, baud=args.baud, latency_ms=args.latency_ms,
+                                   noise_deg=args.noise_deg)
+    if reverse:
+        print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
+    sys.stdout.flush()
+    os.execv(argv[0], argv)  # become the emulator: it prints the pty path and runs until Ctrl-C
+    return 0  # not reached

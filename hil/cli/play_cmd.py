@@ -1,0 +1,46 @@
+"""`hil play`: a keyframe motion (or a trajectory) checked, then run."""
+
+from __future__ import annotations
+
+from hil.cli.common import add_command, add_run_target, run_planned
+from hil.errors import InputError, UnreachableError
+from hil.inputs import number
+
+
+def register(sub) -> None:
+    s = add_command(sub, "play", "play a motion file (keyframes .toml/.json, or a trajectory .npz)",
+                    "The motion is sampled at the loop's rate and every sample checked (ranges, speeds, "
+                    "self-collision, balance — for a walking motion its ZMP instead of the static COM) before "
+                    "anything runs; the first bad sample is named.",
+                    ["hil play examples/wave.toml --dry-run", "hil play examples/bow.toml --port /dev/ttyACM0"])
+    s.add_argument("file", metavar="FILE", help="a motion file (.toml or .json keyframes, see examples/) or a "
+                                                "trajectory .npz with t (N,) and q (N, joints)")
+    s.add_argument("--robot", default="humanoid17", help="the robot the motion is for")
+    s.add_argument("--rate", type=float, help="loop rate, Hz (default: the robot's)")
+    add_run_target(s)
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from hil import robots
+    from hil.runtime.motion import make_motion
+    from hil.safety import SafetyChecker
+
+    if args.rate is not None:
+        number(args.rate, "--rate", 10, 1000, "Hz")
+    model = robots.load(args.robot)
+    if not args.file.endswith((".toml", ".json", ".npz")):
+        raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
+    motion = make_motion(args.file, model)  # validates the file (errors name keyframe and joint)
+    dynamic = getattr(motion, "dynamic_balance_checked", False)
+    # every sample, with the checks the loop applies (a walk's balance is its ZMP, checked at load)
+    checker = SafetyChecker(model, balance=False if dynamic else None)
+    bad_row, flags = checker.check_path(motion.q)
+    if bad_row >= 0:
+        reasons = checker.explain(int(flags[bad_row]), motion.q[bad_row])
+        raise UnreachableError(f"{args.file}: refused before any motion: at t = {motion.t[bad_row]:.3f} s "
+                               f"(sample {bad_row}): " + "; ".join(reasons))
+    print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
+    if not (args.dry_run or args.port):
+        return 0
+    return run_planned(args, model.name, args.file)

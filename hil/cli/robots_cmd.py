@@ -1,0 +1,32 @@
+"""`hil robots`: the models, their joints and limits."""
+
+from __future__ import annotations
+
+import math
+
+from hil.cli.common import add_command
+
+
+def register(sub) -> None:
+    s = add_command(sub, "robots", "list robot models, joints and limits (degrees)",
+                    "For each model: joints with their ranges, home pose and speed limit, frames and named poses.",
+                    ["hil robots", "hil robots --robot humanoid17"])
+    s.add_argument("--robot", help="only this robot (puma560 or humanoid17)")
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from hil import robots  # (lazy, like every command's heavy imports: `hil --help` stays fast)
+
+    for name in [args.robot] if args.robot else robots.available():
+        m = robots.load(name)
+        print(f"{m.name}: {m.meta.get('description', '')}")
+        print(f"  {m.n} joints, base frame {m.base_frame!r}, tool frame {m.tool_frame!r}, "
+              f"mass {m.total_mass:.2f} kg")
+        print(f"  {'#':>3} {'joint':<18} {'min (deg)':>10} {'max (deg)':>10} {'home':>8} {'vmax (deg/s)':>13}")
+        for i, j in enumerate(m.joints):
+            print(f"  {i:>3} {j.name:<18} {math.degrees(j.lower):>10.1f} {math.degrees(j.upper):>10.1f} "
+                  f"{math.degrees(m.home[i]):>8.2f} {math.degrees(j.velocity_limit):>13.0f}")
+        print(f"  frames: {', '.join(m.frame_names)}")
+        print(f"  poses: {', '.join(m.poses)}")
+    return 0

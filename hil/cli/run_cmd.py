@@ -1,0 +1,65 @@
+"""`hil run`: the real-time loop on a board or on the built-in emulator."""
+
+from __future__ import annotations
+
+from hil.cli.common import ROBOT_HELP, add_command
+
+
+def register(sub) -> None:
+    s = add_command(sub, "run", "run the real-time loop on a board (--port) or the built-in emulator (--dry-run)",
+                    "Connects, opens the twin (or prints a status line with --headless) and runs until stopped. "
+                    "Nothing moves until you enable (the twin's Enable…, `hil ctl enable`, or --enable). "
+                    "The status line: time | board state | lifecycle state and activity, motion progress | loop "
+                    "rate, period jitter | cycle time | missed deadlines, stale states | tracking error "
+                    "(see docs/lifecycle.md for the states).",
+                    ["hil run --robot puma560 --dry-run --headless --duration 10 --enable --motion demo",
+                     "hil run --robot humanoid17 --port /dev/ttyACM0 --record run.npy --stats-json stats.json",
+                     "hil run --robot humanoid17 --dry-run --enable --motion examples/wave.toml --exit-when-done"])
+    s.add_argument("--robot", required=True, help=ROBOT_HELP)
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--port", help="serial port or pyserial URL of the board (see `hil ports`)")
+    g.add_argument("--dry-run", action="store_true", help="start the board emulator on a pty and use it")
+    s.add_argument("--rate", type=float, help="loop rate in Hz, 10 … 1000 (default: 500 PUMA, 200 humanoid)")
+    s.add_argument("--duration", type=float, help="stop after this many seconds (default: run until stopped)")
+    s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
+    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it)")
+    s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
+    s.add_argument("--motion", help="hold (default), jog, demo, a motion file (.toml/.json, see `hil play`) or a "
+                                    "trajectory .npz (t, q); started by Start in the twin, or by --enable")
+    s.add_argument("--enable", action="store_true",
+                   help="enable the board at start and start the motion once ramped in (once; otherwise nothing "
+                        "moves until you enable in the twin or with `hil ctl enable`)")
+    s.add_argument("--exit-when-done", action="store_true",
+                   help="stop when the motion is finished; headless, also (exit code 1) when it can no longer "
+                        "finish (fault, e-stop, link lost, held more than 3 s)")
+    s.add_argument("--no-realtime", action="store_true", help="do not ask for SCHED_FIFO and CPU pinning")
+    s.add_argument("--allow-cpu-idle", action="store_true",
+                   help="let the CPUs enter idle states between cycles (saves power; each wake-up then pays the "
+                        "idle state's exit latency; default: kept awake where permitted)")
+    s.add_argument("--spin-us", type=float, default=None,
+                   help="busy-wait this long before each deadline instead of sleeping (default 500; less saves "
+                        "CPU, more absorbs late wake-ups)")
+    s.add_argument("--port-io", choices=("process", "thread", "inline"), default=None,
+                   help="where the serial port's reads and writes run: a process of their own (default: the loop "
+                        "shares no GIL with them), a thread of the loop's process, or the loop itself")
+    s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
+    s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from hil import robots
+    from hil.runtime import supervisor
+    from hil.runtime.motion import make_motion
+
+    req = supervisor.RunRequest(
+        robot=args.robot, port=args.port, dry_run=args.dry_run, rate_hz=args.rate, duration_s=args.duration,
+        headless=args.headless, record=args.record, stats_json=args.stats_json, motion=args.motion,
+        enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
+        keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
+        calibration=args.calibration, faults=tuple(args.fault or ()))
+    model = robots.load(args.robot)
+    supervisor.check(req, model)
+    if args.motion:
+        make_motion(args.motion, model)  # a bad motion file is refused before anything starts
+    return supervisor.run(req)

@@ -1,0 +1,23 @@
+"""`hil twin`: the 3D twin (twin/)."""
+
+from __future__ import annotations
+
+from hil.cli.common import add_command
+
+
+def register(sub) -> None:
+    from twin.command import add_arguments
+
+    s = add_command(sub, "twin", "the 3D digital twin: attach to a running loop, or --screenshot one frame",
+                    "Measured pose solid, commanded pose as a ghost, previews in pink; SPACE or the button is "
+                    "the e-stop. Needs an X display (or xvfb-run).",
+                    ["hil twin", "hil twin --loop hil_puma560_4242",
+                     "hil twin --screenshot puma.png --robot puma560 --pose-deg 60 -40 120 0 30 0"])
+    add_arguments(s)
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from twin.command import main
+
+    return main(args)

@@ -1,0 +1,68 @@
+"""`hil walk`: a walk planned for the humanoid, and run."""
+
+from __future__ import annotations
+
+import os
+
+from hil.cli.common import add_command, add_run_target, run_planned, trajectory_out
+from hil.errors import InputError
+from hil.inputs import number, writable_file
+
+
+def register(sub) -> None:
+    s = add_command(sub, "walk", "plan a walk for the humanoid (ZMP preview control, prioritised IK)",
+                    "Footsteps from the options, a COM from ZMP preview control, joint angles from prioritised "
+                    "IK with support-foot switching; the ZMP is computed back from the joint motion and checked "
+                    "against the support polygon before anything runs.",
+                    ["hil walk --steps 6 --stride 0.03 --dry-run",
+                     "hil walk --steps 4 --side 0.01 --out walk.npz --motion-out walk.toml"])
+    s.add_argument("--robot", default="humanoid17", help="a humanoid model with l_sole and r_sole frames")
+    s.add_argument("--steps", type=int, default=6, help="number of steps, 1 … 100")
+    s.add_argument("--stride", type=float, default=0.03, help="forward step length (m)")
+    s.add_argument("--width", type=float, help="distance between the soles (m); default: as at home")
+    s.add_argument("--side", type=float, default=0.0, help="sideways step per step (m, + left)")
+    s.add_argument("--turn", type=float, default=0.0, help="turn per step (degrees)")
+    s.add_argument("--period", type=float, default=0.8, help="time per step (s)")
+    s.add_argument("--lift", type=float, default=0.012, help="swing foot clearance (m)")
+    s.add_argument("--knee-stretched", action="store_true", help="walk as tall as the legs allow")
+    s.add_argument("--rate", type=float, help="sample rate = loop rate, Hz (default: the robot's)")
+    s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
+    s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (30 ms keyframes)")
+    add_run_target(s)
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from hil import robots
+    from hil.motion import keyframes, walking
+
+    model = robots.load(args.robot)
+    if "l_sole" not in model.frame_names:
+        raise InputError(f"hil walk needs a humanoid; {model.name} has no soles")
+    rate = number(args.rate if args.rate is not None else float(model.meta.get("default_rate_hz", 200)),
+                  "--rate", 10, 1000, "Hz")
+    number(args.steps, "--steps", 1, 100)
+    for name, value, lo, hi in (("--stride", args.stride, -0.2, 0.2), ("--side", args.side, -0.1, 0.1),
+                                ("--turn", args.turn, -45, 45), ("--period", args.period, 0.2, 10),
+                                ("--lift", args.lift, 0.0, 0.1)):
+        number(value, name, lo, hi)
+    if args.width is not None:
+        number(args.width, "--width", 0.02, 0.5, "m")
+    writable_file(args.out, "--out")
+    writable_file(args.motion_out, "--motion-out")
+    params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
+                                turn_deg=args.turn, period=args.period, lift=args.lift,
+                                knee_stretched=args.knee_stretched, rate_hz=rate)
+    res = walking.generate(model, params)
+    print(res.summary())
+    out = trajectory_out(args, "hil-walk-", "walk.npz")
+    if out:
+        res.save(out)
+        print(f"walk: {out} (t, q, support, com_w, zmp_w, zmp_ref)")
+    if args.motion_out:
+        motion = walking.to_keyframes(res, model, os.path.splitext(os.path.basename(args.motion_out))[0])
+        keyframes.save_motion(args.motion_out, motion, model)
+        print(f"motion file: {args.motion_out} ({len(motion.keyframes)} frames of 30 ms)")
+    if not (args.dry_run or args.port):
+        return 0
+    return run_planned(args, model.name, out)

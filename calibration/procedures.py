@@ -17,6 +17,7 @@ import numpy as np
 from firmware_protocol import messages as M
 from firmware_protocol.link import JointMap, Link
 from hil.errors import HilError, InputError
+from hil.inputs import read_text
 
 
 @dataclass
@@ -180,23 +181,21 @@ class PoseFitResult:
 def load_pose_file(path: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """CSV: q1..qn in degrees (board readings), x, y, z in mm (measured tool point); '#' comments."""
     rows = []
-    try:
-        with open(path) as f:
-            for lineno, line in enumerate(f, 1):
-                line = line.split("#", 1)[0].strip()
-                if not line:
-                    continue
-                parts = [p for p in line.replace(";", ",").split(",") if p.strip()]
-                try:
-                    vals = [float(p) for p in parts]
-                except ValueError:
-                    raise InputError(f"{path}, line {lineno}: not numbers: {line!r}") from None
-                if len(vals) != n + 3:
-                    raise InputError(f"{path}, line {lineno}: expected {n} joint angles (deg) and x, y, z (mm), "
-                                     f"got {len(vals)} values")
-                rows.append(vals)
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror}") from e
+    for lineno, line in enumerate(read_text(path, "pose file").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = [p for p in line.replace(";", ",").split(",") if p.strip()]
+        try:
+            vals = [float(p) for p in parts]
+        except ValueError:
+            raise InputError(f"{path}, line {lineno}: not numbers: {line[:80]!r}") from None
+        if len(vals) != n + 3:
+            raise InputError(f"{path}, line {lineno}: expected {n} joint angles (deg) and x, y, z (mm), "
+                             f"got {len(vals)} values")
+        if not all(math.isfinite(v) and abs(v) < 1e6 for v in vals):
+            raise InputError(f"{path}, line {lineno}: every value must be a finite number of sensible size")
+        rows.append(vals)
     if len(rows) < 8:
         raise InputError(f"{path}: {len(rows)} poses; the fit needs at least 8")
     a = np.array(rows)

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from hil.errors import ConfigError
+from hil.errors import ConfigError, InputError
+from hil.inputs import read_text
 from hil.kinematics.rotations import rpy_matrix
 from hil.robots.model import Joint, RobotModel, Shape
 
@@ -45,13 +46,20 @@ def load(name: str) -> RobotModel:
         path = DATA_DIR / f"{key}.toml"
         if not path.exists():
             raise ConfigError(f"unknown robot {key!r}; available robots: {', '.join(available())}")
+    if not path.exists():
+        raise ConfigError(f"robot file {path} does not exist")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"robot file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
+        data = tomllib.loads(read_text(str(path), "robot file"))
+    except (tomllib.TOMLDecodeError, InputError) as e:
         raise ConfigError(f"robot file {path}: {e}") from e
-    model = _build(data, str(path))
+    try:
+        model = _build(data, str(path))
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        # a file that parses but does not describe a robot: say where, not how the builder tripped
+        raise ConfigError(f"robot file {path}: not a robot description ({type(e).__name__}: {e}); see "
+                          f"{DATA_DIR / 'puma560.toml'} for the format") from e
     _cache[key] = model
     return model
 

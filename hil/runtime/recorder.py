@@ -134,11 +134,29 @@ class Recorder:
         self._f.close()
 
 
+REQUIRED_FIELDS = ("t", "q_cmd", "q_meas", "q_target", "board_state", "loop_flags")
+
+
 def load_recording(path: str) -> tuple[np.ndarray, dict]:
-    """(records, metadata) of a recording; plain `np.load(path)` gives the same records."""
-    data = np.load(path)
+    """(records, metadata) of a recording; plain `np.load(path)` gives the same records. ValueError
+    (naming what is wrong) for a file that is not one."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise ValueError(f"not a NumPy .npy file ({e})") from None
+    if not isinstance(data, np.ndarray) or data.ndim != 1 or data.dtype.names is None \
+            or any(f not in data.dtype.names for f in REQUIRED_FIELDS):
+        raise ValueError(f"not a table of cycles with the fields {', '.join(REQUIRED_FIELDS)}")
+    q = data["q_cmd"]
+    if q.ndim != 2 or q.shape[1] < 1 or not np.all(np.isfinite(data["t"])) or not np.all(np.isfinite(q)):
+        raise ValueError("its times or joint columns are malformed or not finite")
     meta = {}
     if os.path.exists(path + ".json"):
-        with open(path + ".json") as f:
-            meta = json.load(f)
+        try:
+            with open(path + ".json", encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"its {path}.json cannot be read ({e})") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"its {path}.json is not a table of keys (robot, joints, rate_hz, …)")
     return data, meta

@@ -24,7 +24,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     if len(data) == 0:
         raise InputError(f"{path}: the recording is empty")
     robot = meta.get("robot")
-    if robot is None:
+    if not isinstance(robot, str):
         raise InputError(f"{path}: no {path}.json beside it naming the robot")
     model = robots.load(robot)
     if data["q_cmd"].shape[1] != model.n:

@@ -1,0 +1,177 @@
+"""Any byte sequence in any input file, and any number on the command line, ends in one error that
+names the file — never another exception. Property tests (hypothesis) per parser."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hil.robots as robots
+from calibration import procedures
+from hil import calibration_io
+from hil.cli.common import floats
+from hil.errors import HilError
+from hil.inputs import number
+from hil.motion import gcode
+from hil.motion.keyframes import load_motion
+from hil.runtime.motion import make_motion
+from hil.runtime.recorder import load_recording
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+HUMANOID = robots.load("humanoid17")
+GCODE_ALPHABET = "GMXYZIJKRFN0123456789.-+ ()%;\n\tgxyz"
+
+
+def written(data: bytes, suffix: str) -> str:
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def refused_cleanly(fn, *args) -> None:
+    """`fn(*args)` either succeeds or raises a HilError (the project's own, with its message)."""
+    try:
+        fn(*args)
+    except HilError as e:
+        assert str(e), "an error without a message"
+
+
+@SETTINGS
+@given(st.binary(max_size=400))
+def test_gcode_from_any_bytes(data):
+    path = written(data, ".nc")
+    try:
+        from hil.inputs import read_text
+
+        refused_cleanly(lambda: gcode.parse(read_text(path, "G-code program"), path))
+    finally:
+        os.unlink(path)
+
+
+@SETTINGS
+@given(st.text(alphabet=GCODE_ALPHABET, max_size=300))
+def test_gcode_from_any_text_of_gcode_characters(text):
+    refused_cleanly(gcode.parse, text, "prog.nc")
+
+
+@SETTINGS
+@given(st.one_of(st.binary(max_size=400), st.text(max_size=300).map(str.encode)))
+def test_motion_files_from_any_bytes(data):
+    for suffix in (".toml", ".json"):
+        path = written(data, suffix)
+        try:
+            refused_cleanly(load_motion, path, HUMANOID)
+        finally:
+            os.unlink(path)
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(["name", "robot", "interpolation", "dynamic", "keyframe", "start_pose"]),
+                       st.recursive(st.one_of(st.none(), st.booleans(), st.floats(), st.text(max_size=8),
+                                              st.integers()),
+                                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c,
+                                                                                        max_size=3), max_leaves=8)))
+def test_motion_files_from_any_json_structure(data):
+    path = written(json.dumps(data).encode(), ".json")
+    try:
+        refused_cleanly(load_motion, path, HUMANOID)
+    finally:
+        os.unlink(path)
+
+
+@SETTINGS
+@given(st.binary(max_size=400))
+def test_calibration_files_from_any_bytes(data):
+    path = written(data, ".toml")
+    try:
+        refused_cleanly(calibration_io.load, path, HUMANOID)
+    finally:
+        os.unlink(path)
+
+
+@SETTINGS
+@given(st.dictionaries(st.text(max_size=12), st.one_of(st.floats(), st.integers(), st.text(max_size=5),
+                                                        st.dictionaries(st.text(max_size=5), st.floats(), max_size=2)),
+                       max_size=4))
+def test_calibration_joint_tables_of_any_shape(joints):
+    body = "format_version = 1\nrobot = \"humanoid17\"\n[joints]\n" + "".join(
+        f"{json.dumps(k)} = {json.dumps(v) if not isinstance(v, dict) else '{' + ', '.join(f'{json.dumps(a)} = {json.dumps(b)}' for a, b in v.items()) + '}'}\n"
+        for k, v in joints.items())
+    path = written(body.replace("NaN", "nan").replace("Infinity", "inf").encode(), ".toml")
+    try:
+        refused_cleanly(calibration_io.load, path, HUMANOID)
+    finally:
+        os.unlink(path)
+
+
+@SETTINGS
+@given(st.binary(max_size=600))
+def test_recordings_and_trajectories_from_any_bytes(data):
+    for suffix in (".npy", ".npz"):
+        path = written(data, suffix)
+        try:
+            if suffix == ".npy":
+                try:
+                    load_recording(path)
+                except ValueError as e:  # the replay command turns this into its InputError
+                    assert str(e)
+            else:
+                refused_cleanly(make_motion, path, HUMANOID)
+        finally:
+            os.unlink(path)
+
+
+def test_a_valid_npy_that_is_not_a_recording_is_refused(tmp_path):
+    for array in (np.zeros(5), np.zeros((3, 3)), np.zeros(2, dtype=[("t", "f8")])):
+        np.save(tmp_path / "x.npy", array)
+        with pytest.raises(ValueError, match="fields|malformed"):
+            load_recording(str(tmp_path / "x.npy"))
+
+
+@SETTINGS
+@given(st.binary(max_size=300))
+def test_pose_files_from_any_bytes(data):
+    path = written(data, ".csv")
+    try:
+        refused_cleanly(procedures.load_pose_file, path, 6)
+    finally:
+        os.unlink(path)
+
+
+@SETTINGS
+@given(st.binary(max_size=300))
+def test_robot_files_from_any_bytes(data):
+    path = written(data, ".toml")
+    try:
+        refused_cleanly(robots.load, path)
+    finally:
+        os.unlink(path)
+
+
+@SETTINGS
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=10), st.integers()))
+def test_numbers_on_the_command_line(value):
+    try:
+        v = number(value, "--rate", 10, 1000, "Hz")
+    except HilError as e:
+        assert "--rate" in str(e)
+    else:
+        assert 10 <= v <= 1000
+
+
+@SETTINGS
+@given(st.text(max_size=40))
+def test_comma_separated_numbers(text):
+    try:
+        vals = floats(text, 6, "--place")
+    except HilError as e:
+        assert "--place" in str(e)
+    else:
+        assert len(vals) == 6 and all(np.isfinite(vals))

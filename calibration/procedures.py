@@ -295,7 +295,7 @@ def _identifiability(J: np.ndarray, s2: float, rel_tol: float = 1e-8) -> tuple[n
 
 def _puma_with_lengths(model, dh, a2: float, d4: float):
     """The same PUMA with a2 and d4 replaced (for the length fit)."""
-    from hil.robots import _dh_constant
+    from hil.robots import dh_constant
     from hil.robots.model import Joint, RobotModel
 
     a = np.array(dh["a"], float)
@@ -303,10 +303,10 @@ def _puma_with_lengths(model, dh, a2: float, d4: float):
     a[1], d[3] = a2, d4
     joints = []
     for i, j in enumerate(model.joints):
-        placement = np.eye(4) if i == 0 else _dh_constant(a[i - 1], d[i - 1], dh["alpha"][i - 1])
+        placement = np.eye(4) if i == 0 else dh_constant(a[i - 1], d[i - 1], dh["alpha"][i - 1])
         joints.append(Joint(j.name, j.parent, placement, j.axis, j.lower, j.upper, j.velocity_limit,
                             j.acceleration_limit))
-    last = _dh_constant(a[5], d[5], dh["alpha"][5])
+    last = dh_constant(a[5], d[5], dh["alpha"][5])
     frames = {"wrist": (5, last), "tool": (5, last)}
     meta = dict(model.meta)
     meta["dh"] = {"a": a, "d": d, "alpha": np.array(dh["alpha"])}

@@ -114,7 +114,7 @@ def _offset(entry: dict, scale: float, where: str) -> np.ndarray:
     return T
 
 
-def _dh_constant(a: float, d: float, alpha: float) -> np.ndarray:
+def dh_constant(a: float, d: float, alpha: float) -> np.ndarray:
     """Tz(d) Tx(a) Rx(alpha): the part of a standard DH transform after Rz(theta)."""
     ca, sa = math.cos(alpha), math.sin(alpha)
     return np.array([[1, 0, 0, a], [0, ca, -sa, 0], [0, sa, ca, d], [0, 0, 0, 1.0]])
@@ -158,11 +158,11 @@ def _build(data: dict, source: str) -> RobotModel:
         home_deg = list(_vec(_get(dh, "home_deg", w), n, w + ".home_deg"))
         links = _get(dh, "links", w, list, [f"link{i + 1}" for i in range(n)])
         for i in range(n):
-            placement = np.eye(4) if i == 0 else _dh_constant(a[i - 1], d[i - 1], alpha[i - 1])
+            placement = np.eye(4) if i == 0 else dh_constant(a[i - 1], d[i - 1], alpha[i - 1])
             joints.append(Joint(str(jn[i]), i - 1, placement, np.array([0.0, 0.0, 1.0]),
                                 lo[i], hi[i], vel[i], acc[i]))
             link_names.append(str(links[i]))
-        last = _dh_constant(a[n - 1], d[n - 1], alpha[n - 1])
+        last = dh_constant(a[n - 1], d[n - 1], alpha[n - 1])
         for fname in _get(dh, "end_frames", w, list, ["flange"]):
             frames[str(fname)] = (n - 1, last)
         meta_dh = {"a": a, "d": d, "alpha": alpha}

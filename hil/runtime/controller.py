@@ -21,8 +21,7 @@ import numpy as np
 
 from firmware_protocol.messages import fault_names
 from hil.runtime.lifecycle import ENABLED_MODES, Action, Activity, Ev, Lifecycle, Mode, Step
-from hil.safety import HELD, RATE, flag_names
-from hil.safety._kernel import I_STEP, I_TO_TARGET, I_TRACK
+from hil.safety import HELD, I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
 
 BOARD_STATE_EVENT = {1: Ev.SAW_DISABLED, 0: Ev.SAW_DISABLED, 2: Ev.SAW_ENABLED, 3: Ev.SAW_FAULT,
                      4: Ev.SAW_ESTOP}

@@ -151,7 +151,7 @@ def test_a_port_that_cannot_be_opened_is_named_before_the_timing_is_measured(tmp
 
 
 CAUSED_MISSES = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 from hil.runtime.rtcheck import timing_floor
 
 def busy(seconds):
@@ -170,7 +170,9 @@ def work(i):
     elif i in (600, 1200, 1800):
         threading.Thread(target=hold_the_gil).start()
 
-print(json.dumps(timing_floor(1000, 2.1, realtime=False, keep_cpu_awake=False, work=work)))
+# SCHED_FIFO where permitted: with another job on every core, an ordinary thread's 4 ms of work are
+# shared with it (and rightly counted as taken); the causes under test are the loop's own
+print(json.dumps(timing_floor(1000, 2.1, realtime=os.geteuid() == 0, keep_cpu_awake=False, work=work)))
 """
 
 

@@ -1,0 +1,94 @@
+"""Imports only go down the layers (docs/architecture.md), and the wire protocol imports nothing
+of hil: read from the source, every import statement including those inside functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# lowest first; a module may import its own layer and the ones below
+LAYERS = [
+    ("hil._jit", "hil.errors", "hil.inputs"),
+    ("hil.kinematics", "hil.robots"),
+    ("hil.motion", "hil.safety", "hil.emulation", "hil.calibration_io", "hil.warmup"),
+    ("hil.runtime",),
+    ("calibration", "twin"),
+    ("hil.cli", "hil.__main__"),
+]
+PACKAGES = ("hil", "calibration", "twin", "firmware_protocol")
+KERNEL_PACKAGES = ("hil.kinematics", "hil.robots", "hil.safety")
+
+
+def layer_of(module: str) -> int | None:
+    best = None
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if module == p or module.startswith(p + "."):
+                best = i
+    return best
+
+
+def modules():
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            name = ".".join(rel.parts).removesuffix(".__init__")
+            yield name, path
+
+
+def imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, node.lineno
+
+
+def test_imports_only_go_down_and_the_protocol_stands_alone():
+    bad = []
+    for name, path in modules():
+        mine = layer_of(name)
+        for target, line in imports(path):
+            if not target.split(".")[0] in PACKAGES:
+                continue
+            if name.startswith("firmware_protocol"):
+                if not target.startswith("firmware_protocol"):
+                    bad.append(f"{name}:{line} imports {target} (the wire protocol imports nothing of hil)")
+                continue
+            theirs = layer_of(target)
+            if theirs is not None and mine is not None and theirs > mine:
+                bad.append(f"{name}:{line} (layer {mine}) imports {target} (layer {theirs})")
+    assert not bad, "\n".join(bad)
+
+
+def package_of(module: str) -> str:
+    """The package a private name belongs to: the module's path up to its first private part."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return ".".join(parts[:2])
+
+
+def test_no_private_name_is_used_outside_its_package():
+    bad = []
+    for name, path in modules():
+        home = ".".join(name.split(".")[:2]) if not name.startswith(("calibration", "twin")) else name.split(".")[0]
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES):
+                continue
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                owner = package_of(full)
+                private = any(p.startswith("_") and not p.startswith("__") for p in full.split("."))
+                # the compiled kernels call each other and RobotModel is their data: kernel
+                # modules are shared between kinematics, robots and safety, and nowhere else
+                shared_kernel = owner in KERNEL_PACKAGES and home in KERNEL_PACKAGES and "_kernel" in full
+                if private and not (home == owner or home.startswith(owner + ".") or owner.startswith(home)
+                                    or shared_kernel):
+                    bad.append(f"{name}:{node.lineno} imports {a.name} from {node.module}")
+    assert not bad, "\n".join(bad)

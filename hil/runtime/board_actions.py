@@ -50,6 +50,11 @@ class BoardActions:
         with self._cond:
             return self._busy == key or any(k == key for k, _ in self._queue)
 
+    @property
+    def has_done(self) -> bool:
+        """Whether a finished transaction waits for `done` (cheap: the cycle asks every time)."""
+        return bool(self._done)
+
     def done(self) -> list[tuple[object, object, str | None, float]]:
         """Finished transactions since the last call: (key, value, error text or None, time)."""
         out = []

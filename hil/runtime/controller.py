@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol.messages import fault_names
-from hil.runtime.lifecycle import ENABLED_MODES, Action, Activity, Ev, Lifecycle, Mode, Step
+from hil.runtime.lifecycle import ENABLED_MODES, HOLD_OVERRUN, Action, Activity, Ev, Lifecycle, Mode, Step
 from hil.safety import HELD, I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
 
 BOARD_STATE_EVENT = {1: Ev.SAW_DISABLED, 0: Ev.SAW_DISABLED, 2: Ev.SAW_ENABLED, 3: Ev.SAW_FAULT,
                      4: Ev.SAW_ESTOP}
 RAMP_DONE_RAD = 1e-4
+NO_ACTIONS: list = []  # shared by the cycles that have none (never appended to)
 # a board action repeated because the board has not followed (e-stop or disable again) waits this long
 RESEND_S = 0.1
 
@@ -80,12 +81,18 @@ class Controller:
         self.now = 0.0
         self.max_track_err = 0.0
         self.max_cmd_speed = 0.0
+        self._max_step = 0.0
         self.safety_counts: dict[str, int] = {}
+        self.safety_total = 0
         self.pending_actions: list[Action] = []
         self.motion_run = False   # the run is for a motion (`--exit-when-done`): is it finished?
         self.motion_done = False
         self.board_state = 1
         self._last_board_us = -1
+        self._seen_state = -1       # the board state and mode the lifecycle last judged together
+        self._seen_mode = None
+        self._observe_again = False
+        self._out = Output(None, True)
 
     # ------------------------------------------------------------------ events in
     def handle(self, ev: Ev, payload=None, start_after: bool = False, why: str = "") -> Step:
@@ -177,31 +184,46 @@ class Controller:
 
     def cycle(self, now: float, sample, misses_in_row: int) -> Output:
         """One cycle at time `now` (s) with the newest STATE (or None) and the missed deadlines in a
-        row; returns the command and the board actions to carry out."""
+        row; returns the command and the board actions to carry out. (It runs every cycle: the
+        common case — same board state, nothing held, nothing missed — takes no event path.)"""
         self.now = now
+        life = self.life
         if sample is not None and sample.t_host > self._fresh_after:
             self._have_state = True
             self.q_meas = sample.q
-            self.board_state = int(sample.state)
-            self._observe(sample)
-        self._overruns(misses_in_row)
-        life = self.life
-        if life.mode == Mode.ENABLING and self._mode_age() > self.policy.enable_timeout_s:
+            state = sample.state
+            self.board_state = state
+            t_board = sample.t_board_us
+            if t_board + 1_000_000 < self._last_board_us:  # its clock started again: it was reset
+                self.handle(Ev.REBOOT, why="the board's clock went back")
+            self._last_board_us = t_board
+            if state != self._seen_state or life.mode != self._seen_mode or self._observe_again:
+                self._observe(sample)
+        if misses_in_row or life.holds:
+            self._overruns(misses_in_row)
+        mode = life.mode
+        if mode == Mode.ENABLING and self._mode_age() > self.policy.enable_timeout_s:
             self.handle(Ev.ENABLE_TIMEOUT, why=f"no STATE said ENABLED within {self.policy.enable_timeout_s:g} s")
+            mode = life.mode
         self.flags = 0
-        if life.sends_positions:
+        out = self._out
+        if mode in ENABLED_MODES:
             self._enabled_cycle()
         elif self._have_state and self.board_state != 2:
             # follow the measured pose, so the next enable ramps from here (a board still enabled
             # holds its last target meanwhile: that stays the command)
             np.clip(self.q_meas, self.model.lower, self.model.upper, out=self.q_cmd)
             np.copyto(self.q_target, self.q_cmd)
-        actions, self.pending_actions = self.pending_actions, []
+        if self.pending_actions:
+            out.actions, self.pending_actions = self.pending_actions, []
+        else:
+            out.actions = NO_ACTIONS
+        out.flags = self.flags
         if not self._have_state or life.mode == Mode.DISCONNECTED:
-            return Output(None, True, actions, self.flags)
-        if life.sends_positions:
-            return Output(self.q_cmd, False, actions, self.flags)
-        return Output(self.q_cmd, True, actions, self.flags)
+            out.command, out.hold = None, True
+        else:
+            out.command, out.hold = self.q_cmd, life.mode not in ENABLED_MODES
+        return out
 
     def _mode_age(self) -> float:
         """Seconds since the current mode began (0 in the first cycle that sees it)."""
@@ -210,16 +232,15 @@ class Controller:
         return self.now - self._since
 
     def _observe(self, sample) -> None:
-        t_board = getattr(sample, "t_board_us", None)
-        if t_board is not None:
-            if t_board + 1_000_000 < self._last_board_us:  # its clock started again: it was reset
-                self.handle(Ev.REBOOT, why="the board's clock went back")
-            self._last_board_us = t_board
+        """The lifecycle's view of a STATE whose board state (or our mode) changed since the last one
+        seen, or that last time asked for an action again (an e-stop the board has not followed)."""
         ev = BOARD_STATE_EVENT.get(int(sample.state))
-        if ev is None:
-            return
         before = self.life.mode
-        step = self.handle(ev, why=_board_why(sample))
+        step = self.handle(ev, why=_board_why(sample)) if ev is not None else None
+        self._seen_state, self._seen_mode = sample.state, self.life.mode
+        self._observe_again = bool(step and step.actions)
+        if step is None:
+            return
         resend = [a for a in step.actions if a in (Action.SEND_ESTOP, Action.SEND_DISABLE)]
         if resend and before == step.mode:
             # the board has not followed yet (frames in flight, or lost): again, but not every cycle
@@ -239,41 +260,44 @@ class Controller:
         elif life.holds & 2:
             self.handle(Ev.OVERRUN_RELEASE)
 
-    def _target(self) -> np.ndarray:
-        life = self.life
-        if life.mode == Mode.HELD and life.holds & 2:
-            return self.q_cmd
-        if life.activity == Activity.MOTION:
-            return self.motion.target(self.motion_t)
-        if life.activity == Activity.JOG:
-            return self.jog_target
-        return self.q_cmd
-
     def _enabled_cycle(self) -> None:
         life, p = self.life, self.policy
-        q_target = self._target()
+        if life.mode == Mode.HELD and life.holds & HOLD_OVERRUN:
+            q_target = self.q_cmd  # hold where the command is while deadlines are missed
+        elif life.activity == Activity.MOTION:
+            q_target = self.motion.target(self.motion_t)
+        elif life.activity == Activity.JOG:
+            q_target = self.jog_target
+        else:
+            q_target = self.q_cmd
         np.copyto(self.q_prev, self.q_cmd)
         scale = 1.0 if life.mode == Mode.ACTIVE else p.ramp_fraction
         flags = self.safety.step(q_target, self.q_prev, p.period_s, scale, self.q_cmd, self.q_meas)
         self.flags = flags
         self.q_target = q_target
         info = self.safety.info
-        self._safety_events(flags, q_target)
-        if life.mode == Mode.RAMPING and not flags & HELD and info[I_TO_TARGET] < RAMP_DONE_RAD:
+        if flags or self._held_flags or life.mode == Mode.HELD:
+            self._safety_events(flags, q_target)
+        mode = life.mode
+        if mode == Mode.RAMPING and not flags & HELD and info[I_TO_TARGET] < RAMP_DONE_RAD:
             self.handle(Ev.RAMP_DONE)
             if life.activity == Activity.MOTION and life.mode == Mode.ACTIVE:
                 self.say(f"ramp-in done; motion '{self.motion.name}' running")
-        if life.mode == Mode.HELD and p.hold_timeout_s is not None and life.has_intent \
+        elif mode == Mode.HELD and p.hold_timeout_s is not None and life.has_intent \
                 and self._mode_age() > p.hold_timeout_s:
             self.handle(Ev.HOLD_TIMEOUT, why=f"held for more than {p.hold_timeout_s:g} s")
-        if life.motion_running:
+        if life.mode == Mode.ACTIVE and life.activity == Activity.MOTION:
             self.motion_t += p.period_s
             if self.motion.done(self.motion_t):
                 self.handle(Ev.MOTION_DONE)
                 self.say(f"motion '{self.motion.name}' done")
                 self.motion_done = True
-        self.max_cmd_speed = max(self.max_cmd_speed, info[I_STEP] / p.period_s)
-        self.max_track_err = max(self.max_track_err, info[I_TRACK])
+        speed = info[I_STEP]
+        if speed > self._max_step:
+            self._max_step = speed
+            self.max_cmd_speed = float(speed) / p.period_s
+        if info[I_TRACK] > self.max_track_err:
+            self.max_track_err = float(info[I_TRACK])
 
     def _safety_events(self, flags: int, q_target: np.ndarray) -> None:
         life = self.life
@@ -295,13 +319,14 @@ class Controller:
     def _count(self, flags: int) -> None:
         for name in flag_names(flags):
             self.safety_counts[name] = self.safety_counts.get(name, 0) + 1
+            self.safety_total += 1
 
     # ------------------------------------------------------------------ for displays
     @property
     def motion_progress(self) -> float:
         """0…1 of the motion's duration, or -1 for a motion without an end (demo, jog)."""
         dur = self.motion.duration
-        if not math.isfinite(dur):
+        if dur == math.inf:
             return -1.0
         return min(1.0, self.motion_t / dur) if dur > 0 else 0.0
 

@@ -33,15 +33,15 @@ from hil import robots
 from hil.errors import HilError
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
 from hil.runtime.controller import Controller, Policy
-from hil.runtime.lifecycle import Action, Activity, Ev, Mode
+from hil.runtime.lifecycle import ENABLED_MODES, Action, Activity, Ev, Mode
 from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer
 from hil.runtime.motion import make_motion
 from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
 from hil.runtime.recorder import Recorder
-from hil.runtime.shared import (C_ESTOP, C_PID, C_STATUS, C_STOP, ERROR_PREFIX, LoopStatus, Request, SharedState,
-                                unlink_block)
+from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS,
+                                ERROR_PREFIX, LoopStatus, Request, SharedState, unlink_block)
 from hil.runtime.transport import PORT_IO_NOTES, open_transport, round_trip_warning
 from hil.safety import SafetyChecker
 
@@ -241,6 +241,10 @@ class Loop:
         self.cpu_idle_note = "idle states allowed (not requested)"
         self.round_trip_ms = None
         self.fields = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
+        first = shared.layout[CYCLE_SCALARS[0]][0]
+        self._scalars = shared.data[first:first + len(CYCLE_SCALARS)]
+        self._q_cmd, self._q_meas, self._q_target, self._qd_meas = (
+            self.fields[k] for k in ("q_cmd", "q_meas", "q_target", "qd_meas"))
         self.static_balance_note = ""
         if getattr(self.motion, "dynamic_balance_checked", False):
             # a walk leaves the static support polygon by design; its ZMP was recomputed at load
@@ -350,6 +354,7 @@ class Loop:
         last_seq = sample.seq
         last_stats = time.monotonic()
         self._warm_out = np.zeros(self.n)
+        ctl, link = self.ctl, self.link
         while True:
             if self.stop_reason is not None and draining_until is None:
                 draining_until = time.monotonic() + DRAIN_S
@@ -361,9 +366,13 @@ class Loop:
                 self._stop(f"duration {cfg.duration_s:g} s reached")
             wire = 0.0
             stale = False
-            if self.ctl.life.mode != Mode.DISCONNECTED:
+            connected = ctl.life.mode != Mode.DISCONNECTED
+            if connected:
                 t_w = time.monotonic()
-                s = self._read_state()
+                try:
+                    s = link.poll()
+                except LinkLostError as e:
+                    s = self._lost(e)
                 wire = time.monotonic() - t_w
                 if s is not None:
                     sample = s
@@ -371,10 +380,15 @@ class Loop:
                     self.stats.stale += stale
                     last_seq = s.seq
             self._requests()
-            out = self.ctl.cycle(wake, None if self.ctl.life.mode == Mode.DISCONNECTED else sample, clock.in_row)
-            self._carry_out(out.actions)
-            wire += self._send(out)
-            self._check_end()
+            out = ctl.cycle(wake, sample if connected else None, clock.in_row)
+            if out.actions:
+                self._carry_out(out.actions)
+            if out.command is not None:
+                t_w = time.monotonic()
+                self._send(out)
+                wire += time.monotonic() - t_w
+            if cfg.exit_when_done:
+                self._check_end()
             cycle_us = (time.monotonic() - wake) * 1e6
             self._publish(wake, clock.cycle, sample, stale, out.flags)
             if self.recorder is not None:
@@ -408,18 +422,19 @@ class Loop:
         clock.spin_to_deadline()
 
     # ------------------------------------------------------------------ the cycle's parts
-    def _read_state(self):
-        try:
-            return self.link.poll()
-        except LinkLostError as e:
-            self.stats.link_errors += 1
-            why = e.strerror or str(e)
-            self.ctl.link_lost(f"{why} — nothing is sent; the board's watchdog stops it")
-            self.actions.cancel({Action.SEND_ENABLE, Action.SEND_CLEAR_FAULT})
-            self.actions.submit("reconnect", lambda: self.link.reconnect(timeout_s=self.cfg.reconnect_s))
-            return None
+    def _lost(self, e: LinkLostError) -> None:
+        """The link is gone: toward safety, and a reconnect started off the loop's thread."""
+        self.stats.link_errors += 1
+        why = e.strerror or str(e)
+        self.ctl.link_lost(f"{why} — nothing is sent; the board's watchdog stops it")
+        self.actions.cancel({Action.SEND_ENABLE, Action.SEND_CLEAR_FAULT})
+        self.actions.submit("reconnect", lambda: self.link.reconnect(timeout_s=self.cfg.reconnect_s))
 
     def _requests(self) -> None:
+        words = self.shared.words
+        if not (words[C_ESTOP] or words[C_STOP] or words[C_HEAD] != words[C_TAIL] or self._signal is not None
+                or self.actions.has_done):
+            return
         ctrl = self.shared.ctrl
         if ctrl[C_ESTOP]:
             ctrl[C_ESTOP] = 0
@@ -483,16 +498,12 @@ class Loop:
             if not self.actions.submit(action, fn):
                 self.event(f"{action.value}: dropped, {QUEUE_LIMIT} board transactions are already waiting")
 
-    def _send(self, out) -> float:
-        if out.command is None:
-            return 0.0
-        t_w = time.monotonic()
+    def _send(self, out) -> None:
         try:
             self.link.send_positions(out.command, hold=out.hold)
         except LinkLostError as e:
             self.stats.link_errors += 1
             self.event(f"link lost while sending: {e.strerror or e}")
-        return time.monotonic() - t_w
 
     def _stop(self, reason: str, failed: bool = False) -> None:
         if self.stop_reason is None:
@@ -520,38 +531,27 @@ class Loop:
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, wake: float, cycle: int, sample, stale: bool, flags: int) -> None:
-        F, ctl, st = self.fields, self.ctl, self.stats
-        life = ctl.life
+        ctl, st = self.ctl, self.stats
+        mode = ctl.life.mode
+        activity = ctl.life.activity
         self.shared.begin_write()
-        F["t"][0] = wake - self.t0
-        F["cycle"][0] = cycle
-        F["q_cmd"][:] = ctl.q_cmd
-        F["q_meas"][:] = sample.q
-        F["q_target"][:] = ctl.q_target
-        F["qd_meas"][:] = sample.qd
-        F["board_state"][0] = sample.state
-        F["faults"][0] = sample.faults
-        F["safety_flags"][0] = flags
-        F["enabled"][0] = 1.0 if life.enabled else 0.0
-        F["ramping"][0] = 1.0 if life.mode == Mode.RAMPING else 0.0
-        F["motion_running"][0] = 1.0 if life.motion_running else 0.0
-        F["motion_progress"][0] = ctl.motion_progress
-        F["mode"][0] = life.mode
-        F["activity"][0] = life.activity
-        F["link_ok"][0] = 0.0 if life.mode == Mode.DISCONNECTED else 1.0
-        F["stale"][0] = 1.0 if stale else 0.0
-        F["misses"][0] = st.misses
-        F["stale_total"][0] = st.stale
-        F["link_errors"][0] = st.link_errors
-        F["decoder_drops"][0] = self.link.rejected_frames + self.shared.bad_requests
-        F["safety_total"][0] = sum(ctl.safety_counts.values())
+        self._scalars[:] = (  # in the order of shared.CYCLE_SCALARS
+            wake - self.t0, cycle, sample.state, sample.faults, flags, mode in ENABLED_MODES,
+            mode == Mode.RAMPING, mode == Mode.ACTIVE and activity == Activity.MOTION, ctl.motion_progress,
+            mode, activity, mode != Mode.DISCONNECTED, stale, st.misses, st.stale, st.link_errors,
+            self.link.rejected_frames + self.shared.bad_requests, ctl.safety_total)
+        self._q_cmd[:] = ctl.q_cmd
+        self._q_meas[:] = sample.q
+        self._q_target[:] = ctl.q_target
+        self._qd_meas[:] = sample.qd
         self.shared.end_write()
 
     def _record(self, wake: float, sample, flags: int, stale: bool, period_us: float, cycle_us: float) -> None:
         ctl = self.ctl
-        life = ctl.life
-        loop_flags = ((1 if life.enabled else 0) | (2 if life.mode == Mode.RAMPING else 0)
-                      | (4 if life.motion_running else 0) | (8 if life.mode == Mode.HELD else 0) | (int(life.mode) << 4))
+        mode = ctl.life.mode
+        loop_flags = ((mode in ENABLED_MODES) | (mode == Mode.RAMPING) << 1
+                      | (mode == Mode.ACTIVE and ctl.life.activity == Activity.MOTION) << 2
+                      | (mode == Mode.HELD) << 3 | int(mode) << 4)
         self.recorder.append(wake - self.t0, ctl.q_cmd, sample.q, ctl.q_target, sample.state, sample.faults,
                              flags, stale, period_us, cycle_us, loop_flags)
 

@@ -43,7 +43,7 @@ def progress_text(progress: float) -> str:
     return "endless" if progress < 0 else f"{100 * progress:.1f}%"
 
 
-MAGIC = 0x48494C32  # "HIL2"
+MAGIC = 0x48494C33  # "HIL3"
 CTRL_WORDS = 16
 C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP, C_SLOT = range(11)
 MAILBOX_SLOTS = 64
@@ -97,15 +97,18 @@ class Request(IntEnum):
     SHUTDOWN = 8
 
 
+# The loop writes these every cycle, in this order, with one slice assignment (`CYCLE_SCALARS`)
+CYCLE_SCALARS = ("t", "cycle", "board_state", "faults", "safety_flags", "enabled", "ramping", "motion_running",
+                 "motion_progress", "mode", "activity", "link_ok", "stale", "misses", "stale_total", "link_errors",
+                 "decoder_drops", "safety_total")
+
+
 # snapshot fields: name -> (offset in float64 words, length); built per joint count
 def _layout(n: int) -> dict[str, tuple[int, int]]:
-    fields = [("t", 1), ("cycle", 1), ("q_cmd", n), ("q_meas", n), ("q_target", n), ("qd_meas", n),
-              ("T_tool", 16), ("board_state", 1), ("faults", 1), ("safety_flags", 1), ("enabled", 1),
-              ("ramping", 1), ("motion_running", 1), ("motion_progress", 1), ("link_ok", 1), ("stale", 1),
-              ("rate_hz", 1), ("period_p50_us", 1), ("period_p99_us", 1), ("period_max_us", 1),
-              ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("misses", 1), ("stale_total", 1), ("link_errors", 1),
-              ("decoder_drops", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
-              ("safety_total", 1), ("jitter_hist", 20), ("mode", 1), ("activity", 1), ("estimated", 1)]
+    fields = [*((name, 1) for name in CYCLE_SCALARS), ("q_cmd", n), ("q_meas", n), ("q_target", n), ("qd_meas", n),
+              ("T_tool", 16), ("rate_hz", 1), ("period_p50_us", 1), ("period_p99_us", 1), ("period_max_us", 1),
+              ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
+              ("jitter_hist", 20), ("estimated", 1)]
     out, off = {}, 0
     for name, size in fields:
         out[name] = (off, size)
@@ -179,6 +182,11 @@ class SharedState:
         self.info_buf = np.ndarray((INFO_BYTES,), dtype=np.uint8, buffer=buf, offset=off)
         self._scratch = np.empty(nf)
         self._view = {k: (o, s) for k, (o, s) in self.layout.items() if not k.startswith("_")}
+        # the control words as plain ints, for readers that poll them every cycle (NumPy's scalars
+        # cost several times more per read)
+        self._mv = memoryview(self.mm)
+        self._mv_q = self._mv.cast("q")
+        self.words = self._mv_q[:CTRL_WORDS]
         self.bad_requests = 0
 
     @staticmethod
@@ -327,6 +335,10 @@ class SharedState:
 
     def _unmap(self) -> None:
         # views into the buffer must go before the mapping can close
+        for attr in ("words", "_mv_q", "_mv"):
+            view = self.__dict__.pop(attr, None)
+            if view is not None:
+                view.release()
         for attr in ("ctrl", "data", "event_buf", "mailbox", "info_buf", "_scratch"):
             if hasattr(self, attr):
                 delattr(self, attr)

@@ -24,6 +24,7 @@ class Sample:
     q: np.ndarray
     faults: int = 0
     seq: int = 0
+    t_board_us: int = 0
 
 
 class Bench:

@@ -50,6 +50,7 @@ class Plan:
     workpiece_half: np.ndarray
     chord_mm: float
     tool_offset: np.ndarray
+    feed_note: str = ""      # where the programmed feed was slowed for the joints' limits, if anywhere
 
     def save(self, path: str) -> None:
         np.savez(path, t=self.t, q=self.q, p_prog=self.p_prog, line=self.line,
@@ -60,7 +61,8 @@ class Plan:
         return (f"plan: {len(self.t)} samples, {self.duration:.2f} s, chord ≤ {self.chord_mm:g} mm, branch "
                 f"'{self.branch}'\ncheck: ranges ok, floor ok, workspace ok, workpiece clearance ok, min wrist "
                 f"|θ5| {self.min_wrist_deg:.1f}°, peak joint speed {100 * self.max_speed_ratio:.0f}% and "
-                f"acceleration {100 * self.max_acc_ratio:.0f}% of the limits")
+                f"acceleration {100 * self.max_acc_ratio:.0f}% of the limits"
+                + (f"\nfeed: {self.feed_note}" if self.feed_note else ""))
 
 
 def _discretise(prog: Program, chord_mm: float):
@@ -238,7 +240,20 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     sp = float(np.max(np.abs(qd) / model.velocity_limit)) if len(qd) else 0.0
     ac = float(np.max(np.abs(qdd) / model.acceleration_limit)) if len(qdd) else 0.0
     return Plan(t, q_t, p_base, line_t, label, duration, float(wrist.min()), sp, ac,
-                T_wp, half, chord_mm, tool)
+                T_wp, half, chord_mm, tool, _feed_note(feed, v_lim, segs, seg_of, lines))
+
+
+def _feed_note(feed: np.ndarray, v_lim: np.ndarray, segs, seg_of: np.ndarray, lines) -> str:
+    """Where the joints' speed or acceleration limits hold the tool below its programmed feed (m/s):
+    said, not done silently ("" when the feed is kept everywhere outside the exact stops)."""
+    cut = [k for k in range(len(feed)) if segs[seg_of[k]].kind != "rapid" and v_lim[k] < 0.99 * feed[k]]
+    if not cut:
+        return ""
+    k = min(cut, key=lambda i: v_lim[i] / feed[i])
+    where = sorted({int(lines[i]) for i in cut})
+    shown = ", ".join(map(str, where[:8])) + (" …" if len(where) > 8 else "")
+    return (f"the joints' limits hold the tool below the programmed feed on line(s) {shown}: at worst "
+            f"{v_lim[k] * 60e3:.0f} of F{feed[k] * 60e3:.0f} mm/min (line {int(lines[k])})")
 
 
 def _time_law(v_lim, a_lim, stop, s, ds, pts_mm, lines, Q, mt, pose_at, dt):

@@ -87,16 +87,6 @@ def test_motion_files_from_any_json_structure(data):
 
 
 @SETTINGS
-@given(st.binary(max_size=400))
-def test_calibration_files_from_any_bytes(data):
-    path = written(data, ".toml")
-    try:
-        refused_cleanly(calibration_io.load, path, HUMANOID)
-    finally:
-        os.unlink(path)
-
-
-@SETTINGS
 @given(st.dictionaries(st.text(max_size=12), st.one_of(st.floats(), st.integers(), st.text(max_size=5),
                                                         st.dictionaries(st.text(max_size=5), st.floats(), max_size=2)),
                        max_size=4))
@@ -135,22 +125,19 @@ def test_a_valid_npy_that_is_not_a_recording_is_refused(tmp_path):
             load_recording(str(tmp_path / "x.npy"))
 
 
-@SETTINGS
-@given(st.binary(max_size=300))
-def test_pose_files_from_any_bytes(data):
-    path = written(data, ".csv")
-    try:
-        refused_cleanly(procedures.load_pose_file, path, 6)
-    finally:
-        os.unlink(path)
+FILE_READERS = {"calibration": (".toml", lambda path: calibration_io.load(path, HUMANOID)),
+                "pose": (".csv", lambda path: procedures.load_pose_file(path, 6)),
+                "robot": (".toml", robots.load)}
 
 
+@pytest.mark.parametrize("what", list(FILE_READERS))
 @SETTINGS
-@given(st.binary(max_size=300))
-def test_robot_files_from_any_bytes(data):
-    path = written(data, ".toml")
+@given(data=st.binary(max_size=400))
+def test_files_from_any_bytes(what, data):
+    suffix, reader = FILE_READERS[what]
+    path = written(data, suffix)
     try:
-        refused_cleanly(robots.load, path)
+        refused_cleanly(reader, path)
     finally:
         os.unlink(path)
 

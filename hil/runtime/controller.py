@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol.messages import fault_names
-from hil.runtime.lifecycle import ENABLED_MODES, HOLD_OVERRUN, Action, Activity, Ev, Lifecycle, Mode, Step
-from hil.safety import HELD, I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
+from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
+from hil.safety import HELD as HELD_FLAG
+from hil.safety import I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
 
 BOARD_STATE_EVENT = {1: Ev.SAW_DISABLED, 0: Ev.SAW_DISABLED, 2: Ev.SAW_ENABLED, 3: Ev.SAW_FAULT,
                      4: Ev.SAW_ESTOP}
@@ -129,7 +130,7 @@ class Controller:
             self._since = None  # the cycle that sees the new mode first starts its clock
             if step.mode not in ENABLED_MODES:
                 self._held_flags = 0
-            if step.before == Mode.ENABLING and step.mode == Mode.RAMPING:
+            if step.before == ENABLING and step.mode == RAMPING:
                 np.copyto(self.q_cmd, self.q_meas)  # ramp in from the STATE that said ENABLED
         for action in step.actions:
             if action == Action.SET_JOG:
@@ -179,7 +180,7 @@ class Controller:
         self.motion_run = motion_run
         self._fresh_after = -math.inf
         self._have_state = True
-        if self.life.mode == Mode.DISCONNECTED:
+        if self.life.mode == DISCONNECTED:
             self.life.handle(Ev.RECONNECTED)  # connected: DISABLED until the board says otherwise
 
     def cycle(self, now: float, sample, misses_in_row: int) -> Output:
@@ -202,7 +203,7 @@ class Controller:
         if misses_in_row or life.holds:
             self._overruns(misses_in_row)
         mode = life.mode
-        if mode == Mode.ENABLING and self._mode_age() > self.policy.enable_timeout_s:
+        if mode == ENABLING and self._mode_age() > self.policy.enable_timeout_s:
             self.handle(Ev.ENABLE_TIMEOUT, why=f"no STATE said ENABLED within {self.policy.enable_timeout_s:g} s")
             mode = life.mode
         self.flags = 0
@@ -219,7 +220,7 @@ class Controller:
         else:
             out.actions = NO_ACTIONS
         out.flags = self.flags
-        if not self._have_state or life.mode == Mode.DISCONNECTED:
+        if not self._have_state or life.mode == DISCONNECTED:
             out.command, out.hold = None, True
         else:
             out.command, out.hold = self.q_cmd, life.mode not in ENABLED_MODES
@@ -252,7 +253,7 @@ class Controller:
 
     def _overruns(self, misses: int) -> None:
         p, life = self.policy, self.life
-        if misses > p.disable_after_misses and (life.enabled or life.mode == Mode.ENABLING):
+        if misses > p.disable_after_misses and (life.enabled or life.mode == ENABLING):
             self.handle(Ev.OVERRUN_DISABLE, why=f"{misses} in a row")
         elif misses > p.hold_after_misses and life.enabled:
             if not life.holds & 2:
@@ -262,31 +263,31 @@ class Controller:
 
     def _enabled_cycle(self) -> None:
         life, p = self.life, self.policy
-        if life.mode == Mode.HELD and life.holds & HOLD_OVERRUN:
+        if life.mode == HELD and life.holds & HOLD_OVERRUN:
             q_target = self.q_cmd  # hold where the command is while deadlines are missed
-        elif life.activity == Activity.MOTION:
+        elif life.activity == MOTION:
             q_target = self.motion.target(self.motion_t)
-        elif life.activity == Activity.JOG:
+        elif life.activity == JOG:
             q_target = self.jog_target
         else:
             q_target = self.q_cmd
         np.copyto(self.q_prev, self.q_cmd)
-        scale = 1.0 if life.mode == Mode.ACTIVE else p.ramp_fraction
+        scale = 1.0 if life.mode == ACTIVE else p.ramp_fraction
         flags = self.safety.step(q_target, self.q_prev, p.period_s, scale, self.q_cmd, self.q_meas)
         self.flags = flags
         self.q_target = q_target
         info = self.safety.info
-        if flags or self._held_flags or life.mode == Mode.HELD:
+        if flags or self._held_flags or life.mode == HELD:
             self._safety_events(flags, q_target)
         mode = life.mode
-        if mode == Mode.RAMPING and not flags & HELD and info[I_TO_TARGET] < RAMP_DONE_RAD:
+        if mode == RAMPING and not flags & HELD_FLAG and info[I_TO_TARGET] < RAMP_DONE_RAD:
             self.handle(Ev.RAMP_DONE)
-            if life.activity == Activity.MOTION and life.mode == Mode.ACTIVE:
+            if life.activity == MOTION and life.mode == ACTIVE:
                 self.say(f"ramp-in done; motion '{self.motion.name}' running")
-        elif mode == Mode.HELD and p.hold_timeout_s is not None and life.has_intent \
+        elif mode == HELD and p.hold_timeout_s is not None and life.has_intent \
                 and self._mode_age() > p.hold_timeout_s:
             self.handle(Ev.HOLD_TIMEOUT, why=f"held for more than {p.hold_timeout_s:g} s")
-        if life.mode == Mode.ACTIVE and life.activity == Activity.MOTION:
+        if life.mode == ACTIVE and life.activity == MOTION:
             self.motion_t += p.period_s
             if self.motion.done(self.motion_t):
                 self.handle(Ev.MOTION_DONE)
@@ -301,15 +302,15 @@ class Controller:
 
     def _safety_events(self, flags: int, q_target: np.ndarray) -> None:
         life = self.life
-        if flags & HELD:
-            if life.mode != Mode.HELD or not life.holds & 1:
+        if flags & HELD_FLAG:
+            if life.mode != HELD or not life.holds & 1:
                 self.handle(Ev.SAFETY_HOLD)
             if flags != self._held_flags:
                 reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64))
                 self.say("safety: " + "; ".join(reasons or flag_names(flags)) + " — command held")
                 self._count(flags)
         else:
-            if life.mode == Mode.HELD and life.holds & 1:
+            if life.mode == HELD and life.holds & 1:
                 self.handle(Ev.SAFETY_RELEASE)
             if flags & ~RATE and flags != self._held_flags:
                 self._count(flags)

@@ -33,7 +33,7 @@ from hil import robots
 from hil.errors import HilError
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
 from hil.runtime.controller import Controller, Policy
-from hil.runtime.lifecycle import ENABLED_MODES, Action, Activity, Ev, Mode
+from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING, Action, Ev)
 from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer
 from hil.runtime.motion import make_motion
@@ -366,7 +366,7 @@ class Loop:
                 self._stop(f"duration {cfg.duration_s:g} s reached")
             wire = 0.0
             stale = False
-            connected = ctl.life.mode != Mode.DISCONNECTED
+            connected = ctl.life.mode != DISCONNECTED
             if connected:
                 t_w = time.monotonic()
                 try:
@@ -415,7 +415,7 @@ class Loop:
             # caches are cold (on a VM the core ran someone else), and the motion target and the
             # safety step then take several times their warm time. Both are pure: the real calls
             # recompute everything they return.
-            if life.activity == Activity.MOTION:
+            if life.activity == MOTION:
                 self.motion.target(self.ctl.motion_t)
             q = self.ctl.q_cmd
             self.safety.step(q, q, clock.T, 1.0, self._warm_out, self.ctl.q_meas)
@@ -522,11 +522,11 @@ class Loop:
     def _end_intent(self) -> None:
         """At a stop: no motion any more, and the board disabled unless it is already stopped."""
         life = self.ctl.life
-        if life.mode not in (Mode.ESTOP, Mode.FAULT, Mode.DISCONNECTED, Mode.DISABLED):
+        if life.mode not in (ESTOP, FAULT, DISCONNECTED, DISABLED):
             self.ctl.handle(Ev.DISABLE, why="the run ends")
 
     def _board_settled(self, sample) -> bool:
-        return self.ctl.life.mode in (Mode.ESTOP, Mode.DISABLED, Mode.FAULT, Mode.DISCONNECTED) and \
+        return self.ctl.life.mode in (ESTOP, DISABLED, FAULT, DISCONNECTED) and \
             sample.state in (1, 3, 4) and not self.actions.busy_with(Action.SEND_DISABLE)
 
     # ------------------------------------------------------------------ publishing
@@ -537,8 +537,8 @@ class Loop:
         self.shared.begin_write()
         self._scalars[:] = (  # in the order of shared.CYCLE_SCALARS
             wake - self.t0, cycle, sample.state, sample.faults, flags, mode in ENABLED_MODES,
-            mode == Mode.RAMPING, mode == Mode.ACTIVE and activity == Activity.MOTION, ctl.motion_progress,
-            mode, activity, mode != Mode.DISCONNECTED, stale, st.misses, st.stale, st.link_errors,
+            mode == RAMPING, mode == ACTIVE and activity == MOTION, ctl.motion_progress,
+            mode, activity, mode != DISCONNECTED, stale, st.misses, st.stale, st.link_errors,
             self.link.rejected_frames + self.shared.bad_requests, ctl.safety_total)
         self._q_cmd[:] = ctl.q_cmd
         self._q_meas[:] = sample.q
@@ -549,9 +549,9 @@ class Loop:
     def _record(self, wake: float, sample, flags: int, stale: bool, period_us: float, cycle_us: float) -> None:
         ctl = self.ctl
         mode = ctl.life.mode
-        loop_flags = ((mode in ENABLED_MODES) | (mode == Mode.RAMPING) << 1
-                      | (mode == Mode.ACTIVE and ctl.life.activity == Activity.MOTION) << 2
-                      | (mode == Mode.HELD) << 3 | int(mode) << 4)
+        loop_flags = ((mode in ENABLED_MODES) | (mode == RAMPING) << 1
+                      | (mode == ACTIVE and ctl.life.activity == MOTION) << 2
+                      | (mode == HELD) << 3 | int(mode) << 4)
         self.recorder.append(wake - self.t0, ctl.q_cmd, sample.q, ctl.q_target, sample.state, sample.faults,
                              flags, stale, period_us, cycle_us, loop_flags)
 
@@ -580,7 +580,7 @@ class Loop:
         if self.actions is not None:
             self.actions.stop()
         if link is not None:
-            if link.lost is None and self.ctl.life.mode not in (Mode.ESTOP, Mode.FAULT):
+            if link.lost is None and self.ctl.life.mode not in (ESTOP, FAULT):
                 try:
                     link.disable()
                 except Exception:  # noqa: BLE001 - the watchdog holds it anyway

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from hil.cli.common import add_command, add_run_target, run_planned, trajectory_out
 from hil.errors import InputError
@@ -32,6 +33,16 @@ def register(sub) -> None:
     s.set_defaults(func=run)
 
 
+def _progress_printer(after_s: float = 2.0):
+    """Says how far the plan has come, once it has taken longer than `after_s` (short plans stay quiet)."""
+    t0 = time.monotonic()
+
+    def say(fraction: float) -> None:
+        if time.monotonic() - t0 > after_s:
+            print(f"planning the walk: {100 * fraction:.0f} % …", flush=True)
+    return say
+
+
 def run(args) -> int:
     from hil import robots
     from hil.motion import keyframes, walking
@@ -53,7 +64,7 @@ def run(args) -> int:
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
                                 turn_deg=args.turn, period=args.period, lift=args.lift,
                                 knee_stretched=args.knee_stretched, rate_hz=rate)
-    res = walking.generate(model, params)
+    res = walking.generate(model, params, _progress_printer())
     print(res.summary())
     out = trajectory_out(args, "hil-walk-", "walk.npz")
     if out:

@@ -166,8 +166,9 @@ def _hull_margin(pts: np.ndarray, p: np.ndarray) -> float:
     return m
 
 
-def generate(model, params: WalkParams) -> WalkResult:
+def generate(model, params: WalkParams, progress=None) -> WalkResult:
     """Plan a walk and check it from the joint motion it produces; UnreachableError if it fails.
+    `progress(fraction)` (0…1), when given, is told how far the joint solution has come.
 
     knee_stretched: walk with the centre of mass as high as the legs allow. The COM height of
     nearly straight legs is tried first and lowered in steps until contact and balance can be
@@ -180,14 +181,14 @@ def generate(model, params: WalkParams) -> WalkResult:
         # from nearly the home height down: the first height that keeps contact and balance
         for crouch in (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006):
             try:
-                res = _generate(model, replace(params, knee_stretched=False, crouch=crouch))
+                res = _generate(model, replace(params, knee_stretched=False, crouch=crouch), progress)
             except UnreachableError as e:
                 last = e
                 continue
             res.report[0] += f", knee-stretched (COM {1e3 * crouch:.1f} mm below the home stance)"
             return res
         raise UnreachableError(f"walk: no knee-stretched height works for this stride ({last})")
-    return _generate(model, params)
+    return _generate(model, params, progress)
 
 
 def _leg_can_yaw(model) -> bool:
@@ -198,7 +199,7 @@ def _leg_can_yaw(model) -> bool:
     return any(abs(J[5, i]) > 0.5 for i in legs)
 
 
-def _generate(model, params: WalkParams) -> WalkResult:
+def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     p = params
     if p.turn_deg and not _leg_can_yaw(model):
         raise InputError(f"walk: {model.name}'s legs have no hip-yaw joint (hip roll, hip pitch, knee, ankle pitch, "
@@ -360,7 +361,10 @@ def _generate(model, params: WalkParams) -> WalkResult:
     Q = np.zeros((N, model.n))
     worst = 0.0
     root = "l_sole"
+    tick = max(N // 10, 1)
     for k in range(N):
+        if progress is not None and k % tick == 0:
+            progress(k / N)
         sup = support[k]
         if sup == 1:
             root = "l_sole"

@@ -10,6 +10,7 @@ Faults (`--fault`, repeatable or comma-separated):
   garbage:P     before each outgoing frame, with probability P, send 1–64 random bytes
   delay:MS      add MS milliseconds to every outgoing frame
   stall:S@T     at T seconds after start, stop answering (and processing) for S seconds
+                (T = usr1: each time the emulator receives SIGUSR1)
   disconnect@T  at T seconds, close the pty and exit (code 3): a pulled cable
   reboot@T      at T seconds, reset the board (new boot id, disabled)
   mute:S@T      at T seconds, send nothing for S seconds while still receiving and applying
@@ -57,6 +58,7 @@ class Faults:
     reboots: list = field(default_factory=list)
     mutes: list = field(default_factory=list)       # (start, duration)
     mute_on_usr1: float | None = None                # duration of a mute that SIGUSR1 starts
+    stall_on_usr1: float | None = None               # … of a stall
     bad_states: list = field(default_factory=list)
 
     @classmethod
@@ -77,7 +79,10 @@ class Faults:
                     f.delay_s = float(spec[6:]) / 1000.0
                 elif spec.startswith("stall:"):
                     dur, at = spec[6:].split("@")
-                    f.stalls.append((float(at), float(dur)))
+                    if at == "usr1":
+                        f.stall_on_usr1 = float(dur)
+                    else:
+                        f.stalls.append((float(at), float(dur)))
                 elif spec.startswith("disconnect@"):
                     f.disconnect_at = float(spec[11:])
                 elif spec.startswith("reboot@"):
@@ -93,7 +98,7 @@ class Faults:
                 else:
                     raise ValueError("unknown kind")
                 times = [f.delay_s, *(x for pair in f.stalls + f.mutes for x in pair), *f.reboots, *f.bad_states,
-                         f.disconnect_at or 0.0, f.mute_on_usr1 or 0.0]
+                         f.disconnect_at or 0.0, f.mute_on_usr1 or 0.0, f.stall_on_usr1 or 0.0]
                 if not all(math.isfinite(x) and x >= 0 for x in times):
                     raise ValueError("times and durations must be finite and not negative")
             except ValueError as e:
@@ -251,6 +256,8 @@ class Runner:
                 self.usr1 = False
                 if self.faults.mute_on_usr1:
                     self.faults.mutes.append((rel, self.faults.mute_on_usr1))
+                if self.faults.stall_on_usr1:
+                    self.faults.stalls.append((rel, self.faults.stall_on_usr1))
             stalled = any(at <= rel < at + dur for at, dur in self.faults.stalls)
             muted = any(at <= rel < at + dur for at, dur in self.faults.mutes)
             if bad_states and rel >= bad_states[0]:

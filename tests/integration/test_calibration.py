@@ -214,3 +214,52 @@ def test_a_port_that_cannot_be_opened_is_named_without_a_traceback(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.startswith(f"hil calibrate: error: cannot open {tmp_path / 'ttyNONE'}: no such port")
     assert "Traceback" not in r.stderr
+
+
+def test_reference_with_out_keeps_the_boards_saved_directions(miscalibrated, tmp_path):
+    """`--method reference --out new.toml` ignored the directions saved for the board (the reversed
+    knee came out with sign +1 and no warning)."""
+    import os
+
+    model, emu, hidden, rev = miscalibrated
+    env_dir = tmp_path / "cals"
+    env = {**os.environ, "HIL_CALIBRATION_DIR": str(env_dir)}
+
+    def cal(*args):
+        return subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--port", emu.path, "--yes", "--headless",
+                                     *args], capture_output=True, text=True, timeout=180, env=env)
+
+    r = cal("--method", "directions")  # saved as the board's own file
+    assert r.returncode == 0, r.stdout + r.stderr
+    new = tmp_path / "new.toml"
+    r = cal("--method", "reference", "--out", str(new))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "keeping the board's saved directions" in r.stdout, r.stdout
+    _, signs, _ = calibration_io.load(new, model, UID)
+    assert signs[rev] == -1
+
+
+def test_calibration_offers_to_clear_a_latched_watchdog(emulator, tmp_path):
+    """A board left in FAULT by a run that ended badly: calibration clears it (asked; --yes here)
+    instead of failing with "clear its faults first"."""
+    import time
+
+    from firmware_protocol.link import Link
+
+    model = robots.load("humanoid17")
+    emu = emulator(*emulator_args(model, uid=UID, seed=3))
+    with Link.connect(emu.path, expect_joints=model.n) as link:  # enable, then go quiet: the watchdog trips
+        link.enable()
+        link.send_positions(model.home)
+    deadline = time.monotonic() + 5
+    with Link.connect(emu.path, expect_joints=model.n) as link:
+        while (s := link.latest()) is None or s.state != 3:  # idle STATEs; a command would feed the watchdog
+            time.sleep(0.02)
+            assert time.monotonic() < deadline, "the watchdog did not trip"
+    refused = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "reference",
+                                    "--headless", "--out", str(tmp_path / "c.toml")], capture_output=True, text=True, timeout=180,
+                             stdin=subprocess.DEVNULL)
+    assert refused.returncode == 2 and "not cleared" in refused.stderr, refused.stdout + refused.stderr
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "reference",
+                              "--headless", "--yes", "--out", str(tmp_path / "c.toml")], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and "cleared the board's FAULT (watchdog)" in r.stdout, r.stdout + r.stderr

@@ -175,11 +175,16 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
 
 def test_a_motion_run_ends_with_the_reason_when_the_board_faults(tmp_path):
     """Repro 4: `hil play` sat at "FAULT | motion idle 15.2 %" until killed."""
-    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable",
-                              "--motion", "examples/bow.toml", "--exit-when-done", "--fault", "stall:0.15@1.5"],
-                       capture_output=True, text=True, timeout=120)
-    out = r.stdout + r.stderr
-    assert r.returncode == 1, out
+    proc = start_run("--robot", "humanoid17", "--dry-run", "--headless", "--enable", "--motion", "examples/bow.toml",
+                     "--exit-when-done", "--fault", "stall:0.15@usr1")
+    client = attach(proc, "humanoid17")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=20)
+    emulators = [p for p in children_of(proc.pid) if p != client.pid]
+    client.close()
+    for pid in emulators:
+        os.kill(pid, signal.SIGUSR1)  # the board freezes for 0.15 s: its watchdog latches
+    out = finish(proc, timeout_s=60)
+    assert proc.returncode == 1, out
     assert "the motion can no longer finish: board reports FAULT (faults: watchdog)" in out, out
 
 

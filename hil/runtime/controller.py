@@ -109,6 +109,7 @@ class Controller:
 
     def link_lost(self, why: str) -> Step:
         self._have_state = False
+        self._fresh_after = math.inf  # nothing from before the loss is a measurement any more
         return self.handle(Ev.LINK_LOST, why=why)
 
     def reconnected(self, at: float) -> Step:

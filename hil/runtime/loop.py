@@ -236,6 +236,7 @@ class Loop:
         self.recorder = None
         self.actions: BoardActions | None = None
         self._signal: int | None = None
+        self._reconnected_at: float | None = None  # set when a reconnect finished: the deadlines restart
         self._release_idle = lambda: None
         self.cpu = None
         self.cpu_idle_note = "idle states allowed (not requested)"
@@ -380,7 +381,7 @@ class Loop:
                     self.stats.stale += stale
                     last_seq = s.seq
             self._requests()
-            out = ctl.cycle(wake, sample if connected else None, clock.in_row)
+            out = ctl.cycle(wake, sample if ctl.life.mode != DISCONNECTED else None, clock.in_row)
             if out.actions:
                 self._carry_out(out.actions)
             if out.command is not None:
@@ -404,8 +405,6 @@ class Loop:
                 last_stats = now  # only in a cycle with time to spare: a late cycle does not get later
                 self._publish_stats(T * 1e6)
             self._rest(clock)
-
-    _reconnected_at: float | None = None
 
     def _rest(self, clock: Deadlines) -> None:
         clock.sleep()

@@ -77,22 +77,17 @@ class Faults:
                     f.garbage = _prob(spec[8:])
                 elif spec.startswith("delay:"):
                     f.delay_s = float(spec[6:]) / 1000.0
-                elif spec.startswith("stall:"):
-                    dur, at = spec[6:].split("@")
+                elif spec.startswith(("stall:", "mute:")):
+                    kind, rest = spec.split(":", 1)
+                    dur, at = rest.split("@")
                     if at == "usr1":
-                        f.stall_on_usr1 = float(dur)
+                        setattr(f, f"{kind}_on_usr1", float(dur))
                     else:
-                        f.stalls.append((float(at), float(dur)))
+                        (f.stalls if kind == "stall" else f.mutes).append((float(at), float(dur)))
                 elif spec.startswith("disconnect@"):
                     f.disconnect_at = float(spec[11:])
                 elif spec.startswith("reboot@"):
                     f.reboots.append(float(spec[7:]))
-                elif spec.startswith("mute:"):
-                    dur, at = spec[5:].split("@")
-                    if at == "usr1":
-                        f.mute_on_usr1 = float(dur)
-                    else:
-                        f.mutes.append((float(at), float(dur)))
                 elif spec.startswith("badstate@"):
                     f.bad_states.append(float(spec[9:]))
                 else:

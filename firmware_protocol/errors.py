@@ -1,7 +1,7 @@
 """Errors of the wire protocol and the serial link (no dependency on `hil`).
 
-`hil.errors` re-exports these so the whole project has one hierarchy; `hil.errors.HilError`
-is registered as a virtual base class of `ProtocolLibError` there.
+This package has its own root, `ProtocolLibError`, and imports nothing of hil; hil catches it
+where it meets the link (the loop's entry and the CLI's `main`) beside its own `HilError`.
 """
 
 from __future__ import annotations

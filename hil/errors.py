@@ -22,7 +22,3 @@ class InputError(HilError, ValueError):
 
 class UnreachableError(HilError, ValueError):
     """A requested target cannot be reached; the message names the bound that failed."""
-
-
-class LimitError(HilError, ValueError):
-    """A joint or workspace limit would be violated; the message names joint and range."""

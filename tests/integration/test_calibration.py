@@ -229,8 +229,9 @@ def test_reference_with_out_keeps_the_boards_saved_directions(miscalibrated, tmp
         return subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--port", emu.path, "--yes", "--headless",
                                      *args], capture_output=True, text=True, timeout=180, env=env)
 
-    r = cal("--method", "directions")  # saved as the board's own file
-    assert r.returncode == 0, r.stdout + r.stderr
+    signs = np.ones(model.n)
+    signs[rev] = -1  # as `--method directions` saved them for this board
+    calibration_io.save(env_dir / f"{UID}.toml", model, UID, "directions", np.zeros(model.n), signs)
     new = tmp_path / "new.toml"
     r = cal("--method", "reference", "--out", str(new))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -526,9 +526,9 @@ class Link:
         so that a slow adapter's backlog is not taken for answers: one more hold command, then
         wait for its answer and for `quiet_s` without any. That command also restarts the board's
         idle-rate STATE timer (10 Hz after 100 ms without commands), so no STATE is under way when
-        the timing starts: one was, behind a 16 ms adapter, and every trip after it was measured
-        against the previous command's answer (8–10 ms instead of ≥ 16). A command left
-        unanswered within `timeout_s` counts as `timeout_s`."""
+        the timing starts (behind a 16 ms adapter one would be taken for the first answer, and
+        every trip after it timed against the previous command's). A command left unanswered
+        within `timeout_s` counts as `timeout_s`."""
         n = self.info.n_joints if self.info is not None else 0
         hold = np.zeros(n)
 

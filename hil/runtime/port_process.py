@@ -1,11 +1,10 @@
 """The serial port in a process of its own, so that the control loop shares neither the GIL nor a
 lock with anything that touches the port.
 
-With the port on a thread of the loop's process, the loop waited for the GIL whenever that thread
-held it: for up to the interpreter's switch interval when all went well, and for milliseconds when
-the thread's CPU was taken from it meanwhile (a hypervisor's steal, a busy twin) — the missed-
-deadline breakdown (misses.py) showed such waits at the root of 37–52 % of the loop's stalls in
-the benchmark's rows (benchmarks/README.md).
+With the port on a thread of the loop's process, the loop waits for the GIL whenever that thread
+holds it: for up to the interpreter's switch interval when all goes well, and for milliseconds when
+the thread's CPU is taken from it meanwhile (a hypervisor's steal, a busy twin); the missed-deadline
+breakdown (misses.py) names such waits, and benchmarks/README.md has their share.
 Here the loop and the port process meet only in shared memory:
 
 - the command slot (joint targets and the hold flag) behind a seqlock, which the loop writes each

@@ -82,10 +82,20 @@ class JointMap:
         return cls(np.zeros(n), np.ones(n))
 
     def to_joint(self, b: np.ndarray) -> np.ndarray:
+        """A board reading (rad) as a joint angle."""
         return self.sign * (b - self.offset)
 
     def to_board(self, q: np.ndarray) -> np.ndarray:
+        """A joint target as the board's command (rad)."""
         return q + self.offset
+
+    def reading(self, q: np.ndarray) -> np.ndarray:
+        """What the board reads with the joint at q: the inverse of `to_joint`."""
+        return self.sign * q + self.offset
+
+    def velocity_to_joint(self, v_board: np.ndarray) -> np.ndarray:
+        """A board velocity reading (rad/s) in the joint frame."""
+        return self.sign * v_board
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +412,8 @@ class Link:
             jm = self.joint_map
             b = msg.joints["pos_urad"] * 1e-6
             sample = StateSample(now, msg.t_us, seq, msg.echo_seq, msg.state, msg.faults, jm.to_joint(b),
-                                 jm.sign * (msg.joints["vel_mrad_s"] * 1e-3), msg.joints["current_mA"].astype(float),
+                                 jm.velocity_to_joint(msg.joints["vel_mrad_s"] * 1e-3),
+                                 msg.joints["current_mA"].astype(float),
                                  msg.joints["jflags"].copy(), msg.supply_mV)
             self._count_state_seq(seq)
             if msg.t_us + 1_000_000 < self._last_board_t:

@@ -47,6 +47,20 @@ class EmulatorProcess:
         return code
 
 
+def pytest_addoption(parser):
+    parser.addoption("--port", default=os.environ.get("HIL_TEST_PORT"),
+                     help="a real board (or `hil emulate`'s pty) for the tests marked hardware; they skip without it")
+
+
+@pytest.fixture
+def board_port(request):
+    """The serial port of the board under test (`pytest --port /dev/ttyACM0 -m hardware`)."""
+    port = request.config.getoption("--port")
+    if not port:
+        pytest.skip("needs a board: run with --port PORT (or HIL_TEST_PORT)")
+    return port
+
+
 @pytest.fixture(scope="session", autouse=True)
 def numba_cache_warm():
     """Compile every kernel once, in this process, before any test starts `hil` subprocesses: on a

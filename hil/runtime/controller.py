@@ -156,6 +156,11 @@ class Controller:
             # STATEs already under way say what the board was before it got this: observe
             # again only from the first STATE after its answer (`completed`)
             self._fresh_after = math.inf
+        elif step.mode != step.before and step.mode in (ESTOP, FAULT, DISABLED) and self._fresh_after == math.inf \
+                and self._have_state:
+            # toward safety while an enable or a clear was awaited (and may now be dropped unsent):
+            # the board's answer no longer matters, its next STATE does
+            self._fresh_after = self.now
         self.pending_actions.extend(board)
 
     def completed(self, action: Action, error: str | None, at: float) -> None:

@@ -193,3 +193,18 @@ def test_estop_is_sent_again_while_the_board_does_not_follow(state):
         out = b.ctl.cycle(b.now, Sample(b.now, b.state, b.q.copy()), 0)
         b.actions += out.actions
     assert 2 <= b.actions.count(Action.SEND_ESTOP) <= 5  # again, but not every cycle
+
+
+def test_an_estop_while_an_enable_is_awaited_keeps_the_board_observed():
+    """The queued ENABLE may be dropped unsent by the e-stop: the board's next STATEs must still be
+    judged (here it does not take the e-stop at first, so it must get it again)."""
+    b = Bench()
+    b.ctl.handle(Ev.ENABLE)  # awaited: no answer comes (the transaction never runs)
+    b.ctl.handle(Ev.ESTOP)
+    b.ctl.pending_actions.clear()
+    b.state = DISABLED
+    actions = []
+    for _ in range(100):
+        b.now += T
+        actions += b.ctl.cycle(b.now, Sample(b.now, b.state, b.q.copy()), 0).actions
+    assert Action.SEND_ESTOP in actions  # observed: disabled, not e-stopped as asked

@@ -65,7 +65,6 @@ class Controller:
         self.policy = policy
         self.life = Lifecycle()
         self.say = event or (lambda text: None)
-        n = model.n
         self.q_cmd = model.home.copy()
         self.q_prev = self.q_cmd.copy()
         self.q_target = self.q_cmd.copy()

@@ -1,0 +1,548 @@
+"""A chain of smart servos (or a PWM controller) as a board: `BusBoard` offers what
+`firmware_protocol.link.Link` offers the runtime — STATEs in the joint frame, commands, enable,
+disable, e-stop, clear fault, reconnect — and runs on the host the board state machine that our
+own firmware runs (SPEC.md §4.2, §7, §9): it comes up DISABLED and never enables itself, writes
+goals only while ENABLED, clamps every goal to the joint's limits and its step per command, keeps
+a servo's last value (STALE) when it does not answer and faults with SERVO_BUS after a few cycles
+of that, latches a servo's overload/overheat/voltage error as a fault, and faults with WATCHDOG
+when commands stop coming.
+
+It does its bus I/O inside `poll()` (one cycle: the newest goals out, every servo's state in), so
+it belongs on a thread or process of its own (`hil.runtime.port_process`), never the loop's.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import math
+import os
+import random
+import termios
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import serial
+
+from firmware_protocol import messages as M
+from firmware_protocol.buses import bus_class
+from firmware_protocol.buses.servo_bus import CycleCost, Reading, ServoError, Wire, error_text, wire_time_s
+from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError
+from firmware_protocol.link import BoardInfo, JointMap, StateSample, open_serial
+
+CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
+BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}
+FAULT_OF_ERROR = {ServoError.OVERHEAT: M.Fault.OVERTEMP, ServoError.VOLTAGE: M.Fault.UNDERVOLT,
+                  ServoError.ENCODER: M.Fault.ENCODER}
+JFLAG_OF_ERROR = {ServoError.OVERHEAT: M.JointFlag.OVERTEMP, ServoError.OVERLOAD: M.JointFlag.OVERLOAD,
+                  ServoError.SHOCK: M.JointFlag.OVERLOAD, ServoError.VOLTAGE: M.JointFlag.VOLTAGE,
+                  ServoError.ENCODER: M.JointFlag.ENCODER}
+# errors the servo acts on by itself (cuts torque, or will): the board stops driving and faults
+LATCHING = (ServoError.OVERLOAD | ServoError.OVERHEAT | ServoError.VOLTAGE | ServoError.ENCODER | ServoError.SHOCK
+            | ServoError.HARDWARE | ServoError.WATCHDOG)
+
+
+@dataclass(frozen=True)
+class ServoJoint:
+    """One joint on the bus: which servo, and how its ticks map to the joint's radians:
+    angle = direction · (ticks − zero_tick) / ticks_per_rad."""
+
+    name: str
+    servo_id: int
+    ticks_per_rad: float
+    zero_tick: int
+    direction: int
+    min_rad: float
+    max_rad: float
+    model: str | None = None   # the model the servo must report (None: any)
+
+    def ticks(self, rad: float) -> int:
+        return int(round(self.zero_tick + self.direction * rad * self.ticks_per_rad))
+
+    def rad(self, ticks: float) -> float:
+        return self.direction * (ticks - self.zero_tick) / self.ticks_per_rad
+
+
+@dataclass(frozen=True)
+class BusConfig:
+    """A robot on a bus (from a `--board-config` file; see hil/board_config.py)."""
+
+    robot: str
+    bus: str
+    baud: int
+    joints: tuple[ServoJoint, ...]
+    echo: bool | None = None           # None: found out at connect
+    reply_timeout_ms: float = 6.0
+    return_delay_us: float = 0.0       # what the servos' Return Delay Time is set to
+    watchdog_ms: float = 100.0         # the servos' own bus watchdog, where they have one
+    command_timeout_ms: float = 100.0  # the host-side watchdog: no command for this long → FAULT
+    max_step_rad: float = 0.2          # per command
+    stale_cycles: int = 5              # a servo silent this many cycles in a row → SERVO_BUS
+    ics_read_command: bool = False     # Kondo ICS 3.6: read positions without freeing the servo
+    source: str = ""
+
+    @property
+    def n(self) -> int:
+        return len(self.joints)
+
+    def uid(self) -> str:
+        """A stable id for this setup (24 hex digits), to match calibration files by."""
+        key = f"{self.bus}|{self.robot}|" + ",".join(f"{j.name}:{j.servo_id}" for j in self.joints)
+        return hashlib.sha256(key.encode()).hexdigest()[:24].upper()
+
+
+def cycle_note(config: BusConfig) -> tuple[str, float]:
+    """What one cycle costs on this bus and the loop rate it allows: (sentence, Hz)."""
+    cls = bus_class(config.bus)
+    cost: CycleCost = cls.cycle_cost(config.n)
+    wire = wire_time_s(cost, config.baud, cls.bits_per_byte, config.return_delay_us * 1e-6)
+    rate = 1.0 / wire if wire > 0 else math.inf
+    baud = f"{config.baud / 1e6:g} Mbaud" if config.baud >= 1_000_000 else f"{config.baud} baud"
+    text = (f"{config.bus} at {baud}: {config.n} servos, {cost.how}: {cost.tx_bytes + cost.rx_bytes} bytes, "
+            f"{wire * 1e3:.1f} ms on the wire")
+    if config.return_delay_us:
+        text += f" (return delays {cost.replies} × {config.return_delay_us:g} µs included)"
+    text += f", {cost.round_trips} round trip{'s' if cost.round_trips > 1 else ''} through the adapter; "
+    text += f"bus updates at ≤ {rate:.0f} Hz"
+    if cost.round_trips > 1:
+        text += f" (≤ {1.0 / (wire + cost.round_trips * 1e-3):.0f} Hz behind a 1 ms USB adapter)"
+    faster = [b for b in cls.bauds if b > config.baud]
+    if config.return_delay_us or faster:
+        tips = []
+        if config.return_delay_us:
+            tips.append("set the servos' return delay to 0")
+        if faster:
+            tips.append(f"{max(faster) / 1e6:g} Mbaud" if max(faster) >= 1e6 else f"{max(faster)} baud")
+        text += f"; {' and '.join(tips)} for more"
+    return text, rate
+
+
+@dataclass
+class _JointState:
+    b: float = 0.0          # board-frame radians, last reading
+    v: float = 0.0
+    current: float = 0.0
+    temperature: float = 0.0
+    stale: int = 0          # cycles in a row without an answer
+    errors: int = 0         # the servo's latest error flags
+    torque: bool = False
+    target: float | None = None   # board-frame radians last written (None: not since enable)
+    flags: int = 0
+    ever: bool = False
+
+
+@dataclass
+class BusStats:
+    cycles: int = 0
+    missing_replies: int = 0
+    cycle_s: list = field(default_factory=list)
+
+
+class BusBoard:
+    """See the module docstring. Make one with `BusBoard.connect(port, config)`."""
+
+    def __init__(self, port: str, config: BusConfig, link_timeout_s: float = 0.25) -> None:
+        self.port = port
+        self.config = config
+        self.link_timeout_s = link_timeout_s
+        self.cls = bus_class(config.bus)
+        self.ids = [j.servo_id for j in config.joints]
+        self.info: BoardInfo | None = None
+        self.joint_map = JointMap.identity(config.n)
+        self.stats = BusStats()
+        self.state = M.BoardState.DISABLED
+        self.faults = 0
+        self.notes: list[str] = []
+        self._lock = threading.RLock()
+        self._joints = [_JointState() for _ in config.joints]
+        self._cmd: np.ndarray | None = None
+        self._cmd_hold = False
+        self._cmd_fresh = False
+        self._cmd_seq = 0
+        self._applied_seq = 0
+        self._last_cmd_at = 0.0
+        self._last_cycle = 0.0
+        self._latest: StateSample | None = None
+        self._lost: str | None = None
+        self._estop_pending = False
+        self._ser = None
+        self.bus = None
+        self._t0 = time.monotonic()
+        self._seq = 0
+        self._watchdog_armed = False
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def connect(cls, port: str, config: BusConfig, link_timeout_s: float = 0.25,
+                expect_joints: int | None = None) -> "BusBoard":
+        if expect_joints is not None and expect_joints != config.n:
+            raise HandshakeError(errno.EPROTO, f"{config.source or 'the board config'} maps {config.n} joints, the "
+                                               f"robot model has {expect_joints}")
+        board = cls(port, config, link_timeout_s)
+        board.open()
+        return board
+
+    def _open_port(self, baud: int):
+        ser = open_serial(self.port, baud)
+        # a pty (an emulator) has no parity to set; a real adapter that cannot is refused
+        if self.cls.parity != serial.PARITY_NONE and not os.path.realpath(self.port).startswith("/dev/pts/"):
+            try:
+                ser.parity = self.cls.parity
+            except (termios.error, OSError, ValueError, serial.SerialException):
+                ser.close()
+                raise DeviceError(errno.EINVAL, f"{self.port}: cannot set {self.cls.title}'s parity "
+                                                f"({self.cls.parity}) on this adapter") from None
+        if hasattr(ser, "set_low_latency_mode") and "://" not in self.port:
+            try:
+                ser.set_low_latency_mode(True)
+            except (ValueError, OSError):
+                pass
+        return ser
+
+    def _make_bus(self, ser, echo: bool):
+        wire = Wire(ser, echo=echo, bits_per_byte=self.cls.bits_per_byte)
+        kwargs = {"read_command": True} if self.config.bus == "kondo-ics" and self.config.ics_read_command else {}
+        return self.cls(wire, self.config.reply_timeout_ms * 1e-3, self.config.return_delay_us * 1e-6, **kwargs)
+
+    def _detect_echo(self, ser) -> bool:
+        """Does the adapter read back what it sends? Ask a servo id nobody uses and look."""
+        probe = self._make_bus(ser, False)
+        unused = next(i for i in range(self.cls.max_id, -1, -1) if i not in self.ids)
+        ser.reset_input_buffer()
+        frame = self.cls.ping_frame(unused)
+        ser.write(frame)
+        back = probe.wire.read(len(frame), 0.01 + probe.wire.byte_time(len(frame)))
+        return back == frame
+
+    def open(self) -> BoardInfo:
+        t0 = time.monotonic()
+        self._ser = self._open_port(self.config.baud)
+        try:
+            echo = self.config.echo if self.config.echo is not None else self._detect_echo(self._ser)
+            if self.config.echo is None and echo:
+                self.notes.append(f"{self.port}: the adapter echoes what it sends; reading the echo off each request")
+            self.bus = self._make_bus(self._ser, echo)
+            self._check_servos()
+        except BaseException:
+            self._close_port()
+            raise
+        self.info = BoardInfo(self.port, int(BOARD_KINDS.get(self.config.robot, 0)), self.config.n,
+                              f"{self.cls.title} (host driver)", self.config.uid(), random.getrandbits(32) | 1, 0,
+                              0 if self.cls.measures_position else CAP_POSITION_ESTIMATED,
+                              f"{self.config.bus} {self.config.baud}", (time.monotonic() - t0) * 1e3, None, None)
+        self._lost = None
+        self._cycle(force_read=True)
+        return self.info
+
+    def _check_servos(self) -> None:
+        """Every servo of the config answers, and is the model the config names; otherwise say which not, and why."""
+        silent, wrong = [], []
+        for j in self.config.joints:
+            ident = self.bus.ping(j.servo_id) or self.bus.ping(j.servo_id)
+            if ident is None:
+                silent.append(j)
+            elif j.model and ident.model_name.lower() != j.model.lower() and ident.model is not None:
+                wrong.append(f"{j.name} (id {j.servo_id}) is a {ident.model_name}, the config says {j.model}")
+        where = self.config.source or "the board config"
+        if wrong:
+            raise HandshakeError(errno.EPROTO, f"{self.port}: {'; '.join(wrong)}. Fix `model` in {where} (or the "
+                                               "servo's id, if two servos were swapped)")
+        if len(silent) == len(self.config.joints):
+            others = self._answers_at_other_bauds()
+            hint = (f"servos answer at {others} baud: set baud = {others} in {where}" if others else
+                    "check the servo power supply, the cable and the adapter, and that the servos are "
+                    f"{self.cls.title} servos (`hil ports --probe {self.port}` scans every baud rate)")
+            raise HandshakeError(errno.ETIMEDOUT, f"{self.port}: no servo answered at {self.config.baud} baud "
+                                                  f"({self.cls.title}); {hint}")
+        if silent:
+            names = ", ".join(f"{j.name} (id {j.servo_id})" for j in silent)
+            raise HandshakeError(errno.ETIMEDOUT, f"{self.port}: no answer from {names}. Check that servo's cable "
+                                                  "and power, and its id (`hil ports --probe` lists the ids that "
+                                                  f"answer); or fix servo_id in {where}")
+
+    def _answers_at_other_bauds(self) -> int | None:
+        """The first other usual baud rate at which a configured servo answers (reads only)."""
+        for baud in self.cls.bauds:
+            if baud == self.config.baud:
+                continue
+            try:
+                self._ser.baudrate = baud
+                bus = self._make_bus(self._ser, self.bus.wire.echo)
+                if any(bus.ping(i) for i in self.ids[:3]):
+                    return baud
+            except (OSError, ValueError, serial.SerialException):
+                continue
+            finally:
+                try:
+                    self._ser.baudrate = self.config.baud
+                except (OSError, ValueError, serial.SerialException):
+                    pass
+        return None
+
+    # ------------------------------------------------------------------ every cycle
+    @property
+    def lost(self) -> str | None:
+        return self._lost
+
+    @property
+    def rejected_frames(self) -> int:
+        return self.stats.missing_replies
+
+    def fileno(self) -> int | None:
+        return None   # replies are read inside poll(); nothing to select on between cycles
+
+    def send_positions(self, q: np.ndarray, hold: bool = False) -> None:
+        with self._lock:
+            self._cmd = np.array(q, dtype=np.float64)
+            self._cmd_hold = hold
+            self._cmd_fresh = True
+            self._cmd_seq = (self._cmd_seq + 1) & 0xFFFF
+            self._last_cmd_at = time.monotonic()
+
+    def poll(self) -> StateSample | None:
+        """Run one bus cycle if a command is waiting (or nothing was read for 100 ms); the newest state."""
+        self._check()
+        now = time.monotonic()
+        if self._cmd_fresh or self._estop_pending or now - self._last_cycle > 0.1:
+            with self._lock:
+                self._cycle()
+        return self._latest
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise LinkLostError(errno.EIO, f"link to {self.port} lost: {self._lost}. Check the adapter's cable; "
+                                           "hil reconnects when it comes back")
+
+    def _io(self, fn, *args):
+        try:
+            return fn(*args)
+        except (OSError, serial.SerialException) as e:
+            self._lost = f"I/O error on the servo bus: {e}"
+            raise LinkLostError(errno.EIO, f"link to {self.port} lost: {self._lost}") from e
+
+    def _cycle(self, force_read: bool = False) -> None:
+        now = time.monotonic()
+        if self._estop_pending:
+            self._estop_pending = False
+            self._io(self.bus.torque_off_all)
+        if self.state == M.BoardState.ENABLED and now - self._last_cmd_at > self.config.command_timeout_ms * 1e-3:
+            self._fault(M.Fault.WATCHDOG)   # hold: goals stop; the servos keep the last one
+        fresh, self._cmd_fresh = self._cmd_fresh, False
+        if fresh and self.state == M.BoardState.ENABLED and not self._cmd_hold and self._cmd is not None:
+            self._write_goals(self.joint_map.to_board(self._cmd))
+        readings = self._io(self.bus.read_present, self.ids)
+        self._take(readings, now)
+        self._last_cycle = now
+        self.stats.cycles += 1
+
+    def _write_goals(self, b: np.ndarray) -> None:
+        goals = []
+        step = self.config.max_step_rad
+        for k, (j, js) in enumerate(zip(self.config.joints, self._joints)):
+            target = float(b[k])
+            flags = 0
+            if not math.isfinite(target):
+                continue
+            if target < j.min_rad or target > j.max_rad:
+                target = min(j.max_rad, max(j.min_rad, target))
+                flags |= M.JointFlag.LIMIT
+            prev = js.target if js.target is not None else js.b
+            if abs(target - prev) > step:
+                target = prev + math.copysign(step, target - prev)
+                flags |= M.JointFlag.STEP
+            js.target = target
+            js.flags = flags
+            goals.append((j.servo_id, j.ticks(target)))
+        self._io(self.bus.write_goals, goals)
+        self._applied_seq = self._cmd_seq
+
+    def _take(self, readings: dict[int, Reading], now: float) -> None:
+        latched = 0
+        for j, js in zip(self.config.joints, self._joints):
+            r = readings.get(j.servo_id)
+            if r is None:
+                js.stale += 1
+                self.stats.missing_replies += 1
+                if js.stale >= self.config.stale_cycles and js.ever:
+                    latched |= M.Fault.SERVO_BUS
+                continue
+            js.stale = 0
+            js.ever = True
+            js.b = j.rad(r.ticks)
+            js.v = 0.0 if r.velocity is None else j.direction * r.velocity / j.ticks_per_rad
+            js.current = r.current_mA or 0.0
+            js.temperature = r.temperature_C or 0.0
+            js.errors = r.errors
+            if r.torque_on is not None:
+                js.torque = r.torque_on
+            if r.errors & LATCHING:
+                latched |= M.Fault.SERVO_BUS
+                for err, fault in FAULT_OF_ERROR.items():
+                    if r.errors & err:
+                        latched |= fault
+        if latched:
+            self._fault(latched)
+        self._publish(now)
+
+    def _fault(self, faults: int) -> None:
+        if not faults & ~self.faults and self.state in (M.BoardState.FAULT, M.BoardState.ESTOP):
+            return
+        self.faults |= int(faults)
+        if self.state != M.BoardState.ESTOP:
+            self.state = M.BoardState.FAULT
+
+    def _publish(self, now: float) -> None:
+        n = self.config.n
+        b = np.array([js.b for js in self._joints])
+        v = np.array([js.v for js in self._joints])
+        cur = np.array([js.current for js in self._joints])
+        flags = np.zeros(n)
+        for k, js in enumerate(self._joints):
+            f = js.flags
+            if js.stale:
+                f |= M.JointFlag.STALE
+            if js.torque:
+                f |= M.JointFlag.TORQUE_ON
+            for err, jf in JFLAG_OF_ERROR.items():
+                if js.errors & err:
+                    f |= jf
+            flags[k] = f
+        self._seq = (self._seq + 1) & 0xFFFF
+        jm = self.joint_map
+        self._latest = StateSample(now, int((now - self._t0) * 1e6), self._seq, self._applied_seq, int(self.state),
+                                   int(self.faults), jm.to_joint(b), jm.velocity_to_joint(v), cur, flags, 0)
+
+    # ------------------------------------------------------------------ transactions
+    def estop(self, reason: int = 0) -> None:
+        """Torque off on every servo at once (or on the next cycle, if one is on the bus now); latched."""
+        self.faults |= int(M.Fault.ESTOP)
+        self.state = M.BoardState.ESTOP
+        if self._lock.acquire(timeout=0.05):
+            try:
+                self._io(self.bus.torque_off_all)
+                for js in self._joints:
+                    js.torque = False
+                self._publish(time.monotonic())
+            finally:
+                self._lock.release()
+        else:
+            self._estop_pending = True
+
+    def enable(self, joint_mask: int = 0xFFFFFFFF) -> None:
+        """Targets := measured, then torque on (SPEC.md ENABLE). Refused unless DISABLED."""
+        with self._lock:
+            if self.state != M.BoardState.DISABLED:
+                raise CommandRejectedError(errno.EPERM, f"{self.port}: ENABLE: BAD_STATE (board is "
+                                                        f"{M.BoardState(self.state).name})")
+            readings = self._io(self.bus.read_present, self.ids)
+            missing = [f"{j.name} (id {j.servo_id})" for j in self.config.joints if j.servo_id not in readings]
+            if missing:
+                raise CommandRejectedError(errno.EIO, f"{self.port}: ENABLE refused: no answer from "
+                                                      f"{', '.join(missing)}")
+            goals = []
+            for j, js in zip(self.config.joints, self._joints):
+                r = readings[j.servo_id]
+                ticks = r.ticks
+                if not self.cls.measures_position and ticks == 0:  # pulses off: nothing known; start at zero
+                    ticks = j.zero_tick
+                js.b = j.rad(ticks)
+                js.target = min(j.max_rad, max(j.min_rad, js.b))
+                goals.append((j.servo_id, j.ticks(js.target)))
+            self._io(self.bus.write_goals, goals)
+            self._io(self.bus.set_torque, self.ids, True)
+            for js in self._joints:
+                js.torque = True
+            if self.cls.has_watchdog and self.config.watchdog_ms > 0:
+                self._watchdog_armed = self._io(self.bus.arm_watchdog, self.ids, self.config.watchdog_ms * 1e-3)
+            self._last_cmd_at = time.monotonic()
+            self.state = M.BoardState.ENABLED
+            self._cycle(force_read=True)
+
+    def disable(self, joint_mask: int = 0xFFFFFFFF) -> None:
+        with self._lock:
+            self._io(self.bus.set_torque, self.ids, False)
+            for js in self._joints:
+                js.torque = False
+                js.target = None
+            if self.state == M.BoardState.ENABLED:
+                self.state = M.BoardState.DISABLED
+            self._cycle(force_read=True)
+
+    def clear_faults(self, fault_mask: int = 0xFFFFFFFF) -> None:
+        """Clear latched faults: servos that report an error are recovered (rebooted where the bus
+        can), torque goes off, and the board is DISABLED — never ENABLED."""
+        with self._lock:
+            for j, js in zip(self.config.joints, self._joints):
+                if js.errors:
+                    self._io(self.bus.recover, j.servo_id)
+                    js.errors = 0
+            self._io(self.bus.set_torque, self.ids, False)
+            for js in self._joints:
+                js.torque = False
+                js.target = None
+                js.stale = 0
+            self.faults &= ~int(fault_mask)
+            if self.state in (M.BoardState.FAULT, M.BoardState.ESTOP):
+                self.state = M.BoardState.DISABLED
+            self._cycle(force_read=True)
+
+    def describe_faults(self) -> str:
+        """Which joints are at fault and what to do, one clause per joint."""
+        parts = []
+        for j, js in zip(self.config.joints, self._joints):
+            if js.stale >= self.config.stale_cycles:
+                parts.append(f"{j.name} (id {j.servo_id}): no answer for {js.stale} cycles — check its cable and "
+                             "power; clear the fault once it answers")
+            elif js.errors:
+                parts.append(f"{j.name} (id {j.servo_id}): {error_text(js.errors)}")
+        if self.faults & M.Fault.WATCHDOG:
+            parts.append(f"no command for {self.config.command_timeout_ms:g} ms (the host stalled): the servos hold "
+                         "their last goal")
+        return "; ".join(parts)
+
+    def round_trips_ms(self, count: int = 5) -> list[float]:
+        """`count` full bus cycles (the goals, if enabled, and every servo's state), each timed."""
+        out = []
+        with self._lock:
+            for _ in range(count):
+                t = time.perf_counter()
+                self._cycle(force_read=True)
+                out.append((time.perf_counter() - t) * 1e3)
+        return out
+
+    def reconnect(self, candidates=None, timeout_s: float = 5.0) -> BoardInfo:
+        """Reopen the port and find every servo again; the board comes back DISABLED."""
+        self._close_port()
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                with self._lock:
+                    self.state = M.BoardState.DISABLED
+                    self.faults = 0
+                    self._cmd_fresh = False
+                    for js in self._joints:
+                        js.target, js.stale, js.errors = None, 0, 0
+                    return self.open()
+            except (DeviceError, OSError) as e:
+                last = e
+                time.sleep(0.2)
+        raise LinkLostError(errno.EIO, f"{self.port}: the servo bus did not come back within {timeout_s:.0f} s "
+                                       f"({last})")
+
+    def _close_port(self) -> None:
+        if self._ser is not None:
+            try:
+                self._ser.close()
+            except (OSError, serial.SerialException):
+                pass
+            self._ser = None
+
+    def close(self) -> None:
+        """Close the port. The servos keep their state (their bus watchdog, where armed, stops them)."""
+        self._close_port()
+        if self._lost is None:
+            self._lost = "closed"
+

@@ -1,0 +1,272 @@
+"""ROBOTIS Dynamixel Protocol 2.0 (X series: XM430, XL430, XL330, …): packets and the bus.
+
+Packet: FF FF FD 00 | id | len (LE, bytes after it) | instruction | params | CRC-16 (LE).
+CRC-16 is polynomial 0x8005, initial 0, unreflected, over the stuffed frame; inside the
+instruction and parameters every FF FF FD is followed by an extra FD on the wire.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError
+
+HEADER = b"\xff\xff\xfd\x00"
+BROADCAST = 0xFE
+PING, READ, WRITE, REG_WRITE, ACTION, FACTORY_RESET, REBOOT, CLEAR = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x08, 0x10
+STATUS, SYNC_READ, SYNC_WRITE, FAST_SYNC_READ, BULK_READ, BULK_WRITE = 0x55, 0x82, 0x83, 0x8A, 0x92, 0x93
+
+# X-series control table (addresses, sizes)
+MODEL_NUMBER, FIRMWARE, ID, BAUD, RETURN_DELAY, DRIVE_MODE, OPERATING_MODE = 0, 6, 7, 8, 9, 10, 11
+HOMING_OFFSET, MAX_POSITION, MIN_POSITION, SHUTDOWN = 20, 48, 52, 63
+TORQUE_ENABLE, LED, STATUS_RETURN, HARDWARE_ERROR, BUS_WATCHDOG = 64, 65, 68, 70, 98
+GOAL_POSITION, PRESENT_CURRENT, PRESENT_VELOCITY, PRESENT_POSITION = 116, 126, 128, 132
+PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 144, 146
+# one read from Present Current to Present Temperature: current, velocity, position, trajectories, voltage, temperature
+BLOCK_START, BLOCK_LEN = PRESENT_CURRENT, PRESENT_TEMPERATURE + 1 - PRESENT_CURRENT
+
+BAUD_CODES = {9600: 0, 57600: 1, 115200: 2, 1_000_000: 3, 2_000_000: 4, 3_000_000: 5, 4_000_000: 6, 4_500_000: 7}
+VELOCITY_UNIT_RPM = 0.229
+
+HW_ERROR_BITS = {0: ServoError.VOLTAGE, 2: ServoError.OVERHEAT, 3: ServoError.ENCODER, 4: ServoError.SHOCK,
+                 5: ServoError.OVERLOAD}
+
+
+@dataclass(frozen=True)
+class Model:
+    number: int
+    name: str
+    current_unit_mA: float | None   # None: register 126 is load, not current (XL430)
+    ticks_per_rev: int = 4096
+
+
+MODELS = {m.number: m for m in (
+    Model(1020, "XM430-W350", 2.69), Model(1030, "XM430-W210", 2.69), Model(1060, "XL430-W250", None),
+    Model(1200, "XL330-M288", 1.0), Model(1190, "XL330-M077", 1.0), Model(1120, "XM540-W270", 2.69),
+)}
+
+
+def crc16(data: bytes, crc: int = 0) -> int:
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else (crc << 1)
+            crc &= 0xFFFF
+    return crc
+
+
+_TABLE = [crc16(bytes([i])) for i in range(256)]
+
+
+def crc16_fast(data: bytes) -> int:
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[((crc >> 8) ^ b) & 0xFF]
+    return crc
+
+
+def stuff(body: bytes) -> bytes:
+    """Insert FD after every FF FF FD (the instruction and parameters only)."""
+    return body.replace(b"\xff\xff\xfd", b"\xff\xff\xfd\xfd")
+
+
+def unstuff(body: bytes) -> bytes:
+    return body.replace(b"\xff\xff\xfd\xfd", b"\xff\xff\xfd")
+
+
+def packet(servo_id: int, instruction: int, params: bytes = b"") -> bytes:
+    """An instruction (or, with `instruction` STATUS and the error byte first in `params`, a status) packet."""
+    body = stuff(bytes([instruction]) + params)
+    head = HEADER + bytes([servo_id]) + struct.pack("<H", len(body) + 2)
+    crc = crc16_fast(head + body)
+    return head + body + struct.pack("<H", crc)
+
+
+def status_packet(servo_id: int, error: int, params: bytes = b"") -> bytes:
+    return packet(servo_id, STATUS, bytes([error]) + params)
+
+
+@dataclass(frozen=True)
+class Packet:
+    servo_id: int
+    instruction: int       # STATUS for a reply
+    error: int             # the status's error byte (0 for instructions)
+    params: bytes          # unstuffed; for a status, the data after the error byte
+
+
+def parse(buf: bytes | bytearray) -> tuple[Packet | None, int]:
+    """The first whole packet in `buf` and how many bytes to drop (garbage and the packet);
+    (None, k): no whole packet yet, the first k bytes can go."""
+    start = buf.find(HEADER)
+    while start >= 0:
+        if len(buf) < start + 7:
+            return None, start
+        length = buf[start + 5] | (buf[start + 6] << 8)
+        end = start + 7 + length
+        if length < 3 or length > 1000:
+            start = buf.find(HEADER, start + 1)
+            continue
+        if len(buf) < end:
+            return None, start
+        frame = bytes(buf[start:end])
+        if crc16_fast(frame[:-2]) != (frame[-2] | (frame[-1] << 8)):
+            start = buf.find(HEADER, start + 1)
+            continue
+        body = unstuff(frame[7:-2])
+        instr = body[0]
+        if instr == STATUS:
+            if len(body) < 2:
+                start = buf.find(HEADER, start + 1)
+                continue
+            return Packet(frame[4], instr, body[1], body[2:]), end
+        return Packet(frame[4], instr, 0, body[1:]), end
+    keep = max(len(buf) - 3, 0)  # a header may be arriving
+    return None, keep
+
+
+def sync_write(address: int, size: int, items: list[tuple[int, bytes]]) -> bytes:
+    params = struct.pack("<HH", address, size) + b"".join(bytes([i]) + d for i, d in items)
+    return packet(BROADCAST, SYNC_WRITE, params)
+
+
+def sync_read(address: int, size: int, ids: list[int], fast: bool = False) -> bytes:
+    return packet(BROADCAST, FAST_SYNC_READ if fast else SYNC_READ, struct.pack("<HH", address, size) + bytes(ids))
+
+
+def read(servo_id: int, address: int, size: int) -> bytes:
+    return packet(servo_id, READ, struct.pack("<HH", address, size))
+
+
+def write(servo_id: int, address: int, data: bytes) -> bytes:
+    return packet(servo_id, WRITE, struct.pack("<H", address) + data)
+
+
+def errors_of(status_error: int, hardware_error: int | None) -> int:
+    """ServoError flags from a status's error byte and (if read) Hardware Error Status."""
+    out = 0
+    if status_error & 0x7F:
+        out |= ServoError.INSTRUCTION
+    for bit, flag in HW_ERROR_BITS.items():
+        if (hardware_error or 0) & (1 << bit):
+            out |= flag
+    return out
+
+
+def decode_block(data: bytes, model: Model | None) -> Reading:
+    """A read of BLOCK_START..BLOCK_LEN as a Reading."""
+    cur, vel, pos = struct.unpack_from("<hii", data, 0)
+    volt, temp = struct.unpack_from("<HB", data, PRESENT_VOLTAGE - BLOCK_START)
+    unit = model.current_unit_mA if model is not None else None
+    rev = model.ticks_per_rev if model is not None else 4096
+    return Reading(ticks=pos, velocity=vel * VELOCITY_UNIT_RPM / 60.0 * rev,
+                   current_mA=None if unit is None else cur * unit, temperature_C=float(temp), voltage_V=volt / 10.0)
+
+
+class Dynamixel2Bus(ServoBus):
+    kind = "dynamixel2"
+    title = "Dynamixel Protocol 2.0"
+    bauds = (1_000_000, 57_600, 115_200, 2_000_000, 3_000_000, 4_000_000, 9_600)
+    default_baud = 1_000_000
+    has_watchdog = True
+
+    def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0) -> None:
+        super().__init__(wire, reply_timeout_s, return_delay_s)
+        self.models: dict[int, Model | None] = {}
+        self.rx = bytearray()
+
+    def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet]:
+        """Status packets from `ids` (in order), each `each_len` bytes on the wire (stuffing aside)."""
+        out: dict[int, Packet] = {}
+        want = set(ids)
+        budget = self.timeout(count * each_len, count)
+        deadline = time.monotonic() + budget
+        while want and time.monotonic() < deadline:
+            pkt, used = parse(self.rx)
+            if pkt is None:
+                del self.rx[:used]
+                chunk = self.wire.read(max(1, each_len - len(self.rx)) if len(want) == 1 else each_len,
+                                       max(0.0, deadline - time.monotonic()))
+                if not chunk:
+                    break
+                self.rx += chunk
+                continue
+            del self.rx[:used]
+            if pkt.instruction == STATUS and pkt.servo_id in want:
+                out[pkt.servo_id] = pkt
+                want.discard(pkt.servo_id)
+        return out
+
+    def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet | None:
+        self.wire.drain()
+        self.rx.clear()
+        self.wire.write(frame)
+        return self._replies(1, reply_len, [servo_id]).get(servo_id)
+
+    @classmethod
+    def ping_frame(cls, servo_id: int) -> bytes:
+        return packet(servo_id, PING)
+
+    def ping(self, servo_id: int) -> Identity | None:
+        pkt = self._transact(packet(servo_id, PING), servo_id, 14)
+        if pkt is None or len(pkt.params) < 3:
+            return None
+        number = pkt.params[0] | (pkt.params[1] << 8)
+        model = MODELS.get(number)
+        self.models[servo_id] = model
+        return Identity(servo_id, number, model.name if model else f"model {number}", pkt.params[2])
+
+    def write_goals(self, goals: list[tuple[int, int]]) -> None:
+        self.wire.write(sync_write(GOAL_POSITION, 4, [(i, struct.pack("<i", t)) for i, t in goals]))
+
+    def read_present(self, ids: list[int]) -> dict[int, Reading]:
+        self.wire.drain()
+        self.rx.clear()
+        self.wire.write(sync_read(BLOCK_START, BLOCK_LEN, ids))
+        replies = self._replies(len(ids), 11 + BLOCK_LEN, ids)
+        out: dict[int, Reading] = {}
+        alerted = []
+        for i, pkt in replies.items():
+            if len(pkt.params) != BLOCK_LEN:
+                continue
+            r = decode_block(pkt.params, self.models.get(i))
+            r.errors = errors_of(pkt.error & 0x7F, 0)
+            if pkt.error & 0x80:
+                alerted.append(i)
+            out[i] = r
+        for i in alerted:  # read what is latched (only while something is)
+            hw = self.read_byte(i, HARDWARE_ERROR)
+            out[i].errors |= errors_of(0, hw) if hw else ServoError.HARDWARE
+        return out
+
+    def read_byte(self, servo_id: int, address: int) -> int | None:
+        pkt = self._transact(read(servo_id, address, 1), servo_id, 12)
+        return pkt.params[0] if pkt is not None and len(pkt.params) == 1 else None
+
+    def set_torque(self, ids: list[int], on: bool) -> None:
+        self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))
+
+    def torque_off_all(self) -> None:
+        self.wire.write(write(BROADCAST, TORQUE_ENABLE, b"\x00"))
+
+    def recover(self, servo_id: int) -> None:
+        self._transact(packet(servo_id, REBOOT), servo_id, 11)
+
+    def arm_watchdog(self, ids: list[int], timeout_s: float) -> bool:
+        value = int(min(127, max(1, round(timeout_s / 0.020))))
+        self.wire.write(sync_write(BUS_WATCHDOG, 1, [(i, b"\x00") for i in ids]))   # clears a tripped one
+        self.wire.write(sync_write(BUS_WATCHDOG, 1, [(i, bytes([value])) for i in ids]))
+        return True
+
+    @classmethod
+    def cycle_cost(cls, n: int) -> CycleCost:
+        tx = (14 + 5 * n) + (14 + n)
+        rx = n * (11 + BLOCK_LEN)
+        return CycleCost(tx, rx, n, 1, f"sync write + sync read of {BLOCK_LEN} bytes")
+
+
+def ticks_per_rad(model: Model | None) -> float:
+    return (model.ticks_per_rev if model else 4096) / (2 * np.pi)

@@ -1,0 +1,623 @@
+"""Byte-level emulators of the servo buses on a pseudo-terminal: `python -m
+firmware_protocol.buses.emulator --bus KIND --servos JSON`.
+
+Each emulated servo has its vendor's control table (or command set), a motor that moves toward its
+goal at a limited speed while torque is on, a return delay before each reply, and faults to
+inject. Replies are paced at the baud rate; `--echo` reads every request back first, as Kondo's
+adapters and one-wire buses do. PWM controllers are open loop: they report the pulse they output.
+The pty cannot carry parity: ICS's 8E1 framing is not modelled, only its timing (11 bits a byte).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import struct
+import sys
+import time
+import tty
+from dataclasses import dataclass, field
+
+from firmware_protocol.buses import bus_class, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
+
+
+@dataclass
+class SimServo:
+    """One servo: its motor, its registers' meaning, its latched errors."""
+
+    servo_id: int
+    model: int
+    position: float            # ticks (true, for servos with feedback)
+    goal: float
+    vmax: float                # ticks per second
+    lo: int = -(1 << 30)
+    hi: int = 1 << 30
+    torque: bool = False
+    hw_error: int = 0          # latched (Dynamixel 2.0 bits: 0 voltage, 2 heat, 5 overload)
+    silent_from: float | None = None
+    watchdog_ticks: int = 0    # Dynamixel 2.0 Bus Watchdog, × 20 ms
+    watchdog_tripped: bool = False
+    last_rx: float = 0.0
+    velocity: float = 0.0
+    temperature: float = 31.0
+    voltage: float = 7.4
+
+    def step(self, dt: float, now: float) -> None:
+        if self.torque and self.watchdog_ticks and now - self.last_rx > self.watchdog_ticks * 0.02:
+            self.watchdog_tripped = True
+        if not self.torque or self.hw_error:
+            self.velocity = 0.0
+            return
+        goal = min(self.hi, max(self.lo, self.goal))
+        err = goal - self.position
+        move = max(-self.vmax * dt, min(self.vmax * dt, err))
+        self.position += move
+        self.velocity = move / dt if dt > 0 else 0.0
+
+
+@dataclass
+class Fault:
+    kind: str                  # silent, overload, overheat, voltage, disconnect
+    servo_id: int | None
+    at: float
+
+
+def parse_faults(specs: list[str]) -> list[Fault]:
+    """silent:ID[@T] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T (T: seconds after start)."""
+    out = []
+    for spec in specs:
+        head, _, at = spec.partition("@")
+        kind, _, sid = head.partition(":")
+        if kind not in ("silent", "overload", "overheat", "voltage", "disconnect"):
+            raise SystemExit(f"emulator: --fault {spec!r}: kinds are silent:ID[@T], overload:ID@T, overheat:ID@T, "
+                             "voltage:ID@T, disconnect@T")
+        try:
+            t = float(at) if at else 0.0
+            servo = int(sid) if sid else None
+        except ValueError:
+            raise SystemExit(f"emulator: --fault {spec!r}: ID is a servo id, T seconds") from None
+        if (servo is None) != (kind == "disconnect") or not 0 <= t < 1e7:
+            raise SystemExit(f"emulator: --fault {spec!r}: {kind} needs " + ("no id" if kind == "disconnect" else
+                                                                              "a servo id (kind:ID@T)"))
+        out.append(Fault(kind, servo, t))
+    return out
+
+
+# --------------------------------------------------------------------- register-based servos
+@dataclass(frozen=True)
+class Table:
+    """Where a bus's servos keep each item: (address, size)."""
+
+    model: tuple[int, int]
+    servo_id: int
+    torque: int
+    goal: tuple[int, int]
+    position: tuple[int, int]
+    velocity: tuple[int, int]
+    voltage: tuple[int, int]
+    temperature: int
+    return_delay: int
+    eeprom_end: int            # addresses below are EEPROM: refused while torque is on
+    size: int = 256
+    big_endian: bool = False
+    sign_bit: int | None = None   # sign-magnitude registers (Feetech); None: two's complement
+    current: tuple[int, int] | None = None
+    hw_error: int | None = None
+    watchdog: int | None = None
+    status_flags: int | None = None   # Feetech: a register with the error flags
+    velocity_unit: float = 1.0        # ticks per second per raw unit
+    velocity_sign_bit: int | None = None
+
+
+DXL2_TABLE = Table((0, 2), 7, 64, (116, 4), (132, 4), (128, 4), (144, 2), 146, 9, 64, size=256,
+                   current=(126, 2), hw_error=70, watchdog=98, velocity_unit=4096 * 0.229 / 60)
+DXL1_TABLE = Table((0, 2), 3, 24, (30, 2), (36, 2), (38, 2), (42, 1), 43, 5, 24, size=74,
+                   velocity_unit=1024 * 360 / 300 * 0.111 / 60, velocity_sign_bit=10)
+FEETECH_TABLE = Table((3, 2), 5, 40, (42, 2), (56, 2), (58, 2), (62, 1), 63, 7, 40, size=86, sign_bit=15,
+                      current=(69, 2), status_flags=65, velocity_sign_bit=15)
+
+
+class RegisterServo:
+    """A SimServo behind a control table: reads see the present values, writes drive the motor."""
+
+    def __init__(self, sim: SimServo, table: Table, firmware: int = 45, big_endian: bool = False) -> None:
+        self.sim, self.t = sim, table
+        self.big_endian = big_endian
+        self.mem = bytearray(table.size)
+        self._put(table.model, sim.model)
+        self.mem[table.servo_id] = sim.servo_id
+        self.mem[table.return_delay] = 0
+        if table is DXL2_TABLE:
+            self.mem[dynamixel2.FIRMWARE] = firmware
+            self.mem[dynamixel2.STATUS_RETURN] = 2
+        self._put(table.goal, int(sim.goal))
+
+    def _fmt(self, size: int) -> str:
+        return (">" if self.big_endian else "<") + {1: "B", 2: "H", 4: "I"}[size]
+
+    def _put(self, item: tuple[int, int], value: int) -> None:
+        addr, size = item
+        if self.t.sign_bit is not None and value < 0:
+            value = (-value) | (1 << self.t.sign_bit)
+        value &= (1 << (8 * size)) - 1
+        self.mem[addr:addr + size] = struct.pack(self._fmt(size), value)
+
+    def _get(self, item: tuple[int, int], signed: bool = True) -> int:
+        addr, size = item
+        raw = struct.unpack(self._fmt(size), self.mem[addr:addr + size])[0]
+        if not signed:
+            return raw
+        if self.t.sign_bit is not None:
+            return dynamixel1.sign_magnitude(raw, self.t.sign_bit)
+        return raw - (1 << (8 * size)) if raw >= 1 << (8 * size - 1) else raw
+
+    def refresh(self) -> None:
+        s, t = self.sim, self.t
+        self._put(t.position, int(round(s.position)))
+        v = int(round(s.velocity / t.velocity_unit))
+        if t.velocity_sign_bit is not None and v < 0:
+            v = (-v) | (1 << t.velocity_sign_bit)
+        self._put(t.velocity, v)
+        self._put(t.voltage, int(round(s.voltage * 10)))
+        self.mem[t.temperature] = int(s.temperature)
+        self.mem[t.torque] = 1 if s.torque else 0
+        if t.hw_error is not None:
+            self.mem[t.hw_error] = s.hw_error
+        if t.watchdog is not None:
+            self.mem[t.watchdog] = 0xFF if s.watchdog_tripped else s.watchdog_ticks
+        if t.status_flags is not None:
+            self.mem[t.status_flags] = _status_flags(s.hw_error)
+
+    def read(self, addr: int, size: int) -> bytes | None:
+        if addr + size > len(self.mem):
+            return None
+        self.refresh()
+        return bytes(self.mem[addr:addr + size])
+
+    def write(self, addr: int, data: bytes) -> str | None:
+        """Apply a write; an error name ('access', 'range') if refused."""
+        t, s = self.t, self.sim
+        if addr + len(data) > len(self.mem):
+            return "access"
+        if addr < t.eeprom_end and s.torque:
+            return "access"
+        goal_addr = t.goal[0]
+        if s.watchdog_tripped and addr <= goal_addr < addr + len(data):
+            return "range"
+        self.mem[addr:addr + len(data)] = data
+        if addr <= t.torque < addr + len(data):
+            s.torque = bool(self.mem[t.torque]) and not s.hw_error
+            if s.torque:
+                s.goal = s.position if not (addr <= goal_addr < addr + len(data)) else s.goal
+        if addr <= goal_addr < addr + len(data):
+            s.goal = float(self._get(t.goal))
+        if t.watchdog is not None and addr <= t.watchdog < addr + len(data):
+            v = self.mem[t.watchdog]
+            s.watchdog_ticks = v & 0x7F
+            if v == 0:
+                s.watchdog_tripped = False
+        return None
+
+
+def _status_flags(hw_error: int) -> int:
+    """Dynamixel 1.0 and Feetech status flags (0x01 voltage, 0x04 heat, 0x20 overload) of the
+    latched errors, which the emulator keeps in Dynamixel 2.0's bit numbering (0, 2, 5)."""
+    return hw_error & 0x25
+
+
+class Responder:
+    """Bytes in, (delay, bytes) replies out, for one bus."""
+
+    def __init__(self, servos: dict[int, SimServo], return_delay_s: float) -> None:
+        self.servos = servos
+        self.return_delay_s = return_delay_s
+        self.buf = bytearray()
+        self.now = 0.0
+
+    def present(self, servo_id: int) -> bool:
+        s = self.servos.get(servo_id)
+        return s is not None and (s.silent_from is None or self.now < s.silent_from)
+
+    def feed(self, data: bytes, now: float) -> list[bytes]:
+        self.now = now
+        self.buf += data
+        return self.replies()
+
+    def replies(self) -> list[bytes]:
+        raise NotImplementedError
+
+
+class Dxl2Responder(Responder):
+    def __init__(self, servos, return_delay_s) -> None:
+        super().__init__(servos, return_delay_s)
+        self.regs = {i: RegisterServo(s, DXL2_TABLE) for i, s in servos.items()}
+
+    def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
+        alert = 0x80 if self.servos[i].hw_error else 0
+        return dynamixel2.status_packet(i, error | alert, data)
+
+    def replies(self) -> list[bytes]:
+        out: list[bytes] = []
+        while True:
+            pkt, used = dynamixel2.parse(self.buf)
+            del self.buf[:used]
+            if pkt is None:
+                return out
+            for i in self.servos:
+                if pkt.servo_id in (i, dynamixel2.BROADCAST) and self.present(i):
+                    self.servos[i].last_rx = self.now
+            out += self._handle(pkt)
+
+    def _handle(self, pkt) -> list[bytes]:
+        d2, p, sid = dynamixel2, pkt.params, pkt.servo_id
+        targets = [i for i in self.servos if self.present(i) and sid in (i, d2.BROADCAST)]
+        if pkt.instruction == d2.PING:
+            return [self._status(i, 0, struct.pack("<HB", self.servos[i].model, 45)) for i in targets]
+        if pkt.instruction == d2.READ and sid != d2.BROADCAST and targets and len(p) == 4:
+            addr, size = struct.unpack("<HH", p)
+            data = self.regs[sid].read(addr, size)
+            return [self._status(sid, 7 if data is None else 0, data or b"")]
+        if pkt.instruction == d2.WRITE and len(p) >= 3:
+            addr = p[0] | (p[1] << 8)
+            out = []
+            for i in targets:
+                err = self.regs[i].write(addr, p[2:])
+                if sid != d2.BROADCAST:
+                    out.append(self._status(i, {None: 0, "access": 7, "range": 4}[err]))
+            return out
+        if pkt.instruction == d2.SYNC_WRITE and len(p) >= 4:
+            addr, size = struct.unpack_from("<HH", p)
+            for k in range(4, len(p) - size + 1, size + 1):
+                i = p[k]
+                if i in self.servos and self.present(i):
+                    self.regs[i].write(addr, p[k + 1:k + 1 + size])
+            return []
+        if pkt.instruction == d2.SYNC_READ and len(p) >= 4:
+            addr, size = struct.unpack_from("<HH", p)
+            return [self._status(i, 0, self.regs[i].read(addr, size) or b"") for i in p[4:]
+                    if i in self.servos and self.present(i)]
+        if pkt.instruction == d2.REBOOT and targets and sid != d2.BROADCAST:
+            s = self.servos[sid]
+            s.hw_error, s.torque, s.watchdog_tripped, s.watchdog_ticks = 0, False, False, 0
+            return [self._status(sid)]
+        if targets and sid != d2.BROADCAST:
+            return [self._status(sid, 2)]   # instruction error
+        return []
+
+
+class SumResponder(Responder):
+    """Dynamixel 1.0 (no Sync Read) and Feetech (Sync Read; SCS words big-endian)."""
+
+    def __init__(self, servos, return_delay_s, table: Table, sync_read: bool, flags_of) -> None:
+        super().__init__(servos, return_delay_s)
+        self.table = table
+        self.sync_read = sync_read
+        self.flags_of = flags_of
+        be = {m.number for m in feetech.MODELS.values() if m.big_endian}
+        self.regs = {i: RegisterServo(s, table, big_endian=(table is FEETECH_TABLE and s.model in be))
+                     for i, s in servos.items()}
+
+    def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
+        return dynamixel1.packet(i, error | self.flags_of(self.servos[i].hw_error), data)
+
+    def replies(self) -> list[bytes]:
+        out: list[bytes] = []
+        while True:
+            pkt, used = dynamixel1.parse(self.buf)
+            del self.buf[:used]
+            if pkt is None:
+                return out
+            out += self._handle(pkt)
+
+    def _handle(self, pkt) -> list[bytes]:
+        d1, p, sid = dynamixel1, pkt.params, pkt.servo_id
+        targets = [i for i in self.servos if self.present(i) and sid in (i, d1.BROADCAST)]
+        for i in targets:
+            self.servos[i].last_rx = self.now
+        unicast = sid != d1.BROADCAST and bool(targets)
+        if pkt.code == d1.PING:
+            return [self._status(sid)] if unicast else []
+        if pkt.code == d1.READ and unicast and len(p) == 2:
+            data = self.regs[sid].read(p[0], p[1])
+            return [self._status(sid, 0x08 if data is None else 0, data or b"")]
+        if pkt.code == d1.WRITE and len(p) >= 2:
+            errs = [self.regs[i].write(p[0], p[1:]) for i in targets]
+            return [self._status(sid, 0x08 if errs[0] else 0)] if unicast else []
+        if pkt.code == d1.SYNC_WRITE and len(p) >= 2:
+            addr, size = p[0], p[1]
+            for k in range(2, len(p) - size + 1, size + 1):
+                i = p[k]
+                if i in self.servos and self.present(i):
+                    self.servos[i].last_rx = self.now
+                    self.regs[i].write(addr, p[k + 1:k + 1 + size])
+            return []
+        if pkt.code == d1.SYNC_READ and self.sync_read and len(p) >= 2:
+            return [self._status(i, 0, self.regs[i].read(p[0], p[1]) or b"") for i in p[2:]
+                    if i in self.servos and self.present(i)]
+        return [self._status(sid, 0x40)] if unicast else []   # instruction error
+
+
+class IcsResponder(Responder):
+    LENGTHS = {0x80: 3, 0xA0: 2, 0xC0: 3, 0xE0: 4}
+
+    def replies(self) -> list[bytes]:
+        out: list[bytes] = []
+        while self.buf:
+            if not self.buf[0] & 0x80:
+                del self.buf[0]   # a data byte where a command should start: resynchronise
+                continue
+            n = self.LENGTHS[self.buf[0] & 0xE0]
+            if len(self.buf) < n:
+                return out
+            cmd = bytes(self.buf[:n])
+            del self.buf[:n]
+            out += self._handle(cmd)
+        return out
+
+    def _handle(self, cmd: bytes) -> list[bytes]:
+        kind, sid = cmd[0] & 0xE0, cmd[0] & 0x1F
+        if kind == 0xE0:
+            return []
+        if not self.present(sid):
+            return []
+        s = self.servos[sid]
+        s.last_rx = self.now
+        pos = int(round(s.position))
+        if kind == 0x80:
+            target = (cmd[1] << 7) | cmd[2]
+            if target == kondo_ics.FREE:
+                s.torque = False
+            elif kondo_ics.POSITION_MIN <= target <= kondo_ics.POSITION_MAX and not s.hw_error:
+                s.torque, s.goal = True, float(target)
+            return [kondo_ics.position_reply(sid, pos)]
+        if kind == 0xA0:
+            sc = cmd[1]
+            if sc == kondo_ics.SC_POSITION:
+                return [bytes([0x20 | sid, sc]) + kondo_ics.position_reply(sid, pos)[1:]]
+            value = {kondo_ics.SC_SPEED: 127, kondo_ics.SC_STRETCH: 60, kondo_ics.SC_CURRENT: 0,
+                     kondo_ics.SC_TEMPERATURE: 80}.get(sc)
+            return [] if value is None else [bytes([0x20 | sid, sc, value])]
+        if kind == 0xC0:
+            return [bytes([0x40 | sid, cmd[1], cmd[2]])]
+        return []
+
+
+class Ssc32Responder(Responder):
+    """ASCII commands ending in CR; QP answers one byte per channel (pulse / 10 µs)."""
+
+    def __init__(self, servos, return_delay_s) -> None:
+        super().__init__(servos, return_delay_s)
+        self.pulse = {i: 0 for i in range(32)}
+
+    def replies(self) -> list[bytes]:
+        out: list[bytes] = []
+        while b"\r" in self.buf:
+            line, _, rest = bytes(self.buf).partition(b"\r")
+            self.buf = bytearray(rest)
+            out += self._handle(line.decode("ascii", "replace").upper().replace(" ", "").replace("\n", ""))
+        return out
+
+    def _handle(self, text: str) -> list[bytes]:
+        if text == "VER":
+            return [b"SSC32-V2.50USB (hil emulator)\r"]
+        if text.startswith("QP"):
+            chans = [int(c) for c in text.split("QP")[1:] if c.isdigit() and int(c) < 32]
+            return [bytes(min(255, self.pulse[c] // 10) for c in chans)]
+        if text == "Q":
+            return [b"."]
+        for part in text.split("#")[1:]:
+            ch, _, rest = part.partition("P")
+            num = ""
+            for c in rest:
+                if not c.isdigit():
+                    break
+                num += c
+            if ch.isdigit() and num and int(ch) < 32:
+                self.pulse[int(ch)] = int(num)
+                s = self.servos.get(int(ch))
+                if s is not None:
+                    s.torque = int(num) > 0
+                    if int(num) > 0:
+                        s.goal = float(num)
+        return []
+
+
+class MaestroResponder(Responder):
+    """The compact protocol; Get Position answers the pulse being output, in ¼ µs."""
+
+    def __init__(self, servos, return_delay_s) -> None:
+        super().__init__(servos, return_delay_s)
+        self.target = {i: 0 for i in range(24)}
+
+    def replies(self) -> list[bytes]:
+        out: list[bytes] = []
+        while self.buf:
+            c = self.buf[0]
+            if c == pwm.SET_TARGET:
+                if len(self.buf) < 4:
+                    return out
+                self._set(self.buf[1], self.buf[2] | (self.buf[3] << 7))
+                del self.buf[:4]
+            elif c == pwm.SET_MULTIPLE:
+                if len(self.buf) < 3 or len(self.buf) < 3 + 2 * self.buf[1]:
+                    return out
+                count, first = self.buf[1], self.buf[2]
+                for k in range(count):
+                    self._set(first + k, self.buf[3 + 2 * k] | (self.buf[4 + 2 * k] << 7))
+                del self.buf[:3 + 2 * count]
+            elif c in (pwm.SET_SPEED, pwm.SET_ACCEL):
+                if len(self.buf) < 4:
+                    return out
+                del self.buf[:4]
+            elif c == pwm.GET_POSITION:
+                if len(self.buf) < 2:
+                    return out
+                ch = self.buf[1]
+                del self.buf[:2]
+                out.append(struct.pack("<H", self.target.get(ch, 0)))
+            elif c == pwm.GET_ERRORS:
+                del self.buf[:1]
+                out.append(b"\x00\x00")
+            else:
+                del self.buf[:1]
+        return out
+
+    def _set(self, ch: int, quarter_us: int) -> None:
+        if ch in self.target:
+            self.target[ch] = quarter_us
+            s = self.servos.get(ch)
+            if s is not None:
+                s.torque = quarter_us > 0
+                if quarter_us > 0:
+                    s.goal = quarter_us / 4.0
+
+
+def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float) -> Responder:
+    if bus == "dynamixel2":
+        return Dxl2Responder(servos, return_delay_s)
+    if bus == "dynamixel1":
+        return SumResponder(servos, return_delay_s, DXL1_TABLE, False, _status_flags)
+    if bus == "feetech":
+        return SumResponder(servos, return_delay_s, FEETECH_TABLE, True, _status_flags)
+    if bus == "kondo-ics":
+        return IcsResponder(servos, return_delay_s)
+    if bus == "ssc32":
+        return Ssc32Responder(servos, return_delay_s)
+    if bus == "maestro":
+        return MaestroResponder(servos, return_delay_s)
+    raise SystemExit(f"emulator: unknown bus {bus!r}")
+
+
+HW_BITS = {"overload": 1 << 5, "overheat": 1 << 2, "voltage": 1 << 0}
+
+
+@dataclass
+class Emulator:
+    bus: str
+    servos: dict[int, SimServo]
+    baud: float
+    echo: bool
+    return_delay_s: float
+    faults: list[Fault] = field(default_factory=list)
+
+    def run(self, master: int, stop) -> int:
+        resp = responder(self.bus, self.servos, self.return_delay_s)
+        bits = bus_class(self.bus).bits_per_byte
+        t0 = last = time.monotonic()
+        pending = list(self.faults)
+        while not stop():
+            ready = select.select([master], [], [], 0.002)[0]
+            now = time.monotonic()
+            for f in [f for f in pending if now - t0 >= f.at]:
+                pending.remove(f)
+                if f.kind == "disconnect":
+                    return 0
+                s = self.servos.get(f.servo_id)
+                if s is None:
+                    continue
+                if f.kind == "silent":
+                    s.silent_from = now
+                else:
+                    s.hw_error |= HW_BITS[f.kind]
+                    if f.kind == "overload":
+                        s.torque = False   # as the servo's Shutdown setting does
+            for s in self.servos.values():
+                s.step(now - last, now)
+            last = now
+            if not ready:
+                continue
+            try:
+                data = os.read(master, 4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                time.sleep(0.01)   # no one has the port open
+                continue
+            if self.echo:
+                self._write(master, data)
+            for r in resp.feed(data, now):
+                if self.baud:
+                    time.sleep(self.return_delay_s + len(r) * bits / self.baud)
+                elif self.return_delay_s:
+                    time.sleep(self.return_delay_s)
+                self._write(master, r)
+        return 0
+
+    @staticmethod
+    def _write(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                k = os.write(fd, view)
+                view = view[k:]
+            except BlockingIOError:
+                select.select([], [fd], [], 0.01)
+
+
+def build_servos(spec: list[dict]) -> dict[int, SimServo]:
+    out = {}
+    for s in spec:
+        sim = SimServo(int(s["id"]), int(s.get("model", 0)), float(s["initial"]), float(s["initial"]),
+                       float(s.get("vmax", 4000.0)), int(s.get("lo", -(1 << 30))), int(s.get("hi", 1 << 30)))
+        out[sim.servo_id] = sim
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    from firmware_protocol.buses import BUSES
+
+    p = argparse.ArgumentParser(prog="python -m firmware_protocol.buses.emulator",
+                                description="servo bus emulator on a pseudo-terminal (prints its path)")
+    p.add_argument("--bus", required=True, choices=list(BUSES))
+    p.add_argument("--servos", required=True,
+                   help='JSON list: [{"id": 1, "model": 1020, "initial": 2048, "vmax": 4000, "lo": 0, "hi": 4095}, …]')
+    p.add_argument("--baud", type=float, default=1_000_000, help="pace replies at this baud (0: no pacing)")
+    p.add_argument("--echo", action="store_true", help="read every request back first (a one-wire adapter)")
+    p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")
+    p.add_argument("--fault", action="append", default=[],
+                   help="silent:ID[@T] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T")
+    p.add_argument("--link", help="also make this symlink point at the pty")
+    p.add_argument("--parent-pid", type=int, help="exit when this process ends")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from firmware_protocol.emulator.__main__ import _exit_with_parent
+
+    args = parser().parse_args(argv)
+    try:
+        servos = build_servos(json.loads(args.servos))
+    except (ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"emulator: --servos: {e}") from None
+    faults = parse_faults(args.fault)
+    if args.parent_pid is not None:
+        _exit_with_parent(args.parent_pid)
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    path = os.ttyname(slave)
+    if args.link:
+        tmp = args.link + ".tmp"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(path, tmp)
+        os.replace(tmp, args.link)
+    print(path, flush=True)
+    print(f"servo bus emulator: {args.bus}, {len(servos)} servos (ids {', '.join(str(i) for i in servos)}) on "
+          f"{path} at {args.baud:.0f} baud", file=sys.stderr, flush=True)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
+    signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
+    emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults)
+    try:
+        return emu.run(master, lambda: bool(stopping))
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

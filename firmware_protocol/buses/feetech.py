@@ -1,0 +1,138 @@
+"""Feetech STS/SMS ("protocol 0", little-endian, with Sync Read) and SCS ("protocol 1",
+big-endian, one read per servo): the Dynamixel 1.0 framing with Feetech's control table.
+
+Signed registers are sign-magnitude: bit 15 for positions and speeds, bit 10 for load.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from firmware_protocol.buses.dynamixel1 import (BROADCAST, PING, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
+                                                sign_magnitude, sync_write, write)
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError
+
+FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
+HOMING_OFFSET, OPERATING_MODE, TORQUE_ENABLE, ACCELERATION, GOAL_POSITION, LOCK = 31, 33, 40, 41, 42, 55
+PRESENT_POSITION, PRESENT_VELOCITY, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 56, 58, 60, 62, 63
+STATUS, MOVING, PRESENT_CURRENT = 65, 66, 69
+BLOCK_START, BLOCK_LEN = PRESENT_POSITION, PRESENT_CURRENT + 2 - PRESENT_POSITION   # 56 … 70
+
+ERROR_BITS = {0: ServoError.VOLTAGE, 1: ServoError.ENCODER, 2: ServoError.OVERHEAT, 3: ServoError.SHOCK,
+              5: ServoError.OVERLOAD}
+# the vendor SDK's table (LeRobot's differs for 5…7; the vendor's agrees across its own copies)
+BAUD_CODES = {1_000_000: 0, 500_000: 1, 250_000: 2, 128_000: 3, 115_200: 4, 76_800: 5, 57_600: 6, 38_400: 7}
+CURRENT_UNIT_MA = 6.5
+
+
+@dataclass(frozen=True)
+class Model:
+    number: int
+    name: str
+    ticks_per_rev: int
+    big_endian: bool      # SCS ("protocol 1")
+    sync_read: bool
+
+
+MODELS = {m.number: m for m in (
+    Model(777, "STS3215", 4096, False, True), Model(2825, "STS3250", 4096, False, True),
+    Model(11272, "SM8512BL", 4096, False, True), Model(1284, "SCS0009", 1024, True, False),
+)}
+
+
+def sync_read(address: int, size: int, ids: list[int]) -> bytes:
+    return packet(BROADCAST, SYNC_READ, bytes([address, size]) + bytes(ids))
+
+
+def word(value: int, big_endian: bool, sign_bit: int | None = 15) -> bytes:
+    """A 2-byte register value (sign-magnitude when `sign_bit`)."""
+    raw = value
+    if sign_bit is not None and value < 0:
+        raw = (-value) | (1 << sign_bit)
+    return struct.pack(">H" if big_endian else "<H", raw & 0xFFFF)
+
+
+def unword(data: bytes, big_endian: bool, sign_bit: int | None = 15) -> int:
+    raw = struct.unpack(">H" if big_endian else "<H", data)[0]
+    return raw if sign_bit is None else sign_magnitude(raw, sign_bit)
+
+
+def decode_block(data: bytes, model: Model | None) -> Reading:
+    be = bool(model and model.big_endian)
+    pos = unword(data[0:2], be)
+    vel = unword(data[2:4], be)        # ticks per second (STS "step/s")
+    volt, temp = data[PRESENT_VOLTAGE - BLOCK_START], data[PRESENT_TEMPERATURE - BLOCK_START]
+    status = data[STATUS - BLOCK_START]
+    current = unword(data[PRESENT_CURRENT - BLOCK_START:PRESENT_CURRENT - BLOCK_START + 2], be)
+    return Reading(ticks=pos, velocity=float(vel), current_mA=current * CURRENT_UNIT_MA, temperature_C=float(temp),
+                   voltage_V=volt / 10.0, errors=flags_of(status, ERROR_BITS))
+
+
+class FeetechBus(SumChecksumBus):
+    kind = "feetech"
+    title = "Feetech STS/SCS"
+    bauds = (1_000_000, 500_000, 115_200, 250_000, 128_000, 57_600, 38_400)
+    default_baud = 1_000_000
+
+    def _model(self, servo_id: int) -> Model | None:
+        m = self.models.get(servo_id)
+        return m if isinstance(m, Model) else None
+
+    @classmethod
+    def ping_frame(cls, servo_id: int) -> bytes:
+        return packet(servo_id, PING)
+
+    def ping(self, servo_id: int) -> Identity | None:
+        if self._transact(packet(servo_id, PING), servo_id, 6) is None:
+            return None
+        pkt = self._transact(packet(servo_id, READ, bytes([MODEL_NUMBER, 2])), servo_id, 8)
+        if pkt is None or len(pkt.params) != 2:
+            return Identity(servo_id, None, "unknown model")
+        number = pkt.params[0] | (pkt.params[1] << 8)   # the model number is stored little-endian on both
+        model = MODELS.get(number) or MODELS.get((pkt.params[0] << 8) | pkt.params[1])
+        self.models[servo_id] = model
+        return Identity(servo_id, model.number if model else number, model.name if model else f"model {number}")
+
+    def write_goals(self, goals: list[tuple[int, int]]) -> None:
+        by_order: dict[bool, list[tuple[int, bytes]]] = {}
+        for i, t in goals:
+            m = self._model(i)
+            be = bool(m and m.big_endian)
+            by_order.setdefault(be, []).append((i, word(t, be)))
+        for be, items in by_order.items():
+            self.wire.write(sync_write(GOAL_POSITION, 2, items))
+
+    def read_present(self, ids: list[int]) -> dict[int, Reading]:
+        group = [i for i in ids if (self._model(i) is None or self._model(i).sync_read)]
+        single = [i for i in ids if i not in group]
+        out: dict[int, Reading] = {}
+        if group:
+            self.wire.drain()
+            self.rx.clear()
+            self.wire.write(sync_read(BLOCK_START, BLOCK_LEN, group))
+            for i, pkt in self._replies(group, 6 + BLOCK_LEN).items():
+                if len(pkt.params) == BLOCK_LEN:
+                    out[i] = decode_block(pkt.params, self._model(i))
+                    out[i].errors |= flags_of(pkt.code, ERROR_BITS)
+        for i in single:
+            pkt = self._transact(packet(i, READ, bytes([BLOCK_START, BLOCK_LEN])), i, 6 + BLOCK_LEN)
+            if pkt is not None and len(pkt.params) == BLOCK_LEN:
+                out[i] = decode_block(pkt.params, self._model(i))
+                out[i].errors |= flags_of(pkt.code, ERROR_BITS)
+        return out
+
+    def set_torque(self, ids: list[int], on: bool) -> None:
+        self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))
+
+    def torque_off_all(self) -> None:
+        self.wire.write(write(BROADCAST, TORQUE_ENABLE, b"\x00"))
+
+    def recover(self, servo_id: int) -> None:
+        self._transact(write(servo_id, TORQUE_ENABLE, b"\x00"), servo_id, 6)
+
+    @classmethod
+    def cycle_cost(cls, n: int) -> CycleCost:
+        tx = (8 + 3 * n) + (8 + n)
+        rx = n * (6 + BLOCK_LEN)
+        return CycleCost(tx, rx, n, 1, f"sync write + sync read of {BLOCK_LEN} bytes")

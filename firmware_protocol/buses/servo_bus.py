@@ -1,0 +1,206 @@
+"""The one interface every servo bus implements (`ServoBus`), and the half-duplex wire under it.
+
+A `ServoBus` speaks one vendor's protocol to the servos on one port, in the servos' own units
+(ticks): group writes of goal positions, a read of every servo's present state, torque on and
+off, and recovery from a latched servo error. What it means for the robot (joint angles, limits,
+the board state machine) is `board.BusBoard`'s business, the same for every bus.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import IntFlag
+from typing import ClassVar
+
+import serial
+
+
+class ServoError(IntFlag):
+    """What a servo says is wrong with it, the same for every bus."""
+
+    VOLTAGE = 1 << 0
+    OVERHEAT = 1 << 1
+    OVERLOAD = 1 << 2
+    ENCODER = 1 << 3
+    ANGLE = 1 << 4        # a goal outside the servo's own angle limits
+    SHOCK = 1 << 5        # electrical shock / over-current
+    INSTRUCTION = 1 << 6  # the servo refused the packet (range, checksum, access, …)
+    WATCHDOG = 1 << 7     # the servo's own bus watchdog tripped
+    HARDWARE = 1 << 8     # a hardware error is latched, but which could not be read
+
+
+ERROR_ADVICE = {
+    ServoError.VOLTAGE: "supply voltage out of the servo's range: check the power supply (a 12 V supply on 7.4 V servos?)",
+    ServoError.OVERHEAT: "overheated: let it cool, and lighten its load",
+    ServoError.OVERLOAD: "overload shutdown (the servo cut its torque): free the joint, then clear the fault",
+    ServoError.ENCODER: "its position sensor failed: the servo needs service",
+    ServoError.ANGLE: "a goal outside the servo's own angle limits: check min/max in the board config",
+    ServoError.SHOCK: "electrical shock or over-current: check its wiring",
+    ServoError.INSTRUCTION: "it refused a packet (range, checksum or access error)",
+    ServoError.WATCHDOG: "its bus watchdog tripped (no command for too long): clear the fault",
+    ServoError.HARDWARE: "it reports a latched hardware error: clear the fault (reboots it)",
+}
+
+
+def error_text(errors: int) -> str:
+    return "; ".join(text for flag, text in ERROR_ADVICE.items() if errors & flag) or "no error"
+
+
+@dataclass
+class Reading:
+    """One servo's present state in its own units; None: this bus (or model) does not report it."""
+
+    ticks: int
+    velocity: float | None = None      # ticks per second
+    current_mA: float | None = None
+    temperature_C: float | None = None
+    voltage_V: float | None = None
+    torque_on: bool | None = None
+    errors: int = 0                    # ServoError flags
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a servo says it is when pinged."""
+
+    servo_id: int
+    model: int | None
+    model_name: str
+    firmware: int | None = None
+
+
+class Wire:
+    """A serial port as a half-duplex bus: every write is read back first when the adapter echoes
+    (`echo`), and reads wait for exactly the bytes asked for, up to a deadline."""
+
+    def __init__(self, ser: serial.SerialBase, echo: bool = False, bits_per_byte: int = 10) -> None:
+        self.ser = ser
+        try:  # reads wait in select(): setting pyserial's timeout per read would reprogram the port each time
+            self.fd = ser.fileno()
+            ser.timeout = 0
+        except (AttributeError, OSError, serial.SerialException):
+            self.fd = None
+        self.echo = echo
+        self.bits_per_byte = bits_per_byte
+        self.tx_bytes = 0
+        self.rx_bytes = 0
+        self.echo_errors = 0
+
+    @property
+    def baud(self) -> int:
+        return int(self.ser.baudrate)
+
+    def byte_time(self, n: int) -> float:
+        """Seconds `n` bytes take on the wire."""
+        return n * self.bits_per_byte / self.baud
+
+    def drain(self) -> None:
+        """Forget whatever is waiting: the answer to a request we gave up on must not be taken for the next."""
+        self.ser.reset_input_buffer()
+
+    def write(self, data: bytes) -> None:
+        self.ser.write(data)
+        self.tx_bytes += len(data)
+        if self.echo:
+            back = self.read(len(data), 0.005 + 2 * self.byte_time(len(data)))
+            if back != data:
+                self.echo_errors += 1
+                self.drain()
+
+    def read(self, n: int, timeout_s: float) -> bytes:
+        """Up to `n` bytes, waiting at most `timeout_s` for all of them."""
+        out = bytearray()
+        deadline = time.monotonic() + timeout_s
+        while len(out) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self.fd is None:
+                self.ser.timeout = left
+            elif not select.select([self.fd], [], [], left)[0]:
+                break
+            chunk = self.ser.read(n - len(out))
+            if not chunk and self.fd is None:
+                break
+            out += chunk
+        self.rx_bytes += len(out)
+        return bytes(out)
+
+
+@dataclass(frozen=True)
+class CycleCost:
+    """One bus cycle for N servos: bytes each way, replies (each waits its return delay) and round
+    trips through the adapter (each costs a USB latency on a real adapter)."""
+
+    tx_bytes: int
+    rx_bytes: int
+    replies: int
+    round_trips: int
+    how: str
+
+
+class ServoBus(ABC):
+    """One vendor protocol over one `Wire`. Ticks and servo ids only; no robot."""
+
+    kind: ClassVar[str]
+    title: ClassVar[str]
+    bauds: ClassVar[tuple[int, ...]]            # the rates its servos can be set to, usual first
+    default_baud: ClassVar[int]
+    parity: ClassVar[str] = serial.PARITY_NONE
+    bits_per_byte: ClassVar[int] = 10
+    measures_position: ClassVar[bool] = True    # False: "present" is the commanded pulse (open loop)
+    has_watchdog: ClassVar[bool] = False        # the servos stop by themselves when the host goes quiet
+    default_echo: ClassVar[bool] = False
+    max_id: ClassVar[int] = 253
+
+    def __init__(self, wire: Wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0) -> None:
+        self.wire = wire
+        self.reply_timeout_s = reply_timeout_s
+        self.return_delay_s = return_delay_s
+
+    def timeout(self, reply_bytes: int, replies: int = 1) -> float:
+        return self.reply_timeout_s + self.wire.byte_time(reply_bytes) + replies * self.return_delay_s
+
+    @classmethod
+    @abstractmethod
+    def ping_frame(cls, servo_id: int) -> bytes:
+        """The request `ping` sends first (also what an echoing adapter reads back)."""
+
+    @abstractmethod
+    def ping(self, servo_id: int) -> Identity | None:
+        """Who answers at `servo_id` (None: nobody). Reads only."""
+
+    @abstractmethod
+    def write_goals(self, goals: list[tuple[int, int]]) -> None:
+        """Goal positions (servo id, ticks), with the bus's group write where it has one."""
+
+    @abstractmethod
+    def read_present(self, ids: list[int]) -> dict[int, Reading]:
+        """Every servo's present state; a servo that did not answer is missing from the result."""
+
+    @abstractmethod
+    def set_torque(self, ids: list[int], on: bool) -> None: ...
+
+    @abstractmethod
+    def torque_off_all(self) -> None:
+        """Torque off on every servo at once (broadcast where the bus has it): the e-stop."""
+
+    def recover(self, servo_id: int) -> None:
+        """Clear a latched servo error (a reboot where the bus has one)."""
+
+    def arm_watchdog(self, ids: list[int], timeout_s: float) -> bool:
+        """Make the servos stop by themselves after `timeout_s` without a command; False: cannot."""
+        return False
+
+    @classmethod
+    @abstractmethod
+    def cycle_cost(cls, n: int) -> CycleCost:
+        """Bytes and replies of one write-all + read-all cycle for `n` servos."""
+
+
+def wire_time_s(cost: CycleCost, baud: int, bits_per_byte: int, return_delay_s: float) -> float:
+    """Seconds one cycle spends on the wire, return delays included (no adapter latency)."""
+    return (cost.tx_bytes + cost.rx_bytes) * bits_per_byte / baud + cost.replies * return_delay_s

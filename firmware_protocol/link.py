@@ -614,6 +614,10 @@ class Link:
     def reboot(self) -> None:
         self._command(M.Reboot())
 
+    def describe_faults(self) -> str:
+        """Our boards say what is wrong in their LOG messages and fault bits: nothing more here."""
+        return ""
+
     def estop(self, reason: int = 0) -> None:
         """E-stop: sent three times at once, no waiting (confirmed by STATE.state == ESTOP)."""
         frame = M.Estop(reason).encode(self._next_seq())

@@ -167,3 +167,43 @@ def check_fault(spec: str) -> None:
         Faults.parse([spec])
     except SystemExit as e:
         raise InputError(f"--fault: {str(e.code).removeprefix('emulator: ')}") from None
+
+
+def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: float | None = None,
+                      return_delay_us: float | None = None, link: str | None = None,
+                      parent_pid: int | None = None) -> list[str]:
+    """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
+    its servos at the robot's home pose, at the config's baud rate, echoing if the config says so."""
+    from hil.board_config import emulated_servos
+
+    argv = [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator", "--bus", config.bus,
+            "--servos", json.dumps(emulated_servos(config, model)), "--baud", str(config.baud if baud is None else baud)]
+    if echo if echo is not None else bool(config.echo):
+        argv.append("--echo")
+    for flag, value in (("--return-delay-us", return_delay_us), ("--link", link), ("--parent-pid", parent_pid)):
+        if value is not None:
+            argv += [flag, str(value)]
+    for f in faults:
+        argv += ["--fault", f]
+    return argv
+
+
+def check_bus_fault(spec: str) -> None:
+    from firmware_protocol.buses.emulator import parse_faults
+
+    try:
+        parse_faults([spec])
+    except SystemExit as e:
+        raise InputError(f"--fault: {str(e.code).removeprefix('emulator: ')}") from None
+
+
+def start_bus_emulator(config, model, **kwargs) -> EmulatorHandle:
+    """Start the servo bus emulator for `config` in its own process; returns once its pty is known."""
+    proc = subprocess.Popen(bus_emulator_argv(config, model, **kwargs), stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    path = proc.stdout.readline().strip()
+    if not path.startswith("/dev/"):
+        proc.kill()
+        proc.wait()
+        raise InputError(f"the servo bus emulator did not start (exit code {proc.returncode})")
+    return EmulatorHandle(path, proc)

@@ -39,6 +39,18 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
     s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
     s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy; see the README)")
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
+    add_bus_options(s)
+
+
+BUS_HELP = ("drive a servo bus instead of a hil board: dynamixel2, dynamixel1, feetech, kondo-ics, ssc32 or maestro "
+            "(with --dry-run: its emulator, with the shipped config for that bus)")
+
+
+def add_bus_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--bus", help=BUS_HELP)
+    s.add_argument("--board-config", metavar="FILE",
+                   help="the robot ↔ servo mapping (TOML: bus, baud, per joint servo id, ticks per radian, zero "
+                        "tick, direction, limits; default: the one shipped for --bus, see docs/buses.md)")
 
 
 def floats(text: str, n: int, what: str) -> list[float]:
@@ -70,4 +82,4 @@ def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: fl
     return supervisor.run(supervisor.RunRequest(
         robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
-        exit_when_done=True, path_file=path_file))
+        exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import ROBOT_HELP, add_command
+from hil.cli.common import ROBOT_HELP, add_bus_options, add_command
 
 
 def register(sub) -> None:
@@ -14,7 +14,9 @@ def register(sub) -> None:
                     "(see docs/lifecycle.md for the states).",
                     ["hil run --robot puma560 --dry-run --headless --duration 10 --enable --motion demo",
                      "hil run --robot humanoid17 --port /dev/ttyACM0 --record run.npy --stats-json stats.json",
-                     "hil run --robot humanoid17 --dry-run --enable --motion examples/wave.toml --exit-when-done"])
+                     "hil run --robot humanoid17 --dry-run --enable --motion examples/wave.toml --exit-when-done",
+                     "hil run --robot humanoid17 --dry-run --bus dynamixel2 --headless --duration 5",
+                     "hil run --robot humanoid17 --port /dev/ttyUSB0 --bus feetech --board-config my_kit.toml"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
     g = s.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port or pyserial URL of the board (see `hil ports`)")
@@ -43,6 +45,7 @@ def register(sub) -> None:
                    help="where the serial port's reads and writes run: a process of their own (default: the loop "
                         "shares no GIL with them), a thread of the loop's process, or the loop itself")
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
+    add_bus_options(s)
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=run)
 
@@ -57,9 +60,9 @@ def run(args) -> int:
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=args.motion,
         enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
         keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
-        calibration=args.calibration, faults=tuple(args.fault or ()))
+        calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config)
     model = robots.load(args.robot)
-    supervisor.check(req, model)
+    supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:
         make_motion(args.motion, model)  # a bad motion file is refused before anything starts
     return supervisor.run(req)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from firmware_protocol.buses.board import BusConfig
 from firmware_protocol.errors import LinkLostError, ProtocolLibError
 from hil import robots
 from hil.errors import HilError
@@ -42,7 +43,7 @@ from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after,
 from hil.runtime.recorder import Recorder
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS,
                                 ERROR_PREFIX, LoopStatus, Request, SharedState, unlink_block)
-from hil.runtime.transport import PORT_IO_NOTES, open_transport, round_trip_warning
+from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, open_transport, round_trip_warning
 from hil.safety import SafetyChecker
 
 # The cache warm-up before a cycle (see `_rest`) is skipped when less than this is left before the
@@ -95,6 +96,7 @@ class LoopConfig:
     # where the serial port's reads and writes run (transport.py): "process", "thread" or "inline"
     port_io: str = "process"
     parent_pid: int | None = None  # the `hil` process: the loop ends when it dies
+    bus: BusConfig | None = None   # a servo bus (hil/board_config.py) instead of our own protocol
     extra: dict = field(default_factory=dict)
 
 
@@ -276,7 +278,7 @@ class Loop:
         from hil import calibration_io
 
         cfg = self.cfg
-        link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime)
+        link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime, cfg.bus)
         jm = calibration_io.joint_map_for(self.model, link.info, cfg.calibration, self.event)
         if jm is not None:
             link.joint_map = jm
@@ -298,7 +300,10 @@ class Loop:
         trips = sorted(self.link.round_trips_ms(5))
         self.round_trip_ms = trips
         low_latency = self.link.info.low_latency if self.link.info is not None else None
-        warning = round_trip_warning(self.cfg.port, trips, self.cfg.rate_hz, low_latency)
+        if self.cfg.bus is not None:  # a bus cycle is a round trip: compare it with its wire time
+            warning = bus_round_trip_warning(self.cfg.bus, self.cfg.port, trips)
+        else:
+            warning = round_trip_warning(self.cfg.port, trips, self.cfg.rate_hz, low_latency)
         if warning:
             self.event(warning)
 
@@ -320,6 +325,9 @@ class Loop:
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")
+        if cfg.bus is not None:
+            for note in bus_notes(cfg.bus, cfg.rate_hz):
+                self.event(note)
         if self.static_balance_note:
             self.event(self.static_balance_note)
         first = self._first_state()
@@ -381,7 +389,10 @@ class Loop:
                     self.stats.stale += stale
                     last_seq = s.seq
             self._requests()
+            mode_before = ctl.life.mode
             out = ctl.cycle(wake, sample if ctl.life.mode != DISCONNECTED else None, clock.in_row)
+            if ctl.life.mode == FAULT and mode_before != FAULT:  # which joint, and what to do: off this thread
+                self.actions.submit("describe", self.link.describe_faults)
             if out.actions:
                 self._carry_out(out.actions)
             if out.command is not None:
@@ -460,6 +471,9 @@ class Loop:
         for key, value, error, at in self.actions.done():
             if key == "reconnect":
                 self._reconnect_done(value, error, at)
+            elif key == "describe":
+                if value:
+                    self.event(f"board fault: {value}")
             else:
                 self.ctl.completed(key, error, at)
 

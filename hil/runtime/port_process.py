@@ -33,8 +33,9 @@ from multiprocessing import get_context
 import numpy as np
 
 from firmware_protocol.errors import LinkLostError
-from firmware_protocol.link import Link, StateSample
+from firmware_protocol.link import StateSample
 from hil.runtime.realtime import leave_the_loop_cpu, loop_cpu_choice
+from hil.runtime.transport import connect_board
 
 # int64 control words
 K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
@@ -96,14 +97,14 @@ class _Block:
 
 # ------------------------------------------------------------------------ the port process side
 def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, buf, conn, efd: int,
-           parent: int) -> None:
+           parent: int, bus=None) -> None:
     """The port process: connect, then move commands out and states in until told to stop, the
     loop's process is gone, or the link is lost (then wait for a reconnect request)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     block = _Block(buf, n)
     try:
-        link = Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
+        link = connect_board(port, baud, link_timeout_s, n, bus)
     except BaseException as e:  # noqa: BLE001 - handed to the loop, which reports it
         conn.send(("error", e))
         return
@@ -223,7 +224,7 @@ class PortLink:
     shared memory (and an eventfd), the transactions wait for the port process's answer."""
 
     def __init__(self, port: str, baud: int, link_timeout_s: float, expect_joints: int, realtime: bool,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, bus=None) -> None:
         n = expect_joints
         self.port = port
         self.n = n
@@ -236,7 +237,7 @@ class PortLink:
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, name="hil-port", daemon=True,
                                  args=(port, baud, link_timeout_s, n, realtime, self._buf, child, self._efd,
-                                       os.getpid()))
+                                       os.getpid(), bus))
         self._proc.start()
         child.close()
         self._lock = threading.Lock()
@@ -351,6 +352,9 @@ class PortLink:
 
     def round_trips_ms(self, count: int = 5) -> list[float]:
         return self._call("round_trips_ms", count)
+
+    def describe_faults(self) -> str:
+        return self._call("describe_faults")
 
     def reconnect(self, timeout_s: float = 5.0):
         info = self._call("reconnect", None, timeout_s, timeout_s=timeout_s + 2.0)

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass
 
 from firmware_protocol.messages import fault_names
-from hil import emulation, robots
+from firmware_protocol.buses.board import cycle_note
+from hil import board_config, emulation, robots
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.runtime.lifecycle import Activity, Mode
@@ -85,20 +86,40 @@ class RunRequest:
     calibration: str | None = None
     faults: tuple[str, ...] = ()
     path_file: str | None = None       # a planned path to show in the twin
+    bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
+    board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
 
 
-def check(req: RunRequest, model) -> float:
+def bus_config(req: RunRequest, model):
+    """The servo bus mapping a request names (None: our own protocol)."""
+    if req.board_config is None and req.bus is None:
+        return None
+    if req.board_config is None:
+        return board_config.shipped(model, req.bus)
+    config = board_config.load(req.board_config, model)
+    if req.bus is not None and req.bus != config.bus:
+        raise InputError(f"--bus {req.bus} but {req.board_config} says bus = \"{config.bus}\"; leave out --bus "
+                         "or fix the file")
+    return config
+
+
+def check(req: RunRequest, model, bus=None) -> float:
     """Refuse a request that cannot run, before anything starts; returns the loop rate (Hz)."""
     if not req.dry_run and not req.port:
         raise InputError("hil run needs --port PORT (see `hil ports`) or --dry-run")
-    rate = number(float(model.meta.get("default_rate_hz", 500)) if req.rate_hz is None else req.rate_hz,
-                  "--rate", 10, 1000, "Hz")
+    default = float(model.meta.get("default_rate_hz", 500))
+    if bus is not None and req.rate_hz is None:  # no faster than the bus can go
+        default = max(10.0, min(default, math.floor(cycle_note(bus)[1])))
+    if bus is not None and req.port_io == "inline":
+        raise InputError("--port-io inline cannot drive a servo bus (each poll waits for the servos' replies); "
+                         "use process (the default) or thread")
+    rate = number(default if req.rate_hz is None else req.rate_hz, "--rate", 10, 1000, "Hz")
     if req.duration_s is not None:
         number(req.duration_s, "--duration", 0.001, 1e7, "s")
     if req.spin_us is not None and not 0.0 <= req.spin_us <= 1e6 / rate:  # (NaN fails this too)
         raise InputError(f"--spin-us {req.spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
     for spec in req.faults:
-        emulation.check_fault(spec)
+        (emulation.check_fault if bus is None else emulation.check_bus_fault)(spec)
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
     writable_file(req.record, "--record")
@@ -112,9 +133,13 @@ def run(req: RunRequest) -> int:
     """Start the emulator (dry-run), the shared block, the loop process and the twin, show events and
     a status line, and stop everything in order. Returns the exit code."""
     model = robots.load(req.robot)
-    rate = check(req, model)
+    bus = bus_config(req, model)
+    rate = check(req, model, bus)
     emu = None
-    if req.dry_run:
+    if req.dry_run and bus is not None:
+        emu = emulation.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid())
+        print(f"servo bus config: {bus.source}")
+    elif req.dry_run:
         emu = emulation.start_emulator(model, faults=req.faults, baud=None, parent_pid=os.getpid())
         print(f"board emulator: {model.name} on {emu.path}")
     name = f"hil_{model.name}_{os.getpid()}"
@@ -133,7 +158,7 @@ def run(req: RunRequest) -> int:
                      duration_s=req.duration_s, record=req.record, stats_json=req.stats_json, motion=req.motion,
                      enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
-                     parent_pid=os.getpid(), **extra)
+                     parent_pid=os.getpid(), bus=bus, **extra)
     session = _Run(shared, req, model, headless)
     try:
         session.supervise(cfg)

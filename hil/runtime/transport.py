@@ -16,6 +16,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from firmware_protocol.buses import bus_class
+from firmware_protocol.buses.board import BusBoard, BusConfig, cycle_note
+from firmware_protocol.buses.servo_bus import wire_time_s
 from firmware_protocol.link import BoardInfo, Link, StateSample
 from hil.runtime.realtime import leave_the_loop_cpu
 
@@ -56,6 +59,9 @@ class BoardTransport(Protocol):
         """The same board (by unique id) again; it stays disabled. Raises LinkLostError."""
 
     def round_trips_ms(self, count: int = 5) -> list[float]: ...
+
+    def describe_faults(self) -> str:
+        """What is at fault on the board, joint by joint, and what to do ("" if it cannot say)."""
 
     def close(self) -> None: ...
 
@@ -146,6 +152,9 @@ class ThreadPort:
     def clear_faults(self) -> None:
         self.link.clear_faults()
 
+    def describe_faults(self) -> str:
+        return self.link.describe_faults()
+
     def round_trips_ms(self, count: int = 5) -> list[float]:
         self._stop()
         try:
@@ -173,15 +182,59 @@ class ThreadPort:
         self.link.close()
 
 
+def connect_board(port: str, baud: int, link_timeout_s: float, n: int, bus: BusConfig | None = None):
+    """The board on `port`: our own protocol's `Link` (poll mode), or, with a servo bus config, a
+    `BusBoard` over those servos. Both offer what `BoardTransport` asks."""
+    if bus is not None:
+        return BusBoard.connect(port, bus, link_timeout_s, expect_joints=n)
+    return Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
+
+
 def open_transport(port_io: str, port: str, baud: int, link_timeout_s: float, n: int,
-                   realtime: bool) -> BoardTransport:
-    """Connect to the board on `port` with its serial I/O where `port_io` says."""
+                   realtime: bool, bus: BusConfig | None = None) -> BoardTransport:
+    """Connect to the board on `port` with its serial I/O where `port_io` says. A servo bus waits
+    for its servos inside every poll: never on the loop's own thread."""
     if port_io == "process":
         from hil.runtime.port_process import PortLink
 
-        return PortLink(port, baud, link_timeout_s, n, realtime)
-    link = Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
-    return ThreadPort(link) if port_io == "thread" else link
+        return PortLink(port, baud, link_timeout_s, n, realtime, bus=bus)
+    link = connect_board(port, baud, link_timeout_s, n, bus)
+    return ThreadPort(link) if port_io == "thread" or bus is not None else link
+
+
+def bus_notes(bus: BusConfig, rate_hz: float) -> list[str]:
+    """What a user must know about driving this servo bus: its cycle on the wire and the rate that
+    allows, and what it cannot do (no servo-side watchdog, no measured positions)."""
+    cls = bus_class(bus.bus)
+    text, bus_rate = cycle_note(bus)
+    notes = [text]
+    if rate_hz > bus_rate:
+        notes.append(f"warning: the loop runs at {rate_hz:g} Hz, the bus at ≤ {bus_rate:.0f} Hz: the servos get "
+                     "the newest command of each bus cycle (use --rate to match)")
+    if not cls.has_watchdog:
+        notes.append(f"{cls.title} servos have no watchdog of their own: if the host stops, they hold the last "
+                     "goal (hil's port process switches torque off when the loop dies)")
+    if not cls.measures_position:
+        notes.append(f"{cls.title} reports the pulses it outputs, not where the servos are: measured positions "
+                     "are estimates (flagged in the twin and the recording)")
+    return notes
+
+
+def bus_round_trip_warning(bus: BusConfig, port: str, trips_ms: list[float]) -> str | None:
+    """A warning when whole bus cycles take much longer than their bytes need on the wire (an
+    adapter's latency timer, or servos whose return delay is not what the config says)."""
+    cls = bus_class(bus.bus)
+    cost = cls.cycle_cost(bus.n)
+    wire_ms = wire_time_s(cost, bus.baud, cls.bits_per_byte, bus.return_delay_us * 1e-6) * 1e3
+    median = sorted(trips_ms)[len(trips_ms) // 2]
+    extra = median - wire_ms
+    if extra <= max(3.0, 0.5 * wire_ms) + cost.round_trips * 1.0:
+        return None
+    return (f"warning: a bus cycle takes {median:.1f} ms, {extra:.1f} ms more than its {wire_ms:.1f} ms on the wire "
+            f"({cost.round_trips} round trip{'s' if cost.round_trips > 1 else ''}): an FTDI adapter at its default "
+            f"16 ms latency timer (echo 1 | sudo tee /sys/bus/usb-serial/devices/"
+            f"{os.path.basename(os.path.realpath(port))}/latency_timer), or servos with a return delay above "
+            f"return_delay_us = {bus.return_delay_us:g} (set their Return Delay Time to 0)")
 
 
 def round_trip_warning(port: str, trips_ms: list[float], rate_hz: float, low_latency: bool | None) -> str | None:

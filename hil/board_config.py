@@ -1,0 +1,179 @@
+"""Robot ↔ servo bus mapping as data: a `--board-config` TOML file names the robot, the bus, its
+baud rate, and per joint the servo id, ticks per radian, zero tick, direction and limits.
+
+    robot = "humanoid17"
+    bus = "dynamixel2"
+    baud = 1000000
+
+    [defaults]              # any joint key, for every joint that does not set it
+    model = "XM430-W350"
+    ticks_per_rad = 651.8986
+    zero_tick = 2048
+
+    [[joint]]
+    name = "l_hip_roll"
+    servo_id = 1
+    direction = -1          # +1: the servo's ticks grow with the joint angle
+    min_deg = -25           # optional: default the robot's own limits
+    max_deg = 45
+
+Configs for the kits we know ship in hil/robots/data/boards/ (`shipped(robot, bus)`).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+from firmware_protocol.buses import BUSES, bus_class
+from firmware_protocol.buses.board import BusConfig, ServoJoint
+from hil.errors import InputError
+from hil.inputs import read_text
+
+BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
+TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
+            "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "description", "defaults",
+            "joint"}
+JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model"}
+
+
+def shipped_path(robot: str, bus: str) -> Path:
+    return BOARDS_DIR / f"{robot}-{bus}.toml"
+
+
+def shipped(model, bus: str) -> BusConfig:
+    """The config we ship for this robot on this bus (what `--dry-run --bus` uses)."""
+    if bus not in BUSES:
+        raise InputError(f"--bus {bus!r}: buses are {', '.join(BUSES)}")
+    path = shipped_path(model.name, bus)
+    if not path.exists():
+        have = sorted(p.stem for p in BOARDS_DIR.glob(f"{model.name}-*.toml"))
+        raise InputError(f"no shipped {bus} config for {model.name} "
+                         f"({'shipped: ' + ', '.join(have) if have else 'none shipped for this robot'}); "
+                         "write one and pass it with --board-config (see docs/buses.md)")
+    return load(str(path), model)
+
+
+def load(path: str, model) -> BusConfig:
+    """Read and check a board config for `model`; InputError naming the file, the joint and the key."""
+    text = read_text(path, "board config")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML ({e})") from None
+    return parse(data, model, path)
+
+
+def _num(value, where: str, lo: float, hi: float, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where}: {value!r} is not a number")
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise InputError(f"{where} = {value!r} is outside {lo:g} … {hi:g}")
+    if integer and value != int(value):
+        raise InputError(f"{where} = {value!r} must be a whole number")
+    return float(value)
+
+
+def parse(data: dict, model, path: str = "board config") -> BusConfig:
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise InputError(f"{path}: unknown key {sorted(unknown)[0]!r}; keys are {', '.join(sorted(TOP_KEYS))}")
+    robot = data.get("robot")
+    if robot != model.name:
+        raise InputError(f"{path}: robot = {robot!r}, but the run is for {model.name!r}; "
+                         f"set robot = \"{model.name}\" or run with --robot {robot}")
+    bus = data.get("bus")
+    if bus not in BUSES:
+        raise InputError(f"{path}: bus = {bus!r}; buses are {', '.join(BUSES)}")
+    cls = bus_class(bus)
+    baud = int(_num(data.get("baud", cls.default_baud), f"{path}: baud", 300, 20_000_000, integer=True))
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise InputError(f"{path}: [defaults] must be a table")
+    rows = data.get("joint")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise InputError(f"{path}: no [[joint]] tables; map each of {model.name}'s {model.n} joints "
+                         f"({', '.join(model.joint_names)})")
+    by_name: dict[str, ServoJoint] = {}
+    for k, row in enumerate(rows):
+        j = _joint({**defaults, **row}, model, cls, f"{path}: joint {k + 1}")
+        if j.name in by_name:
+            raise InputError(f"{path}: joint {j.name!r} is mapped twice")
+        by_name[j.name] = j
+    missing = [n for n in model.joint_names if n not in by_name]
+    if missing:
+        raise InputError(f"{path}: joints not mapped: {', '.join(missing)} (every joint of {model.name} needs a "
+                         "[[joint]])")
+    ids: dict[int, str] = {}
+    for j in by_name.values():
+        if j.servo_id in ids:
+            raise InputError(f"{path}: servo_id {j.servo_id} is used by both {ids[j.servo_id]} and {j.name}")
+        ids[j.servo_id] = j.name
+    echo = data.get("echo")
+    if echo is not None and not isinstance(echo, bool):
+        raise InputError(f"{path}: echo = {echo!r} must be true or false (leave it out: found out at connect)")
+    extra = {}
+    for key, lo, hi in (("reply_timeout_ms", 0.5, 1000), ("return_delay_us", 0, 508), ("watchdog_ms", 0, 2540),
+                        ("command_timeout_ms", 10, 5000), ("stale_cycles", 1, 1000)):
+        if key in data:
+            extra[key] = _num(data[key], f"{path}: {key}", lo, hi)
+    if "stale_cycles" in extra:
+        extra["stale_cycles"] = int(extra["stale_cycles"])
+    if "max_step_deg" in data:
+        extra["max_step_rad"] = math.radians(_num(data["max_step_deg"], f"{path}: max_step_deg", 0.1, 90))
+    if "ics_read_command" in data:
+        extra["ics_read_command"] = bool(data["ics_read_command"])
+    joints = tuple(by_name[n] for n in model.joint_names)
+    return BusConfig(model.name, bus, baud, joints, echo=echo, source=str(path), **extra)
+
+
+def _joint(row: dict, model, cls, where: str) -> ServoJoint:
+    unknown = set(row) - JOINT_KEYS
+    if unknown:
+        raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r}; joint keys are {', '.join(sorted(JOINT_KEYS))}")
+    name = row.get("name")
+    if name not in model.joint_names:
+        raise InputError(f"{where}: name = {name!r} is not a joint of {model.name} ({', '.join(model.joint_names)})")
+    where = f"{where} ({name})"
+    for key in ("ticks_per_rad", "zero_tick"):
+        if key not in row:
+            raise InputError(f"{where}: {key} is missing (set it here or in [defaults])")
+    sid = row.get("servo_id", row.get("id"))
+    if sid is None:
+        raise InputError(f"{where}: servo_id is missing")
+    sid = int(_num(sid, f"{where}: servo_id", 0, cls.max_id, integer=True))
+    tpr = _num(row["ticks_per_rad"], f"{where}: ticks_per_rad", 1e-3, 1e7)
+    zero = int(_num(row["zero_tick"], f"{where}: zero_tick", -(1 << 31), (1 << 31) - 1, integer=True))
+    direction = row.get("direction", 1)
+    if direction not in (1, -1) or isinstance(direction, bool):
+        raise InputError(f"{where}: direction = {direction!r} must be 1 or -1")
+    i = model.joint_index(name)
+    lo_deg, hi_deg = math.degrees(model.lower[i]), math.degrees(model.upper[i])
+    lo = _num(row.get("min_deg", lo_deg), f"{where}: min_deg", -360, 360)
+    hi = _num(row.get("max_deg", hi_deg), f"{where}: max_deg", -360, 360)
+    if lo >= hi:
+        raise InputError(f"{where}: min_deg {lo:g} must be below max_deg {hi:g}")
+    if hi <= lo_deg or lo >= hi_deg:
+        raise InputError(f"{where}: [{lo:g}, {hi:g}]° does not overlap the robot's range [{lo_deg:g}, {hi_deg:g}]°")
+    model_name = row.get("model")
+    if model_name is not None and not isinstance(model_name, str):
+        raise InputError(f"{where}: model = {model_name!r} must be a model name like \"XM430-W350\"")
+    # the board's limits never exceed the robot's: the narrower of the two
+    return ServoJoint(name, sid, tpr, zero, int(direction), math.radians(max(lo, lo_deg)),
+                      math.radians(min(hi, hi_deg)), model_name)
+
+
+def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
+    """The emulator's servos for a config: ids, models, the robot's pose (home) in ticks, speeds, limits."""
+    from firmware_protocol.buses import dynamixel1, dynamixel2, feetech
+
+    numbers = {m.name.lower(): m.number for mod in (dynamixel2, dynamixel1, feetech) for m in mod.MODELS.values()}
+    q = model.home if initial is None else initial
+    out = []
+    for k, j in enumerate(config.joints):
+        a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
+        out.append({"id": j.servo_id, "model": numbers.get((j.model or "").lower(), 0),
+                    "initial": j.ticks(float(q[k])), "vmax": float(model.velocity_limit[k]) * j.ticks_per_rad,
+                    "lo": a, "hi": b})
+    return out

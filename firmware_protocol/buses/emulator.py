@@ -350,6 +350,10 @@ class IcsResponder(Responder):
                 del self.buf[0]   # a data byte where a command should start: resynchronise
                 continue
             n = self.LENGTHS[self.buf[0] & 0xE0]
+            restart = next((k for k in range(1, min(n, len(self.buf))) if self.buf[k] & 0x80), None)
+            if restart is not None:  # a command byte inside the data: the partial command is void
+                del self.buf[:restart]
+                continue
             if len(self.buf) < n:
                 return out
             cmd = bytes(self.buf[:n])
@@ -397,7 +401,8 @@ class Ssc32Responder(Responder):
         while b"\r" in self.buf:
             line, _, rest = bytes(self.buf).partition(b"\r")
             self.buf = bytearray(rest)
-            out += self._handle(line.decode("ascii", "replace").upper().replace(" ", "").replace("\n", ""))
+            text = "".join(c for c in line.decode("ascii", "ignore").upper() if c.isalnum() or c == "#")
+            out += self._handle(text)
         return out
 
     def _handle(self, text: str) -> list[bytes]:

@@ -87,6 +87,7 @@ class Wire:
         self.bits_per_byte = bits_per_byte
         self.tx_bytes = 0
         self.rx_bytes = 0
+        self.last_tx = 0
         self.echo_errors = 0
 
     @property
@@ -104,6 +105,7 @@ class Wire:
     def write(self, data: bytes) -> None:
         self.ser.write(data)
         self.tx_bytes += len(data)
+        self.last_tx = len(data)
         if self.echo:
             back = self.read(len(data), 0.005 + 2 * self.byte_time(len(data)))
             if back != data:
@@ -162,7 +164,10 @@ class ServoBus(ABC):
         self.return_delay_s = return_delay_s
 
     def timeout(self, reply_bytes: int, replies: int = 1) -> float:
-        return self.reply_timeout_s + self.wire.byte_time(reply_bytes) + replies * self.return_delay_s
+        """How long to wait for `replies` answers of `reply_bytes` in all, counted from the end of
+        the last write's call (its bytes may still be on their way out)."""
+        return (self.reply_timeout_s + self.wire.byte_time(self.wire.last_tx + reply_bytes)
+                + replies * self.return_delay_s)
 
     @classmethod
     @abstractmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hil.cli.common import ROBOT_HELP, add_command
+from hil.cli.common import ROBOT_HELP, add_bus_options, add_command
 
 
 def register(sub) -> None:
@@ -14,13 +14,21 @@ def register(sub) -> None:
                     "(`hil run --port PTY`, `hil calibrate --port PTY`), with hidden calibration errors and "
                     "faults to inject. Runs until Ctrl-C.",
                     ["hil emulate --robot humanoid17 --offsets-deg l_knee=1.7 --reverse r_knee",
-                     "hil emulate --robot puma560 --fault drop:0.01 --latency-ms 16"])
+                     "hil emulate --robot puma560 --fault drop:0.01 --latency-ms 16",
+                     "hil emulate --robot humanoid17 --bus dynamixel2 --fault overload:3@5",
+                     "hil emulate --robot humanoid17 --bus kondo-ics --echo"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
     s.add_argument("--offsets-deg", help="hidden zero offsets: one per joint, or joint=deg pairs")
     s.add_argument("--reverse", help="hidden reversed joints: names or indices, comma-separated")
     s.add_argument("--fault", action="append",
                    help="fault injection, repeatable: drop:P corrupt:P garbage:P (probabilities), delay:MS, "
-                        "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start)")
+                        "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start); "
+                        "with --bus: silent:ID[@T], overload:ID@T, overheat:ID@T, voltage:ID@T, disconnect@T")
+    add_bus_options(s)
+    s.add_argument("--echo", action="store_true", help="with --bus: read every request back first, as Kondo's "
+                                                       "adapters and one-wire buses do (default: the config's echo)")
+    s.add_argument("--return-delay-us", type=float, help="with --bus: each servo waits this long before replying "
+                                                         "(Dynamixel's factory setting is 500)")
     s.add_argument("--uid", help="board unique id, 24 hex digits (default: random)")
     s.add_argument("--link", help="also create this symlink to the pty (a stable name, like udev's by-id)")
     s.add_argument("--baud", type=float, help="pace the emulated wire at this baud (default 1000000; 0: no pacing)")
@@ -33,6 +41,8 @@ def run(args) -> int:
     from hil import emulation, robots
 
     model = robots.load(args.robot)
+    if args.bus or args.board_config:
+        return _bus(args, model)
     offsets = emulation.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
     reverse = emulation.parse_joint_list(model, args.reverse)
     emulation.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
@@ -45,4 +55,30 @@ def run(args) -> int:
         print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
     sys.stdout.flush()
     os.execv(argv[0], argv)  # become the emulator: it prints the pty path and runs until Ctrl-C
+    return 0  # not reached
+
+
+def _bus(args, model) -> int:
+    """Become the servo bus emulator for the config (shipped for --bus, or --board-config)."""
+    from hil import emulation
+    from hil.errors import InputError
+    from hil.inputs import number
+    from hil.runtime.supervisor import RunRequest, bus_config
+
+    config = bus_config(RunRequest(robot=model.name, bus=args.bus, board_config=args.board_config), model)
+    for flag in ("offsets_deg", "reverse", "uid", "latency_ms", "noise_deg"):
+        if getattr(args, flag) is not None:
+            raise InputError(f"--{flag.replace('_', '-')} is an option of the hil board emulator, not of --bus")
+    for spec in args.fault or ():
+        emulation.check_bus_fault(spec)
+    if args.return_delay_us is not None:
+        number(args.return_delay_us, "--return-delay-us", 0, 508, "µs")
+    if args.baud is not None:
+        number(args.baud, "--baud", 0, 2e7)
+    emulation.check_emulator_options(None, args.link, None, None, None)
+    argv = emulation.bus_emulator_argv(config, model, faults=args.fault or (), echo=args.echo or None,
+                                       baud=args.baud, return_delay_us=args.return_delay_us, link=args.link)
+    print(f"servo bus config: {config.source}", file=sys.stderr)
+    sys.stdout.flush()
+    os.execv(argv[0], argv)  # it prints the pty path (stdout) and its bus, servos and baud (stderr)
     return 0  # not reached

@@ -1,30 +1,81 @@
-"""`hil ports`: serial ports, and which board answers on each."""
+"""`hil ports`: serial ports, and which board or servo bus answers on each."""
 
 from __future__ import annotations
+
+import os
 
 from hil.cli.common import add_command
 
 
 def register(sub) -> None:
-    s = add_command(sub, "ports", "list serial ports (VID:PID, serial number); --probe asks each for a board",
+    s = add_command(sub, "ports", "list serial ports (VID:PID, serial number); --probe asks each what answers",
                     "Lists the ports the OS knows (USB adapters, ACM devices, built-in UARTs) and any given "
-                    "on the command line (a pty from `hil emulate`). --probe sends HELLO and waits 0.5 s for "
-                    "an answer; nothing else is written.",
-                    ["hil ports", "hil ports --probe", "hil ports --probe /dev/pts/3"])
-    s.add_argument("--probe", action="store_true", help="handshake on each port and say which board answers")
-    s.add_argument("--baud", type=int, default=1_000_000, help="baud rate to probe at")
+                    "on the command line (a pty from `hil emulate`). --probe asks each port, in turn: a Pololu "
+                    "Maestro (Get Errors), an SSC-32 (VER), a hil board (HELLO), Dynamixel 2.0 servos (broadcast "
+                    "PING), Dynamixel 1.0 or Feetech servos (PING to ids 0–31 at each rate, then the rest where "
+                    "servos answered; with --bus and --baud every id), Kondo ICS servos (32 ids), each at its "
+                    "usual baud rates, and lists the bus, baud rate, servo ids and models that answer. Only pings "
+                    "and reads are written; a silent port takes about 2 s.",
+                    ["hil ports", "hil ports --probe", "hil ports --probe /dev/pts/3",
+                     "hil ports --probe /dev/ttyUSB0 --bus dynamixel2 --baud 1000000"])
+    s.add_argument("--probe", action="store_true", help="ask each port which board or servo bus answers")
+    s.add_argument("--baud", type=int, help="probe at this baud rate only (default: each bus's usual rates; "
+                                            "1000000 for a hil board)")
+    s.add_argument("--bus", help="probe for this servo bus only (dynamixel2, dynamixel1, feetech, kondo-ics, "
+                                 "ssc32, maestro; or hil for a hil board)")
     s.add_argument("extra", nargs="*", metavar="PORT", help="more ports to list and probe (e.g. a pty from `hil emulate`)")
     s.set_defaults(func=run)
+
+
+PROBE_STEPS = {"maestro": "maestro", "ssc32": "ssc32", "dynamixel2": "dynamixel2", "dynamixel1": "protocol1",
+               "feetech": "protocol1", "kondo-ics": "kondo-ics"}
+
+
+def probe_port(dev: str, baud: int | None, bus: str | None) -> str:
+    """What answers on `dev`, as the text after the arrow."""
+    from firmware_protocol.buses.probe import probe_buses
+    from firmware_protocol.errors import DeviceError
+    from firmware_protocol.link import open_serial, probe
+
+    order = list(PROBE_STEPS.values())
+    if bus not in (None, "hil"):
+        order = [PROBE_STEPS[bus]]
+    try:
+        found = None
+        if bus in (None, "maestro", "ssc32"):  # before anything else: see firmware_protocol/buses/probe.py
+            with open_serial(dev, baud or 115_200) as ser:
+                found = probe_buses(ser, [k for k in order if k in ("maestro", "ssc32")], [baud] if baud else None)
+        if found is None and bus in (None, "hil"):
+            info = probe(dev, baud or 1_000_000)
+            if info is not None:
+                return f"hil board: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}"
+        rest = [k for k in order if k not in ("maestro", "ssc32")]
+        if found is None and rest and bus != "hil":
+            with open_serial(dev, baud or 1_000_000) as ser:
+                found = probe_buses(ser, rest, [baud] if baud else None, full=bool(bus and baud))
+    except DeviceError as e:
+        return e.strerror or str(e)
+    if found is not None:
+        pty = os.path.realpath(dev).startswith("/dev/pts/")
+        return found.text() + (" (a pty: it answers at any rate)" if pty else "")
+    asked = "a hil board" if bus == "hil" else (bus or "a hil board or any servo bus")
+    rate = f"{baud} baud" if baud else "the usual baud rates"
+    return (f"no answer from {asked} at {rate} (not powered, another baud rate — try --baud — or servos with "
+            "their status return switched off)")
 
 
 def run(args) -> int:
     import serial.tools.list_ports
 
-    from firmware_protocol.errors import DeviceError
-    from firmware_protocol.link import list_ports, probe
+    from firmware_protocol.buses import BUSES
+    from firmware_protocol.link import list_ports
+    from hil.errors import InputError
     from hil.inputs import number
 
-    number(args.baud, "--baud", 300, 20_000_000)
+    if args.baud is not None:
+        number(args.baud, "--baud", 300, 20_000_000)
+    if args.bus is not None and args.bus != "hil" and args.bus not in BUSES:
+        raise InputError(f"--bus {args.bus!r}: buses are hil, {', '.join(BUSES)}")
     ports = [p.device for p in list_ports()] + list(args.extra or [])
     if not ports:
         print("no serial ports found. Plug the board in (USB), check `dmesg | tail`, or use `hil run --dry-run`.")
@@ -37,13 +88,6 @@ def run(args) -> int:
         desc = p.description if p is not None and p.description not in (None, "n/a") else ""
         line = f"{dev:<22} {vidpid}  {ser:<20} {desc!r:<28}"
         if args.probe:
-            try:
-                info = probe(dev, args.baud)
-            except DeviceError as e:
-                line += f" → {e.strerror or e}"
-            else:
-                line += (f" → {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}"
-                         if info else f" → no answer to HELLO at {args.baud} baud (not a hil board, another baud "
-                                      "rate, or not powered)")
-        print(line)
+            line += f" → {probe_port(dev, args.baud, args.bus)}"
+        print(line, flush=True)
     return 0

@@ -22,6 +22,7 @@ Configs for the kits we know ship in hil/robots/data/boards/ (`shipped(robot, bu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from pathlib import Path
@@ -52,7 +53,7 @@ def shipped(model, bus: str) -> BusConfig:
         raise InputError(f"no shipped {bus} config for {model.name} "
                          f"({'shipped: ' + ', '.join(have) if have else 'none shipped for this robot'}); "
                          "write one and pass it with --board-config (see docs/buses.md)")
-    return load(str(path), model)
+    return dataclasses.replace(load(str(path), model), shipped=True)
 
 
 def load(path: str, model) -> BusConfig:

@@ -82,6 +82,14 @@ class BusConfig:
     stale_cycles: int = 5              # a servo silent this many cycles in a row → SERVO_BUS
     ics_read_command: bool = False     # Kondo ICS 3.6: read positions without freeing the servo
     source: str = ""
+    shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
+
+    @property
+    def where(self) -> str:
+        """Where a user fixes a setting of this config."""
+        if self.shipped:
+            return f"a copy of {self.source} (then pass the copy with --board-config)"
+        return self.source or "the board config"
 
     @property
     def n(self) -> int:
@@ -245,7 +253,7 @@ class BusBoard:
                 silent.append(j)
             elif j.model and ident.model_name.lower() != j.model.lower() and ident.model is not None:
                 wrong.append(f"{j.name} (id {j.servo_id}) is a {ident.model_name}, the config says {j.model}")
-        where = self.config.source or "the board config"
+        where = self.config.where
         if wrong:
             raise HandshakeError(errno.EPROTO, f"{self.port}: {'; '.join(wrong)}. Fix `model` in {where} (or the "
                                                "servo's id, if two servos were swapped)")

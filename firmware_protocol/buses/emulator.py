@@ -11,6 +11,7 @@ The pty cannot carry parity: ICS's 8E1 framing is not modelled, only its timing 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import select
@@ -497,6 +498,17 @@ def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float) -> R
 
 
 HW_BITS = {"overload": 1 << 5, "overheat": 1 << 2, "voltage": 1 << 0}
+TCGETS2 = 0x802C542A   # Linux: struct termios2, whose c_ospeed holds any rate (custom ones too)
+
+
+def host_baud(fd: int) -> int | None:
+    """The baud rate the other end of the pty has set (None: cannot tell)."""
+    buf = bytearray(44)
+    try:
+        fcntl.ioctl(fd, TCGETS2, buf)
+    except OSError:
+        return None
+    return struct.unpack_from("<I", buf, 40)[0]
 
 
 @dataclass
@@ -507,6 +519,14 @@ class Emulator:
     echo: bool
     return_delay_s: float
     faults: list[Fault] = field(default_factory=list)
+    strict_baud: bool = True   # bytes sent at another rate are noise to the servos: no reply
+    ignored_bytes: int = 0
+
+    def _wrong_baud(self, master: int) -> bool:
+        if not (self.strict_baud and self.baud):
+            return False
+        rate = host_baud(master)
+        return rate is not None and abs(rate - self.baud) > 0.03 * self.baud
 
     def run(self, master: int, stop) -> int:
         resp = responder(self.bus, self.servos, self.return_delay_s)
@@ -543,6 +563,9 @@ class Emulator:
                 continue
             if self.echo:
                 self._write(master, data)
+            if self._wrong_baud(master):
+                self.ignored_bytes += len(data)
+                continue
             for r in resp.feed(data, now):
                 if self.baud:
                     time.sleep(self.return_delay_s + len(r) * bits / self.baud)
@@ -584,6 +607,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")
     p.add_argument("--fault", action="append", default=[],
                    help="silent:ID[@T] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T")
+    p.add_argument("--any-baud", action="store_true",
+                   help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
     p.add_argument("--link", help="also make this symlink point at the pty")
     p.add_argument("--parent-pid", type=int, help="exit when this process ends")
     return p
@@ -616,7 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
     signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
-    emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults)
+    emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults,
+                   strict_baud=not args.any_baud)
     try:
         return emu.run(master, lambda: bool(stopping))
     finally:

@@ -44,7 +44,8 @@ class Found:
         for s in self.servos:
             models.setdefault(s.model_name, []).append(s.servo_id)
         parts = [f"{name} ids {_ranges(ids)}" for name, ids in models.items()]
-        return f"{self.bus} at {self.baud} baud: {len(self.servos)} servos ({'; '.join(parts)})"
+        count = f"{len(self.servos)} servo{'s' if len(self.servos) > 1 else ''}"
+        return f"{self.bus} at {self.baud} baud: {count} ({'; '.join(parts)})"
 
 
 def _ranges(ids: list[int]) -> str:

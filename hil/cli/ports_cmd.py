@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from hil.cli.common import add_command
 
 
@@ -56,8 +54,7 @@ def probe_port(dev: str, baud: int | None, bus: str | None) -> str:
     except DeviceError as e:
         return e.strerror or str(e)
     if found is not None:
-        pty = os.path.realpath(dev).startswith("/dev/pts/")
-        return found.text() + (" (a pty: it answers at any rate)" if pty else "")
+        return found.text()
     asked = "a hil board" if bus == "hil" else (bus or "a hil board or any servo bus")
     rate = f"{baud} baud" if baud else "the usual baud rates"
     return (f"no answer from {asked} at {rate} (not powered, another baud rate — try --baud — or servos with "

@@ -15,11 +15,12 @@ import pytest  # noqa: E402
 
 
 class EmulatorProcess:
-    """A board emulator in its own process on a pty (python -m firmware_protocol.emulator)."""
+    """A board emulator in its own process on a pty (python -m firmware_protocol.emulator, or
+    another emulator `module` with the same conventions: the pty path first on stdout)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, module: str = "firmware_protocol.emulator") -> None:
         self.args = list(args)
-        self.proc = subprocess.Popen([sys.executable, "-m", "firmware_protocol.emulator", *self.args],
+        self.proc = subprocess.Popen([sys.executable, "-m", module, *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("/dev/"):
@@ -45,6 +46,13 @@ class EmulatorProcess:
         code = self.proc.wait(timeout=5)
         self._close_pipes()
         return code
+
+
+def bus_emulator(bus: str, servos: list[dict], *args: str) -> EmulatorProcess:
+    """A servo bus emulator (firmware_protocol.buses.emulator) with these servos."""
+    import json
+
+    return EmulatorProcess("--bus", bus, "--servos", json.dumps(servos), *args, module="firmware_protocol.buses.emulator")
 
 
 def pytest_addoption(parser):

@@ -51,6 +51,7 @@ class TwinApp:
         self.plot_joint = 0
         self.estop_sent = 0
         self.frames = 0
+        self.estimated: bool | None = None   # are measured positions estimates? (the loop says, once connected)
         self.fps = 0.0
         self._last_jog = 0.0
         self._com_hist: list[tuple[float, np.ndarray]] = []
@@ -421,7 +422,10 @@ class TwinApp:
         self.history = [h for h in self.history if t - h[0] <= 5.0]
         st = BOARD_STATES.get(int(s.board_state), "?")
         from hil.safety import flag_names
-        dpg.set_value("status", f"board {st}  faults {int(s.faults):#x}  link {'ok' if s.link_ok else 'LOST'}\n"
+        if self.frames % 30 == 0 and self.estimated is None:
+            self._check_estimated()
+        estimate = "\nmeasured = ESTIMATE (open-loop servos: the commanded pulse)" if self.estimated else ""
+        dpg.set_value("status", f"board {st}  faults {int(s.faults):#x}  link {'ok' if s.link_ok else 'LOST'}{estimate}\n"
                                 f"motion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
                                 f"{progress_text(s.motion_progress)}   safety: {', '.join(flag_names(int(s.safety_flags))) or 'ok'}\n"
                                 f"twin {self.fps:.0f} fps")
@@ -444,6 +448,16 @@ class TwinApp:
             for ax in ("px", "py", "ex", "ey"):
                 dpg.fit_axis_data(ax)
             dpg.fit_axis_data("hy")
+
+    def _check_estimated(self) -> None:
+        """Once the loop says so: are measured positions estimates? Then the plots say it too."""
+        import dearpygui.dearpygui as dpg
+
+        info = self.client.info()
+        if "position_estimated" in info:
+            self.estimated = bool(info["position_estimated"])
+            if self.estimated:
+                dpg.set_item_label("s_meas", "estimated (commanded pulse)")
 
     def run(self, max_fps: float = 60.0, duration_s: float | None = None) -> None:
         import dearpygui.dearpygui as dpg

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from firmware_protocol.buses.board import BusConfig
+from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
 from firmware_protocol.errors import LinkLostError, ProtocolLibError
 from hil import robots
 from hil.errors import HilError
@@ -321,7 +321,9 @@ class Loop:
         # other threads of this process (recorder, transactions) must hand the GIL back quickly
         sys.setswitchinterval(1e-4)
         info = self.link.info
-        self.shared.set_info(robot=cfg.robot, board=info.uid, port=cfg.port, pid=os.getpid())
+        self.position_estimated = bool(info.capabilities & CAP_POSITION_ESTIMATED)
+        self.shared.set_info(robot=cfg.robot, board=info.uid, port=cfg.port, pid=os.getpid(),
+                             position_estimated=self.position_estimated)
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")
@@ -336,7 +338,10 @@ class Loop:
         self.ctl.begin(first.q, motion_run=bool(cfg.exit_when_done and cfg.motion))
         if cfg.record:
             meta = {"robot": cfg.robot, "joints": list(self.model.joint_names), "rate_hz": cfg.rate_hz,
-                    "port": cfg.port, "board_uid": info.uid, "started": time.time(), "units": "SI (s, rad)"}
+                    "port": cfg.port, "board_uid": info.uid, "started": time.time(), "units": "SI (s, rad)",
+                    "board": f"{info.firmware}, {info.protocol}",
+                    # True: q_meas is the commanded output of open-loop servos, not a measurement
+                    "position_estimated": self.position_estimated}
             self.recorder = Recorder(cfg.record, self.n, meta)
         if cfg.enable:  # the command line's request, once: enable, and start the motion if one is given
             self.ctl.handle(Ev.ENABLE, start_after=bool(cfg.motion and cfg.start_motion))

@@ -427,6 +427,10 @@ class LoopClient:
     def status(self) -> LoopStatus:
         return LoopStatus(int(self.state.ctrl[C_STATUS]))
 
+    def info(self) -> dict:
+        """What the loop says of its run: robot, board, port, and whether positions are estimates."""
+        return self.state.info()
+
     @property
     def pid(self) -> int:
         """The loop process's id."""

@@ -161,8 +161,9 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     if model_name is not None and not isinstance(model_name, str):
         raise InputError(f"{where}: model = {model_name!r} must be a model name like \"XM430-W350\"")
     # the board's limits never exceed the robot's: the narrower of the two
-    return ServoJoint(name, sid, tpr, zero, int(direction), math.radians(max(lo, lo_deg)),
-                      math.radians(min(hi, hi_deg)), model_name)
+    lower, upper = math.radians(max(lo, lo_deg)), math.radians(min(hi, hi_deg))
+    start = min(upper, max(lower, float(model.home[i])))   # PWM servos not yet driven: taken to rest at home
+    return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start)
 
 
 def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:

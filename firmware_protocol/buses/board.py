@@ -57,6 +57,7 @@ class ServoJoint:
     min_rad: float
     max_rad: float
     model: str | None = None   # the model the servo must report (None: any)
+    start_rad: float = 0.0     # open-loop servos with their pulses off: where they are taken to be
 
     def ticks(self, rad: float) -> int:
         return int(round(self.zero_tick + self.direction * rad * self.ticks_per_rad))
@@ -378,7 +379,8 @@ class BusBoard:
                 continue
             js.stale = 0
             js.ever = True
-            js.b = j.rad(r.ticks)
+            # a PWM channel that is off outputs nothing: the estimate is where the robot rests
+            js.b = j.start_rad if (r.ticks == 0 and not self.cls.measures_position) else j.rad(r.ticks)
             js.v = 0.0 if r.velocity is None else j.direction * r.velocity / j.ticks_per_rad
             js.current = r.current_mA or 0.0
             js.temperature = r.temperature_C or 0.0
@@ -452,10 +454,7 @@ class BusBoard:
             goals = []
             for j, js in zip(self.config.joints, self._joints):
                 r = readings[j.servo_id]
-                ticks = r.ticks
-                if not self.cls.measures_position and ticks == 0:  # pulses off: nothing known; start at zero
-                    ticks = j.zero_tick
-                js.b = j.rad(ticks)
+                js.b = j.start_rad if (r.ticks == 0 and not self.cls.measures_position) else j.rad(r.ticks)
                 js.target = min(j.max_rad, max(j.min_rad, js.b))
                 goals.append((j.servo_id, j.ticks(js.target)))
             self._io(self.bus.write_goals, goals)

@@ -64,10 +64,12 @@ class Fault:
     kind: str                  # silent, overload, overheat, voltage, disconnect
     servo_id: int | None
     at: float
+    until: float | None = None  # silent: answers again from here
 
 
 def parse_faults(specs: list[str]) -> list[Fault]:
-    """silent:ID[@T] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T (T: seconds after start)."""
+    """silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T (T: seconds after
+    start; a silent servo answers again from T2)."""
     out = []
     for spec in specs:
         head, _, at = spec.partition("@")
@@ -75,15 +77,19 @@ def parse_faults(specs: list[str]) -> list[Fault]:
         if kind not in ("silent", "overload", "overheat", "voltage", "disconnect"):
             raise SystemExit(f"emulator: --fault {spec!r}: kinds are silent:ID[@T], overload:ID@T, overheat:ID@T, "
                              "voltage:ID@T, disconnect@T")
+        start, _, end = at.partition("-")
         try:
-            t = float(at) if at else 0.0
+            t = float(start) if start else 0.0
+            until = float(end) if end else None
             servo = int(sid) if sid else None
         except ValueError:
             raise SystemExit(f"emulator: --fault {spec!r}: ID is a servo id, T seconds") from None
+        if until is not None and (kind != "silent" or not t < until < 1e7):
+            raise SystemExit(f"emulator: --fault {spec!r}: only silent takes an end (silent:ID@T-T2, T < T2)")
         if (servo is None) != (kind == "disconnect") or not 0 <= t < 1e7:
             raise SystemExit(f"emulator: --fault {spec!r}: {kind} needs " + ("no id" if kind == "disconnect" else
                                                                               "a servo id (kind:ID@T)"))
-        out.append(Fault(kind, servo, t))
+        out.append(Fault(kind, servo, t, until))
     return out
 
 
@@ -190,6 +196,8 @@ class RegisterServo:
             return "range"
         self.mem[addr:addr + len(data)] = data
         if addr <= t.torque < addr + len(data):
+            if self.t is not DXL2_TABLE:   # Protocol 1.0 / Feetech: a torque write re-arms after an overload
+                s.hw_error &= ~(1 << 5)
             s.torque = bool(self.mem[t.torque]) and not s.hw_error
             if s.torque:
                 s.goal = s.position if not (addr <= goal_addr < addr + len(data)) else s.goal
@@ -545,6 +553,10 @@ class Emulator:
                     continue
                 if f.kind == "silent":
                     s.silent_from = now
+                    if f.until is not None:
+                        pending.append(Fault("answer", f.servo_id, f.until))
+                elif f.kind == "answer":
+                    s.silent_from = None
                 else:
                     s.hw_error |= HW_BITS[f.kind]
                     if f.kind == "overload":
@@ -606,7 +618,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--echo", action="store_true", help="read every request back first (a one-wire adapter)")
     p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")
     p.add_argument("--fault", action="append", default=[],
-                   help="silent:ID[@T] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T")
+                   help="silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T")
     p.add_argument("--any-baud", action="store_true",
                    help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
     p.add_argument("--link", help="also make this symlink point at the pty")

@@ -48,22 +48,37 @@ class Ssc32Bus(ServoBus):
         text = self.wire.read(32, self.timeout(32) + 0.02)
         return text.decode("ascii", "replace").strip() or None
 
+    def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0) -> None:
+        super().__init__(wire, reply_timeout_s, return_delay_s)
+        self.sent: dict[int, int] = {}
+
     def write_goals(self, goals: list[tuple[int, int]]) -> None:
         if goals:
-            self.wire.write(ssc32_group_move([(ch, max(PULSE_MIN_US, min(PULSE_MAX_US, t))) for ch, t in goals]))
+            goals = [(ch, max(PULSE_MIN_US, min(PULSE_MAX_US, t))) for ch, t in goals]
+            self.sent.update(goals)
+            self.wire.write(ssc32_group_move(goals))
 
     def read_present(self, ids: list[int]) -> dict[int, Reading]:
+        """QP answers in 10 µs steps: where that agrees with the pulse we sent, the pulse we sent."""
         self.wire.drain()
         self.wire.write(ssc32_query_pulses(ids))
         data = self.wire.read(len(ids), self.timeout(len(ids)))
-        return {i: Reading(ticks=10 * b, torque_on=b != 0) for i, b in zip(ids, data)}
+        out = {}
+        for i, b in zip(ids, data):
+            sent = self.sent.get(i)
+            ticks = sent if sent is not None and b and abs(10 * b - sent) < 10 else 10 * b
+            out[i] = Reading(ticks=ticks, torque_on=b != 0)
+        return out
 
     def set_torque(self, ids: list[int], on: bool) -> None:
         if not on:  # pulses off; on: the next goal starts them
             self.wire.write(ssc32_group_move([(i, 0) for i in ids]))
+            for i in ids:
+                self.sent.pop(i, None)
 
     def torque_off_all(self) -> None:
         self.wire.write(ssc32_group_move([(i, 0) for i in range(32)]))
+        self.sent.clear()
 
     @classmethod
     def cycle_cost(cls, n: int) -> CycleCost:

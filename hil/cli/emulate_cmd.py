@@ -23,7 +23,7 @@ def register(sub) -> None:
     s.add_argument("--fault", action="append",
                    help="fault injection, repeatable: drop:P corrupt:P garbage:P (probabilities), delay:MS, "
                         "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start); "
-                        "with --bus: silent:ID[@T], overload:ID@T, overheat:ID@T, voltage:ID@T, disconnect@T")
+                        "with --bus: silent:ID[@T[-T2]], overload:ID@T, overheat:ID@T, voltage:ID@T, disconnect@T")
     add_bus_options(s)
     s.add_argument("--echo", action="store_true", help="with --bus: read every request back first, as Kondo's "
                                                        "adapters and one-wire buses do (default: the config's echo)")

@@ -1,0 +1,225 @@
+"""Every servo bus, driven as a board (`BusBoard`) through a real pty and pyserial to its
+byte-level emulator in another process: the shipped humanoid17 configs, the board state machine,
+and the errors a user has to act on."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from firmware_protocol import messages as M
+from firmware_protocol.buses import BUSES
+from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusBoard
+from firmware_protocol.errors import CommandRejectedError, HandshakeError
+from hil import board_config, robots
+from tests.conftest import bus_emulator
+
+MODEL = robots.load("humanoid17")
+
+
+def start(bus: str, *args: str, config=None, servos=None):
+    config = config or board_config.shipped(MODEL, bus)
+    emu = bus_emulator(bus, servos or board_config.emulated_servos(config, MODEL), "--baud", str(config.baud),
+                       *(("--echo",) if config.echo else ()), *args)
+    return emu, config
+
+
+def drive(board: BusBoard, q: np.ndarray, seconds: float):
+    s = None
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        board.send_positions(q)
+        s = board.poll()
+        time.sleep(0.003)
+    return s
+
+
+@pytest.fixture
+def bus_board(request):
+    """(board, emulator, config) for `request.param` = (bus, extra emulator args)."""
+    bus, args = request.param if isinstance(request.param, tuple) else (request.param, ())
+    emu, config = start(bus, *args)
+    board = BusBoard.connect(emu.path, config, expect_joints=MODEL.n)
+    yield board, emu, config
+    board.close()
+    emu.stop()
+
+
+@pytest.mark.parametrize("bus_board", list(BUSES), indirect=True)
+def test_each_bus_follows_commands_only_while_enabled_and_stops_on_estop(bus_board):
+    board, _, config = bus_board
+    s0 = board.poll()
+    assert s0.state == M.BoardState.DISABLED
+    assert np.allclose(s0.q, MODEL.home, atol=0.01)       # it reads the pose the servos are in
+    target = MODEL.home + 0.15 * np.sign(np.arange(MODEL.n) % 2 - 0.5)
+    s = drive(board, target, 0.2)
+    assert np.allclose(s.q, MODEL.home, atol=0.01)        # disabled: nothing is written
+    board.enable()
+    s = drive(board, target, 1.0)
+    assert s.state == M.BoardState.ENABLED and not s.faults
+    assert np.allclose(s.q, target, atol=0.01), np.degrees(s.q - target)
+    assert all(int(f) & M.JointFlag.TORQUE_ON for f in s.jflags)
+    board.estop()
+    stopped = drive(board, MODEL.home, 0.4)
+    assert stopped.state == M.BoardState.ESTOP and stopped.faults & M.Fault.ESTOP
+    assert np.allclose(stopped.q, s.q, atol=0.01) or not board.cls.measures_position
+    assert not any(int(f) & M.JointFlag.TORQUE_ON for f in stopped.jflags)
+    with pytest.raises(CommandRejectedError, match="BAD_STATE"):
+        board.enable()                                    # a latched e-stop is cleared first
+    board.clear_faults()
+    assert board.poll().state == M.BoardState.DISABLED
+    assert bool(board.info.capabilities & CAP_POSITION_ESTIMATED) != board.cls.measures_position
+
+
+@pytest.mark.parametrize("bus_board", ["dynamixel2", "feetech", "ssc32"], indirect=True)
+def test_goals_are_clamped_to_the_configs_limits_and_step(bus_board):
+    board, _, config = bus_board
+    board.enable()
+    j = MODEL.joint_index("l_knee")
+    start = board._joints[j].target
+    target = MODEL.home.copy()
+    target[j] = config.joints[j].max_rad + 0.5
+    board.send_positions(target)
+    s = board.poll()
+    assert int(s.jflags[j]) & M.JointFlag.STEP           # one command moves at most max_step_rad
+    assert board._joints[j].target == pytest.approx(start + config.max_step_rad)
+    s = drive(board, target, 1.5)
+    assert int(s.jflags[j]) & M.JointFlag.LIMIT
+    assert s.q[j] == pytest.approx(config.joints[j].max_rad, abs=0.01)
+
+
+def test_a_servo_that_does_not_answer_is_named_with_its_joint_and_id():
+    config = board_config.shipped(MODEL, "dynamixel2")
+    servos = [s for s in board_config.emulated_servos(config, MODEL) if s["id"] != 3]
+    emu, _ = start("dynamixel2", config=config, servos=servos)
+    try:
+        with pytest.raises(HandshakeError) as e:
+            BusBoard.connect(emu.path, config)
+        assert "l_knee (id 3)" in str(e.value) and "no answer" in str(e.value)
+    finally:
+        emu.stop()
+
+
+def test_a_wrong_baud_rate_is_named_with_the_one_that_answers():
+    config = board_config.shipped(MODEL, "feetech")
+    emu, _ = start("feetech", config=dataclasses.replace(config, baud=115_200))
+    try:
+        with pytest.raises(HandshakeError, match="servos answer at 115200 baud: set baud = 115200 in a copy of"):
+            BusBoard.connect(emu.path, config)
+    finally:
+        emu.stop()
+
+
+def test_a_model_that_does_not_match_the_config_is_named():
+    config = board_config.shipped(MODEL, "dynamixel2")
+    servos = board_config.emulated_servos(config, MODEL)
+    servos[5]["model"] = 1060   # an XL430-W250 where the config says XM430-W350
+    emu, _ = start("dynamixel2", config=config, servos=servos)
+    try:
+        with pytest.raises(HandshakeError, match=r"r_hip_roll \(id 6\) is a XL430-W250, the config says XM430-W350"):
+            BusBoard.connect(emu.path, config)
+    finally:
+        emu.stop()
+
+
+@pytest.mark.parametrize("bus", ["dynamixel2", "dynamixel1", "feetech"])
+def test_overload_faults_the_board_names_the_joint_and_clearing_never_jumps(bus):
+    emu, config = start(bus, "--fault", "overload:8@1.0")   # id 8: r_knee
+    board = BusBoard.connect(emu.path, config)
+    try:
+        board.enable()
+        j = MODEL.joint_index("r_knee")
+        target = MODEL.home.copy()
+        target[j] += 0.3
+        s = drive(board, target, 1.6)
+        assert s.state == M.BoardState.FAULT and s.faults & M.Fault.SERVO_BUS
+        assert int(s.jflags[j]) & M.JointFlag.OVERLOAD
+        text = board.describe_faults()
+        assert "r_knee (id 8)" in text and "overload" in text
+        with pytest.raises(CommandRejectedError):
+            board.enable()
+        board.clear_faults()
+        s = board.poll()
+        assert s.state == M.BoardState.DISABLED
+        board.enable()
+        # the first goal after the fault is the pose the servo is in, not the old target
+        assert board._joints[j].target == pytest.approx(s.q[j], abs=0.01)
+    finally:
+        board.close()
+        emu.stop()
+
+
+def test_a_servo_that_goes_quiet_faults_after_a_few_cycles_and_stays_faulted_when_back():
+    emu, config = start("dynamixel2", "--fault", "silent:13@0.8-1.6")   # id 13: r_shoulder_pitch... or arm
+    board = BusBoard.connect(emu.path, config)
+    try:
+        board.enable()
+        j = [k for k, jt in enumerate(config.joints) if jt.servo_id == 13][0]
+        target = MODEL.home.copy()
+        s = drive(board, target, 1.2)
+        assert s.state == M.BoardState.FAULT and s.faults & M.Fault.SERVO_BUS
+        assert int(s.jflags[j]) & M.JointFlag.STALE
+        assert f"{config.joints[j].name} (id 13): no answer" in board.describe_faults()
+        moved = target.copy()
+        moved[0] += 0.2
+        s = drive(board, moved, 0.8)            # back on the bus, but the fault is latched
+        assert s.state == M.BoardState.FAULT and not int(s.jflags[j]) & M.JointFlag.STALE
+        assert s.q[0] == pytest.approx(MODEL.home[0], abs=0.01)   # and nothing was written meanwhile
+    finally:
+        board.close()
+        emu.stop()
+
+
+def test_the_host_side_watchdog_faults_when_commands_stop():
+    emu, config = start("feetech")
+    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=50))
+    try:
+        board.enable()
+        drive(board, MODEL.home, 0.1)
+        time.sleep(0.1)
+        for _ in range(3):
+            s = board.poll()
+            time.sleep(0.12)
+        assert s.state == M.BoardState.FAULT and s.faults & M.Fault.WATCHDOG
+        assert "no command for 50 ms" in board.describe_faults()
+    finally:
+        board.close()
+        emu.stop()
+
+
+def test_dynamixel_servos_stop_by_themselves_when_the_host_goes_quiet():
+    """The servos' own Bus Watchdog (armed at enable) holds them when nothing arrives for 100 ms."""
+    emu, config = start("dynamixel2")
+    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=5000))
+    try:
+        board.enable()
+        drive(board, MODEL.home, 0.1)
+        time.sleep(0.3)                           # the host stalls: no packet at all
+        j = 0
+        target = MODEL.home.copy()
+        target[j] += 0.1
+        s = drive(board, target, 0.5)
+        assert s.q[j] == pytest.approx(MODEL.home[j], abs=0.005)   # goals refused (Data Range Error)
+    finally:
+        board.close()
+        emu.stop()
+
+
+@pytest.mark.parametrize("bus", ["dynamixel1", "kondo-ics"])
+def test_an_echoing_adapter_is_found_at_connect_and_its_echo_never_read_as_a_reply(bus):
+    config = dataclasses.replace(board_config.shipped(MODEL, bus), echo=None)
+    emu = bus_emulator(bus, board_config.emulated_servos(config, MODEL), "--baud", str(config.baud), "--echo")
+    board = BusBoard.connect(emu.path, config)
+    try:
+        assert board.bus.wire.echo and any("echoes" in n for n in board.notes)
+        board.enable()
+        target = MODEL.home + 0.1
+        s = drive(board, target, 1.0)
+        assert s.state == M.BoardState.ENABLED and not s.faults
+        assert np.allclose(s.q, target, atol=0.01)
+    finally:
+        board.close()
+        emu.stop()

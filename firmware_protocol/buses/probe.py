@@ -82,12 +82,17 @@ def _echoes(wire: Wire) -> bool:
 
 
 def _maestro(wire: Wire) -> Found | None:
-    wire.drain()
-    wire.write(bytes([GET_ERRORS]))
-    reply = wire.read(2, 0.03)
-    if len(reply) != 2:
-        return None
-    errors = reply[0] | (reply[1] << 8)
+    """Get Errors, twice: each answered with exactly two bytes holding the nine defined bits (a
+    board that happens to send something meanwhile is not taken for a Maestro)."""
+    replies = []
+    for _ in range(2):
+        wire.drain()
+        wire.write(bytes([GET_ERRORS]))
+        reply = wire.read(8, 0.03)
+        if len(reply) != 2 or reply[1] > 0x01:
+            return None
+        replies.append(reply)
+    errors = replies[0][0] | (replies[0][1] << 8)
     return Found("maestro", wire.baud, note=f"Pololu Maestro (error bits {errors:#06x}); channels are not "
                                             "probed (a PWM controller answers for every channel)")
 

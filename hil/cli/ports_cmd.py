@@ -7,8 +7,8 @@ from hil.cli.common import add_command
 
 def register(sub) -> None:
     s = add_command(sub, "ports", "list serial ports (VID:PID, serial number); --probe asks each what answers",
-                    "Lists the ports the OS knows (USB adapters, ACM devices, built-in UARTs) and any given "
-                    "on the command line (a pty from `hil emulate`). --probe asks each port, in turn: a Pololu "
+                    "Lists the ports the OS knows (USB adapters, ACM devices, built-in UARTs), or only those "
+                    "given on the command line (a pty from `hil emulate`, say). --probe asks each port, in turn: a Pololu "
                     "Maestro (Get Errors), an SSC-32 (VER), a hil board (HELLO), Dynamixel 2.0 servos (broadcast "
                     "PING), Dynamixel 1.0 or Feetech servos (PING to ids 0–31 at each rate, then the rest where "
                     "servos answered; with --bus and --baud every id), Kondo ICS servos (32 ids), each at its "
@@ -21,7 +21,7 @@ def register(sub) -> None:
                                             "1000000 for a hil board)")
     s.add_argument("--bus", help="probe for this servo bus only (dynamixel2, dynamixel1, feetech, kondo-ics, "
                                  "ssc32, maestro; or hil for a hil board)")
-    s.add_argument("extra", nargs="*", metavar="PORT", help="more ports to list and probe (e.g. a pty from `hil emulate`)")
+    s.add_argument("extra", nargs="*", metavar="PORT", help="list and probe these ports only (e.g. a pty from `hil emulate`)")
     s.set_defaults(func=run)
 
 
@@ -73,7 +73,8 @@ def run(args) -> int:
         number(args.baud, "--baud", 300, 20_000_000)
     if args.bus is not None and args.bus != "hil" and args.bus not in BUSES:
         raise InputError(f"--bus {args.bus!r}: buses are hil, {', '.join(BUSES)}")
-    ports = [p.device for p in list_ports()] + list(args.extra or [])
+    # ports named on the command line: those alone; else every port the OS lists
+    ports = list(args.extra) if args.extra else [p.device for p in list_ports()]
     if not ports:
         print("no serial ports found. Plug the board in (USB), check `dmesg | tail`, or use `hil run --dry-run`.")
         return 0

@@ -67,6 +67,12 @@ def test_each_bus_follows_commands_only_while_enabled_and_stops_on_estop(bus_boa
     assert stopped.state == M.BoardState.ESTOP and stopped.faults & M.Fault.ESTOP
     assert np.allclose(stopped.q, s.q, atol=0.01) or not board.cls.measures_position
     assert not any(int(f) & M.JointFlag.TORQUE_ON for f in stopped.jflags)
+    if board.cls.kind in ("dynamixel2", "dynamixel1", "feetech"):
+        # the servos themselves have torque off: a goal written past the board does not move them
+        j = config.joints[0]
+        board.bus.write_goals([(j.servo_id, j.ticks(float(stopped.q[0]) + 0.3))])
+        time.sleep(0.2)
+        assert j.rad(board.bus.read_present([j.servo_id])[j.servo_id].ticks) == pytest.approx(stopped.q[0], abs=0.01)
     with pytest.raises(CommandRejectedError, match="BAD_STATE"):
         board.enable()                                    # a latched e-stop is cleared first
     board.clear_faults()

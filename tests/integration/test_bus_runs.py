@@ -1,0 +1,67 @@
+"""`hil play/run --dry-run --bus KIND` end to end (the loop, its port process and the servo bus
+emulator, each in its own process), `hil ports --probe` on each bus emulator, and a fault
+named with its joint and servo id in the run's events."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hil import board_config, robots
+from hil.motion.keyframes import load_motion
+from hil.runtime.recorder import load_recording
+from tests.conftest import bus_emulator
+
+pytestmark = pytest.mark.slow
+HIL = [sys.executable, "-m", "hil.cli"]
+MODEL = robots.load("humanoid17")
+
+
+# one bus of each kind of cycle: sync write + sync read, one exchange per servo, open loop (the
+# others are driven through the same BusBoard in test_buses.py)
+@pytest.mark.parametrize("bus", ["dynamixel2", "kondo-ics", "maestro"])
+def test_a_motion_plays_to_the_end_on_each_bus(tmp_path, bus):
+    rec = tmp_path / "wave.npy"
+    r = subprocess.run(HIL + ["play", "examples/wave.toml", "--robot", "humanoid17", "--dry-run", "--bus", bus,
+                              "--headless", "--record", str(rec)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "motion 'wave' done" in r.stdout and f"{bus} at " in r.stdout    # the bus's cycle is said at start
+    data, meta = load_recording(str(rec))
+    assert meta["position_estimated"] is (bus in ("ssc32", "maestro"))
+    motion = load_motion("examples/wave.toml", MODEL)
+    running = np.flatnonzero(data["loop_flags"] & 4)
+    t0 = data["t"][running[0]]
+    config = board_config.shipped(MODEL, bus)
+    lo, hi = np.array([j.min_rad for j in config.joints]), np.array([j.max_rad for j in config.joints])
+    for k in motion.keyframes[1:]:
+        # the servos pass through each keyframe (within the bus's lag), as far as the config's limits let them
+        near = np.abs(data["t"] - (t0 + k.time_s)) < 0.15
+        err = np.abs(data["q_meas"][near] - np.clip(k.q, lo, hi)).min(axis=0)
+        assert err.max() < np.radians(3), (k.time_s, np.degrees(err))
+
+
+def test_an_overloaded_servo_is_named_in_the_run_and_the_run_holds(tmp_path):
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--headless",
+                              "--enable", "--motion", "examples/wave.toml", "--duration", "4",
+                              "--fault", "overload:12@2"], capture_output=True, text=True, timeout=120)
+    assert "board fault: l_shoulder_roll (id 12): overload shutdown" in r.stdout, r.stdout
+    assert "FAULT" in r.stdout and "intent cleared" in r.stdout
+
+
+@pytest.mark.parametrize("bus,expect", [("dynamixel2", "dynamixel2 at 1000000 baud: 17 servos (XM430-W350 ids 1–17)"),
+                                        ("feetech", "feetech at 1000000 baud: 17 servos (STS3215 ids 1–17)"),
+                                        ("kondo-ics", "kondo-ics at 115200 baud: 17 servos (ICS servo ids 0–16)"),
+                                        ("ssc32", "ssc32 at 115200 baud: SSC32")])
+def test_ports_probe_finds_each_bus_its_rate_its_ids_and_models(bus, expect):
+    config = board_config.shipped(MODEL, bus)
+    emu = bus_emulator(bus, board_config.emulated_servos(config, MODEL), "--baud", str(config.baud),
+                       *(("--echo",) if config.echo else ()))
+    try:
+        r = subprocess.run(HIL + ["ports", "--probe", emu.path], capture_output=True, text=True, timeout=60)
+    finally:
+        emu.stop()
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith(emu.path)][0]
+    assert expect in line, line

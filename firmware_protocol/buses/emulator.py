@@ -19,10 +19,10 @@ import signal
 import struct
 import sys
 import time
-import tty
 from dataclasses import dataclass, field
 
 from firmware_protocol.buses import bus_class, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
+from firmware_protocol.pty_host import exit_with_parent, open_pty
 
 
 @dataclass
@@ -627,8 +627,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from firmware_protocol.emulator.__main__ import _exit_with_parent
-
     args = parser().parse_args(argv)
     try:
         servos = build_servos(json.loads(args.servos))
@@ -636,17 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"emulator: --servos: {e}") from None
     faults = parse_faults(args.fault)
     if args.parent_pid is not None:
-        _exit_with_parent(args.parent_pid)
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    os.set_blocking(master, False)
-    path = os.ttyname(slave)
-    if args.link:
-        tmp = args.link + ".tmp"
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(path, tmp)
-        os.replace(tmp, args.link)
+        exit_with_parent(args.parent_pid)
+    master, slave, path = open_pty(args.link)
     print(path, flush=True)
     print(f"servo bus emulator: {args.bus}, {len(servos)} servos (ids {', '.join(str(i) for i in servos)}) on "
           f"{path} at {args.baud:.0f} baud", file=sys.stderr, flush=True)

@@ -30,7 +30,6 @@ import select
 import signal
 import sys
 import time
-import tty
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +37,7 @@ import numpy as np
 from firmware_protocol import messages as M
 from firmware_protocol.emulator.board import Board, BoardConfig, StreamFrame
 from firmware_protocol.frame import FrameDecoder
+from firmware_protocol.pty_host import exit_with_parent, open_pty
 
 DEFAULTS = {
     "puma6": dict(kind=M.BoardKind.PUMA6, n_joints=6, tau_s=0.02, noise_rad=2e-5, resolution_rad=1e-5,
@@ -300,18 +300,6 @@ class Runner:
         return msg.encode(self.board._next_seq())
 
 
-def _exit_with_parent(parent: int) -> None:
-    """SIGTERM (a clean stop) when the process that started us dies, however it died."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        raise SystemExit(0)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.watchdog_ms is not None and not 10 <= args.watchdog_ms <= 1000:
@@ -319,20 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     config = build_config(args)
     faults = Faults.parse(args.fault)
     if args.parent_pid is not None:
-        _exit_with_parent(args.parent_pid)
+        exit_with_parent(args.parent_pid)
     board = Board(config)
-    master, slave = os.openpty()
-    tty.setraw(slave)  # raw and no echo before anything is written
-    os.set_blocking(master, False)
-    path = os.ttyname(slave)
-    if args.link:
-        tmp = args.link + ".tmp"
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        os.symlink(path, tmp)
-        os.replace(tmp, args.link)
+    master, slave, path = open_pty(args.link)
     print(path, flush=True)
     print(f"board emulator: {args.kind} ({config.n_joints} joints) on {path}, uid {config.uid.hex().upper()}, "
           f"boot id {board.boot_id:08x}", file=sys.stderr, flush=True)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = [
     ("hil._jit", "hil.errors", "hil.inputs"),
     ("hil.kinematics", "hil.robots"),
-    ("hil.motion", "hil.safety", "hil.emulation", "hil.calibration_io", "hil.warmup"),
+    ("hil.motion", "hil.safety", "hil.emulation", "hil.calibration_io", "hil.board_config", "hil.warmup"),
     ("hil.runtime",),
     ("calibration", "twin"),
     ("hil.cli", "hil.__main__"),

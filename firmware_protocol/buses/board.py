@@ -34,14 +34,20 @@ from firmware_protocol.link import BoardInfo, JointMap, StateSample, open_serial
 
 CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
 BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}
-FAULT_OF_ERROR = {ServoError.OVERHEAT: M.Fault.OVERTEMP, ServoError.VOLTAGE: M.Fault.UNDERVOLT,
-                  ServoError.ENCODER: M.Fault.ENCODER}
-JFLAG_OF_ERROR = {ServoError.OVERHEAT: M.JointFlag.OVERTEMP, ServoError.OVERLOAD: M.JointFlag.OVERLOAD,
-                  ServoError.SHOCK: M.JointFlag.OVERLOAD, ServoError.VOLTAGE: M.JointFlag.VOLTAGE,
-                  ServoError.ENCODER: M.JointFlag.ENCODER}
+# plain ints: flag arithmetic on IntFlag members costs microseconds each, 17 joints a cycle
+FAULT_OF_ERROR = tuple((int(e), int(f)) for e, f in (
+    (ServoError.OVERHEAT, M.Fault.OVERTEMP), (ServoError.VOLTAGE, M.Fault.UNDERVOLT),
+    (ServoError.ENCODER, M.Fault.ENCODER)))
+JFLAG_OF_ERROR = tuple((int(e), int(f)) for e, f in (
+    (ServoError.OVERHEAT, M.JointFlag.OVERTEMP), (ServoError.OVERLOAD, M.JointFlag.OVERLOAD),
+    (ServoError.SHOCK, M.JointFlag.OVERLOAD), (ServoError.VOLTAGE, M.JointFlag.VOLTAGE),
+    (ServoError.ENCODER, M.JointFlag.ENCODER)))
 # errors the servo acts on by itself (cuts torque, or will): the board stops driving and faults
-LATCHING = (ServoError.OVERLOAD | ServoError.OVERHEAT | ServoError.VOLTAGE | ServoError.ENCODER | ServoError.SHOCK
-            | ServoError.HARDWARE | ServoError.WATCHDOG)
+LATCHING = int(ServoError.OVERLOAD | ServoError.OVERHEAT | ServoError.VOLTAGE | ServoError.ENCODER
+               | ServoError.SHOCK | ServoError.HARDWARE | ServoError.WATCHDOG)
+STALE, TORQUE_ON, LIMIT, STEP = (int(M.JointFlag.STALE), int(M.JointFlag.TORQUE_ON), int(M.JointFlag.LIMIT),
+                                 int(M.JointFlag.STEP))
+SERVO_BUS = int(M.Fault.SERVO_BUS)
 
 
 @dataclass(frozen=True)
@@ -356,11 +362,11 @@ class BusBoard:
                 continue
             if target < j.min_rad or target > j.max_rad:
                 target = min(j.max_rad, max(j.min_rad, target))
-                flags |= M.JointFlag.LIMIT
+                flags |= LIMIT
             prev = js.target if js.target is not None else js.b
             if abs(target - prev) > step:
                 target = prev + math.copysign(step, target - prev)
-                flags |= M.JointFlag.STEP
+                flags |= STEP
             js.target = target
             js.flags = flags
             goals.append((j.servo_id, j.ticks(target)))
@@ -375,7 +381,7 @@ class BusBoard:
                 js.stale += 1
                 self.stats.missing_replies += 1
                 if js.stale >= self.config.stale_cycles and js.ever:
-                    latched |= M.Fault.SERVO_BUS
+                    latched |= SERVO_BUS
                 continue
             js.stale = 0
             js.ever = True
@@ -388,8 +394,8 @@ class BusBoard:
             if r.torque_on is not None:
                 js.torque = r.torque_on
             if r.errors & LATCHING:
-                latched |= M.Fault.SERVO_BUS
-                for err, fault in FAULT_OF_ERROR.items():
+                latched |= SERVO_BUS
+                for err, fault in FAULT_OF_ERROR:
                     if r.errors & err:
                         latched |= fault
         if latched:
@@ -412,10 +418,10 @@ class BusBoard:
         for k, js in enumerate(self._joints):
             f = js.flags
             if js.stale:
-                f |= M.JointFlag.STALE
+                f |= STALE
             if js.torque:
-                f |= M.JointFlag.TORQUE_ON
-            for err, jf in JFLAG_OF_ERROR.items():
+                f |= TORQUE_ON
+            for err, jf in JFLAG_OF_ERROR:
                 if js.errors & err:
                     f |= jf
             flags[k] = f

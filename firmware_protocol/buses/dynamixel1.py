@@ -100,7 +100,7 @@ def flags_of(error: int, bits: dict[int, ServoError] = ERROR_BITS) -> int:
     out = 0
     for bit, flag in bits.items():
         if error & (1 << bit):
-            out |= flag
+            out |= int(flag)
     return out
 
 
@@ -128,7 +128,7 @@ class SumChecksumBus(ServoBus):
             pkt, used = parse(self.rx)
             if pkt is None:
                 del self.rx[:used]
-                chunk = self.wire.read(each_len, max(0.0, deadline - time.monotonic()))
+                chunk = self.wire.read_some(len(want) * each_len, deadline - time.monotonic())
                 if not chunk:
                     break
                 self.rx += chunk

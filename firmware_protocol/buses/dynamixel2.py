@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError
 
@@ -59,14 +60,20 @@ def crc16(data: bytes, crc: int = 0) -> int:
     return crc
 
 
-_TABLE = [crc16(bytes([i])) for i in range(256)]
+_TABLE = np.array([crc16(bytes([i])) for i in range(256)], dtype=np.int64)
+
+
+@njit(cache=True)
+def _crc16_table(data, table):
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) & 0xFFFF) ^ table[((crc >> 8) ^ b) & 0xFF]
+    return crc
 
 
 def crc16_fast(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[((crc >> 8) ^ b) & 0xFF]
-    return crc
+    """`crc16`, table-driven and compiled: it runs over every byte of every packet, some 700 a cycle."""
+    return int(_crc16_table(np.frombuffer(data, dtype=np.uint8), _TABLE))
 
 
 def stuff(body: bytes) -> bytes:
@@ -147,12 +154,11 @@ def write(servo_id: int, address: int, data: bytes) -> bytes:
 
 def errors_of(status_error: int, hardware_error: int | None) -> int:
     """ServoError flags from a status's error byte and (if read) Hardware Error Status."""
-    out = 0
-    if status_error & 0x7F:
-        out |= ServoError.INSTRUCTION
-    for bit, flag in HW_ERROR_BITS.items():
-        if (hardware_error or 0) & (1 << bit):
-            out |= flag
+    out = int(ServoError.INSTRUCTION) if status_error & 0x7F else 0
+    if hardware_error:
+        for bit, flag in HW_ERROR_BITS.items():
+            if hardware_error & (1 << bit):
+                out |= int(flag)
     return out
 
 
@@ -188,8 +194,7 @@ class Dynamixel2Bus(ServoBus):
             pkt, used = parse(self.rx)
             if pkt is None:
                 del self.rx[:used]
-                chunk = self.wire.read(max(1, each_len - len(self.rx)) if len(want) == 1 else each_len,
-                                       max(0.0, deadline - time.monotonic()))
+                chunk = self.wire.read_some(len(want) * each_len, deadline - time.monotonic())
                 if not chunk:
                     break
                 self.rx += chunk

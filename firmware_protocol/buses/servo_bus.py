@@ -112,6 +112,16 @@ class Wire:
                 self.echo_errors += 1
                 self.drain()
 
+    def read_some(self, most: int, timeout_s: float) -> bytes:
+        """Whatever has arrived (up to `most` bytes), waiting at most `timeout_s` for the first."""
+        if self.fd is None:
+            return self.read(1, timeout_s) + self.read(min(most - 1, self.ser.in_waiting), 0.0)
+        if not select.select([self.fd], [], [], max(0.0, timeout_s))[0]:
+            return b""
+        data = self.ser.read(min(most, max(1, self.ser.in_waiting)))
+        self.rx_bytes += len(data)
+        return data
+
     def read(self, n: int, timeout_s: float) -> bytes:
         """Up to `n` bytes, waiting at most `timeout_s` for all of them."""
         out = bytearray()

@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show-s", type=float, default=8.0, help="how long the twin shows before/after (s)")
     p.add_argument("--emulate-offsets-deg", help="dry run: hidden zero offsets (one per joint or joint=deg)")
     p.add_argument("--emulate-reverse", help="dry run: hidden reversed joints (names)")
+    p.add_argument("--bus", help="a servo bus instead of a hil board (dynamixel2, dynamixel1, feetech, kondo-ics, "
+                                 "ssc32, maestro): the result goes into the board config's zero ticks and directions")
+    p.add_argument("--board-config", metavar="FILE", help="the robot ↔ servo mapping (default: the one shipped for "
+                                                          "--bus; then --out names where the calibrated copy goes)")
 
 
 def _ask(args, text: str) -> None:
@@ -91,7 +95,7 @@ class CalibrationView:
 
 def main(args: argparse.Namespace) -> int:
     from firmware_protocol.link import Link
-    from hil import calibration_io, emulation, robots
+    from hil import board_config, calibration_io, robots
     from hil.errors import InputError
 
     from calibration import procedures as P
@@ -108,15 +112,23 @@ def main(args: argparse.Namespace) -> int:
             raise InputError("--method poses needs --poses FILE.csv (q1..q6 in deg, x y z in mm per line)")
     elif not (args.port or args.dry_run):
         raise InputError("hil calibrate needs --port PORT (see `hil ports`) or --dry-run")
+    bus = board_config.resolve(model, args.bus, args.board_config)
+    if bus is not None and args.method != "reference":
+        raise InputError(f"--method {args.method} is not for a servo bus: a servo reports its own ticks, so a servo "
+                         "mounted the other way round moves and reads back consistently, and jogging cannot find it. "
+                         "Watch each joint move with the twin's sliders (`hil run --bus …`) and set `direction` in the "
+                         "board config; then --method reference finds the zero ticks")
+    if bus is not None and args.out is None and bus.shipped:
+        raise InputError(f"the calibrated mapping is a new board config: name it with --out FILE.toml (the shipped "
+                         f"{bus.source} is not changed)")
     if args.dry_run and args.method != "poses":
-        offsets = emulation.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
-        reverse = emulation.parse_joint_list(model, args.emulate_reverse)
-        emu = emulation.start_emulator(model, offsets_deg=offsets, reverse=reverse)
+        emu = _start_emulator(args, model, bus)
         args.port = emu.path
-        print(f"board emulator: {model.name} on {emu.path}")
     try:
         if args.method == "poses":
             return _poses(args, model, P, calibration_io)
+        if bus is not None:
+            return _calibrate_bus(args, model, bus, P)
         link = Link.connect(args.port, expect_joints=model.n)
         try:
             uid = link.info.uid
@@ -172,6 +184,53 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if emu is not None:
             emu.stop()
+    return 0
+
+
+def _start_emulator(args, model, bus):
+    """The emulator for a dry run, hiding the calibration errors the options name."""
+    from hil import board_config, emulation
+
+    offsets = emulation.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
+    reverse = emulation.parse_joint_list(model, args.emulate_reverse)
+    if bus is None:
+        emu = emulation.start_emulator(model, offsets_deg=offsets, reverse=reverse)
+        print(f"board emulator: {model.name} on {emu.path}")
+        return emu
+    if reverse:
+        raise InputError("--emulate-reverse: a reversed servo cannot be found by jogging it on a servo bus")
+    hidden = np.radians(offsets) if offsets is not None else np.zeros(model.n)
+    # the servos' truth: the config with the hidden zero errors folded in
+    emu = emulation.start_bus_emulator(board_config.with_joint_map(bus, hidden, np.ones(model.n)), model)
+    print(f"servo bus emulator: {bus.bus} on {emu.path}")
+    return emu
+
+
+def _calibrate_bus(args, model, bus, P) -> int:
+    """Calibrate a servo bus: the zero offsets found with the robot in a known pose go into a board
+    config's zero ticks, which is the joint map a bus has."""
+    from firmware_protocol.buses.board import BusBoard
+    from hil import board_config
+
+    link = BusBoard.connect(args.port, bus, expect_joints=model.n)
+    link.start_cycling()
+    try:
+        _clear_latched_fault(args, link)
+        q_ref = model.poses.get(args.pose)
+        if q_ref is None:
+            raise HilError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+        _ask(args, f"Put the robot in the reference pose '{args.pose}', torque off.")
+        signs = np.ones(model.n)
+        offsets = P.reference(link, model, q_ref, signs, args.samples).offsets
+        for i, name in enumerate(model.joint_names):
+            print(f"{name:<18} {math.degrees(offsets[i]):>+9.3f}° ({offsets[i] * bus.joints[i].ticks_per_rad:+.0f} ticks)")
+        out = args.out or bus.source
+        calibrated = board_config.with_joint_map(bus, offsets, signs)
+        note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
+        Path(out).write_text(board_config.to_toml(calibrated, note))
+        print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
+    finally:
+        link.close()
     return 0
 
 

@@ -39,6 +39,18 @@ TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model"}
 
 
+def resolve(model, bus: str | None, path: str | None) -> BusConfig | None:
+    """The servo bus mapping `--bus`/`--board-config` name (None: neither, our own protocol)."""
+    if path is None and bus is None:
+        return None
+    if path is None:
+        return shipped(model, bus)
+    config = load(path, model)
+    if bus is not None and bus != config.bus:
+        raise InputError(f"--bus {bus} but {path} says bus = \"{config.bus}\"; leave out --bus or fix the file")
+    return config
+
+
 def shipped_path(robot: str, bus: str) -> Path:
     return BOARDS_DIR / f"{robot}-{bus}.toml"
 
@@ -179,3 +191,34 @@ def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
                     "initial": j.ticks(float(q[k])), "vmax": float(model.velocity_limit[k]) * j.ticks_per_rad,
                     "lo": a, "hi": b})
     return out
+
+
+def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
+    """The config with a joint map folded into its ticks: a reading b (rad, through `config`) that
+    the joint map takes to q = sign · (b − offset) reads q through the result directly. (Also what
+    an emulator uses to hide calibration errors: the servos' truth is this config.)"""
+    joints = []
+    for j, off, sign in zip(config.joints, offsets, signs):
+        zero = int(round(j.zero_tick + j.direction * float(off) * j.ticks_per_rad))
+        joints.append(dataclasses.replace(j, zero_tick=zero, direction=int(j.direction * (1 if sign > 0 else -1))))
+    return dataclasses.replace(config, joints=tuple(joints))
+
+
+def to_toml(config: BusConfig, note: str = "") -> str:
+    """A board config file for `config`, every joint written out."""
+    lines = [f"# {line}" for line in note.splitlines()] + [
+        f'robot = "{config.robot}"', f'bus = "{config.bus}"', f"baud = {config.baud}"]
+    if config.echo is not None:
+        lines.append(f"echo = {'true' if config.echo else 'false'}")
+    for key in ("reply_timeout_ms", "return_delay_us", "watchdog_ms", "command_timeout_ms", "stale_cycles"):
+        lines.append(f"{key} = {getattr(config, key):g}")
+    lines.append(f"max_step_deg = {math.degrees(config.max_step_rad):.4g}")
+    if config.ics_read_command:
+        lines.append("ics_read_command = true")
+    for j in config.joints:
+        lines += ["", "[[joint]]", f'name = "{j.name}"', f"servo_id = {j.servo_id}",
+                  f"ticks_per_rad = {j.ticks_per_rad:.6f}", f"zero_tick = {j.zero_tick}", f"direction = {j.direction}",
+                  f"min_deg = {math.degrees(j.min_rad):.4f}", f"max_deg = {math.degrees(j.max_rad):.4f}"]
+        if j.model:
+            lines.append(f'model = "{j.model}"')
+    return "\n".join(lines) + "\n"

@@ -501,6 +501,33 @@ class BusBoard:
                 self.state = M.BoardState.DISABLED
             self._cycle(force_read=True)
 
+    # ------------------------------------------------------------------ for tools (calibration)
+    def latest(self) -> StateSample | None:
+        """The newest state without running a cycle (with `start_cycling`, a thread runs them)."""
+        return self._latest
+
+    def start_cycling(self, period_s: float = 0.005) -> None:
+        """Run the bus cycles on a thread of their own, for tools that stream commands and read
+        `latest()` at their own pace (the runtime calls `poll()` from its port process instead)."""
+        def cycle() -> None:
+            while self._ser is not None and self._lost is None:
+                try:
+                    self.poll()
+                except (LinkLostError, DeviceError):
+                    return
+                time.sleep(period_s)
+        self._cycler = threading.Thread(target=cycle, name=f"hil-bus {self.port}", daemon=True)
+        self._cycler.start()
+
+    def param_get(self, param_id: int, joint: int = 0xFF) -> int:
+        """The parameters a host tool reads from a board: TARGET (the joint's current target, µrad,
+        board frame)."""
+        if param_id != M.Param.TARGET or not 0 <= joint < self.config.n:
+            raise CommandRejectedError(errno.EPERM, f"{self.port}: PARAM_GET {param_id:#06x}: UNKNOWN_PARAM "
+                                                    "(a servo bus has no such parameter)")
+        js = self._joints[joint]
+        return int(round((js.target if js.target is not None else js.b) * 1e6))
+
     def describe_faults(self) -> str:
         """Which joints are at fault and what to do, one clause per joint."""
         parts = []
@@ -555,7 +582,17 @@ class BusBoard:
 
     def close(self) -> None:
         """Close the port. The servos keep their state (their bus watchdog, where armed, stops them)."""
-        self._close_port()
-        if self._lost is None:
-            self._lost = "closed"
+        with self._lock:
+            self._close_port()
+            if self._lost is None:
+                self._lost = "closed"
+        cycler = getattr(self, "_cycler", None)
+        if cycler is not None and cycler is not threading.current_thread():
+            cycler.join(timeout=1.0)
+
+    def __enter__(self) -> "BusBoard":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 

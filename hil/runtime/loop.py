@@ -279,6 +279,12 @@ class Loop:
 
         cfg = self.cfg
         link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime, cfg.bus)
+        if cfg.bus is not None and cfg.calibration is None:
+            # a servo bus's joint map is its board config: zero ticks and directions per joint
+            self.event(f"joint zeros and directions: {cfg.bus.source}"
+                       + (" (shipped; `hil calibrate --bus … --out FILE` makes a calibrated copy)" if cfg.bus.shipped
+                          else ""))
+            return link
         jm = calibration_io.joint_map_for(self.model, link.info, cfg.calibration, self.event)
         if jm is not None:
             link.joint_map = jm

@@ -92,15 +92,7 @@ class RunRequest:
 
 def bus_config(req: RunRequest, model):
     """The servo bus mapping a request names (None: our own protocol)."""
-    if req.board_config is None and req.bus is None:
-        return None
-    if req.board_config is None:
-        return board_config.shipped(model, req.bus)
-    config = board_config.load(req.board_config, model)
-    if req.bus is not None and req.bus != config.bus:
-        raise InputError(f"--bus {req.bus} but {req.board_config} says bus = \"{config.bus}\"; leave out --bus "
-                         "or fix the file")
-    return config
+    return board_config.resolve(model, req.bus, req.board_config)
 
 
 def check(req: RunRequest, model, bus=None) -> float:

@@ -65,3 +65,22 @@ def test_ports_probe_finds_each_bus_its_rate_its_ids_and_models(bus, expect):
         emu.stop()
     line = [ln for ln in r.stdout.splitlines() if ln.startswith(emu.path)][0]
     assert expect in line, line
+
+
+def test_calibration_writes_the_zero_ticks_into_a_board_config(tmp_path):
+    out = tmp_path / "calibrated.toml"
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "feetech", "--method",
+                              "reference", "--emulate-offsets-deg", "l_knee=2.5,r_elbow=-4", "--samples", "20",
+                              "--out", str(out), "--yes", "--headless"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shipped = board_config.shipped(MODEL, "feetech")
+    calibrated = board_config.load(str(out), MODEL)
+    shift = {j.name: (c.zero_tick - j.zero_tick) * j.direction / j.ticks_per_rad
+             for j, c in zip(shipped.joints, calibrated.joints)}
+    one_tick = 1.0 / shipped.joints[0].ticks_per_rad
+    assert abs(shift["l_knee"] - np.radians(2.5)) <= one_tick
+    assert abs(shift["r_elbow"] - np.radians(-4)) <= one_tick
+    assert all(abs(v) <= one_tick for k, v in shift.items() if k not in ("l_knee", "r_elbow"))
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "feetech", "--method",
+                              "directions", "--out", str(out), "--yes"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not for a servo bus" in r.stderr

@@ -1,0 +1,99 @@
+"""Board configs (robot ↔ servo bus mapping): the shipped ones load, anything else is refused with
+the file, the joint and the key — never a traceback."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from firmware_protocol.buses import BUSES
+from firmware_protocol.buses.board import cycle_note
+from hil import board_config, robots
+from hil.errors import InputError
+
+MODEL = robots.load("humanoid17")
+
+
+@pytest.mark.parametrize("bus", list(BUSES))
+def test_every_bus_has_a_shipped_humanoid17_config_that_maps_every_joint(bus):
+    c = board_config.shipped(MODEL, bus)
+    assert c.bus == bus and c.shipped and [j.name for j in c.joints] == list(MODEL.joint_names)
+    assert len({j.servo_id for j in c.joints}) == MODEL.n
+    for j, lo, hi in zip(c.joints, MODEL.lower, MODEL.upper):
+        assert lo <= j.min_rad < j.max_rad <= hi       # never wider than the robot
+        assert j.rad(j.ticks(0.3)) == pytest.approx(0.3, abs=1 / j.ticks_per_rad)
+    text, rate = cycle_note(c)
+    assert f"{bus} at " in text and 10 < rate < 1000
+
+
+def _base() -> dict:
+    return tomllib.loads(board_config.shipped_path("humanoid17", "dynamixel2").read_text())
+
+
+def _variant(change) -> dict:
+    data = _base()
+    change(data)
+    return data
+
+
+BAD = [
+    ("wrong robot", lambda d: d.update(robot="puma560"), "robot = 'puma560'"),
+    ("unknown bus", lambda d: d.update(bus="canbus"), "bus = 'canbus'; buses are"),
+    ("unknown key", lambda d: d.update(baudrate=1), "unknown key 'baudrate'"),
+    ("baud text", lambda d: d.update(baud="fast"), "baud: 'fast' is not a number"),
+    ("joint missing", lambda d: d["joint"].pop(3), "joints not mapped: l_ankle_pitch"),
+    ("joint twice", lambda d: d["joint"].append(dict(d["joint"][0])), "'l_hip_roll' is mapped twice"),
+    ("id twice", lambda d: d["joint"][1].update(servo_id=1), "servo_id 1 is used by both"),
+    ("id out of range", lambda d: d["joint"][1].update(servo_id=300), "servo_id = 300 is outside 0 … 253"),
+    ("bad direction", lambda d: d["joint"][0].update(direction=2), "direction = 2 must be 1 or -1"),
+    ("zero ticks per rad", lambda d: d["defaults"].update(ticks_per_rad=0), "ticks_per_rad = 0 is outside"),
+    ("NaN ticks per rad", lambda d: d["defaults"].update(ticks_per_rad=math.nan), "ticks_per_rad = nan is outside"),
+    ("limits crossed", lambda d: d["joint"][2].update(min_deg=10, max_deg=5), "min_deg 10 must be below max_deg 5"),
+    ("limits outside the robot", lambda d: d["joint"][2].update(min_deg=140, max_deg=150), "does not overlap"),
+    ("unknown joint", lambda d: d["joint"][0].update(name="tail"), "name = 'tail' is not a joint"),
+    ("joint key typo", lambda d: d["joint"][0].update(zero=2048), "unknown key 'zero'"),
+    ("no joints", lambda d: d.pop("joint"), "no [[joint]] tables"),
+    ("echo text", lambda d: d.update(echo="yes"), "echo = 'yes' must be true or false"),
+]
+
+
+@pytest.mark.parametrize("what,change,message", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_config_is_refused_naming_what_and_where(what, change, message):
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        board_config.parse(_variant(change), MODEL, "kit.toml")
+
+
+def test_a_bus_that_disagrees_with_the_file_is_refused(tmp_path):
+    f = tmp_path / "kit.toml"
+    f.write_text(board_config.shipped_path("humanoid17", "feetech").read_text())
+    with pytest.raises(InputError, match='--bus dynamixel2 but .* says bus = "feetech"'):
+        board_config.resolve(MODEL, "dynamixel2", str(f))
+    with pytest.raises(InputError, match="no shipped feetech config for puma560"):
+        board_config.resolve(robots.load("puma560"), "feetech", None)
+
+
+def test_a_joint_map_folded_into_a_config_reads_as_the_map_says():
+    c = board_config.shipped(MODEL, "dynamixel2")
+    off, sign = np.linspace(-0.05, 0.05, MODEL.n), np.where(np.arange(MODEL.n) % 3 == 0, -1.0, 1.0)
+    folded = board_config.with_joint_map(c, off, sign)
+    again = board_config.parse(tomllib.loads(board_config.to_toml(folded, "a note")), MODEL, "x")
+    assert again.joints == folded.joints
+    for j, f, o, s in zip(c.joints, folded.joints, off, sign):
+        q = 0.2
+        assert j.rad(f.ticks(q)) == pytest.approx(s * q + o, abs=1.0 / j.ticks_per_rad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=400))
+def test_any_bytes_as_a_config_give_an_input_error_or_a_config(tmp_path_factory, data):
+    f = tmp_path_factory.mktemp("cfg") / "kit.toml"
+    f.write_bytes(data)
+    try:
+        board_config.load(str(f), MODEL)
+    except InputError as e:
+        assert str(f) in str(e) or "kit.toml" in str(e)

@@ -34,7 +34,8 @@ from hil.inputs import read_text
 
 BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
 TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
-            "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "description", "defaults",
+            "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "fast_sync_read", "description",
+            "defaults",
             "joint"}
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model"}
 
@@ -135,8 +136,11 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
         extra["stale_cycles"] = int(extra["stale_cycles"])
     if "max_step_deg" in data:
         extra["max_step_rad"] = math.radians(_num(data["max_step_deg"], f"{path}: max_step_deg", 0.1, 90))
-    if "ics_read_command" in data:
-        extra["ics_read_command"] = bool(data["ics_read_command"])
+    for key in ("ics_read_command", "fast_sync_read"):
+        if key in data:
+            if not isinstance(data[key], bool):
+                raise InputError(f"{path}: {key} = {data[key]!r} must be true or false")
+            extra[key] = data[key]
     joints = tuple(by_name[n] for n in model.joint_names)
     return BusConfig(model.name, bus, baud, joints, echo=echo, source=str(path), **extra)
 
@@ -213,8 +217,9 @@ def to_toml(config: BusConfig, note: str = "") -> str:
     for key in ("reply_timeout_ms", "return_delay_us", "watchdog_ms", "command_timeout_ms", "stale_cycles"):
         lines.append(f"{key} = {getattr(config, key):g}")
     lines.append(f"max_step_deg = {math.degrees(config.max_step_rad):.4g}")
-    if config.ics_read_command:
-        lines.append("ics_read_command = true")
+    for key in ("ics_read_command", "fast_sync_read"):
+        if getattr(config, key):
+            lines.append(f"{key} = true")
     for j in config.joints:
         lines += ["", "[[joint]]", f'name = "{j.name}"', f"servo_id = {j.servo_id}",
                   f"ticks_per_rad = {j.ticks_per_rad:.6f}", f"zero_tick = {j.zero_tick}", f"direction = {j.direction}",

@@ -88,6 +88,7 @@ class BusConfig:
     max_step_rad: float = 0.2          # per command
     stale_cycles: int = 5              # a servo silent this many cycles in a row → SERVO_BUS
     ics_read_command: bool = False     # Kondo ICS 3.6: read positions without freeing the servo
+    fast_sync_read: bool = False       # Dynamixel 2.0: one combined reply (firmware 45 and later)
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
 
@@ -108,10 +109,16 @@ class BusConfig:
         return hashlib.sha256(key.encode()).hexdigest()[:24].upper()
 
 
+def cycle_cost(config: BusConfig) -> CycleCost:
+    """One cycle of this config's bus, as its options make it."""
+    cls = bus_class(config.bus)
+    return cls.cycle_cost(config.n, fast=True) if config.fast_sync_read else cls.cycle_cost(config.n)
+
+
 def cycle_note(config: BusConfig) -> tuple[str, float]:
     """What one cycle costs on this bus and the loop rate it allows: (sentence, Hz)."""
     cls = bus_class(config.bus)
-    cost: CycleCost = cls.cycle_cost(config.n)
+    cost = cycle_cost(config)
     wire = wire_time_s(cost, config.baud, cls.bits_per_byte, config.return_delay_us * 1e-6)
     rate = 1.0 / wire if wire > 0 else math.inf
     baud = f"{config.baud / 1e6:g} Mbaud" if config.baud >= 1_000_000 else f"{config.baud} baud"
@@ -218,7 +225,11 @@ class BusBoard:
 
     def _make_bus(self, ser, echo: bool):
         wire = Wire(ser, echo=echo, bits_per_byte=self.cls.bits_per_byte)
-        kwargs = {"read_command": True} if self.config.bus == "kondo-ics" and self.config.ics_read_command else {}
+        kwargs = {}
+        if self.config.bus == "kondo-ics" and self.config.ics_read_command:
+            kwargs["read_command"] = True
+        if self.config.bus == "dynamixel2" and self.config.fast_sync_read:
+            kwargs["fast"] = True
         return self.cls(wire, self.config.reply_timeout_ms * 1e-3, self.config.return_delay_us * 1e-6, **kwargs)
 
     def _detect_echo(self, ser) -> bool:

@@ -105,9 +105,10 @@ class Packet:
     params: bytes          # unstuffed; for a status, the data after the error byte
 
 
-def parse(buf: bytes | bytearray) -> tuple[Packet | None, int]:
+def parse(buf: bytes | bytearray, unstuffed: bool = True) -> tuple[Packet | None, int]:
     """The first whole packet in `buf` and how many bytes to drop (garbage and the packet);
-    (None, k): no whole packet yet, the first k bytes can go."""
+    (None, k): no whole packet yet, the first k bytes can go. `unstuffed=False`: the parameters
+    as sent (a Fast Sync Read reply is parsed by position, as ROBOTIS's own parsers do)."""
     start = buf.find(HEADER)
     while start >= 0:
         if len(buf) < start + 7:
@@ -123,7 +124,7 @@ def parse(buf: bytes | bytearray) -> tuple[Packet | None, int]:
         if crc16_fast(frame[:-2]) != (frame[-2] | (frame[-1] << 8)):
             start = buf.find(HEADER, start + 1)
             continue
-        body = unstuff(frame[7:-2])
+        body = unstuff(frame[7:-2]) if unstuffed else frame[7:-2]
         instr = body[0]
         if instr == STATUS:
             if len(body) < 2:
@@ -133,6 +134,29 @@ def parse(buf: bytes | bytearray) -> tuple[Packet | None, int]:
         return Packet(frame[4], instr, 0, body[1:]), end
     keep = max(len(buf) - 3, 0)  # a header may be arriving
     return None, keep
+
+
+def fast_sync_reply(address_data: list[tuple[int, int, bytes]]) -> bytes:
+    """A Fast Sync Read reply: [(error, id, data)] in one packet from 0xFE. Each slot is error, id,
+    data, CRC; the first error sits where a status has its error; the last slot's CRC is the
+    frame's. A slot's CRC is taken here to be the running CRC of the frame so far (what real
+    servos put there is not documented; ROBOTIS's parsers check only the frame's)."""
+    length = 1 + sum(len(d) + 4 for _, _, d in address_data)
+    frame = bytearray(HEADER + bytes([BROADCAST]) + struct.pack("<H", length) + bytes([STATUS]))
+    for k, (err, sid, data) in enumerate(address_data):
+        frame += bytes([err, sid]) + data
+        frame += struct.pack("<H", crc16_fast(bytes(frame)))
+    return bytes(frame)
+
+
+def parse_fast_slots(pkt: Packet, size: int) -> dict[int, tuple[int, bytes]]:
+    """{id: (error, data)} from a parsed (`unstuffed=False`) Fast Sync Read reply of `size`-byte items."""
+    out = {}
+    raw = bytes([pkt.error]) + pkt.params + b"\x00\x00"   # the frame's CRC closes the last slot
+    step = size + 4
+    for k in range(0, len(raw) - step + 1, step):
+        out[raw[k + 1]] = (raw[k], raw[k + 2:k + 2 + size])
+    return out
 
 
 def sync_write(address: int, size: int, items: list[tuple[int, bytes]]) -> bytes:
@@ -179,10 +203,12 @@ class Dynamixel2Bus(ServoBus):
     default_baud = 1_000_000
     has_watchdog = True
 
-    def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0) -> None:
+    def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0,
+                 fast: bool = False) -> None:
         super().__init__(wire, reply_timeout_s, return_delay_s)
         self.models: dict[int, Model | None] = {}
         self.rx = bytearray()
+        self.fast = fast   # Fast Sync Read (0x8A): X-series firmware 45 and later
 
     def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet]:
         """Status packets from `ids` (in order), each `each_len` bytes on the wire (stuffing aside)."""
@@ -227,19 +253,42 @@ class Dynamixel2Bus(ServoBus):
     def write_goals(self, goals: list[tuple[int, int]]) -> None:
         self.wire.write(sync_write(GOAL_POSITION, 4, [(i, struct.pack("<i", t)) for i, t in goals]))
 
-    def read_present(self, ids: list[int]) -> dict[int, Reading]:
+    def _fast_read(self, ids: list[int]) -> dict[int, tuple[int, bytes]] | None:
+        """Every servo's block in one Fast Sync Read reply; None if it did not come whole."""
         self.wire.drain()
         self.rx.clear()
-        self.wire.write(sync_read(BLOCK_START, BLOCK_LEN, ids))
-        replies = self._replies(len(ids), 11 + BLOCK_LEN, ids)
+        self.wire.write(sync_read(BLOCK_START, BLOCK_LEN, ids, fast=True))
+        want = 8 + len(ids) * (BLOCK_LEN + 4)
+        deadline = time.monotonic() + self.timeout(want, len(ids))
+        while time.monotonic() < deadline:
+            pkt, used = parse(self.rx, unstuffed=False)
+            if pkt is not None:
+                slots = parse_fast_slots(pkt, BLOCK_LEN)
+                return slots if set(slots) == set(ids) else None
+            del self.rx[:used]
+            chunk = self.wire.read_some(want, deadline - time.monotonic())
+            if not chunk:
+                return None
+            self.rx += chunk
+        return None
+
+    def read_present(self, ids: list[int]) -> dict[int, Reading]:
+        """Sync Read (or, with `fast`, one Fast Sync Read reply; when it does not come whole, a
+        Sync Read that cycle finds out which servo is missing)."""
+        slots = self._fast_read(ids) if self.fast else None
+        if slots is None:
+            self.wire.drain()
+            self.rx.clear()
+            self.wire.write(sync_read(BLOCK_START, BLOCK_LEN, ids))
+            slots = {i: (p.error, p.params) for i, p in self._replies(len(ids), 11 + BLOCK_LEN, ids).items()}
         out: dict[int, Reading] = {}
         alerted = []
-        for i, pkt in replies.items():
-            if len(pkt.params) != BLOCK_LEN:
+        for i, (error, data) in slots.items():
+            if len(data) != BLOCK_LEN:
                 continue
-            r = decode_block(pkt.params, self.models.get(i))
-            r.errors = errors_of(pkt.error & 0x7F, 0)
-            if pkt.error & 0x80:
+            r = decode_block(data, self.models.get(i))
+            r.errors = errors_of(error & 0x7F, 0)
+            if error & 0x80:
                 alerted.append(i)
             out[i] = r
         for i in alerted:  # read what is latched (only while something is)
@@ -267,10 +316,11 @@ class Dynamixel2Bus(ServoBus):
         return True
 
     @classmethod
-    def cycle_cost(cls, n: int) -> CycleCost:
+    def cycle_cost(cls, n: int, fast: bool = False) -> CycleCost:
         tx = (14 + 5 * n) + (14 + n)
-        rx = n * (11 + BLOCK_LEN)
-        return CycleCost(tx, rx, n, 1, f"sync write + sync read of {BLOCK_LEN} bytes")
+        if fast:
+            return CycleCost(tx, 10 + n * (BLOCK_LEN + 4), n, 1, f"sync write + fast sync read of {BLOCK_LEN} bytes")
+        return CycleCost(tx, n * (11 + BLOCK_LEN), n, 1, f"sync write + sync read of {BLOCK_LEN} bytes")
 
 
 def ticks_per_rad(model: Model | None) -> float:

@@ -284,6 +284,13 @@ class Dxl2Responder(Responder):
                 if i in self.servos and self.present(i):
                     self.regs[i].write(addr, p[k + 1:k + 1 + size])
             return []
+        if pkt.instruction == d2.FAST_SYNC_READ and len(p) >= 4:
+            addr, size = struct.unpack_from("<HH", p)
+            ids = [i for i in p[4:] if i in self.servos]
+            if not all(self.present(i) for i in ids):   # the chain breaks at a silent servo
+                return []
+            return [d2.fast_sync_reply([(0x80 if self.servos[i].hw_error else 0, i, self.regs[i].read(addr, size) or b"")
+                                        for i in ids])]
         if pkt.instruction == d2.SYNC_READ and len(p) >= 4:
             addr, size = struct.unpack_from("<HH", p)
             return [self._status(i, 0, self.regs[i].read(addr, size) or b"") for i in p[4:]

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from firmware_protocol.buses import bus_class
-from firmware_protocol.buses.board import BusBoard, BusConfig, cycle_note
+from firmware_protocol.buses.board import BusBoard, BusConfig, cycle_cost, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
 from firmware_protocol.link import BoardInfo, Link, StateSample
 from hil.runtime.realtime import leave_the_loop_cpu
@@ -224,7 +224,7 @@ def bus_round_trip_warning(bus: BusConfig, port: str, trips_ms: list[float]) -> 
     """A warning when whole bus cycles take much longer than their bytes need on the wire (an
     adapter's latency timer, or servos whose return delay is not what the config says)."""
     cls = bus_class(bus.bus)
-    cost = cls.cycle_cost(bus.n)
+    cost = cycle_cost(bus)
     wire_ms = wire_time_s(cost, bus.baud, cls.bits_per_byte, bus.return_delay_us * 1e-6) * 1e3
     median = sorted(trips_ms)[len(trips_ms) // 2]
     extra = median - wire_ms

@@ -67,6 +67,11 @@ def test_dynamixel_sdk_drives_our_protocol2_emulator(emulated):
                 break
         assert reader.getData(1, d2.PRESENT_POSITION, 4) == 2500
         assert reader.getData(2, d2.PRESENT_POSITION, 4) == 3000   # torque off: it stays
+        fast = dxl.GroupSyncRead(port, ph, d2.PRESENT_POSITION, 4)   # Fast Sync Read: one reply for both
+        fast.addParam(1)
+        fast.addParam(2)
+        assert fast.fastSyncRead() == dxl.COMM_SUCCESS
+        assert (fast.getData(1, d2.PRESENT_POSITION, 4), fast.getData(2, d2.PRESENT_POSITION, 4)) == (2500, 3000)
         assert ph.reboot(port, 1) == (dxl.COMM_SUCCESS, 0)
         assert ph.read1ByteTxRx(port, 1, d2.TORQUE_ENABLE)[0] == 0
     finally:

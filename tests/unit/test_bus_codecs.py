@@ -51,6 +51,13 @@ def test_dynamixel2_packets_are_the_e_manuals(what, ours, theirs):
     assert ours == H(theirs)
 
 
+def test_dynamixel2_fast_sync_read_reply():
+    frame = d2.fast_sync_reply([(0, 1, struct.pack("<i", 166)), (0, 2, struct.pack("<i", 2079))])
+    assert frame == H("FF FF FD 00 FE 11 00 55 00 01 A6 00 00 00 74 3B 00 02 1F 08 00 00 1C 36")
+    pkt, _ = d2.parse(frame, unstuffed=False)
+    assert d2.parse_fast_slots(pkt, 4) == {1: (0, struct.pack("<i", 166)), 2: (0, struct.pack("<i", 2079))}
+
+
 def test_dynamixel2_crc_is_crc16_umts():
     assert d2.crc16(b"123456789") == 0xFEE8 == d2.crc16_fast(b"123456789")
 

@@ -1,0 +1,39 @@
+/* The hardware the firmware core needs, and nothing else. Each port (host/, ports/…) implements
+ * these; the core calls them from hil_board_rx() and hil_board_tick(), never from an interrupt. */
+#ifndef HIL_HAL_H
+#define HIL_HAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+/* Queue bytes for the UART / USB CDC. Returns how many were taken: a full queue drops a STATE
+ * (the next one supersedes it), never a reply to a transaction (the core sends those first). */
+size_t hal_uart_write(const uint8_t *data, size_t len);
+/* Microseconds since boot, monotonic. */
+uint64_t hal_micros(void);
+/* The joints' positions in µrad (board frame: the port applies the servo's own zero and
+ * direction), velocities in mrad/s, currents in mA, temperature in °C, and per joint the flags
+ * the hardware knows (STALE, OVERTEMP, OVERLOAD, ENCODER, VOLTAGE). Open-loop servos report the
+ * commanded, rate-limited pulse (and the port sets HIL_CAP_POSITION_ESTIMATED). */
+void hal_read_joints(int32_t *pos_urad, int16_t *vel_mrad_s, int16_t *current_ma, int8_t *temp_c,
+                     uint8_t *flags, uint8_t n);
+/* Where the actuators are, in the command frame (µrad): what ENABLE, a watchdog trip and an e-stop
+ * set the targets to. On a board whose sensors are its actuators' own (smart servos, encoders on
+ * the motors) this is the measured position. */
+void hal_command_frame(int32_t *pos_urad, uint8_t n);
+/* Drive the joints: targets in µrad (already clamped to the limits); `enabled` 0: torque off /
+ * brakes on. Called after every change and every servo period while enabled. */
+void hal_write_joints(const int32_t *target_urad, uint8_t n, uint8_t enabled);
+/* The supply voltage in mV. */
+uint16_t hal_supply_mv(void);
+/* The MCU's 96-bit unique id. */
+void hal_unique_id(uint8_t uid[12]);
+/* A random 32-bit number for the boot id (any entropy: ADC noise, the clock at the first byte). */
+uint32_t hal_random32(void);
+/* Persistent storage for parameters: read/write `len` bytes; 0 on success. */
+int hal_storage_read(void *data, size_t len);
+int hal_storage_write(const void *data, size_t len);
+/* Reset the MCU (REBOOT); on the host build, a simulated power cycle. */
+void hal_reset(void);
+
+#endif

@@ -1,0 +1,400 @@
+/* SPEC.md §4–§7 on the board: messages, the state machine, the command watchdog, board-side
+ * limits and step clamp, parameters, time sync, heartbeat. Integers only; all state in *b. */
+#include "hil_fw.h"
+#include "hal.h"
+#include "hil_schema.h"
+
+#include <string.h>
+
+enum {
+  M_HELLO = 0x01, M_HELLO_REPLY = 0x02, M_HEARTBEAT = 0x03, M_ACK = 0x04, M_TSYNC_REQ = 0x05, M_TSYNC_RESP = 0x06,
+  M_ENABLE = 0x10, M_DISABLE = 0x11, M_ESTOP = 0x12, M_CLEAR_FAULT = 0x13, M_HOME = 0x14, M_REBOOT = 0x15,
+  M_CMD_POS = 0x20, M_CMD_PVF = 0x21, M_STATE = 0x30, M_STATE_RAW = 0x31,
+  M_PARAM_GET = 0x40, M_PARAM_SET = 0x41, M_PARAM_VALUE = 0x42, M_PARAM_SAVE = 0x43
+};
+enum { ACK_OK = 0, ACK_BAD_STATE = 1, ACK_OUT_OF_RANGE = 2, ACK_UNKNOWN_PARAM = 3, ACK_READ_ONLY = 4,
+       ACK_UNSUPPORTED = 6, ACK_BAD_MAGIC = 7 };
+enum { P_ZERO_OFFSET = 0x0001, P_POS_MIN = 0x0002, P_POS_MAX = 0x0003, P_VEL_MAX = 0x0004, P_MAX_STEP = 0x0006,
+       P_DIRECTION = 0x0007, P_TARGET = 0x0030, P_CMD_TIMEOUT_MS = 0x0100, P_WATCHDOG_ACTION = 0x0101,
+       P_RELAX_AFTER_MS = 0x0102, P_IDLE_STATE_HZ = 0x0103, P_LINK_TIMEOUT_MS = 0x0104, P_RAW_STREAM = 0x0105 };
+enum { T_I32 = 0, T_U32 = 1 };
+#define FLAG_ACK_REQ 0x01u
+#define FLAG_RETX 0x02u
+#define JOINT_ALL 0xFEu
+#define REBOOT_MAGIC 0x52424F54u
+#define SAVE_MAGIC 0x53415645u
+#define WATCHDOG_HOLD 1u
+
+/* ------------------------------------------------------------------ byte helpers (no packed structs) */
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+static uint8_t *wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); return p + 2; }
+static uint8_t *wr32(uint8_t *p, uint32_t v) { p = wr16(p, (uint16_t)v); return wr16(p, (uint16_t)(v >> 16)); }
+static uint8_t *wr64(uint8_t *p, uint64_t v) { p = wr32(p, (uint32_t)v); return wr32(p, (uint32_t)(v >> 32)); }
+
+/* ------------------------------------------------------------------ sending */
+static void send_frame(uint8_t msg_id, uint16_t seq, const uint8_t *payload, size_t len) {
+  uint8_t body[HIL_MAX_BODY];
+  uint8_t wire[HIL_TX_BUF];
+  if (len + HIL_MIN_BODY > HIL_MAX_BODY) return;
+  body[0] = (uint8_t)(HIL_PROTOCOL_MAJOR << 4);
+  body[1] = msg_id;
+  wr16(body + 2, seq);
+  memcpy(body + 4, payload, len);
+  wr32(body + 4 + len, hil_crc32(body, 4 + len));
+  wire[0] = 0;
+  size_t n = hil_cobs_encode(body, len + HIL_MIN_BODY, wire + 1);
+  wire[n + 1] = 0;
+  hal_uart_write(wire, n + 2);
+}
+
+static uint16_t next_seq(struct hil_board *b) { return ++b->tx_seq; }
+
+static void send(struct hil_board *b, uint8_t msg_id, const uint8_t *payload, size_t len) {
+  send_frame(msg_id, next_seq(b), payload, len);
+}
+
+static uint64_t t_us(const struct hil_board *b) { return b->now; }
+
+static uint8_t torque(const struct hil_board *b) {
+  if (b->state == HIL_ENABLED) return 1;
+  return b->state == HIL_FAULT && (b->faults & HIL_F_WATCHDOG) && b->watchdog_action == WATCHDOG_HOLD &&
+         b->kind == HIL_KIND_HUMANOID17;
+}
+
+static void send_state(struct hil_board *b) {
+  uint8_t p[18 + 10 * HIL_MAX_JOINTS];
+  int32_t pos[HIL_MAX_JOINTS];
+  int16_t vel[HIL_MAX_JOINTS], cur[HIL_MAX_JOINTS];
+  int8_t temp[HIL_MAX_JOINTS];
+  uint8_t flags[HIL_MAX_JOINTS];
+  uint8_t n = b->n_joints;
+  hal_read_joints(pos, vel, cur, temp, flags, n);
+  uint8_t *q = wr64(p, t_us(b));
+  q = wr16(q, b->echo_seq);
+  *q++ = b->state;
+  *q++ = n;
+  q = wr32(q, b->faults);
+  q = wr16(q, hal_supply_mv());
+  for (uint8_t j = 0; j < n; j++) {
+    q = wr32(q, (uint32_t)pos[j]);
+    q = wr16(q, (uint16_t)vel[j]);
+    q = wr16(q, (uint16_t)cur[j]);
+    *q++ = (uint8_t)temp[j];
+    *q++ = (uint8_t)(flags[j] | b->jflags[j] | (torque(b) ? HIL_J_TORQUE_ON : 0));
+  }
+  send(b, M_STATE, p, (size_t)(q - p));
+}
+
+static void send_heartbeat(struct hil_board *b) {
+  uint8_t p[10];
+  p[0] = b->state;
+  p[1] = 0;
+  wr32(p + 2, b->boot_id);
+  wr32(p + 6, b->faults);
+  send(b, M_HEARTBEAT, p, sizeof p);
+}
+
+/* a reply to a transaction: sent, and kept for a retransmission of the same seq (SPEC §5) */
+static void reply(struct hil_board *b, uint16_t rx_seq, int txn, uint8_t msg_id, const uint8_t *p, uint8_t len) {
+  uint16_t seq = next_seq(b);
+  send_frame(msg_id, seq, p, len);
+  if (!txn || len > HIL_TXN_REPLY) return;
+  struct hil_txn *t = &b->txn[b->txn_next];
+  b->txn_next = (uint8_t)((b->txn_next + 1) % HIL_TXN_CACHE);
+  t->seq = rx_seq;
+  t->used = 1;
+  t->msg_id = msg_id;
+  t->len = len;
+  memcpy(t->reply, p, len);
+  (void)seq;
+}
+
+static void ack(struct hil_board *b, uint8_t msg_id, uint16_t seq, int txn, uint8_t result) {
+  uint8_t p[4] = {msg_id, (uint8_t)seq, (uint8_t)(seq >> 8), result};
+  reply(b, seq, txn, M_ACK, p, sizeof p);
+}
+
+/* ------------------------------------------------------------------ the state machine */
+/* the actuators' own position in the command frame: ENABLE never makes a joint jump */
+static void seed_targets(struct hil_board *b) { hal_command_frame(b->target, b->n_joints); }
+
+static void drive(struct hil_board *b) { hal_write_joints(b->target, b->n_joints, torque(b)); }
+
+static void estop(struct hil_board *b) {
+  b->state = HIL_ESTOP;
+  b->faults |= HIL_F_ESTOP;
+  hal_command_frame(b->target, b->n_joints);
+  drive(b);
+}
+
+static void apply(struct hil_board *b, const uint8_t *pos, size_t stride, uint32_t mask) {
+  for (uint8_t j = 0; j < b->n_joints; j++) {
+    b->jflags[j] &= (uint8_t)~(HIL_J_LIMIT | HIL_J_STEP);
+    if (!((mask >> j) & 1u)) continue;
+    int64_t v = (int32_t)rd32(pos + j * stride);
+    const struct hil_joint_cfg *c = &b->joint[j];
+    if (v < c->pos_min_urad || v > c->pos_max_urad) {
+      v = v < c->pos_min_urad ? c->pos_min_urad : c->pos_max_urad;
+      b->jflags[j] |= HIL_J_LIMIT;
+    }
+    int64_t step = v - b->target[j];
+    if (step > c->max_step_urad || step < -(int64_t)c->max_step_urad) {
+      v = b->target[j] + (step > 0 ? c->max_step_urad : -c->max_step_urad);
+      b->jflags[j] |= HIL_J_STEP;
+    }
+    b->target[j] = (int32_t)v;
+  }
+  drive(b);
+}
+
+static void on_command(struct hil_board *b, const uint8_t *p, uint16_t seq, size_t stride) {
+  uint8_t n = p[0], flags = p[1];
+  uint32_t mask = rd32(p + 2);
+  if (n != b->n_joints) {           /* the wrong robot's command: dropped, counted, never applied */
+    b->stats.cmd_rejected++;
+    b->faults |= HIL_F_CMD_REJECTED;
+    return;
+  }
+  b->t_last_cmd = b->now;
+  if (b->state == HIL_ENABLED && !(flags & 1u)) {
+    apply(b, p + 6, stride, mask);
+    b->echo_seq = seq;
+    b->applied++;
+  }
+  send_state(b);
+}
+
+/* ------------------------------------------------------------------ parameters */
+static uint8_t param_value(struct hil_board *b, uint16_t pid, uint8_t joint, uint8_t result, uint8_t *out) {
+  uint32_t v = 0;
+  uint8_t type = T_U32;
+  int board = 1;
+  switch (pid) {
+    case P_CMD_TIMEOUT_MS: v = b->cmd_timeout_ms; break;
+    case P_IDLE_STATE_HZ: v = b->idle_state_hz; break;
+    case P_RAW_STREAM: v = b->raw_stream; break;
+    case P_WATCHDOG_ACTION: v = b->watchdog_action; break;
+    case P_LINK_TIMEOUT_MS: v = b->link_timeout_ms; break;
+    case P_RELAX_AFTER_MS: v = b->relax_after_ms; break;
+    default: board = 0;
+  }
+  if (!board) {
+    type = T_I32;
+    if (joint >= b->n_joints) {
+      result = ACK_OUT_OF_RANGE;
+    } else {
+      const struct hil_joint_cfg *c = &b->joint[joint];
+      switch (pid) {
+        case P_TARGET: v = (uint32_t)b->target[joint]; break;
+        case P_POS_MIN: v = (uint32_t)c->pos_min_urad; break;
+        case P_POS_MAX: v = (uint32_t)c->pos_max_urad; break;
+        case P_VEL_MAX: v = (uint32_t)c->vel_max_mrad_s; break;
+        case P_MAX_STEP: v = (uint32_t)c->max_step_urad; break;
+        case P_ZERO_OFFSET: v = 0; break;
+        case P_DIRECTION: v = 1; break;
+        default: result = ACK_UNKNOWN_PARAM;
+      }
+    }
+  }
+  uint8_t *q = wr16(out, pid);
+  *q++ = joint;
+  *q++ = type;
+  q = wr32(q, v);
+  *q++ = result;
+  return (uint8_t)(q - out);
+}
+
+static uint8_t param_set(struct hil_board *b, const uint8_t *p, uint8_t *out) {
+  uint16_t pid = rd16(p);
+  uint8_t joint = p[2];
+  int32_t value = (int32_t)rd32(p + 4);
+  switch (pid) {
+    case P_CMD_TIMEOUT_MS:
+      if (value < 10 || value > 1000) return param_value(b, pid, joint, ACK_OUT_OF_RANGE, out);
+      b->cmd_timeout_ms = (uint32_t)value;
+      break;
+    case P_RAW_STREAM: b->raw_stream = value != 0; break;
+    case P_POS_MIN: case P_POS_MAX: case P_MAX_STEP: case P_VEL_MAX:
+      if (b->state == HIL_ENABLED) return param_value(b, pid, joint, ACK_BAD_STATE, out);
+      if (joint >= b->n_joints) return param_value(b, pid, joint, ACK_OUT_OF_RANGE, out);
+      if (pid == P_POS_MIN) b->joint[joint].pos_min_urad = value;
+      else if (pid == P_POS_MAX) b->joint[joint].pos_max_urad = value;
+      else if (pid == P_MAX_STEP) b->joint[joint].max_step_urad = value < 0 ? -value : value;
+      else b->joint[joint].vel_max_mrad_s = value;
+      break;
+    default: return param_value(b, pid, joint, ACK_READ_ONLY, out);
+  }
+  return param_value(b, pid, joint, ACK_OK, out);
+}
+
+/* ------------------------------------------------------------------ one frame */
+static int replay(struct hil_board *b, uint16_t seq) {
+  for (int i = 0; i < HIL_TXN_CACHE; i++) {
+    struct hil_txn *t = &b->txn[i];
+    if (t->used && t->seq == seq) {  /* a retransmission: the same answer, not executed twice */
+      send(b, t->msg_id, t->reply, t->len);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void on_frame(void *ctx, const uint8_t *body, size_t len) {
+  struct hil_board *b = (struct hil_board *)ctx;
+  uint8_t flags = body[0] & 0x0Fu, id = body[1];
+  uint16_t seq = rd16(body + 2);
+  const uint8_t *p = body + 4;
+  size_t n = len - HIL_MIN_BODY;
+  int txn = (flags & FLAG_ACK_REQ) != 0;
+  uint8_t out[48];
+  b->t_last_rx = b->now;
+  int ok = hil_payload_ok(id, p, n);
+  if (ok < 0) { b->stats.unknown_id++; return; }
+  if (ok == 0) { b->stats.bad_payload++; return; }   /* a known message, too short to decode */
+  if (txn && (flags & FLAG_RETX) && replay(b, seq)) return;
+  switch (id) {
+    case M_HELLO: {
+      uint8_t *q = out;
+      *q++ = HIL_PROTOCOL_MAJOR; *q++ = HIL_PROTOCOL_MINOR; *q++ = b->kind; *q++ = b->n_joints;
+      *q++ = HIL_FW_MAJOR; *q++ = HIL_FW_MINOR; q = wr16(q, HIL_FW_PATCH); q = wr32(q, 0);
+      q = wr32(q, HIL_SCHEMA_HASH); q = wr32(q, b->boot_id); q = wr32(q, rd32(p + 6));
+      q = wr32(q, b->capabilities); *q++ = HIL_MAX_BODY;
+      hal_unique_id(q); q += 12;
+      send(b, M_HELLO_REPLY, out, (size_t)(q - out));
+      return;
+    }
+    case M_CMD_POS: on_command(b, p, seq, 4); return;
+    case M_CMD_PVF: on_command(b, p, seq, 8); return;
+    case M_HEARTBEAT: return;
+    case M_ESTOP: estop(b); send_state(b); return;
+    case M_ENABLE:
+      if (b->state == HIL_FAULT || b->state == HIL_ESTOP || b->state == HIL_BOOT) {
+        ack(b, id, seq, txn, ACK_BAD_STATE);
+        return;
+      }
+      if (b->state != HIL_ENABLED) {
+        seed_targets(b);
+        b->state = HIL_ENABLED;
+        b->t_last_cmd = b->now;
+        drive(b);
+      }
+      ack(b, id, seq, txn, ACK_OK);
+      return;
+    case M_DISABLE:
+      if (b->state == HIL_ENABLED) { b->state = HIL_DISABLED; drive(b); }
+      ack(b, id, seq, txn, ACK_OK);
+      return;
+    case M_CLEAR_FAULT:
+      b->faults &= ~rd32(p);
+      if ((b->state == HIL_FAULT || b->state == HIL_ESTOP) && !(b->faults & (HIL_F_ESTOP | HIL_F_WATCHDOG))) {
+        b->state = HIL_DISABLED;
+        drive(b);
+      }
+      ack(b, id, seq, txn, ACK_OK);
+      return;
+    case M_REBOOT:
+      if (rd32(p) != REBOOT_MAGIC) { ack(b, id, seq, txn, ACK_BAD_MAGIC); return; }
+      if (b->state == HIL_ENABLED) { ack(b, id, seq, txn, ACK_BAD_STATE); return; }
+      ack(b, id, seq, txn, ACK_OK);
+      hal_reset();
+      return;
+    case M_HOME:
+      if (b->kind != HIL_KIND_PUMA6) { ack(b, id, seq, txn, ACK_UNSUPPORTED); return; }
+      b->faults &= ~(uint32_t)HIL_F_NOT_HOMED;
+      ack(b, id, seq, txn, ACK_OK);
+      return;
+    case M_TSYNC_REQ: {
+      uint8_t *q = wr64(out, rd64(p));
+      q = wr64(q, t_us(b));
+      q = wr64(q, hal_micros());
+      send(b, M_TSYNC_RESP, out, (size_t)(q - out));
+      return;
+    }
+    case M_PARAM_GET: {
+      uint16_t pid = rd16(p);
+      if (p[2] == JOINT_ALL) {
+        for (uint8_t j = 0; j < b->n_joints; j++) send(b, M_PARAM_VALUE, out, param_value(b, pid, j, ACK_OK, out));
+      } else {
+        reply(b, seq, txn, M_PARAM_VALUE, out, param_value(b, pid, p[2], ACK_OK, out));
+      }
+      return;
+    }
+    case M_PARAM_SET:
+      reply(b, seq, txn, M_PARAM_VALUE, out, param_set(b, p, out));
+      return;
+    case M_PARAM_SAVE:
+      ack(b, id, seq, txn, rd32(p) == SAVE_MAGIC ? ACK_OK : ACK_BAD_MAGIC);
+      return;
+    default:
+      return;                                      /* the board's own messages: nothing to do */
+  }
+}
+
+/* ------------------------------------------------------------------ the public part */
+void hil_board_boot(struct hil_board *b, uint64_t now_us) {
+  b->boot_id = hal_random32();
+  if (b->boot_id == 0) b->boot_id = 1;
+  b->state = HIL_DISABLED;
+  b->faults = 0;
+  b->now = now_us;
+  b->t_last_cmd = b->t_last_rx = now_us;
+  b->t_last_idle = b->t_last_heartbeat = 0;
+  b->echo_seq = 0;
+  memset(b->txn, 0, sizeof b->txn);
+  memset(b->jflags, 0, sizeof b->jflags);
+  hal_command_frame(b->target, b->n_joints);
+  drive(b);
+}
+
+void hil_board_init(struct hil_board *b, uint8_t kind, uint8_t n_joints, uint64_t now_us) {
+  memset(b, 0, sizeof *b);
+  b->kind = kind;
+  b->n_joints = n_joints > HIL_MAX_JOINTS ? HIL_MAX_JOINTS : n_joints;
+  b->capabilities = 0;
+  b->cmd_timeout_ms = 50;
+  b->idle_state_hz = 10;
+  b->link_timeout_ms = 250;
+  b->watchdog_action = WATCHDOG_HOLD;
+  for (uint8_t j = 0; j < HIL_MAX_JOINTS; j++) {
+    b->joint[j].pos_min_urad = -3141593;
+    b->joint[j].pos_max_urad = 3141593;
+    b->joint[j].vel_max_mrad_s = 3000;
+    b->joint[j].max_step_urad = 200000;
+  }
+  hil_board_boot(b, now_us);
+}
+
+void hil_board_rx(struct hil_board *b, const uint8_t *data, size_t len, uint64_t now_us) {
+  b->now = now_us;
+  hil_stream_feed(&b->rx, data, len, on_frame, b);
+}
+
+static uint64_t period_us(uint32_t hz) { return hz ? 1000000u / hz : 10000000u; }
+
+void hil_board_tick(struct hil_board *b, uint64_t now_us) {
+  b->now = now_us;
+  if (b->state == HIL_ENABLED && now_us - b->t_last_cmd > (uint64_t)b->cmd_timeout_ms * 1000u) {
+    /* the host went quiet: latch the fault and hold where the joints are */
+    b->state = HIL_FAULT;
+    b->faults |= HIL_F_WATCHDOG;
+    b->watchdog_trips++;
+    hal_command_frame(b->target, b->n_joints);
+    drive(b);
+    send_state(b);
+  } else if (torque(b)) {
+    drive(b);
+  }
+  uint64_t idle = period_us(b->idle_state_hz);
+  if (now_us - b->t_last_cmd > idle && now_us - b->t_last_idle >= idle) {
+    b->t_last_idle = now_us;
+    send_state(b);
+  }
+  if (now_us - b->t_last_heartbeat >= 1000000u || b->t_last_heartbeat == 0) {
+    b->t_last_heartbeat = now_us ? now_us : 1;
+    send_heartbeat(b);
+  }
+}

@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poses", metavar="FILE.csv", help="method poses: q1..q6 (deg), x, y, z (mm) per line")
     p.add_argument("--lengths", action="store_true", help="method poses: also fit a2 and d4")
     p.add_argument("--samples", type=int, default=200, help="method reference: readings to average, 10 … 100000")
+    p.add_argument("--jog-deg", type=float, default=5.0, help="method directions: how far each joint is jogged, "
+                                                              "1 … 15°")
+    p.add_argument("--jog-speed-deg-s", type=float, default=10.0, help="method directions: jog speed, 1 … 60 °/s")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
     p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")
@@ -103,6 +106,8 @@ def main(args: argparse.Namespace) -> int:
     model = robots.load(args.robot)
     number(args.samples, "--samples", 10, 100_000)
     number(args.show_s, "--show-s", 0, 3600, "s")
+    number(args.jog_deg, "--jog-deg", 1, 15, "°")
+    number(args.jog_speed_deg_s, "--jog-speed-deg-s", 1, 60, "°/s")
     writable_file(args.out, "--out")
     emu = None
     if args.method == "poses":
@@ -165,9 +170,10 @@ def main(args: argparse.Namespace) -> int:
                 print(f"after: measured pose within {math.degrees(worst):.3f}° of the reference")
                 view.close(args.show_s)
             else:
-                _ask(args, "The robot will jog every joint by ±5° at 10°/s. Keep clear.")
-                print("jogging each joint ±5° at 10°/s …")
-                res = P.directions(link, model)
+                jog = f"±{args.jog_deg:g}° at {args.jog_speed_deg_s:g}°/s"
+                _ask(args, f"The robot will jog every joint by {jog}. Keep clear.")
+                print(f"jogging each joint {jog} …")
+                res = P.directions(link, model, math.radians(args.jog_deg), math.radians(args.jog_speed_deg_s))
                 if res.reversed:
                     print("reversed: " + ", ".join(res.reversed))
                 if res.misscaled:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+import firmware_protocol
 from hil.errors import InputError
 from hil.inputs import number
 
@@ -114,9 +117,43 @@ def emulator_args(model, offsets_deg=None, reverse=(), faults=(), uid: str | Non
     return argv
 
 
-def emulator_argv(model, **options) -> list[str]:
-    """The whole command line that starts the emulator for this model. -P: the current folder (a
-    hil checkout, say) must not shadow the installed package."""
+IMPLEMENTATIONS = ("python", "c")
+C_SOURCES = Path(firmware_protocol.__file__).resolve().parent / "c"
+
+
+def c_build_dir() -> Path:
+    """Where the C firmware's host build goes: a user cache (the installed package may be read-only)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hil" / "c-firmware"
+
+
+def c_emulator_binary() -> str:
+    """The host build of the C firmware, built with `make host` on first use (and again when a
+    source is newer than it)."""
+    binary = c_build_dir() / "hil-board-host"
+    sources = [p for p in C_SOURCES.rglob("*") if p.suffix in (".c", ".h") or p.name == "Makefile"]
+    if not sources:
+        raise InputError(f"the C firmware sources are not in {C_SOURCES}: reinstall hil from its repository")
+    if binary.exists() and binary.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return str(binary)
+    if shutil.which("make") is None or shutil.which(os.environ.get("CC", "gcc")) is None:
+        raise InputError("the C firmware's host build needs make and gcc (Debian: apt-get install -y make gcc)")
+    c_build_dir().mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "host", f"BUILD={c_build_dir()}"],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or not binary.exists():
+        raise InputError(f"building the C firmware failed (make -C {C_SOURCES} host):\n{r.stderr.strip()[-2000:]}")
+    return str(binary)
+
+
+def emulator_argv(model, impl: str = "python", **options) -> list[str]:
+    """The whole command line that starts the emulator for this model: the Python board model, or
+    the C firmware's host build (`impl="c"`), which take the same options. -P: the current folder
+    (a hil checkout, say) must not shadow the installed package."""
+    if impl == "c":
+        return [c_emulator_binary(), *emulator_args(model, **options)]
+    if impl != "python":
+        raise InputError(f"--emulator {impl!r}: emulators are {', '.join(IMPLEMENTATIONS)}")
     return [sys.executable, "-P", "-m", "firmware_protocol.emulator", *emulator_args(model, **options)]
 
 

@@ -18,9 +18,9 @@ class EmulatorProcess:
     """A board emulator in its own process on a pty (python -m firmware_protocol.emulator, or
     another emulator `module` with the same conventions: the pty path first on stdout)."""
 
-    def __init__(self, *args: str, module: str = "firmware_protocol.emulator") -> None:
+    def __init__(self, *args: str, module: str = "firmware_protocol.emulator", argv0: list[str] | None = None) -> None:
         self.args = list(args)
-        self.proc = subprocess.Popen([sys.executable, "-m", module, *self.args],
+        self.proc = subprocess.Popen([*(argv0 or [sys.executable, "-m", module]), *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("/dev/"):
@@ -79,15 +79,24 @@ def numba_cache_warm():
     yield
 
 
-@pytest.fixture
-def emulator():
-    """Factory: emulator(*args) starts an emulator process; all are killed at teardown."""
+@pytest.fixture(params=["python", "c"])
+def emulator(request):
+    """Factory: emulator(*args) starts a board emulator process — the Python board model, then
+    (a second run of the test) the C firmware's host build, which take the same options; all are
+    killed at teardown. `emulator.impl` says which."""
     started: list[EmulatorProcess] = []
+    argv0 = None
+    if request.param == "c":
+        from hil.emulation import c_emulator_binary
+
+        argv0 = [c_emulator_binary()]
 
     def start(*args: str) -> EmulatorProcess:
-        e = EmulatorProcess(*args)
+        e = EmulatorProcess(*args, argv0=argv0)
         started.append(e)
         return e
+
+    start.impl = request.param
 
     yield start
     for e in started:

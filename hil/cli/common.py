@@ -40,10 +40,17 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
     s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy; see the README)")
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
     add_bus_options(s)
+    add_emulator_option(s)
 
 
 BUS_HELP = ("drive a servo bus instead of a hil board: dynamixel2, dynamixel1, feetech, kondo-ics, ssc32 or maestro "
             "(with --dry-run: its emulator, with the shipped config for that bus)")
+
+
+def add_emulator_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--emulator", choices=("python", "c"), default="python",
+                   help="with --dry-run: the Python board model, or the C reference firmware's host build "
+                        "(built with make and gcc on first use)")
 
 
 def add_bus_options(s: argparse.ArgumentParser) -> None:
@@ -82,4 +89,5 @@ def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: fl
     return supervisor.run(supervisor.RunRequest(
         robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
-        exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config))
+        exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
+        emulator=args.emulator))

@@ -16,7 +16,8 @@ def register(sub) -> None:
                     ["hil emulate --robot humanoid17 --offsets-deg l_knee=1.7 --reverse r_knee",
                      "hil emulate --robot puma560 --fault drop:0.01 --latency-ms 16",
                      "hil emulate --robot humanoid17 --bus dynamixel2 --fault overload:3@5",
-                     "hil emulate --robot humanoid17 --bus kondo-ics --echo"])
+                     "hil emulate --robot humanoid17 --bus kondo-ics --echo",
+                     "hil emulate --robot puma560 --impl c   # the C firmware (make host on first use)"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
     s.add_argument("--offsets-deg", help="hidden zero offsets: one per joint, or joint=deg pairs")
     s.add_argument("--reverse", help="hidden reversed joints: names or indices, comma-separated")
@@ -25,6 +26,8 @@ def register(sub) -> None:
                         "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start); "
                         "with --bus: silent:ID[@T[-T2]], overload:ID@T, overheat:ID@T, voltage:ID@T, disconnect@T")
     add_bus_options(s)
+    s.add_argument("--impl", choices=("python", "c"), default="python",
+                   help="the Python board model, or the C reference firmware's host build (built on first use)")
     s.add_argument("--echo", action="store_true", help="with --bus: read every request back first, as Kondo's "
                                                        "adapters and one-wire buses do (default: the config's echo)")
     s.add_argument("--return-delay-us", type=float, help="with --bus: each servo waits this long before replying "
@@ -48,7 +51,7 @@ def run(args) -> int:
     emulation.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
     for spec in args.fault or ():
         emulation.check_fault(spec)
-    argv = emulation.emulator_argv(model, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
+    argv = emulation.emulator_argv(model, impl=args.impl, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
                                    link=args.link, baud=args.baud, latency_ms=args.latency_ms,
                                    noise_deg=args.noise_deg)
     if reverse:

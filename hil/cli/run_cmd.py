@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import ROBOT_HELP, add_bus_options, add_command
+from hil.cli.common import ROBOT_HELP, add_bus_options, add_command, add_emulator_option
 
 
 def register(sub) -> None:
@@ -46,6 +46,7 @@ def register(sub) -> None:
                         "shares no GIL with them), a thread of the loop's process, or the loop itself")
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     add_bus_options(s)
+    add_emulator_option(s)
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
     s.set_defaults(func=run)
 
@@ -60,7 +61,7 @@ def run(args) -> int:
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=args.motion,
         enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
         keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
-        calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config)
+        calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config, emulator=args.emulator)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:

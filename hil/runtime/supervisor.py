@@ -88,6 +88,7 @@ class RunRequest:
     path_file: str | None = None       # a planned path to show in the twin
     bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
     board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
+    emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
 
 
 def bus_config(req: RunRequest, model):
@@ -112,6 +113,10 @@ def check(req: RunRequest, model, bus=None) -> float:
         raise InputError(f"--spin-us {req.spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
     for spec in req.faults:
         (emulation.check_fault if bus is None else emulation.check_bus_fault)(spec)
+    if req.emulator not in emulation.IMPLEMENTATIONS:
+        raise InputError(f"--emulator {req.emulator!r}: emulators are {', '.join(emulation.IMPLEMENTATIONS)}")
+    if req.emulator != "python" and (bus is not None or not req.dry_run):
+        raise InputError("--emulator c runs the C firmware's host build for --dry-run; not with --port or --bus")
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
     writable_file(req.record, "--record")
@@ -132,8 +137,8 @@ def run(req: RunRequest) -> int:
         emu = emulation.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid())
         print(f"servo bus config: {bus.source}")
     elif req.dry_run:
-        emu = emulation.start_emulator(model, faults=req.faults, baud=None, parent_pid=os.getpid())
-        print(f"board emulator: {model.name} on {emu.path}")
+        emu = emulation.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None, parent_pid=os.getpid())
+        print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else ""))
     name = f"hil_{model.name}_{os.getpid()}"
     try:
         shared = SharedState(name, model.n, create=True)

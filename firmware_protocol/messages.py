@@ -108,6 +108,7 @@ class Param(IntEnum):
     IDLE_STATE_HZ = 0x0103   # u32, board, default 10
     LINK_TIMEOUT_MS = 0x0104  # u32, board, default 250
     RAW_STREAM = 0x0105      # u32, board, 0/1
+    RX_DROPPED = 0x0106      # u32, board, read-only: received input dropped (framing, CRC, payload, wrong joint count)
 
 
 PARAM_TYPE_I32, PARAM_TYPE_U32, PARAM_TYPE_F32 = 0, 1, 2

@@ -16,7 +16,8 @@ enum { ACK_OK = 0, ACK_BAD_STATE = 1, ACK_OUT_OF_RANGE = 2, ACK_UNKNOWN_PARAM = 
        ACK_UNSUPPORTED = 6, ACK_BAD_MAGIC = 7 };
 enum { P_ZERO_OFFSET = 0x0001, P_POS_MIN = 0x0002, P_POS_MAX = 0x0003, P_VEL_MAX = 0x0004, P_MAX_STEP = 0x0006,
        P_DIRECTION = 0x0007, P_TARGET = 0x0030, P_CMD_TIMEOUT_MS = 0x0100, P_WATCHDOG_ACTION = 0x0101,
-       P_RELAX_AFTER_MS = 0x0102, P_IDLE_STATE_HZ = 0x0103, P_LINK_TIMEOUT_MS = 0x0104, P_RAW_STREAM = 0x0105 };
+       P_RELAX_AFTER_MS = 0x0102, P_IDLE_STATE_HZ = 0x0103, P_LINK_TIMEOUT_MS = 0x0104, P_RAW_STREAM = 0x0105,
+       P_RX_DROPPED = 0x0106 };
 enum { T_I32 = 0, T_U32 = 1 };
 #define FLAG_ACK_REQ 0x01u
 #define FLAG_RETX 0x02u
@@ -180,6 +181,12 @@ static uint8_t param_value(struct hil_board *b, uint16_t pid, uint8_t joint, uin
     case P_WATCHDOG_ACTION: v = b->watchdog_action; break;
     case P_LINK_TIMEOUT_MS: v = b->link_timeout_ms; break;
     case P_RELAX_AFTER_MS: v = b->relax_after_ms; break;
+    case P_RX_DROPPED: {
+      const struct hil_rx_stats *r = &b->rx.stats, *m = &b->stats;
+      v = r->crc + r->cobs + r->too_short + r->too_long + r->version + r->reserved_flags + m->unknown_id +
+          m->bad_payload + m->cmd_rejected;
+      break;
+    }
     default: board = 0;
   }
   if (!board) {

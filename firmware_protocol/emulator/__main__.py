@@ -276,7 +276,9 @@ class Runner:
                     else:
                         raise
                 if data and not stalled:
-                    for frame in self.decoder.feed(self._mangle(data)):
+                    frames = self.decoder.feed(self._mangle(data))
+                    board.rx_refused = self.decoder.stats.dropped
+                    for frame in frames:
                         self.send(board.receive(frame, now), now)
             if now >= next_tick:
                 if stalled:

@@ -102,6 +102,8 @@ class Board:
     t_boot: float = 0.0
     raw_stream: bool = False
     cmd_rejected: int = 0
+    undecodable: int = 0        # frames whose payload did not decode (or an unknown id)
+    rx_refused: int = 0         # chunks the receiver refused: set by the runner, which decodes the frames
     applied: int = 0
     watchdog_trips: int = 0
     homed: bool = True
@@ -183,6 +185,7 @@ class Board:
         self.rx_now = now
         msg = M.decode_message(frame)
         if msg is None:
+            self.undecodable += 1
             return []
         if frame.flags & FLAG_ACK_REQ:
             for txn in self.txn_cache:
@@ -294,7 +297,7 @@ class Board:
         jt = M.PARAM_TYPE_I32
         board_params = {P.CMD_TIMEOUT_MS: self.cmd_timeout_ms, P.IDLE_STATE_HZ: int(c.idle_state_hz),
                         P.RAW_STREAM: int(self.raw_stream), P.WATCHDOG_ACTION: 1, P.LINK_TIMEOUT_MS: 250,
-                        P.RELAX_AFTER_MS: 0}
+                        P.RELAX_AFTER_MS: 0, P.RX_DROPPED: self.rx_refused + self.undecodable + self.cmd_rejected}
         if pid in board_params:
             return M.ParamValue(pid, joint, M.PARAM_TYPE_U32, board_params[pid], result)
         if not 0 <= joint < c.n_joints:

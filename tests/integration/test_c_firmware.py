@@ -1,0 +1,170 @@
+"""The C reference firmware (firmware_protocol/c): its receiver against the Python one on the same
+10⁶ random, mutated and valid byte streams (identical accept/reject decisions, reasons and
+decoded frames), its schema hash, and its behaviour under bad input on a pty."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import subprocess
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+import firmware_protocol.messages as M
+from firmware_protocol.frame import FrameDecoder, encode_frame
+from firmware_protocol.link import Link
+from hil.emulation import C_SOURCES, c_build_dir, c_emulator_binary
+
+pytestmark = pytest.mark.slow
+STREAMS = int(os.environ.get("HIL_DIFF_STREAMS", 1_000_000))
+
+
+def _decoder_binary() -> str:
+    c_emulator_binary()   # builds both host programs
+    return str(c_build_dir() / "hil-decode")
+
+
+def _valid_frames(rng: random.Random) -> list[bytes]:
+    """Frames of every message, right and wrong: joint counts over the limit, short payloads,
+    other versions, reserved flags, unknown ids."""
+    out = []
+    for _ in range(400):
+        mid = rng.choice(list(M.MESSAGES) + [0x00, 0x08, 0x22, 0x7F, 0xFF])
+        n = rng.choice([0, 1, 6, 17, 22, 23, 40])
+        head = {0x20: 6, 0x21: 6, 0x30: 18, 0x31: 10}.get(mid)
+        if head is not None and rng.random() < 0.8:
+            each = {0x20: 4, 0x21: 8, 0x30: 10, 0x31: 4}[mid]
+            payload = bytearray(rng.randbytes(head + each * min(n, 22) + rng.choice([0, 0, 0, -1, 3])))
+            at_n = {0x30: 11, 0x31: 8}.get(mid, 0)
+            if len(payload) > at_n:
+                payload[at_n] = n
+            payload = bytes(payload)
+        else:
+            payload = rng.randbytes(rng.choice([0, 1, 3, 4, 5, 8, 9, 10, 24, 41, 60, 200, 246]))
+        flags = rng.choice([0, 0, 1, 2, 3, 4, 8, 15])
+        frame = encode_frame(mid, rng.randrange(65536), payload[:246], flags & 0x03)
+        if flags & 0x0C or rng.random() < 0.05:   # reserved flags or another version: re-encode the body by hand
+            from cobs import cobs
+            body = bytearray(cobs.decode(frame[1:-1]))
+            body[0] = (rng.choice([1, 1, 2, 0, 15]) << 4) | flags
+            body[-4:] = struct.pack("<I", zlib.crc32(bytes(body[:-4])))
+            frame = b"\x00" + cobs.encode(bytes(body)) + b"\x00"
+        out.append(frame)
+    return out
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.choice([1, 1, 2, 4])):
+        k = rng.randrange(6)
+        if not b:
+            break
+        i = rng.randrange(len(b))
+        if k == 0:
+            b[i] ^= 1 << rng.randrange(8)
+        elif k == 1:
+            del b[i]
+        elif k == 2:
+            b.insert(i, rng.randrange(256))
+        elif k == 3:
+            b[i] = 0
+        elif k == 4:
+            b = b[:i]
+        else:
+            b[i:i] = rng.randbytes(rng.randrange(1, 300)).replace(b"\x00", b"\x01")   # an overlong run
+    return bytes(b)
+
+
+def _streams(n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    pool = _valid_frames(rng)
+    out = []
+    for _ in range(n):
+        kind = rng.random()
+        parts = [rng.choice(pool) for _ in range(rng.choice([1, 1, 2, 3]))]
+        s = b"".join(parts)
+        if kind < 0.15:
+            s = rng.randbytes(rng.randrange(0, 80))
+        elif kind < 0.7:
+            s = _mutate(rng, s)
+        out.append(s)
+    return out
+
+
+def _python_line(stream: bytes) -> str:
+    dec = FrameDecoder()
+    cut = len(stream) // 3
+    frames = dec.feed(stream[:cut]) + dec.feed(stream[cut:])
+    parts = []
+    for f in frames:
+        ok = M.decode_message(f) is not None
+        parts.append(f"{f.msg_id}.{f.seq}.{f.flags}.{int(ok)}.{zlib.crc32(f.payload):08x} ")
+    s = dec.stats
+    return (f"{''.join(parts)}| {s.frames} {s.crc} {s.cobs} {s.too_short} {s.too_long} {s.version} "
+            f"{s.reserved_flags} {s.empty}")
+
+
+def test_the_c_and_python_receivers_decide_the_same_on_a_million_streams():
+    streams = _streams(STREAMS, seed=20261201)
+    blob = b"".join(struct.pack("<I", len(s)) + s for s in streams)
+    t0 = time.perf_counter()
+    r = subprocess.run([_decoder_binary()], input=blob, capture_output=True, timeout=600)
+    c_s = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr
+    c_lines = r.stdout.decode().splitlines()
+    assert len(c_lines) == len(streams)
+    accepted = rejected = 0
+    for k, (s, c_line) in enumerate(zip(streams, c_lines)):
+        py = _python_line(s)
+        assert c_line == py, f"stream {k} ({s.hex()}): C {c_line!r} vs Python {py!r}"
+        counts = py.rsplit("|", 1)[1].split()
+        accepted += int(counts[0])
+        rejected += sum(int(c) for c in counts[1:7])
+    # the streams exercise both sides of every rule
+    assert accepted > STREAMS // 4 and rejected > STREAMS // 4
+    print(f"{len(streams)} streams, {len(blob)} bytes: C receiver {c_s:.2f} s, {accepted} frames accepted, "
+          f"{rejected} rejected")
+
+
+def test_the_c_schema_hash_is_the_message_tables():
+    text = (C_SOURCES / "hil_schema.h").read_text()
+    assert f"0x{M.SCHEMA_HASH:08X}u" in text
+
+
+def test_bad_input_never_moves_a_joint_outside_its_limits_and_is_counted():
+    """Garbage, truncated frames, commands far outside the limits and a flood: the C board stays
+    up, its joints stay inside POS_MIN/POS_MAX, and it still answers."""
+    cfg = '{"lower_deg": [-10, -10, -10, -10, -10, -10], "upper_deg": [10, 10, 10, 10, 10, 10]}'
+    p = subprocess.Popen([c_emulator_binary(), "--kind", "puma6", "--config", cfg, "--noise-deg", "0"],
+                         stdout=subprocess.PIPE, text=True)
+    path = p.stdout.readline().strip()
+    try:
+        with Link.connect(path, threaded=True, expect_joints=6) as link:
+            link.enable()
+            fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+            rng = random.Random(7)
+            for k in range(300):
+                q = np.full(6, (-1) ** k * 3.0)                       # far outside ±10°
+                link.send_positions(q)
+                os.write(fd, rng.randbytes(rng.randrange(1, 120)))    # garbage between commands
+                os.write(fd, encode_frame(0x20, k, b"\x06\x00\xff")[:-1])  # truncated, no end marker
+                time.sleep(0.002)
+            os.close(fd)
+            for _ in range(50):                                       # it still answers, and follows
+                link.send_positions(np.full(6, 3.0))
+                time.sleep(0.004)
+            s = link.latest()
+            assert s is not None and s.state == M.BoardState.ENABLED
+            assert np.all(np.abs(s.q) <= np.radians(10) + 1e-4), np.degrees(s.q)
+            assert np.all(np.abs(s.q - np.radians(10)) < 0.01)           # held at the limit
+            assert all(int(f) & M.JointFlag.LIMIT for f in s.jflags)
+            assert link.param_get(M.Param.RX_DROPPED) >= 300          # the garbage and the truncated frames
+            link.disable()
+    finally:
+        p.terminate()
+        p.wait()
+        p.stdout.close()

@@ -33,6 +33,9 @@ uint32_t hal_random32(void);
 /* Persistent storage for parameters: read/write `len` bytes; 0 on success. */
 int hal_storage_read(void *data, size_t len);
 int hal_storage_write(const void *data, size_t len);
+/* HOME (PUMA6, incremental encoders): make the masked joints' positions known (method 0: the arm
+ * stands in its home pose now); 0 on success. */
+int hal_home(uint32_t joint_mask, uint8_t method);
 /* Reset the MCU (REBOOT); on the host build, a simulated power cycle. */
 void hal_reset(void);
 

@@ -279,7 +279,8 @@ static void on_frame(void *ctx, const uint8_t *body, size_t len) {
     case M_HEARTBEAT: return;
     case M_ESTOP: estop(b); send_state(b); return;
     case M_ENABLE:
-      if (b->state == HIL_FAULT || b->state == HIL_ESTOP || b->state == HIL_BOOT) {
+      if (b->state == HIL_FAULT || b->state == HIL_ESTOP || b->state == HIL_BOOT ||
+          (b->faults & HIL_F_NOT_HOMED)) {            /* incremental encoders: HOME first */
         ack(b, id, seq, txn, ACK_BAD_STATE);
         return;
       }
@@ -311,7 +312,10 @@ static void on_frame(void *ctx, const uint8_t *body, size_t len) {
       return;
     case M_HOME:
       if (b->kind != HIL_KIND_PUMA6) { ack(b, id, seq, txn, ACK_UNSUPPORTED); return; }
+      if (b->state != HIL_DISABLED) { ack(b, id, seq, txn, ACK_BAD_STATE); return; }
+      if (hal_home(rd32(p), p[4]) != 0) { ack(b, id, seq, txn, ACK_UNSUPPORTED); return; }
       b->faults &= ~(uint32_t)HIL_F_NOT_HOMED;
+      hal_command_frame(b->target, b->n_joints);
       ack(b, id, seq, txn, ACK_OK);
       return;
     case M_TSYNC_REQ: {
@@ -378,6 +382,19 @@ void hil_board_init(struct hil_board *b, uint8_t kind, uint8_t n_joints, uint64_
 void hil_board_rx(struct hil_board *b, const uint8_t *data, size_t len, uint64_t now_us) {
   b->now = now_us;
   hil_stream_feed(&b->rx, data, len, on_frame, b);
+}
+
+void hil_board_fault(struct hil_board *b, uint32_t faults) {
+  b->faults |= faults;
+  if (b->state == HIL_ENABLED) {
+    b->state = HIL_FAULT;
+    hal_command_frame(b->target, b->n_joints);
+    drive(b);
+  }
+}
+
+void hil_board_estop(struct hil_board *b) {
+  if (b->state != HIL_ESTOP) estop(b);
 }
 
 static uint64_t period_us(uint32_t hz) { return hz ? 1000000u / hz : 10000000u; }

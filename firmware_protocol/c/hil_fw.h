@@ -90,6 +90,11 @@ void hil_board_boot(struct hil_board *b, uint64_t now_us);
 void hil_board_rx(struct hil_board *b, const uint8_t *data, size_t len, uint64_t now_us);
 /* The periodic part: command watchdog, idle STATE, HEARTBEAT. */
 void hil_board_tick(struct hil_board *b, uint64_t now_us);
+/* What the hardware itself detects (a limit switch, an amplifier fault, a servo bus error):
+ * the faults latch, an enabled board goes to FAULT and holds where it is. */
+void hil_board_fault(struct hil_board *b, uint32_t faults);
+/* The e-stop input: ESTOP at once, latched until CLEAR_FAULT. */
+void hil_board_estop(struct hil_board *b);
 
 /* framing, for the host tools and the differential test */
 uint32_t hil_crc32(const uint8_t *data, size_t len);

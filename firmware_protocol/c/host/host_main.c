@@ -284,6 +284,7 @@ static void boot(double now) {
 }
 
 void hal_reset(void) { boot(mono()); }
+int hal_home(uint32_t joint_mask, uint8_t method) { (void)joint_mask; (void)method; return 0; }
 
 /* ------------------------------------------------------------------ the wire: pacing, latency, faults */
 struct pending { double release; size_t len; uint8_t data[HIL_TX_BUF + 64]; };

@@ -1,0 +1,219 @@
+/* What both STM32F4 ports share: start-up, clocks, the host UART (interrupt-driven rings), the
+ * microsecond clock, the unique id, parameter storage in a flash sector, the MCU watchdog, reset,
+ * and the main loop. Compiled with arm-none-eabi-gcc; not yet run on hardware. */
+#include <stddef.h>
+#include <string.h>
+
+#include "../../hal.h"
+#include "../../hil_fw.h"
+#include "stm32f4.h"
+
+/* ------------------------------------------------------------------ start-up */
+extern uint32_t _sidata, _sdata, _edata, _sbss, _ebss, _estack;
+int main(void);
+void Reset_Handler(void);
+void Default_Handler(void);
+void SysTick_Handler(void);
+void USART2_IRQHandler(void);
+
+void Reset_Handler(void) {
+  uint32_t *src = &_sidata, *dst = &_sdata;
+  while (dst < &_edata) *dst++ = *src++;
+  for (dst = &_sbss; dst < &_ebss; dst++) *dst = 0;
+  main();
+  for (;;) {
+  }
+}
+
+void Default_Handler(void) {
+  for (;;) {  /* an unexpected fault: the MCU watchdog resets us, and the host sees a new boot id */
+  }
+}
+
+/* Cortex-M4 vectors (16 system + IRQs up to USART2 = 38) */
+__attribute__((section(".isr_vector"), used)) static void (*const vectors[16 + 39])(void) = {
+  (void (*)(void))(&_estack), Reset_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+  Default_Handler, 0, 0, 0, 0, Default_Handler, Default_Handler, 0, Default_Handler, SysTick_Handler,
+  [16 + 38] = USART2_IRQHandler,
+};
+
+/* ------------------------------------------------------------------ clocks and pins */
+void stm32_clock_init(void) {
+  RCC_CR |= 1u;                                   /* HSI on (it is after reset) */
+  while (!(RCC_CR & (1u << 1))) {
+  }
+  /* PLL: HSI 16 MHz / M 16 × N 168 / P 2 = 84 MHz; Q 7 */
+  RCC_PLLCFGR = 16u | (168u << 6) | (0u << 16) | (0u << 22) | (7u << 24);
+  RCC_CR |= 1u << 24;
+  while (!(RCC_CR & (1u << 25))) {
+  }
+  FLASH_ACR = 2u | (1u << 8) | (1u << 9) | (1u << 10);   /* 2 wait states, prefetch, caches */
+  RCC_CFGR = (4u << 10) | 2u;                     /* APB1 = HCLK / 2, SYSCLK = PLL */
+  while (((RCC_CFGR >> 2) & 3u) != 2u) {
+  }
+  RCC_AHB1ENR |= 0x1Fu;                           /* GPIOA..E */
+}
+
+void stm32_gpio_mode(uint32_t port, unsigned pin, unsigned mode, unsigned pull) {
+  GPIO_MODER(port) = (GPIO_MODER(port) & ~(3u << (2 * pin))) | (mode << (2 * pin));
+  GPIO_PUPDR(port) = (GPIO_PUPDR(port) & ~(3u << (2 * pin))) | (pull << (2 * pin));
+}
+
+void stm32_gpio_af(uint32_t port, unsigned pin, unsigned af) {
+  stm32_gpio_mode(port, pin, 2u, 0u);
+  if (pin < 8) GPIO_AFRL(port) = (GPIO_AFRL(port) & ~(15u << (4 * pin))) | (af << (4 * pin));
+  else GPIO_AFRH(port) = (GPIO_AFRH(port) & ~(15u << (4 * (pin - 8)))) | (af << (4 * (pin - 8)));
+}
+
+/* ------------------------------------------------------------------ the host UART (USART2, PA2/PA3) */
+#define RX_RING 512u   /* a 1 Mbaud burst of 5 ms between main-loop passes */
+#define TX_RING 1024u  /* five STATEs of 17 joints */
+static volatile uint8_t rx_ring[RX_RING], tx_ring[TX_RING];
+static volatile uint32_t rx_head, rx_tail, tx_head, tx_tail, rx_overruns;
+
+void stm32_uart_init(uint32_t baud) {
+  RCC_APB1ENR |= 1u << 17;
+  stm32_gpio_af(GPIOA, 2, 7);
+  stm32_gpio_af(GPIOA, 3, 7);
+  /* APB1 42 MHz, oversampling by 8 for ≥ 1 Mbaud: BRR = 2·f/baud with the fraction's bit 3 cleared */
+  uint32_t div = (2u * (CPU_HZ / 2u) + baud / 2u) / baud;
+  USART_BRR(USART2) = (div & ~0xFu) | ((div & 0xFu) >> 1);
+  USART_CR1(USART2) = (1u << 15) | (1u << 13) | (1u << 5) | (1u << 3) | (1u << 2);   /* OVER8 UE RXNEIE TE RE */
+  NVIC_ISER(1) = 1u << (38 - 32);
+}
+
+void USART2_IRQHandler(void) {
+  uint32_t sr = USART_SR(USART2);
+  if (sr & ((1u << 5) | (1u << 3))) {             /* RXNE (or ORE: reading DR clears it) */
+    uint8_t c = (uint8_t)USART_DR(USART2);
+    uint32_t next = (rx_head + 1u) % RX_RING;
+    if (next != rx_tail) {
+      rx_ring[rx_head] = c;
+      rx_head = next;
+    } else {
+      rx_overruns++;
+    }
+  }
+  if ((sr & (1u << 7)) && (USART_CR1(USART2) & (1u << 7))) {   /* TXE, interrupt on */
+    if (tx_tail != tx_head) {
+      USART_DR(USART2) = tx_ring[tx_tail];
+      tx_tail = (tx_tail + 1u) % TX_RING;
+    } else {
+      USART_CR1(USART2) &= ~(1u << 7);
+    }
+  }
+}
+
+size_t hal_uart_write(const uint8_t *data, size_t len) {
+  uint32_t used = (tx_head + TX_RING - tx_tail) % TX_RING;
+  if (len >= TX_RING - used) return 0;           /* all or nothing: a frame is never sent in part */
+  for (size_t i = 0; i < len; i++) {
+    tx_ring[tx_head] = data[i];
+    tx_head = (tx_head + 1u) % TX_RING;
+  }
+  USART_CR1(USART2) |= 1u << 7;                   /* TXEIE */
+  return len;
+}
+
+/* ------------------------------------------------------------------ time, id, storage, reset */
+volatile uint32_t stm32_ms;
+void SysTick_Handler(void) { stm32_ms++; }
+
+uint64_t hal_micros(void) {
+  uint32_t ms, cvr;
+  do {
+    ms = stm32_ms;
+    cvr = SYST_CVR;
+  } while (ms != stm32_ms);
+  return (uint64_t)ms * 1000u + (uint64_t)((SYST_RVR - cvr) / (CPU_HZ / 1000000u));
+}
+
+void hal_unique_id(uint8_t uid[12]) { memcpy(uid, (const void *)UID_BASE, 12); }
+
+uint32_t hal_random32(void) {
+  /* the boot id needs only to differ from the last boot's: the unique id mixed with the clock */
+  uint32_t x = REG(UID_BASE) ^ REG(UID_BASE + 4) ^ (SYST_CVR << 16) ^ stm32_ms;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return x;
+}
+
+/* parameters in flash sector 3 (16 KB at 0x0800C000): a length, a CRC-32, the record */
+#define STORE_ADDR 0x0800C000u
+int hal_storage_read(void *data, size_t len) {
+  const uint32_t *hdr = (const uint32_t *)STORE_ADDR;
+  if (hdr[0] != len || hdr[1] != hil_crc32((const uint8_t *)(hdr + 2), len)) return -1;
+  memcpy(data, hdr + 2, len);
+  return 0;
+}
+
+static void flash_wait(void) {
+  while (FLASH_SR & (1u << 16)) {
+  }
+}
+
+int hal_storage_write(const void *data, size_t len) {
+  if (len > 16384 - 8) return -1;
+  FLASH_KEYR = 0x45670123u;
+  FLASH_KEYR = 0xCDEF89ABu;
+  flash_wait();
+  FLASH_CR = (2u << 8) | (3u << 3) | (1u << 1);   /* 32-bit, sector 3, SER */
+  FLASH_CR |= 1u << 16;                           /* STRT */
+  flash_wait();
+  FLASH_CR = (2u << 8) | 1u;                      /* PG */
+  uint32_t words[2] = {(uint32_t)len, hil_crc32((const uint8_t *)data, len)};
+  volatile uint32_t *dst = (volatile uint32_t *)STORE_ADDR;
+  for (int i = 0; i < 2; i++) { dst[i] = words[i]; flash_wait(); }
+  for (size_t i = 0; i < (len + 3) / 4; i++) {
+    uint32_t w = 0xFFFFFFFFu;
+    memcpy(&w, (const uint8_t *)data + 4 * i, (len - 4 * i) < 4 ? (len - 4 * i) : 4);
+    dst[2 + i] = w;
+    flash_wait();
+  }
+  FLASH_CR = 1u << 31;                            /* lock */
+  return 0;
+}
+
+void hal_reset(void) { SCB_AIRCR = (0x5FAu << 16) | (1u << 2); }
+
+/* the MCU watchdog: a firmware that stops running the main loop for 50 ms is reset */
+void stm32_watchdog_init(void) {
+  IWDG_KR = 0x5555u;
+  IWDG_PR = 0;        /* LSI 32 kHz / 4 */
+  IWDG_RLR = 400u;    /* 50 ms */
+  IWDG_KR = 0xCCCCu;
+}
+
+void stm32_watchdog_feed(void) { IWDG_KR = 0xAAAAu; }
+
+/* ------------------------------------------------------------------ the main loop */
+static struct hil_board board;
+
+void stm32_run(void (*servo_period)(void)) {
+  SYST_RVR = CPU_HZ / 1000u - 1u;
+  SYST_CVR = 0;
+  SYST_CSR = 7u;                                  /* core clock, interrupt, on */
+  uint32_t last_ms = stm32_ms;
+  for (;;) {
+    uint8_t chunk[64];
+    size_t n = 0;
+    while (rx_tail != rx_head && n < sizeof chunk) {
+      chunk[n++] = rx_ring[rx_tail];
+      rx_tail = (rx_tail + 1u) % RX_RING;
+    }
+    if (n) hil_board_rx(&board, chunk, n, hal_micros());
+    if (rx_overruns) {
+      board.faults |= HIL_F_RX_OVERRUN;
+      rx_overruns = 0;
+    }
+    if (stm32_ms != last_ms) {                      /* 1 kHz: the servos, then the board's watchdog */
+      last_ms = stm32_ms;
+      servo_period();
+      hil_board_tick(&board, hal_micros());
+      stm32_watchdog_feed();
+    }
+  }
+}
+
+struct hil_board *stm32_board(void) { return &board; }

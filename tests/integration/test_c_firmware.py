@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import struct
 import subprocess
 import time
@@ -168,3 +169,28 @@ def test_bad_input_never_moves_a_joint_outside_its_limits_and_is_counted():
         p.terminate()
         p.wait()
         p.stdout.close()
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
+                    reason="needs arm-none-eabi-gcc (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+def test_the_arm_ports_build_and_fit_a_32k_ram_256k_flash_mcu(tmp_path):
+    r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "arm", f"BUILD={tmp_path}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sizes = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 6 and parts[0].isdigit():
+            sizes[os.path.basename(parts[5])] = (int(parts[0]) + int(parts[1]), int(parts[1]) + int(parts[2]))
+    assert set(sizes) == {"humanoid17-stm32f401.elf", "puma6-stm32f407.elf", "core-cortex-m0plus.o"}, r.stdout
+    for name, (flash, ram) in sizes.items():
+        assert flash < 64 * 1024 and ram < 8 * 1024, (name, flash, ram)   # a quarter of the budget, at most
+    # the vector table is where the MCU looks for it, at the start of flash: the top of RAM, then
+    # the reset handler (a Thumb address: bit 0 set)
+    for name, ram_top in (("humanoid17-stm32f401.elf", 0x20010000), ("puma6-stm32f407.elf", 0x20020000)):
+        elf = str(tmp_path / name)
+        binary = tmp_path / (name + ".vectors")
+        subprocess.run(["arm-none-eabi-objcopy", "-O", "binary", "-j", ".isr_vector", elf, str(binary)], check=True)
+        stack, reset = struct.unpack_from("<II", binary.read_bytes())
+        nm = subprocess.run(["arm-none-eabi-nm", elf], capture_output=True, text=True, check=True).stdout
+        addr = {ln.split()[2]: int(ln.split()[0], 16) for ln in nm.splitlines() if len(ln.split()) == 3}
+        assert stack == ram_top and reset == addr["Reset_Handler"] | 1 and addr["Reset_Handler"] >= 0x08000000

@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jog-deg", type=float, default=5.0, help="method directions: how far each joint is jogged, "
                                                               "1 … 15°")
     p.add_argument("--jog-speed-deg-s", type=float, default=10.0, help="method directions: jog speed, 1 … 60 °/s")
+    p.add_argument("--settle-s", type=float, default=0.4, help="method directions: wait this long after each jog "
+                                                               "before reading where the joint is, 0.05 … 5 s")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
     p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")
@@ -108,6 +110,7 @@ def main(args: argparse.Namespace) -> int:
     number(args.show_s, "--show-s", 0, 3600, "s")
     number(args.jog_deg, "--jog-deg", 1, 15, "°")
     number(args.jog_speed_deg_s, "--jog-speed-deg-s", 1, 60, "°/s")
+    number(args.settle_s, "--settle-s", 0.05, 5, "s")
     writable_file(args.out, "--out")
     emu = None
     if args.method == "poses":
@@ -173,7 +176,8 @@ def main(args: argparse.Namespace) -> int:
                 jog = f"±{args.jog_deg:g}° at {args.jog_speed_deg_s:g}°/s"
                 _ask(args, f"The robot will jog every joint by {jog}. Keep clear.")
                 print(f"jogging each joint {jog} …")
-                res = P.directions(link, model, math.radians(args.jog_deg), math.radians(args.jog_speed_deg_s))
+                res = P.directions(link, model, math.radians(args.jog_deg), math.radians(args.jog_speed_deg_s),
+                                   settle_s=args.settle_s)
                 if res.reversed:
                     print("reversed: " + ", ".join(res.reversed))
                 if res.misscaled:

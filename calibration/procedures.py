@@ -107,7 +107,7 @@ def _hold(link: Link, q: np.ndarray, seconds: float, rate_hz: float = 100.0) -> 
 
 
 def directions(link: Link, model, amplitude_rad: float = math.radians(5), speed: float = math.radians(10),
-               joints: list[int] | None = None, log=print) -> DirectionResult:
+               joints: list[int] | None = None, log=print, settle_s: float = 0.4) -> DirectionResult:
     """Jog each joint ±amplitude around where it stands (inside its limits), compare the measured
     motion with the commanded one; flag reversed (ratio < 0) and mis-scaled (|ratio| off by > 10%)."""
     link.joint_map = JointMap.identity(model.n)
@@ -133,10 +133,10 @@ def directions(link: Link, model, amplitude_rad: float = math.radians(5), speed:
             target = q_cmd.copy()
             target[j] = min(max(target[j] + amp, lo), hi)
             _stream_to(link, q_cmd, target, speed)
-            _hold(link, target, 0.4)
+            _hold(link, target, settle_s)
             end = read_samples(link, 20, hold_q=target).mean(axis=0)
             _stream_to(link, target, q_cmd, speed)
-            _hold(link, q_cmd, 0.3)
+            _hold(link, q_cmd, 0.75 * settle_s)
             state = link.latest().state
             if state != M.BoardState.ENABLED:
                 # the servos stopped following (watchdog, fault, e-stop): this joint's motion says nothing

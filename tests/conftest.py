@@ -79,14 +79,26 @@ def numba_cache_warm():
     yield
 
 
-@pytest.fixture(params=["python", "c"])
-def emulator(request):
-    """Factory: emulator(*args) starts a board emulator process — the Python board model, then
-    (a second run of the test) the C firmware's host build, which take the same options; all are
-    killed at teardown. `emulator.impl` says which."""
+# the tests of the board itself (the link, calibration, the runtime against a board) run against
+# both implementations; the others test the host side and take the Python board only
+BOTH_BOARDS = {"tests.integration.test_link_emulator", "tests.integration.test_calibration",
+               "tests.integration.test_runtime"}
+
+
+def pytest_generate_tests(metafunc):
+    if "emulator" in metafunc.fixturenames:
+        both = metafunc.module.__name__ in BOTH_BOARDS
+        metafunc.parametrize("emulator_impl", ["python", "c"] if both else ["python"])
+
+
+@pytest.fixture
+def emulator(emulator_impl):
+    """Factory: emulator(*args) starts a board emulator process — the Python board model, and (a
+    second run of the test, in the modules of BOTH_BOARDS) the C firmware's host build, which take
+    the same options; all are killed at teardown. `emulator.impl` says which."""
     started: list[EmulatorProcess] = []
     argv0 = None
-    if request.param == "c":
+    if emulator_impl == "c":
         from hil.emulation import c_emulator_binary
 
         argv0 = [c_emulator_binary()]
@@ -96,7 +108,7 @@ def emulator(request):
         started.append(e)
         return e
 
-    start.impl = request.param
+    start.impl = emulator_impl
 
     yield start
     for e in started:

@@ -464,6 +464,11 @@ class BusBoard:
                 raise CommandRejectedError(errno.EPERM, f"{self.port}: ENABLE: BAD_STATE (board is "
                                                         f"{M.BoardState(self.state).name})")
             readings = self._io(self.bus.read_present, self.ids)
+            for _ in range(2):   # a reply lost on the bus is asked again before enable gives up
+                again = [i for i in self.ids if i not in readings]
+                if not again:
+                    break
+                readings.update(self._io(self.bus.read_present, again))
             missing = [f"{j.name} (id {j.servo_id})" for j in self.config.joints if j.servo_id not in readings]
             if missing:
                 raise CommandRejectedError(errno.EIO, f"{self.port}: ENABLE refused: no answer from "

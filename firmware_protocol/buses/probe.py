@@ -132,8 +132,15 @@ def _dynamixel2(wire: Wire, bauds) -> Found | None:
                     found.append(Identity(pkt.servo_id, number, model.name if model else f"model {number}",
                                           pkt.params[2]))
                     deadline = time.monotonic() + 0.02 + wire.byte_time(14)   # the next servo's turn
-        del bus
         if found:
+            # replies lost in the broadcast's crowd: the ids between those found, asked one by one
+            have = {s.servo_id for s in found}
+            bus.reply_timeout_s = 0.02
+            for i in range(min(have), max(have)):
+                if i not in have:
+                    ident = bus.ping(i)
+                    if ident is not None:
+                        found.append(ident)
             return Found("dynamixel2", baud, sorted(found, key=lambda s: s.servo_id))
     return None
 
@@ -154,6 +161,8 @@ def _protocol1(wire: Wire, bauds, full: bool) -> Found | None:
             continue
         if not full:
             ids += [i for i in range(QUICK_IDS, 254) if answers(i)]
+        bus.reply_timeout_s = 0.02   # a gap among the ids found: asked again, more patiently
+        ids = sorted(set(ids) | {i for i in range(min(ids), max(ids)) if i not in ids and answers(i)})
         dxl = [bus.ping(i) for i in ids]
         if all(d is not None and d.model in dynamixel1.MODELS for d in dxl):
             return Found("dynamixel1", baud, dxl)
@@ -172,6 +181,10 @@ def _ics(wire: Wire, bauds) -> Found | None:
         bus = KondoIcsBus(wire, reply_timeout_s=0.003)
         found = [s for s in (bus.ping(i) for i in range(32)) if s is not None]
         if found:
+            have = {s.servo_id for s in found}
+            bus.reply_timeout_s = 0.02
+            found += [s for s in (bus.ping(i) for i in range(min(have), max(have)) if i not in have) if s is not None]
+            found.sort(key=lambda s: s.servo_id)
             return Found("kondo-ics", baud, found, note="the adapter echoes" if wire.echo else "")
     return None
 

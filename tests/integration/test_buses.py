@@ -21,7 +21,8 @@ MODEL = robots.load("humanoid17")
 
 
 def start(bus: str, *args: str, config=None, servos=None):
-    config = config or board_config.shipped(MODEL, bus)
+    # replies wait longer than on a real bus: an emulator on a busy machine can be late by tens of ms
+    config = dataclasses.replace(config or board_config.shipped(MODEL, bus), reply_timeout_ms=30)
     emu = bus_emulator(bus, servos or board_config.emulated_servos(config, MODEL), "--baud", str(config.baud),
                        *(("--echo",) if config.echo else ()), *args)
     return emu, config
@@ -181,7 +182,7 @@ def test_a_servo_that_goes_quiet_faults_after_a_few_cycles_and_stays_faulted_whe
 
 def test_the_host_side_watchdog_faults_when_commands_stop():
     emu, config = start("feetech")
-    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=50))
+    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=50, stale_cycles=1000))
     try:
         board.enable()
         drive(board, MODEL.home, 0.1)
@@ -199,7 +200,7 @@ def test_the_host_side_watchdog_faults_when_commands_stop():
 def test_dynamixel_servos_stop_by_themselves_when_the_host_goes_quiet():
     """The servos' own Bus Watchdog (armed at enable) holds them when nothing arrives for 100 ms."""
     emu, config = start("dynamixel2")
-    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=5000))
+    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=5000, stale_cycles=1000))
     try:
         board.enable()
         drive(board, MODEL.home, 0.1)

@@ -40,7 +40,7 @@ def test_directions_then_reference_recover_the_hidden_errors(miscalibrated, tmp_
     model, emu, hidden, rev = miscalibrated
     cal = tmp_path / "cal.toml"
     r = run("calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "directions", "--yes",
-            "--out", str(cal), "--jog-speed-deg-s", "40")
+            "--out", str(cal), "--jog-speed-deg-s", "40", "--settle-s", "0.15")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "r_knee" in r.stdout and "REVERSED" in r.stdout and "reversed: r_knee" in r.stdout
     offsets, signs, data = calibration_io.load(cal, model, UID)

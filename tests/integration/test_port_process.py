@@ -27,7 +27,7 @@ def newer_than(link: PortLink, seq: int):
 
 
 def test_commands_go_out_and_states_come_back_through_the_port_process(emulator):
-    emu = emulator("--kind", "puma6", "--noise-deg", "0")
+    emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")   # pauses of a busy machine
     link = PortLink(emu.path, 1_000_000, 0.25, 6, realtime=False)
     try:
         assert link.info.n_joints == 6 and link.info.kind_name == "PUMA6"

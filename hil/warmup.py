@@ -56,8 +56,4 @@ def compile_all(progress=None) -> float:
         ik_lm(m, [Task(m.tool_frame, m.fk(q))], q)
         if "dh" in m.meta:
             ik_puma(m, m.fk(q))
-    say("servo buses: Dynamixel 2.0 checksum")
-    from firmware_protocol.buses.dynamixel2 import crc16_fast
-
-    crc16_fast(b"\xff\xff\xfd\x00")
     return time.monotonic() - t0

@@ -642,7 +642,6 @@ def main(argv: list[str] | None = None) -> int:
     faults = parse_faults(args.fault)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
-    dynamixel2.crc16_fast(b"")   # compiled (or loaded) before the first request, not during it
     master, slave, path = open_pty(args.link)
     print(path, flush=True)
     print(f"servo bus emulator: {args.bus}, {len(servos)} servos (ids {', '.join(str(i) for i in servos)}) on "

@@ -163,10 +163,11 @@ def _protocol1(wire: Wire, bauds, full: bool) -> Found | None:
             ids += [i for i in range(QUICK_IDS, 254) if answers(i)]
         bus.reply_timeout_s = 0.02   # a gap among the ids found: asked again, more patiently
         ids = sorted(set(ids) | {i for i in range(min(ids), max(ids)) if i not in ids and answers(i)})
+        bus.reply_timeout_s = 0.02
         dxl = [bus.ping(i) for i in ids]
         if all(d is not None and d.model in dynamixel1.MODELS for d in dxl):
             return Found("dynamixel1", baud, dxl)
-        ft = feetech.FeetechBus(wire, reply_timeout_s=0.002, return_delay_s=FACTORY_RETURN_DELAY_S)
+        ft = feetech.FeetechBus(wire, reply_timeout_s=0.02, return_delay_s=FACTORY_RETURN_DELAY_S)
         found = [ft.ping(i) or Identity(i, None, "unknown model") for i in ids]
         if all(f.model in feetech.MODELS for f in found):
             return Found("feetech", baud, found)

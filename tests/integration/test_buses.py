@@ -28,12 +28,15 @@ def start(bus: str, *args: str, config=None, servos=None):
     return emu, config
 
 
-def drive(board: BusBoard, q: np.ndarray, seconds: float):
+def drive(board: BusBoard, q: np.ndarray, seconds: float, until=None):
+    """Stream `q` for `seconds` (or until `until(sample)` holds, if given; then `seconds` is a timeout)."""
     s = None
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         board.send_positions(q)
         s = board.poll()
+        if until is not None and s is not None and until(s):
+            break
         time.sleep(0.003)
     return s
 
@@ -59,7 +62,7 @@ def test_each_bus_follows_commands_only_while_enabled_and_stops_on_estop(bus_boa
     s = drive(board, target, 0.2)
     assert np.allclose(s.q, MODEL.home, atol=0.01)        # disabled: nothing is written
     board.enable()
-    s = drive(board, target, 1.0)
+    s = drive(board, target, 5.0, until=lambda s: np.allclose(s.q, target, atol=0.01))
     assert s.state == M.BoardState.ENABLED and not s.faults
     assert np.allclose(s.q, target, atol=0.01), np.degrees(s.q - target)
     assert all(int(f) & M.JointFlag.TORQUE_ON for f in s.jflags)
@@ -93,7 +96,7 @@ def test_goals_are_clamped_to_the_configs_limits_and_step(bus_board):
     s = board.poll()
     assert int(s.jflags[j]) & M.JointFlag.STEP           # one command moves at most max_step_rad
     assert board._joints[j].target == pytest.approx(start + config.max_step_rad)
-    s = drive(board, target, 1.5)
+    s = drive(board, target, 5.0, until=lambda s: abs(s.q[j] - config.joints[j].max_rad) < 0.01)
     assert int(s.jflags[j]) & M.JointFlag.LIMIT
     assert s.q[j] == pytest.approx(config.joints[j].max_rad, abs=0.01)
 
@@ -224,7 +227,7 @@ def test_an_echoing_adapter_is_found_at_connect_and_its_echo_never_read_as_a_rep
         assert board.bus.wire.echo and any("echoes" in n for n in board.notes)
         board.enable()
         target = MODEL.home + 0.1
-        s = drive(board, target, 1.0)
+        s = drive(board, target, 5.0, until=lambda s: np.allclose(s.q, target, atol=0.01))
         assert s.state == M.BoardState.ENABLED and not s.faults
         assert np.allclose(s.q, target, atol=0.01)
     finally:

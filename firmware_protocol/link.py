@@ -639,6 +639,10 @@ class Link:
                                                     f"{M.AckResult(pv.result).name}")
         return pv.value
 
+    def param_save(self) -> None:
+        """Write the board's parameters to its persistent storage (DISABLED only)."""
+        self._command(M.ParamSave())
+
     def time_sync(self, exchanges: int = 8) -> tuple[float, float]:
         """(offset_s, rtt_s): board clock ≈ host monotonic + offset, from the lowest-RTT exchange."""
         best = None

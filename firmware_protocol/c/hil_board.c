@@ -238,6 +238,46 @@ static uint8_t param_set(struct hil_board *b, const uint8_t *p, uint8_t *out) {
   return param_value(b, pid, joint, ACK_OK, out);
 }
 
+/* ------------------------------------------------------------------ parameter storage */
+#define PARAMS_MAGIC 0x48494C31u   /* "HIL1"; the HAL's record adds its own length and CRC */
+struct params_record {
+  uint32_t magic;
+  uint8_t kind, n_joints, raw_stream, reserved;
+  uint32_t cmd_timeout_ms, idle_state_hz, link_timeout_ms, watchdog_action, relax_after_ms;
+  struct hil_joint_cfg joint[HIL_MAX_JOINTS];
+};
+
+static int save_params(const struct hil_board *b) {
+  struct params_record r;
+  memset(&r, 0, sizeof r);
+  r.magic = PARAMS_MAGIC;
+  r.kind = b->kind;
+  r.n_joints = b->n_joints;
+  r.cmd_timeout_ms = b->cmd_timeout_ms;
+  r.idle_state_hz = b->idle_state_hz;
+  r.link_timeout_ms = b->link_timeout_ms;
+  r.watchdog_action = b->watchdog_action;
+  r.relax_after_ms = b->relax_after_ms;
+  memcpy(r.joint, b->joint, sizeof r.joint);
+  return hal_storage_write(&r, sizeof r);
+}
+
+int hil_board_load_params(struct hil_board *b) {
+  struct params_record r;
+  if (hal_storage_read(&r, sizeof r) != 0 || r.magic != PARAMS_MAGIC || r.kind != b->kind ||
+      r.n_joints != b->n_joints || r.cmd_timeout_ms < 10 || r.cmd_timeout_ms > 1000) {
+    b->faults |= HIL_F_PARAMS_DEFAULTED;   /* none saved, or not this board's: the port's defaults */
+    return -1;
+  }
+  b->cmd_timeout_ms = r.cmd_timeout_ms;
+  b->idle_state_hz = r.idle_state_hz;
+  b->link_timeout_ms = r.link_timeout_ms;
+  b->watchdog_action = r.watchdog_action;
+  b->relax_after_ms = r.relax_after_ms;
+  memcpy(b->joint, r.joint, sizeof r.joint);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ one frame */
 static int replay(struct hil_board *b, uint16_t seq) {
   for (int i = 0; i < HIL_TXN_CACHE; i++) {
@@ -338,7 +378,9 @@ static void on_frame(void *ctx, const uint8_t *body, size_t len) {
       reply(b, seq, txn, M_PARAM_VALUE, out, param_set(b, p, out));
       return;
     case M_PARAM_SAVE:
-      ack(b, id, seq, txn, rd32(p) == SAVE_MAGIC ? ACK_OK : ACK_BAD_MAGIC);
+      if (rd32(p) != SAVE_MAGIC) { ack(b, id, seq, txn, ACK_BAD_MAGIC); return; }
+      if (b->state != HIL_DISABLED) { ack(b, id, seq, txn, ACK_BAD_STATE); return; }
+      ack(b, id, seq, txn, save_params(b) == 0 ? ACK_OK : ACK_UNSUPPORTED);
       return;
     default:
       return;                                      /* the board's own messages: nothing to do */

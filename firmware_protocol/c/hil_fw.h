@@ -93,6 +93,9 @@ void hil_board_tick(struct hil_board *b, uint64_t now_us);
 /* What the hardware itself detects (a limit switch, an amplifier fault, a servo bus error):
  * the faults latch, an enabled board goes to FAULT and holds where it is. */
 void hil_board_fault(struct hil_board *b, uint32_t faults);
+/* Parameters saved by PARAM_SAVE (through hal_storage_*), or PARAMS_DEFAULTED when there are none
+ * for this board kind; the ports call it after hil_board_init. 0 when loaded. */
+int hil_board_load_params(struct hil_board *b);
 /* The e-stop input: ESTOP at once, latched until CLEAR_FAULT. */
 void hil_board_estop(struct hil_board *b);
 

@@ -266,7 +266,9 @@ class Board:
         if isinstance(msg, M.ParamSet):
             return [self._param_set(msg).encode(self._next_seq())]
         if isinstance(msg, M.ParamSave):
-            return [self._ack(frame, M.AckResult.OK if msg.magic == M.SAVE_MAGIC else M.AckResult.BAD_MAGIC)]
+            if msg.magic != M.SAVE_MAGIC:
+                return [self._ack(frame, M.AckResult.BAD_MAGIC)]
+            return [self._ack(frame, M.AckResult.OK if self.state == S.DISABLED else M.AckResult.BAD_STATE)]
         return []
 
     def _apply(self, target_b: np.ndarray, mask: int) -> None:

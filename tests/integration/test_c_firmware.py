@@ -194,3 +194,21 @@ def test_the_arm_ports_build_and_fit_a_32k_ram_256k_flash_mcu(tmp_path):
         nm = subprocess.run(["arm-none-eabi-nm", elf], capture_output=True, text=True, check=True).stdout
         addr = {ln.split()[2]: int(ln.split()[0], 16) for ln in nm.splitlines() if len(ln.split()) == 3}
         assert stack == ram_top and reset == addr["Reset_Handler"] | 1 and addr["Reset_Handler"] >= 0x08000000
+
+
+def test_saved_parameters_survive_a_reboot_of_the_c_board():
+    p = subprocess.Popen([c_emulator_binary(), "--kind", "puma6"], stdout=subprocess.PIPE, text=True)
+    path = p.stdout.readline().strip()
+    try:
+        with Link.connect(path, threaded=True, expect_joints=6) as link:
+            boot = link.info.boot_id
+            assert link.param_set(M.Param.POS_MAX, 1_234_567, joint=2) == 1_234_567
+            link.param_save()
+            link.reboot()
+            info = link.reconnect(timeout_s=5.0)
+            assert info.boot_id != boot
+            assert link.param_get(M.Param.POS_MAX, 2) == 1_234_567
+    finally:
+        p.terminate()
+        p.wait()
+        p.stdout.close()

@@ -236,9 +236,6 @@ uint32_t hal_random32(void) {
   if (f) fclose(f);
   return r;
 }
-int hal_storage_read(void *data, size_t len) { (void)data; (void)len; return -1; }
-int hal_storage_write(const void *data, size_t len) { (void)data; (void)len; return 0; }
-
 static int32_t urad(double v) {
   double x = llround(v * 1e6);
   return (int32_t)(x > 2147483647.0 ? 2147483647.0 : (x < -2147483648.0 ? -2147483648.0 : x));
@@ -277,10 +274,35 @@ static void servo_step(double dt) {
   }
 }
 
+/* parameter storage: in memory, kept across simulated reboots (as flash keeps it across resets) */
+static unsigned char stored[2048];
+static size_t stored_len;
+int hal_storage_read(void *data, size_t len) {
+  if (len != stored_len) return -1;
+  memcpy(data, stored, len);
+  return 0;
+}
+int hal_storage_write(const void *data, size_t len) {
+  if (len > sizeof stored) return -1;
+  memcpy(stored, data, len);
+  stored_len = len;
+  return 0;
+}
+
+static int32_t urad(double v);
+
+/* a power-up: RAM from scratch (the command line's limits), then what PARAM_SAVE wrote */
 static void boot(double now) {
   t_boot = now;
-  hil_board_boot(&board, 0);
+  hil_board_init(&board, (uint8_t)opt.kind, (uint8_t)opt.n, 0);
+  for (int j = 0; j < opt.n; j++) {
+    board.joint[j].pos_min_urad = urad(opt.lower[j]);
+    board.joint[j].pos_max_urad = urad(opt.upper[j]);
+    board.joint[j].vel_max_mrad_s = (int32_t)llround(opt.vmax[j] * 1e3);
+    board.joint[j].max_step_urad = urad(opt.max_step);
+  }
   if (opt.watchdog_ms) board.cmd_timeout_ms = (uint32_t)opt.watchdog_ms;
+  if (stored_len) hil_board_load_params(&board);
 }
 
 void hal_reset(void) { boot(mono()); }
@@ -400,14 +422,6 @@ int main(int argc, char **argv) {
     if (symlink(path, tmp) || rename(tmp, opt.link)) perror("emulator: --link");
   }
   memcpy(q, opt.initial, sizeof q);
-  hil_board_init(&board, (uint8_t)opt.kind, (uint8_t)opt.n, 0);
-  for (int j = 0; j < opt.n; j++) {
-    board.joint[j].pos_min_urad = urad(opt.lower[j]);
-    board.joint[j].pos_max_urad = urad(opt.upper[j]);
-    board.joint[j].vel_max_mrad_s = (int32_t)llround(opt.vmax[j] * 1e3);
-    board.joint[j].max_step_urad = urad(opt.max_step);
-  }
-  board.capabilities = 0;
   double t0 = mono();
   boot(t0);
   printf("%s\n", path);

@@ -167,6 +167,7 @@ int main(void) {
     b->joint[j].vel_max_mrad_s = 6000;
     b->joint[j].max_step_urad = 200000;
   }
+  hil_board_load_params(b);   /* the limits and timeouts saved with PARAM_SAVE, if any */
   stm32_watchdog_init();
   stm32_run(servo_period);
 }

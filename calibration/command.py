@@ -200,6 +200,7 @@ def main(args: argparse.Namespace) -> int:
 def _start_emulator(args, model, bus):
     """The emulator for a dry run, hiding the calibration errors the options name."""
     from hil import board_config, emulation
+    from hil.errors import InputError
 
     offsets = emulation.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
     reverse = emulation.parse_joint_list(model, args.emulate_reverse)

@@ -179,17 +179,21 @@ class EmulatorHandle:
             self.proc.stdout.close()
 
 
-def start_emulator(model, **kwargs) -> EmulatorHandle:
-    """Start the matching emulator in its own process; returns once its pty path is known."""
+def _spawn(argv: list[str], what: str) -> EmulatorHandle:
+    """An emulator in its own process; returns once it has printed its pty path."""
     # its own session: a Ctrl-C in the terminal must reach the loop (which sends ESTOP), not kill the board
-    proc = subprocess.Popen(emulator_argv(model, **kwargs), stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     path = proc.stdout.readline().strip()
     if not path.startswith("/dev/"):
         proc.kill()
         proc.wait()
-        raise InputError(f"the board emulator did not start (exit code {proc.returncode})")
+        raise InputError(f"the {what} did not start (exit code {proc.returncode})")
     return EmulatorHandle(path, proc)
+
+
+def start_emulator(model, **kwargs) -> EmulatorHandle:
+    """Start the matching board emulator; returns once its pty path is known."""
+    return _spawn(emulator_argv(model, **kwargs), "board emulator")
 
 
 def degrees_list(values) -> str:
@@ -235,12 +239,5 @@ def check_bus_fault(spec: str) -> None:
 
 
 def start_bus_emulator(config, model, **kwargs) -> EmulatorHandle:
-    """Start the servo bus emulator for `config` in its own process; returns once its pty is known."""
-    proc = subprocess.Popen(bus_emulator_argv(config, model, **kwargs), stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    path = proc.stdout.readline().strip()
-    if not path.startswith("/dev/"):
-        proc.kill()
-        proc.wait()
-        raise InputError(f"the servo bus emulator did not start (exit code {proc.returncode})")
-    return EmulatorHandle(path, proc)
+    """Start the servo bus emulator for `config`; returns once its pty path is known."""
+    return _spawn(bus_emulator_argv(config, model, **kwargs), "servo bus emulator")

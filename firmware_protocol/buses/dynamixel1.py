@@ -9,7 +9,6 @@ is read in turn.
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass
 
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError
@@ -115,29 +114,14 @@ class SumChecksumBus(ServoBus):
     where the error flags go): the `Wire` reads the echo off first, and `BusBoard` finds out at
     connect whether the adapter echoes."""
 
+    TORQUE_REG: int   # the Torque Enable register of the family
+
     def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0) -> None:
         super().__init__(wire, reply_timeout_s, return_delay_s)
-        self.rx = bytearray()
         self.models: dict[int, object] = {}
 
     def _replies(self, ids: list[int], each_len: int) -> dict[int, Packet]:
-        out: dict[int, Packet] = {}
-        want = list(ids)
-        deadline = time.monotonic() + self.timeout(len(ids) * each_len, len(ids))
-        while want and time.monotonic() < deadline:
-            pkt, used = parse(self.rx)
-            if pkt is None:
-                del self.rx[:used]
-                chunk = self.wire.read_some(len(want) * each_len, deadline - time.monotonic())
-                if not chunk:
-                    break
-                self.rx += chunk
-                continue
-            del self.rx[:used]
-            if pkt.servo_id in want:
-                out[pkt.servo_id] = pkt
-                want.remove(pkt.servo_id)
-        return out
+        return self.collect(parse, ids, each_len)
 
     def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet | None:
         self.wire.drain()
@@ -145,9 +129,21 @@ class SumChecksumBus(ServoBus):
         self.wire.write(frame)
         return self._replies([servo_id], reply_len).get(servo_id)
 
+    def set_torque(self, ids: list[int], on: bool) -> None:
+        self.wire.write(sync_write(self.TORQUE_REG, 1, [(i, bytes([1 if on else 0])) for i in ids]))
+
+    def torque_off_all(self) -> None:
+        self.wire.write(write(BROADCAST, self.TORQUE_REG, b"\x00"))
+
+    def recover(self, servo_id: int) -> None:
+        # no reboot in 1.0 or on Feetech: an overload re-arms when torque is written again
+        # (enable() switches it on); here it is switched off
+        self._transact(write(servo_id, self.TORQUE_REG, b"\x00"), servo_id, 6)
+
 
 class Dynamixel1Bus(SumChecksumBus):
     kind = "dynamixel1"
+    TORQUE_REG = TORQUE_ENABLE
     title = "Dynamixel Protocol 1.0"
     bauds = (1_000_000, 57_600, 115_200, 500_000, 400_000, 250_000, 200_000, 9_600)
     default_baud = 1_000_000
@@ -183,17 +179,6 @@ class Dynamixel1Bus(SumChecksumBus):
             out[i] = Reading(ticks=pos, velocity=sign_magnitude(speed, 10) * rpm / 60.0 * ticks_per_rev,
                              temperature_C=float(temp), voltage_V=volt / 10.0, errors=flags_of(pkt.code))
         return out
-
-    def set_torque(self, ids: list[int], on: bool) -> None:
-        self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))
-
-    def torque_off_all(self) -> None:
-        self.wire.write(write(BROADCAST, TORQUE_ENABLE, b"\x00"))
-
-    def recover(self, servo_id: int) -> None:
-        # no reboot in 1.0: an overload clears when torque is switched on again with the torque
-        # limit restored, which enable() does; here it is only switched off
-        self._transact(write(servo_id, TORQUE_ENABLE, b"\x00"), servo_id, 6)
 
     @classmethod
     def cycle_cost(cls, n: int) -> CycleCost:

@@ -201,29 +201,11 @@ class Dynamixel2Bus(ServoBus):
                  fast: bool = False) -> None:
         super().__init__(wire, reply_timeout_s, return_delay_s)
         self.models: dict[int, Model | None] = {}
-        self.rx = bytearray()
         self.fast = fast   # Fast Sync Read (0x8A): X-series firmware 45 and later
 
     def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet]:
-        """Status packets from `ids` (in order), each `each_len` bytes on the wire (stuffing aside)."""
-        out: dict[int, Packet] = {}
-        want = set(ids)
-        budget = self.timeout(count * each_len, count)
-        deadline = time.monotonic() + budget
-        while want and time.monotonic() < deadline:
-            pkt, used = parse(self.rx)
-            if pkt is None:
-                del self.rx[:used]
-                chunk = self.wire.read_some(len(want) * each_len, deadline - time.monotonic())
-                if not chunk:
-                    break
-                self.rx += chunk
-                continue
-            del self.rx[:used]
-            if pkt.instruction == STATUS and pkt.servo_id in want:
-                out[pkt.servo_id] = pkt
-                want.discard(pkt.servo_id)
-        return out
+        """Status packets from `ids`, each `each_len` bytes on the wire (stuffing aside)."""
+        return self.collect(parse, ids, each_len, lambda pkt: pkt.instruction == STATUS)
 
     def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet | None:
         self.wire.drain()

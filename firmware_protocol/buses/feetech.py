@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 
 from firmware_protocol.buses.dynamixel1 import (BROADCAST, PING, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
-                                                sign_magnitude, sync_write, write)
+                                                sign_magnitude, sync_write)
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError
 
 FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
@@ -71,6 +71,7 @@ def decode_block(data: bytes, model: Model | None) -> Reading:
 
 class FeetechBus(SumChecksumBus):
     kind = "feetech"
+    TORQUE_REG = TORQUE_ENABLE
     title = "Feetech STS/SCS"
     bauds = (1_000_000, 500_000, 115_200, 250_000, 128_000, 57_600, 38_400)
     default_baud = 1_000_000
@@ -121,15 +122,6 @@ class FeetechBus(SumChecksumBus):
                 out[i] = decode_block(pkt.params, self._model(i))
                 out[i].errors |= flags_of(pkt.code, ERROR_BITS)
         return out
-
-    def set_torque(self, ids: list[int], on: bool) -> None:
-        self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))
-
-    def torque_off_all(self) -> None:
-        self.wire.write(write(BROADCAST, TORQUE_ENABLE, b"\x00"))
-
-    def recover(self, servo_id: int) -> None:
-        self._transact(write(servo_id, TORQUE_ENABLE, b"\x00"), servo_id, 6)
 
     @classmethod
     def cycle_cost(cls, n: int) -> CycleCost:

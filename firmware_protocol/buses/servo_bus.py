@@ -172,6 +172,26 @@ class ServoBus(ABC):
         self.wire = wire
         self.reply_timeout_s = reply_timeout_s
         self.return_delay_s = return_delay_s
+        self.rx = bytearray()   # bytes read but not yet parsed
+
+    def collect(self, parse, ids: list[int], each_len: int, is_reply=lambda pkt: True) -> dict:
+        """The replies (packets with a `servo_id`) of `ids`, each about `each_len` bytes on the wire,
+        parsed with `parse(buf) -> (packet | None, bytes to drop)`, until all are in or the wait is over."""
+        out: dict = {}
+        want = set(ids)
+        deadline = time.monotonic() + self.timeout(len(ids) * each_len, len(ids))
+        while want and time.monotonic() < deadline:
+            pkt, used = parse(self.rx)
+            del self.rx[:used]
+            if pkt is None:
+                chunk = self.wire.read_some(len(want) * each_len, deadline - time.monotonic())
+                if not chunk:
+                    break
+                self.rx += chunk
+            elif pkt.servo_id in want and is_reply(pkt):
+                out[pkt.servo_id] = pkt
+                want.discard(pkt.servo_id)
+        return out
 
     def timeout(self, reply_bytes: int, replies: int = 1) -> float:
         """How long to wait for `replies` answers of `reply_bytes` in all, counted from the end of

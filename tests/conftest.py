@@ -7,6 +7,7 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".numba_cache"))
 
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -79,6 +80,8 @@ def numba_cache_warm():
     yield
 
 
+HAVE_C_TOOLS = shutil.which("make") is not None and shutil.which(os.environ.get("CC", "gcc")) is not None
+
 # the tests of the board itself (the link, calibration, the runtime against a board) run against
 # both implementations; the others test the host side and take the Python board only
 BOTH_BOARDS = {"tests.integration.test_link_emulator", "tests.integration.test_calibration",
@@ -101,6 +104,8 @@ def emulator(emulator_impl):
     if emulator_impl == "c":
         from hil.emulation import c_emulator_binary
 
+        if not HAVE_C_TOOLS:
+            pytest.skip("the C firmware's host build needs make and gcc (apt-get install -y make gcc)")
         argv0 = [c_emulator_binary()]
 
     def start(*args: str) -> EmulatorProcess:

@@ -20,7 +20,11 @@ from firmware_protocol.frame import FrameDecoder, encode_frame
 from firmware_protocol.link import Link
 from hil.emulation import C_SOURCES, c_build_dir, c_emulator_binary
 
-pytestmark = pytest.mark.slow
+from tests.conftest import HAVE_C_TOOLS
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not HAVE_C_TOOLS, reason="the C firmware's host build needs make and gcc "
+                                                          "(apt-get install -y make gcc)")]
 STREAMS = int(os.environ.get("HIL_DIFF_STREAMS", 1_000_000))
 
 

@@ -7,6 +7,7 @@ speeds, plus the hidden calibration errors and faults a user asks for.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -122,9 +123,11 @@ C_SOURCES = Path(firmware_protocol.__file__).resolve().parent / "c"
 
 
 def c_build_dir() -> Path:
-    """Where the C firmware's host build goes: a user cache (the installed package may be read-only)."""
+    """Where the C firmware's host build goes: a user cache (the installed package may be read-only),
+    one folder per source tree (two checkouts must not rebuild each other's)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "hil" / "c-firmware"
+    tree = hashlib.sha1(str(C_SOURCES).encode()).hexdigest()[:10]
+    return Path(base) / "hil" / f"c-firmware-{tree}"
 
 
 def c_emulator_binary() -> str:

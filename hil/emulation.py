@@ -23,15 +23,15 @@ import firmware_protocol
 from hil.errors import InputError
 from hil.inputs import number
 
-BOARD_KIND = {"puma560": "puma6", "humanoid17": "humanoid17"}
+BOARD_KINDS = ("puma6", "humanoid17")
 
 
 def board_kind(model) -> str:
-    """Emulator kind for a model ("puma6" or "humanoid17")."""
-    try:
-        return BOARD_KIND[model.name]
-    except KeyError:
-        raise InputError(f"no board emulator for robot {model.name!r}; emulated: {', '.join(BOARD_KIND)}") from None
+    """Emulator kind for a model: the `board` its data file names ("puma6" or "humanoid17")."""
+    if model.board not in BOARD_KINDS:
+        raise InputError(f"robot {model.name!r} names no board the emulator has ([robot] board = "
+                         f"{model.board!r}; boards: {', '.join(BOARD_KINDS)})")
+    return model.board
 
 
 def parse_joint_values(model, text: str | None, what: str) -> np.ndarray | None:

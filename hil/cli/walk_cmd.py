@@ -48,8 +48,8 @@ def run(args) -> int:
     from hil.motion import keyframes, walking
 
     model = robots.load(args.robot)
-    if "l_sole" not in model.frame_names:
-        raise InputError(f"hil walk needs a humanoid; {model.name} has no soles")
+    if model.kind != "humanoid":
+        raise InputError(f"hil walk needs a humanoid; {model.name} is an {model.kind}")
     rate = number(args.rate if args.rate is not None else float(model.meta.get("default_rate_hz", 200)),
                   "--rate", 10, 1000, "Hz")
     number(args.steps, "--steps", 1, 100)

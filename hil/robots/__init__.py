@@ -308,6 +308,12 @@ def _build(data: dict, source: str) -> RobotModel:
                 raise ConfigError(f"{w}: {j.name} = {math.degrees(q[i]):.2f}° is outside its range")
         poses[pname] = q
 
+    kind = robot.get("kind", "arm")
+    if kind not in ("arm", "humanoid"):
+        raise ConfigError(f"{source}: [robot] kind = {kind!r}; kinds are 'arm' and 'humanoid'")
+    if kind == "humanoid" and not {"l_sole", "r_sole"} <= set(frames):
+        raise ConfigError(f"{source}: a humanoid needs frames named l_sole and r_sole (its soles: walking and "
+                          "balance use them)")
     meta: dict[str, object] = {k: v for k, v in robot.items() if k not in ("name",)}
     meta["scale_m_per_unit"] = scale
     if meta_dh is not None:

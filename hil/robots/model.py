@@ -431,6 +431,18 @@ class RobotModel:
     def __repr__(self) -> str:
         return f"RobotModel({self.name!r}, {self.n} joints, {len(self.frame_names)} frames)"
 
+    @property
+    def kind(self) -> str:
+        """What the robot is, as its data file says: "arm" or "humanoid" (a humanoid has l_sole
+        and r_sole frames: walking, balance and ZMP checks apply)."""
+        return str(self.meta.get("kind", "arm"))
+
+    @property
+    def board(self) -> str | None:
+        """The board kind its data file names (the emulator for --dry-run), or None."""
+        b = self.meta.get("board")
+        return str(b) if b is not None else None
+
     # the kernels' view of the model, for other kernels (IK, safety) that take the same tables
     @property
     def tables(self) -> tuple[np.ndarray, np.ndarray]:

@@ -152,8 +152,8 @@ def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: 
     dt = np.diff(t)
     if dt.min() <= 0 or dt.max() - dt.min() > 1e-9 * max(1.0, dt.max()):
         raise InputError(f"{where}: a walk's samples must be evenly spaced in time")
-    if "l_sole" not in model.frame_names:
-        raise InputError(f"{where}: a walk's balance can only be checked for a robot with soles")
+    if model.kind != "humanoid":
+        raise InputError(f"{where}: a walk's balance can only be checked for a humanoid ({model.name} is an {model.kind})")
     foot = next((s for s in model.shapes if s.name == "l_foot"), None)
     hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
     res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=1.0 / dt[0]), hl, hw, 0.0,

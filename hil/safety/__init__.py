@@ -97,7 +97,7 @@ class SafetyChecker:
             self.ws[3] = float(a[2])
             self.ws[4] = math.cos(math.radians(float(wsm.get("lower_x_angle_deg", 20.0))))
         if balance is None:
-            balance = "l_sole" in model.frame_names and "r_sole" in model.frame_names
+            balance = model.kind == "humanoid"
         if balance:
             foot = next((s for s in model.shapes if s.name == "l_foot" and s.kind == "box"), None)
             half = sorted(foot.half, reverse=True) if foot is not None else [0.045, 0.02, 0.0]

@@ -456,3 +456,20 @@ def test_inline_sincos_matches_the_math_library():
     ref_c = np.array([math.cos(v) for v in x])
     assert np.max(np.abs(s - ref_s)) <= 4.5e-16
     assert np.max(np.abs(c - ref_c)) <= 4.5e-16
+
+
+def test_a_robot_declares_its_kind_and_board_and_a_humanoid_has_soles(tmp_path):
+    import hil.robots as R
+    from hil.errors import ConfigError
+
+    assert (R.load("humanoid17").kind, R.load("humanoid17").board) == ("humanoid", "humanoid17")
+    assert (R.load("puma560").kind, R.load("puma560").board) == ("arm", "puma6")
+    text = (R.DATA_DIR / "humanoid17.toml").read_text()
+    crab = tmp_path / "crab.toml"
+    crab.write_text(text.replace('kind = "humanoid"', 'kind = "crab"', 1))
+    with pytest.raises(ConfigError, match="kinds are 'arm' and 'humanoid'"):
+        R.load(str(crab))
+    soleless = tmp_path / "soleless.toml"
+    soleless.write_text(text.replace('"l_sole"', '"l_toe"').replace('"r_sole"', '"r_toe"'))
+    with pytest.raises(ConfigError, match="needs frames named l_sole and r_sole"):
+        R.load(str(soleless))

@@ -88,7 +88,7 @@ class BusConfig:
     max_step_rad: float = 0.2          # per command
     stale_cycles: int = 5              # a servo silent this many cycles in a row → SERVO_BUS
     ics_read_command: bool = False     # Kondo ICS 3.6: read positions without freeing the servo
-    fast_sync_read: bool = False       # Dynamixel 2.0: one combined reply (firmware 45 and later)
+    fast_sync_read: bool = False       # Dynamixel 2.0: one combined reply (recent X-series firmware only)
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
 

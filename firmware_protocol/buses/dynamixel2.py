@@ -201,7 +201,7 @@ class Dynamixel2Bus(ServoBus):
                  fast: bool = False) -> None:
         super().__init__(wire, reply_timeout_s, return_delay_s)
         self.models: dict[int, Model | None] = {}
-        self.fast = fast   # Fast Sync Read (0x8A): X-series firmware 45 and later
+        self.fast = fast   # Fast Sync Read (0x8A): recent X-series firmware only (which versions: unpublished)
 
     def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet]:
         """Status packets from `ids`, each `each_len` bytes on the wire (stuffing aside)."""

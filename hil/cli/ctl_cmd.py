@@ -37,6 +37,8 @@ def run(args) -> int:
                   f"faults {fault_names(int(s.faults))}, t {s.t:.2f} s, cycle {int(s.cycle)}, "
                   f"misses {int(s.misses)}")
             print(f"last event: {s.event}")
+            if client.info().get("position_estimated"):
+                print("measured positions are estimates: the board's servos report no position (open loop)")
             return 0
         {"estop": client.estop, "enable": client.enable, "disable": client.disable,
          "clear-fault": client.clear_fault, "start": client.start_motion, "stop": client.stop_motion,

@@ -216,3 +216,25 @@ def test_saved_parameters_survive_a_reboot_of_the_c_board():
         p.terminate()
         p.wait()
         p.stdout.close()
+
+
+def test_a_motion_plays_to_the_end_on_the_c_board(tmp_path):
+    """`--dry-run --emulator c`: the whole run (loop, port process, twin-less) on the C firmware."""
+    import sys
+
+    from hil.motion.keyframes import load_motion
+    from hil.robots import load
+    from hil.runtime.recorder import load_recording
+
+    rec = tmp_path / "wave.npy"
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "play", "examples/wave.toml", "--robot", "humanoid17",
+                        "--dry-run", "--emulator", "c", "--headless", "--record", str(rec)],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(the C firmware)" in r.stdout and "motion 'wave' done" in r.stdout
+    data, _ = load_recording(str(rec))
+    motion = load_motion("examples/wave.toml", load("humanoid17"))
+    t0 = data["t"][np.flatnonzero(data["loop_flags"] & 4)[0]]
+    for k in motion.keyframes[1:]:
+        near = np.abs(data["t"] - (t0 + k.time_s)) < 0.1
+        assert np.abs(data["q_meas"][near] - k.q).min(axis=0).max() < np.radians(2)

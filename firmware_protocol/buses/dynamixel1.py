@@ -123,6 +123,18 @@ class SumChecksumBus(ServoBus):
     def _replies(self, ids: list[int], each_len: int) -> dict[int, Packet]:
         return self.collect(parse, ids, each_len)
 
+    @classmethod
+    def ping_frame(cls, servo_id: int) -> bytes:
+        return packet(servo_id, PING)
+
+    def _identify(self, servo_id: int, model_at: int, size: int) -> tuple[bool, bytes | None]:
+        """PING, then (as the vendors' SDKs do) READ the model number: (answered the PING, the
+        model number's bytes or None)."""
+        if self._transact(packet(servo_id, PING), servo_id, 6) is None:
+            return False, None
+        pkt = self._transact(read(servo_id, model_at, size), servo_id, 6 + size)
+        return True, (pkt.params if pkt is not None and len(pkt.params) == size else None)
+
     def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet | None:
         self.wire.drain()
         self.rx.clear()
@@ -148,20 +160,16 @@ class Dynamixel1Bus(SumChecksumBus):
     bauds = (1_000_000, 57_600, 115_200, 500_000, 400_000, 250_000, 200_000, 9_600)
     default_baud = 1_000_000
 
-    @classmethod
-    def ping_frame(cls, servo_id: int) -> bytes:
-        return packet(servo_id, PING)
-
     def ping(self, servo_id: int) -> Identity | None:
-        if self._transact(packet(servo_id, PING), servo_id, 6) is None:
+        answered, data = self._identify(servo_id, MODEL_NUMBER, 3)
+        if not answered:
             return None
-        pkt = self._transact(read(servo_id, MODEL_NUMBER, 3), servo_id, 9)  # as ROBOTIS's SDK does: ping, then read
-        if pkt is None or len(pkt.params) != 3:
+        if data is None:
             return Identity(servo_id, None, "unknown model")
-        number = pkt.params[0] | (pkt.params[1] << 8)
+        number = data[0] | (data[1] << 8)
         model = MODELS.get(number)
         self.models[servo_id] = model
-        return Identity(servo_id, number, model.name if model else f"model {number}", pkt.params[2])
+        return Identity(servo_id, number, model.name if model else f"model {number}", data[2])
 
     def write_goals(self, goals: list[tuple[int, int]]) -> None:
         self.wire.write(sync_write(GOAL_POSITION, 2, [(i, struct.pack("<H", max(0, t) & 0xFFFF)) for i, t in goals]))

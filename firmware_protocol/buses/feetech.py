@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from firmware_protocol.buses.dynamixel1 import (BROADCAST, PING, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
+from firmware_protocol.buses.dynamixel1 import (BROADCAST, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
                                                 sign_magnitude, sync_write)
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError
 
@@ -80,18 +80,14 @@ class FeetechBus(SumChecksumBus):
         m = self.models.get(servo_id)
         return m if isinstance(m, Model) else None
 
-    @classmethod
-    def ping_frame(cls, servo_id: int) -> bytes:
-        return packet(servo_id, PING)
-
     def ping(self, servo_id: int) -> Identity | None:
-        if self._transact(packet(servo_id, PING), servo_id, 6) is None:
+        answered, data = self._identify(servo_id, MODEL_NUMBER, 2)
+        if not answered:
             return None
-        pkt = self._transact(packet(servo_id, READ, bytes([MODEL_NUMBER, 2])), servo_id, 8)
-        if pkt is None or len(pkt.params) != 2:
+        if data is None:
             return Identity(servo_id, None, "unknown model")
-        number = pkt.params[0] | (pkt.params[1] << 8)   # the model number is stored little-endian on both
-        model = MODELS.get(number) or MODELS.get((pkt.params[0] << 8) | pkt.params[1])
+        number = data[0] | (data[1] << 8)   # the model number is stored little-endian on both
+        model = MODELS.get(number) or MODELS.get((data[0] << 8) | data[1])
         self.models[servo_id] = model
         return Identity(servo_id, model.number if model else number, model.name if model else f"model {number}")
 

@@ -114,8 +114,11 @@ class Wire:
 
     def read_some(self, most: int, timeout_s: float) -> bytes:
         """Whatever has arrived (up to `most` bytes), waiting at most `timeout_s` for the first."""
-        if self.fd is None:
-            return self.read(1, timeout_s) + self.read(min(most - 1, self.ser.in_waiting), 0.0)
+        if self.fd is None:   # a pyserial URL: no descriptor to wait on
+            first = self.read(1, timeout_s)
+            rest = self.ser.read(min(most - 1, self.ser.in_waiting)) if first else b""
+            self.rx_bytes += len(rest)
+            return first + rest
         if not select.select([self.fd], [], [], max(0.0, timeout_s))[0]:
             return b""
         data = self.ser.read(min(most, max(1, self.ser.in_waiting)))

@@ -136,6 +136,14 @@ class Capture:
             out += os.read(self.master, 4096)
         return out
 
+    def same(self, sdk_call, our_call) -> None:
+        """The SDK's call and ours put the same bytes on the wire (and some)."""
+        self.take()
+        sdk_call()
+        theirs = self.take()
+        our_call()
+        assert self.take() == theirs and theirs
+
     def close(self) -> None:
         os.close(self.master)
         os.close(self.slave)
@@ -152,17 +160,10 @@ def test_our_protocol2_driver_writes_what_the_sdk_writes(capture):
     port, ph = _sdk_port(capture.path, dxl), dxl.PacketHandler(2.0)
     ours = d2.Dynamixel2Bus(Wire(open_serial(capture.path, 1_000_000)), reply_timeout_s=0.001)
     try:
-        def same(sdk_call, our_call):
-            capture.take()
-            sdk_call()
-            theirs = capture.take()
-            our_call()
-            assert capture.take() == theirs and theirs
-
-        same(lambda: ph.ping(port, 7), lambda: ours.ping(7))
-        same(lambda: ph.reboot(port, 3), lambda: ours.recover(3))
-        same(lambda: ph.read1ByteTxRx(port, 5, d2.HARDWARE_ERROR), lambda: ours.read_byte(5, d2.HARDWARE_ERROR))
-        same(lambda: ph.write1ByteTxOnly(port, 0xFE, d2.TORQUE_ENABLE, 0), ours.torque_off_all)
+        capture.same(lambda: ph.ping(port, 7), lambda: ours.ping(7))
+        capture.same(lambda: ph.reboot(port, 3), lambda: ours.recover(3))
+        capture.same(lambda: ph.read1ByteTxRx(port, 5, d2.HARDWARE_ERROR), lambda: ours.read_byte(5, d2.HARDWARE_ERROR))
+        capture.same(lambda: ph.write1ByteTxOnly(port, 0xFE, d2.TORQUE_ENABLE, 0), ours.torque_off_all)
         goals = [(1, 2048), (2, -5), (3, 4095)]
 
         def sdk_goals():
@@ -170,21 +171,21 @@ def test_our_protocol2_driver_writes_what_the_sdk_writes(capture):
             for i, t in goals:
                 w.addParam(i, list(struct.pack("<i", t)))
             w.txPacket()
-        same(sdk_goals, lambda: ours.write_goals(goals))
+        capture.same(sdk_goals, lambda: ours.write_goals(goals))
 
         def sdk_torque():
             w = dxl.GroupSyncWrite(port, ph, d2.TORQUE_ENABLE, 1)
             for i in (1, 2, 3):
                 w.addParam(i, [1])
             w.txPacket()
-        same(sdk_torque, lambda: ours.set_torque([1, 2, 3], True))
+        capture.same(sdk_torque, lambda: ours.set_torque([1, 2, 3], True))
 
         def sdk_read():
             r = dxl.GroupSyncRead(port, ph, d2.BLOCK_START, d2.BLOCK_LEN)
             for i in (1, 2, 3):
                 r.addParam(i)
             r.txRxPacket()
-        same(sdk_read, lambda: ours.read_present([1, 2, 3]))
+        capture.same(sdk_read, lambda: ours.read_present([1, 2, 3]))
     finally:
         port.closePort()
         ours.wire.ser.close()
@@ -219,21 +220,14 @@ def test_our_protocol1_and_feetech_drivers_write_what_the_sdks_write(capture):
     wire = Wire(open_serial(capture.path, 1_000_000))
     ax, sts = Dynamixel1Bus(wire, reply_timeout_s=0.001), FeetechBus(wire, reply_timeout_s=0.001)
     try:
-        def same(sdk_call, our_call):
-            capture.take()
-            sdk_call()
-            theirs = capture.take()
-            our_call()
-            assert capture.take() == theirs and theirs
-
-        same(lambda: ph1.ping(port, 9), lambda: ax.ping(9))
+        capture.same(lambda: ph1.ping(port, 9), lambda: ax.ping(9))
 
         def ax_goals():
             w = dxl.GroupSyncWrite(port, ph1, d1.GOAL_POSITION, 2)
             for i, t in ((1, 512), (2, 1023)):
                 w.addParam(i, list(struct.pack("<H", t)))
             w.txPacket()
-        same(ax_goals, lambda: ax.write_goals([(1, 512), (2, 1023)]))
+        capture.same(ax_goals, lambda: ax.write_goals([(1, 512), (2, 1023)]))
         ph1.readTxRx(port, 2, d1.BLOCK_START, d1.BLOCK_LEN)
         theirs = capture.take()
         ax.read_present([2])

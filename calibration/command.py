@@ -63,10 +63,10 @@ class CalibrationView:
     def __init__(self, model, open_twin: bool) -> None:
         import os
 
-        from hil.runtime.shared import C_STATUS, LoopStatus, SharedState
+        from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
 
         self.model = model
-        self.name = f"hil_{model.name}_{os.getpid()}"
+        self.name = loop_name(model.name, os.getpid())
         self.shared = SharedState(self.name, model.n, create=True)
         self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
         self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
@@ -76,7 +76,7 @@ class CalibrationView:
             from hil.runtime.twin_launch import start_twin
 
             if display_available():
-                self.twin = start_twin(self.name, model.name)
+                self.twin = start_twin(self.name, model.spec)
                 print("twin: showing the measured pose (solid) against the reference (ghost)")
 
     def show(self, q_meas: np.ndarray, q_nominal: np.ndarray, text: str) -> None:

@@ -24,6 +24,7 @@ from firmware_protocol.frame import FLAG_ACK_REQ, Frame, encode_frame
 class BoardKind(IntEnum):
     HUMANOID17 = 1
     PUMA6 = 2
+    SERVOS = 3      # any robot's position servos, 1 … MAX_JOINTS in the robot's joint order (SPEC.md §9)
 
 
 class BoardState(IntEnum):

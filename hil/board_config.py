@@ -62,11 +62,26 @@ def shipped(model, bus: str) -> BusConfig:
         raise InputError(f"--bus {bus!r}: buses are {', '.join(BUSES)}")
     path = shipped_path(model.name, bus)
     if not path.exists():
-        have = sorted(p.stem for p in BOARDS_DIR.glob(f"{model.name}-*.toml"))
-        raise InputError(f"no shipped {bus} config for {model.name} "
-                         f"({'shipped: ' + ', '.join(have) if have else 'none shipped for this robot'}); "
-                         "write one and pass it with --board-config (see docs/buses.md)")
+        return generated(model, bus)
     return dataclasses.replace(load(str(path), model), shipped=True)
+
+
+def generated(model, bus: str) -> BusConfig:
+    """A servo map for a robot none is shipped for: the bus's usual servo and settings (those of our
+    humanoid17 kit on that bus), ids counted up from the kit's first in the robot's joint order, the
+    robot's own limits. What `--bus` uses without `--board-config`; `hil robots --robot R --bus B`
+    prints it to start a real one from."""
+    template = tomllib.loads(read_text(str(shipped_path("humanoid17", bus)), "board config"))
+    first = int(template["joint"][0]["servo_id"])
+    data = {key: value for key, value in template.items() if key != "joint"}
+    data["robot"] = model.name
+    data["defaults"] = {k: v for k, v in data.get("defaults", {}).items() if k not in ("min_deg", "max_deg")}
+    data["joint"] = [{"name": name, "servo_id": first + i} for i, name in enumerate(model.joint_names)]
+    cls = bus_class(bus)
+    if first + model.n - 1 > cls.max_id:
+        raise InputError(f"{model.name} has {model.n} joints, more than a {bus} bus addresses ({cls.max_id - first + 1})")
+    where = f"the generated {bus} map for {model.name} (`hil robots --robot {model.spec} --bus {bus}` prints it)"
+    return dataclasses.replace(parse(data, model, where), shipped=True)
 
 
 def load(path: str, model) -> BusConfig:

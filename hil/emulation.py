@@ -20,14 +20,19 @@ from pathlib import Path
 import numpy as np
 
 import firmware_protocol
+from firmware_protocol import messages as M
 from hil.errors import InputError
 from hil.inputs import number
 
-BOARD_KINDS = ("puma6", "humanoid17")
+BOARD_KINDS = ("puma6", "humanoid17", "servos")
 
 
 def board_kind(model) -> str:
-    """Emulator kind for a model: the `board` its data file names ("puma6" or "humanoid17")."""
+    """Emulator kind for a model: the `board` its data file names ("puma6", "humanoid17", or "servos",
+    sized to the robot: SPEC.md §9)."""
+    if model.board == "servos" and model.n > M.MAX_JOINTS:
+        raise InputError(f"robot {model.name!r} has {model.n} joints; our protocol carries up to {M.MAX_JOINTS} "
+                         "per board: dry-run it on a servo bus (--bus dynamixel2) or drive it from two boards")
     if model.board not in BOARD_KINDS:
         raise InputError(f"robot {model.name!r} names no board the emulator has ([robot] board = "
                          f"{model.board!r}; boards: {', '.join(BOARD_KINDS)})")

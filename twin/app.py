@@ -26,8 +26,22 @@ CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.
           "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
 
 
-def default_camera(name: str) -> dict:
-    return dict(CAMERA.get(name, dict(yaw=-0.8, pitch=0.4, dist=2.5, target=(0, 0, 0))))
+def default_camera(model) -> dict:
+    """The shipped robots' views; any other robot framed from its frames at the home pose."""
+    if model.name in CAMERA:
+        return dict(CAMERA[model.name])
+    p = model.fk_frames(model.home)[:, :3, 3]
+    lo, hi = p.min(axis=0), p.max(axis=0)
+    size = max(float(np.max(hi - lo)), 0.05)
+    return dict(yaw=math.radians(-40), pitch=math.radians(18), dist=1.6 * size + 0.1,
+                target=tuple(float(v) for v in (lo + hi) / 2))
+
+
+def grid_step(model) -> float:
+    """A grid spacing for the robot's size: 5 cm for a small robot, 25 cm for a big arm."""
+    p = model.fk_frames(model.home)[:, :3, 3]
+    size = float(np.max(p.max(axis=0) - p.min(axis=0)))
+    return 0.05 if size < 0.8 else 0.25
 
 
 class TwinApp:
@@ -38,7 +52,7 @@ class TwinApp:
         self.path = path
         self.workpiece = workpiece
         self.title = title
-        self.cam = default_camera(model.name)
+        self.cam = default_camera(model)
         self.humanoid = "l_sole" in model.frame_names and "r_sole" in model.frame_names
         self.base = None
         if self.humanoid:
@@ -77,9 +91,9 @@ class TwinApp:
         dpg.set_primary_window("main", True)
         dpg.set_clip_space("scene", 0, 0, VIEW_W, VIEW_H, -1.0, 1.0)
         floor = float(self.model.meta.get("floor_z_m", 0.0)) if not self.humanoid else 0.0
-        S.add_grid("world", half=1.5 if not self.humanoid else 0.5, step=0.25 if not self.humanoid else 0.05,
-                   z=floor, seg=0.25 if not self.humanoid else 0.05)
-        S.add_axes("world", 0.25 if not self.humanoid else 0.08, 0.0 if not self.humanoid else 0.001)
+        step = grid_step(self.model)
+        S.add_grid("world", half=10 * step if step < 0.1 else 6 * step, step=step, z=floor, seg=step)
+        S.add_axes("world", 0.25 if step > 0.1 else 0.08, 0.0 if not self.humanoid else 0.001)
         if not self.humanoid and "workspace" in self.model.meta:
             from hil.safety import SafetyChecker
             reach = SafetyChecker(self.model).ws[2]

@@ -55,8 +55,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         from hil.runtime.shared import LoopClient
         client = LoopClient(args.attach)
-        name = client.name.split("_")[1] if client.name.count("_") >= 2 else args.robot
-        model = robots.load(args.robot or name)
+        model = robots.load(args.robot or client.info().get("robot") or client.name.split("_")[1])
         if model.n != client.n:
             raise InputError(f"the loop {client.name} has {client.n} joints, {model.name} has {model.n}")
     path = workpiece = None

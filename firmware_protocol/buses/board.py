@@ -254,7 +254,7 @@ class BusBoard:
         except BaseException:
             self._close_port()
             raise
-        self.info = BoardInfo(self.port, int(BOARD_KINDS.get(self.config.robot, 0)), self.config.n,
+        self.info = BoardInfo(self.port, int(BOARD_KINDS.get(self.config.robot, M.BoardKind.SERVOS)), self.config.n,
                               f"{self.cls.title} (host driver)", self.config.uid(), random.getrandbits(32) | 1, 0,
                               0 if self.cls.measures_position else CAP_POSITION_ESTIMATED,
                               f"{self.config.bus} {self.config.baud}", (time.monotonic() - t0) * 1e3, None, None)

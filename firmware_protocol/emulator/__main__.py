@@ -44,6 +44,9 @@ DEFAULTS = {
                   supply_mV=48000, vmax=[1.4, 1.3, 2.1, 4.0, 4.2, 4.0], max_step_rad=0.05),
     "humanoid17": dict(kind=M.BoardKind.HUMANOID17, n_joints=17, tau_s=0.03, noise_rad=5e-4,
                        resolution_rad=2 * math.pi / 4096, supply_mV=7400, vmax=[6.0] * 17, max_step_rad=0.2),
+    # joint count from --config (the robot's limits): a board for any robot loaded from its URDF
+    "servos": dict(kind=M.BoardKind.SERVOS, n_joints=0, tau_s=0.03, noise_rad=5e-4,
+                   resolution_rad=2 * math.pi / 4096, supply_mV=12000, max_step_rad=0.2),
 }
 
 
@@ -120,9 +123,14 @@ def _floats(text: str | None, n: int, what: str) -> list[float] | None:
 
 def build_config(args: argparse.Namespace) -> BoardConfig:
     base = dict(DEFAULTS[args.kind])
+    extra = json.loads(args.config) if args.config else {}
+    if not base["n_joints"]:
+        if not 1 <= len(extra.get("lower_deg", ())) <= M.MAX_JOINTS:
+            raise SystemExit(f"emulator: --kind {args.kind} takes its joints from --config lower_deg (1 … "
+                             f"{M.MAX_JOINTS} joints)")
+        base["n_joints"] = len(extra["lower_deg"])
     n = base["n_joints"]
-    if args.config:
-        extra = json.loads(args.config)
+    if extra:
         for key in ("lower_deg", "upper_deg", "initial_deg", "vmax_deg_s"):
             if key in extra and len(extra[key]) != n:
                 raise SystemExit(f"emulator: config {key} needs {n} values")

@@ -68,7 +68,7 @@ def _bus(args, model) -> int:
     from hil.inputs import number
     from hil.runtime.supervisor import RunRequest, bus_config
 
-    config = bus_config(RunRequest(robot=model.name, bus=args.bus, board_config=args.board_config), model)
+    config = bus_config(RunRequest(robot=model.spec, bus=args.bus, board_config=args.board_config), model)
     for flag in ("offsets_deg", "reverse", "uid", "latency_ms", "noise_deg"):
         if getattr(args, flag) is not None:
             raise InputError(f"--{flag.replace('_', '-')} is an option of the hil board emulator, not of --bus")

@@ -51,4 +51,4 @@ def run(args) -> int:
         print(f"trajectory: {out} (t, q, p_prog, line)")
     if not (args.dry_run or args.port):
         return 0
-    return run_planned(args, model.name, out, rate=rate, path_file=out)
+    return run_planned(args, model.spec, out, rate=rate, path_file=out)

@@ -43,4 +43,4 @@ def run(args) -> int:
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
     if not (args.dry_run or args.port):
         return 0
-    return run_planned(args, model.name, args.file)
+    return run_planned(args, model.spec, args.file)

@@ -10,16 +10,36 @@ from hil.cli.common import add_command
 def register(sub) -> None:
     s = add_command(sub, "robots", "list robot models, joints and limits (degrees)",
                     "For each model: joints with their ranges, home pose and speed limit, frames and named poses.",
-                    ["hil robots", "hil robots --robot humanoid17"])
-    s.add_argument("--robot", help="only this robot (puma560 or humanoid17)")
+                    ["hil robots", "hil robots --robot humanoid17", "hil robots --robot my_arm.urdf",
+                     "hil robots --robot so101 --bus feetech   # the servo map --bus uses, as a board config"])
+    s.add_argument("--robot", help="only this robot: a shipped name, a .urdf file or a robot .toml file")
+    s.add_argument("--bus", help="print the board config `--bus BUS` uses for --robot (shipped or generated), "
+                                 "to start your own from")
     s.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hil import robots  # (lazy, like every command's heavy imports: `hil --help` stays fast)
+    from hil.errors import ConfigError
 
+    if args.bus:
+        from hil import board_config
+        from hil.errors import InputError
+
+        if not args.robot:
+            raise InputError("--bus prints a robot's servo map: name the robot with --robot")
+        config = board_config.resolve(robots.load(args.robot), args.bus, None)
+        print(board_config.to_toml(config, f"{config.source}\nservo ids, zero ticks and directions: check them "
+                                           "against your robot (docs/buses.md)"), end="")
+        return 0
     for name in [args.robot] if args.robot else robots.available():
-        m = robots.load(name)
+        try:
+            m = robots.load(name)
+        except ConfigError as e:
+            if args.robot:
+                raise
+            print(f"{name}: not available here ({e})")
+            continue
         print(f"{m.name}: {m.meta.get('description', '')}")
         print(f"  {m.n} joints, base frame {m.base_frame!r}, tool frame {m.tool_frame!r}, "
               f"mass {m.total_mass:.2f} kg")
@@ -29,4 +49,6 @@ def run(args) -> int:
                   f"{math.degrees(m.home[i]):>8.2f} {math.degrees(j.velocity_limit):>13.0f}")
         print(f"  frames: {', '.join(m.frame_names)}")
         print(f"  poses: {', '.join(m.poses)}")
+        for note in m.meta.get("locked_joints", []):
+            print(f"  not driven: {note}")
     return 0

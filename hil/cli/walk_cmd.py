@@ -76,4 +76,4 @@ def run(args) -> int:
         print(f"motion file: {args.motion_out} ({len(motion.keyframes)} frames of 30 ms)")
     if not (args.dry_run or args.port):
         return 0
-    return run_planned(args, model.name, out)
+    return run_planned(args, model.spec, out)

@@ -529,16 +529,32 @@ class LMSolver:
         return IKResult(q, success, residuals[0], int(vals[1]), reason, None, residuals)
 
 
-def ik_lm(model, tasks, q0, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None) -> IKResult:
+def ik_lm(model, tasks, q0, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None,
+          restarts: int = 0, seed: int = 0) -> IKResult:
     """Prioritised Levenberg–Marquardt IK with Sugihara's damping W_N = E·I + W̄_N.
 
     `tasks`: `Task`s (see there). `q0`: start (radians), clamped into the joint ranges. Joint
     limits always hold. Returns `IKResult`: `success` when every priority-1 task is met within
     `tol`; otherwise `q` is the nearest pose found (finite), `reason` says which task is not met.
     `wbar` defaults to 1e-3 · l², l half the model's largest frame distance from the base at home.
+    `restarts`: when the solve from q0 fails, up to this many more from random poses inside the
+    joint ranges (drawn from `seed`: the same call gives the same answer); the first success, or
+    the attempt with the smallest priority-1 residual. LM stops where a joint limit blocks the way
+    to the target; another start often goes round it.
     For repeated solves of the same tasks use `LMSolver`, which packs the tasks once.
     """
-    return LMSolver(model, tasks, max_iter, tol, wbar).solve(q0)
+    solver = LMSolver(model, tasks, max_iter, tol, wbar)
+    best = solver.solve(q0)
+    if best.success or restarts <= 0:
+        return best
+    rng = np.random.default_rng(seed)
+    for _ in range(int(restarts)):
+        res = solver.solve(rng.uniform(model.lower, model.upper))
+        if res.success:
+            return res
+        if res.residual < best.residual:
+            best = res
+    return best
 
 
 def solve_ik(model, T, q_near=None, branch: str | None = None) -> IKResult:

@@ -20,6 +20,7 @@ import numpy as np
 from hil.errors import ConfigError, InputError
 from hil.inputs import read_text
 from hil.kinematics.rotations import rpy_matrix
+from hil.robots import urdf
 from hil.robots.model import Joint, RobotModel, Shape
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -34,34 +35,62 @@ def available() -> list[str]:
     return sorted(p.stem for p in DATA_DIR.glob("*.toml"))
 
 
-def load(name: str) -> RobotModel:
-    """Load a robot model by name (`puma560`, `humanoid17`) or from a path to a TOML file."""
+def load(name: str | Path) -> RobotModel:
+    """Load a robot model: a shipped name (`puma560`, `humanoid17`, `so101`, see `available()`), a
+    URDF file (`*.urdf`), or a robot TOML file (ours, or a side file naming a URDF: docs/robots.md)."""
     if not isinstance(name, (str, Path)):
         raise ConfigError(f"robot name must be a string, got {name!r}")
     key = str(name)
     if key in _cache:
         return _cache[key]
     path = Path(key)
-    if path.suffix != ".toml":
+    shipped = path.suffix not in (".toml", ".urdf")
+    if shipped:
         path = DATA_DIR / f"{key}.toml"
-        if not path.exists():
-            raise ConfigError(f"unknown robot {key!r}; available robots: {', '.join(available())}")
-    if not path.exists():
+        if "/" in key or not path.exists():
+            raise ConfigError(f"unknown robot {key!r}; shipped robots: {', '.join(available())}; or give a "
+                              ".urdf or .toml file")
+    if not path.is_file():
         raise ConfigError(f"robot file {path} does not exist")
+    if path.suffix == ".urdf":
+        model = urdf.build(str(path))
+    else:
+        model = _load_toml(path)
+    model.spec = key if shipped else str(path.resolve())
+    _cache[key] = model
+    return model
+
+
+def _load_toml(path: Path) -> RobotModel:
     try:
         data = tomllib.loads(read_text(str(path), "robot file"))
     except (tomllib.TOMLDecodeError, InputError) as e:
         raise ConfigError(f"robot file {path}: {e}") from e
+    robot = data.get("robot")
+    if isinstance(robot, dict) and "urdf" in robot:
+        return urdf.build(_urdf_of(robot["urdf"], path), data, str(path))
     try:
-        model = _build(data, str(path))
+        return _build(data, str(path))
     except ConfigError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         # a file that parses but does not describe a robot: say where, not how the builder tripped
         raise ConfigError(f"robot file {path}: not a robot description ({type(e).__name__}: {e}); see "
                           f"{DATA_DIR / 'puma560.toml'} for the format") from e
-    _cache[key] = model
-    return model
+
+
+def _urdf_of(ref, side: Path) -> str:
+    """The URDF a side file names: a path relative to the side file, or package://P/… (ROS lookup)."""
+    if not isinstance(ref, str) or not ref:
+        raise ConfigError(f"{side}: [robot] urdf must be a file path or package:// address, got {ref!r}")
+    try:
+        found = urdf.resolve_file(ref, str(side))
+    except FileNotFoundError as e:
+        hint = " (pip install example-robot-data)" if ref.startswith("package://example-robot-data/") else ""
+        raise ConfigError(f"{side}: [robot] urdf = {ref!r}: {e}{hint}") from None
+    if not found.is_file():
+        raise ConfigError(f"{side}: [robot] urdf = {ref!r}: {found} does not exist")
+    return str(found)
 
 
 # --------------------------------------------------------------------------- helpers

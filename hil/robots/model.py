@@ -117,6 +117,7 @@ class RobotModel:
     ) -> None:
         self.name = name
         self.source = source
+        self.spec = name    # what `hil.robots.load` takes to load this robot again (a name or a file path)
         self.joints: tuple[Joint, ...] = tuple(joints)
         self.n = len(self.joints)
         self.joint_names: tuple[str, ...] = tuple(j.name for j in self.joints)
@@ -424,9 +425,11 @@ class RobotModel:
             frames[self.frame_names[f]] = (int(self.frame_link[f]), off)
         # solvers cached in meta (keys starting with "_") belong to this model's tool: not copied
         meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
-        return RobotModel(
+        out = RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
             self.poses, self.shapes, self._mt[:, K.MT_MASS], self._mt[:, K.MT_COM:K.MT_COM + 3], meta, T, self.source)
+        out.spec = self.spec
+        return out
 
     def __repr__(self) -> str:
         return f"RobotModel({self.name!r}, {self.n} joints, {len(self.frame_names)} frames)"

@@ -10,7 +10,7 @@ import numpy as np
 
 from hil.errors import InputError
 from hil.runtime.recorder import load_recording
-from hil.runtime.shared import C_STATUS, LoopStatus, SharedState
+from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
 
 
 def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
@@ -31,13 +31,13 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
         raise InputError(f"{path}: {data['q_cmd'].shape[1]} joints recorded, {model.name} has {model.n}")
     if speed <= 0:
         raise InputError("--speed must be positive")
-    name = f"hil_{model.name}_{os.getpid()}"
+    name = loop_name(model.name, os.getpid())
     shared = SharedState(name, model.n, create=True)
     F = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
     twin = None
     if not headless and display_available():
         from hil.runtime.twin_launch import start_twin
-        twin = start_twin(name, model.name)
+        twin = start_twin(name, model.spec)
     elif not headless:
         print("no display: replaying headless (set DISPLAY or use xvfb-run to see it in the twin)")
     shared.ctrl[C_STATUS] = LoopStatus.RUNNING

@@ -25,6 +25,7 @@ import json
 import math
 import mmap
 import os
+import re
 import stat
 import tempfile
 import time
@@ -129,6 +130,11 @@ class Snapshot:
             return self.values[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def loop_name(robot_name: str, pid: int) -> str:
+    """The block's name for a loop: hil_<robot>_<pid>, the robot's name kept to letters, digits and '-'."""
+    return f"hil_{re.sub(r'[^A-Za-z0-9-]+', '-', robot_name).strip('-')[:40] or 'robot'}_{pid}"
 
 
 class SharedState:

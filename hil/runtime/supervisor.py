@@ -18,7 +18,7 @@ from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus, SharedState,
+from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus, SharedState, loop_name,
                                 progress_text)
 from hil.runtime.twin_launch import start_twin
 from hil.safety import flag_names
@@ -139,7 +139,7 @@ def run(req: RunRequest) -> int:
     elif req.dry_run:
         emu = emulation.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None, parent_pid=os.getpid())
         print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else ""))
-    name = f"hil_{model.name}_{os.getpid()}"
+    name = loop_name(model.name, os.getpid())
     try:
         shared = SharedState(name, model.n, create=True)
     except BaseException:
@@ -151,7 +151,7 @@ def run(req: RunRequest) -> int:
         print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
         headless = True
     extra = {k: v for k, v in (("spin_us", req.spin_us), ("port_io", req.port_io)) if v is not None}
-    cfg = LoopConfig(robot=model.name, port=emu.path if emu else req.port, shm_name=name, rate_hz=rate,
+    cfg = LoopConfig(robot=model.spec, port=emu.path if emu else req.port, shm_name=name, rate_hz=rate,
                      duration_s=req.duration_s, record=req.record, stats_json=req.stats_json, motion=req.motion,
                      enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
@@ -193,7 +193,7 @@ class _Run:
         client = LoopClient(self.shared.name)
         try:
             if not self.headless:
-                self.twin = start_twin(self.shared.name, self.model.name, self.req.path_file)
+                self.twin = start_twin(self.shared.name, self.model.spec, self.req.path_file)
                 print("twin: starting …")
             last_print = 0.0
             while self.proc.is_alive():

@@ -17,7 +17,8 @@ from hil.safety import _kernel as SK
 from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, I_STEP, I_TO_TARGET,  # noqa: F401
                                 I_TRACK, LIMIT, NONFINITE, RATE, WORKSPACE)
 
-WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)²+a3²", "x > -(a2+d4)·cos 20°")
+WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)²+a3²", "x > -(a2+d4)·cos 20°",
+                    "the reach sphere")
 
 
 def flag_names(flags: int) -> list[str]:
@@ -96,11 +97,16 @@ class SafetyChecker:
             self.ws[2] = max(float(wsm.get("reach_m", a[1] + d[3])), true_reach)
             self.ws[3] = float(a[2])
             self.ws[4] = math.cos(math.radians(float(wsm.get("lower_x_angle_deg", 20.0))))
+        elif wsm and "reach_m" in wsm:
+            # any other robot: its tool frame within a sphere about the base origin
+            self.ws[:3] = 2.0, model.frame_index(model.tool_frame), float(wsm["reach_m"])
         if balance is None:
             balance = model.kind == "humanoid"
         if balance:
             foot = next((s for s in model.shapes if s.name == "l_foot" and s.kind == "box"), None)
             half = sorted(foot.half, reverse=True) if foot is not None else [0.045, 0.02, 0.0]
+            if "sole_half_m" in meta:   # measured from the feet of a URDF robot
+                half = list(meta["sole_half_m"])
             margin = float((meta.get("balance") or {}).get("margin_m", 0.0))
             self.bal[:] = [1.0, model.frame_index("l_sole"), model.frame_index("r_sole"), half[0], half[1],
                            margin, 0.003]
@@ -168,7 +174,11 @@ class SafetyChecker:
                        f"(z = {self.ws[5] * 1e3:.0f} mm)")
         if flags & WORKSPACE:
             b = int(self.info[SK.I_WS])
-            out.append(f"workspace: the wrist centre violates {WORKSPACE_BOUNDS[b] if b >= 0 else 'a bound'}")
+            what = "the wrist centre" if self.ws[0] == 1.0 else f"the tool frame {m.tool_frame!r}"
+            bound = WORKSPACE_BOUNDS[b] if b >= 0 else "a bound"
+            if b == 5:
+                bound += f" (r = {self.ws[2] * 1e3:.0f} mm)"
+            out.append(f"workspace: {what} violates {bound}")
         if flags & COLLISION:
             p = int(self.info[SK.I_PAIR])
             a, b = self.pairs[p] if p >= 0 else (0, 0)

@@ -166,7 +166,10 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
         z = poses[f, 2, 3]
         reach = ws[2] + 1e-3  # the stretched arm (home, ready) lies on the bound; 1 mm for measurement noise
         bound = -1
-        if not z <= reach:
+        if ws[0] == 2.0:   # a reach sphere about the base origin (robots without the paper's bounds)
+            if not x * x + y * y + z * z <= reach * reach:
+                bound = 5
+        elif not z <= reach:
             bound = 0
         elif not abs(y) <= reach:
             bound = 1

@@ -40,7 +40,7 @@ def projector(robot):
     from twin import app as A
     from twin import scene as S
 
-    cam = A.default_camera(robot)
+    cam = A.default_camera(robots.load(robot))
     eye, target = S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"])
     P = S.perspective(A.FOV, A.VIEW_W / A.VIEW_H, 0.05, 50.0)
     V = S.look_at(eye, target)

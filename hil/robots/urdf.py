@@ -1,0 +1,676 @@
+"""Robots from URDF files: `yourdfpy` parses the XML, this module checks it and turns it into the
+same `RobotModel` data the built-in robots compile to (so the same Numba kernels run on it).
+
+The tree becomes our joint table: each revolute or continuous joint is a link of the model (its
+child link's name), fixed joints fold into constant offsets, and every URDF link stays reachable
+as a named frame. Prismatic, floating and planar joints, and mimic joints, are held at zero
+("locked": hil drives revolute servos) and listed in `model.meta["locked_joints"]`. Link inertials
+give the masses and centres of mass; collision geometry (visual where a link has none) gives the
+shapes that the twin draws and the safety checks use: boxes, spheres and cylinders as bounding
+capsules or boxes, meshes as their bounding capsule, computed once per load.
+
+A side file (a robot TOML with `[robot] urdf = "…"`, see docs/robots.md) adds what a URDF cannot
+say: the robot's kind and soles, its tool frame, poses, missing limits, the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hil.errors import ConfigError
+from hil.robots.model import Joint, RobotModel, Shape
+
+MOVING = ("revolute", "continuous")
+LOCKED = ("prismatic", "floating", "planar")
+TYPES = MOVING + LOCKED + ("fixed",)
+MAX_BYTES = 64 << 20
+CONTINUOUS_RANGE_DEG = 360.0      # a continuous joint turns ±one turn: a position servo's range
+ACCEL_PER_VELOCITY = 5.0          # default acceleration limit: full speed in 0.2 s (URDF has none)
+SIDE_JOINT_KEYS = {"lower_deg", "upper_deg", "velocity_deg_s", "acceleration_deg_s2"}
+
+
+def _fail(path: str, where: str, what: str) -> ConfigError:
+    return ConfigError(f"{path}: {where}: {what}")
+
+
+# --------------------------------------------------------------------------- reading
+def parse(path: str):
+    """The yourdfpy `Robot` of a URDF file; ConfigError naming the element that is wrong."""
+    try:
+        import yourdfpy
+    except ImportError:
+        raise ConfigError(f"{path}: reading URDF files needs yourdfpy: pip install yourdfpy") from None
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise ConfigError(f"robot file {path}: cannot read it ({e.strerror})") from None
+    if size > MAX_BYTES:
+        raise ConfigError(f"robot file {path}: {size} bytes; a URDF larger than {MAX_BYTES >> 20} MB is refused")
+    problem = _xml_problem(path)
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
+    try:
+        urdf = yourdfpy.URDF.load(path, build_scene_graph=False, load_meshes=False, load_collision_meshes=False)
+    except Exception as e:   # noqa: BLE001 - a third-party parser: whatever it raises, the file is the cause
+        raise ConfigError(f"{path}: not a URDF yourdfpy can read ({type(e).__name__}: {e})") from None
+    return urdf.robot
+
+
+def _xml_problem(path: str) -> str | None:
+    """What makes the file unreadable as URDF, naming the element, before the parser trips on it."""
+    from lxml import etree
+
+    try:
+        root = etree.parse(path, etree.XMLParser(resolve_entities=False, no_network=True)).getroot()
+    except (etree.XMLSyntaxError, OSError) as e:
+        return f"not well-formed XML ({e})"
+    if root.tag != "robot":
+        return f"the root element is <{root.tag}>, a URDF's is <robot>"
+    for el in [*root.findall("link"), *root.findall("joint")]:
+        if not el.get("name"):
+            return f"a <{el.tag}> (line {el.sourceline}) has no name attribute"
+    for el in root.findall("joint"):
+        where = f"joint {el.get('name')!r} (line {el.sourceline})"
+        for tag in ("parent", "child"):
+            sub = el.find(tag)
+            if sub is None or not sub.get("link"):
+                return f"{where} has no <{tag} link=\"…\"/>"
+        for sub in el.iter("origin", "axis", "limit"):
+            for attr, value in sub.attrib.items():
+                if attr in ("xyz", "rpy") or sub.tag == "limit":
+                    bad = _bad_numbers(value, 3 if attr in ("xyz", "rpy") else 1)
+                    if bad:
+                        return f"{where}: <{sub.tag} {attr}=\"{value}\"> {bad}"
+    for el in root.findall("link"):
+        for geometry in el.iter("geometry"):
+            if len(geometry) == 0:
+                return f"link {el.get('name')!r} (line {geometry.sourceline}): an empty <geometry>"
+        for sub in el.iter("origin", "mass", "box", "cylinder", "sphere", "mesh"):
+            for attr in ("xyz", "rpy", "value", "size", "radius", "length", "scale"):
+                if attr in sub.attrib:
+                    n = 3 if attr in ("xyz", "rpy", "size", "scale") else 1
+                    bad = _bad_numbers(sub.get(attr), n)
+                    if bad:
+                        return f"link {el.get('name')!r} (line {sub.sourceline}): <{sub.tag} {attr}=\"{sub.get(attr)}\"> {bad}"
+    return None
+
+
+def _bad_numbers(text: str, n: int) -> str | None:
+    parts = text.split()
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        return "is not a number" if n == 1 else f"is not {n} numbers"
+    if len(vals) != n:
+        return f"has {len(vals)} numbers, {n} expected"
+    if not all(math.isfinite(v) for v in vals):
+        return "is not finite"
+    return None
+
+
+# --------------------------------------------------------------------------- meshes
+def package_roots(urdf_path: str) -> list[Path]:
+    """Where `package://NAME/…` is looked for, as ROS tools do: ROS_PACKAGE_PATH, the share/ folders of
+    AMENT_PREFIX_PATH and CMAKE_PREFIX_PATH, and the URDF's own folder and its parents."""
+    roots: list[Path] = []
+    for var, sub in (("ROS_PACKAGE_PATH", ""), ("AMENT_PREFIX_PATH", "share"), ("CMAKE_PREFIX_PATH", "share")):
+        for part in os.environ.get(var, "").split(os.pathsep):
+            if part:
+                roots.append(Path(part) / sub)
+    roots += list(Path(urdf_path).resolve().parents)
+    # packages installed from PyPI as cmeel wheels (example-robot-data) keep their share/ folder here
+    roots += [Path(p) / "cmeel.prefix" / "share" for p in sys.path if p]
+    return roots
+
+
+def resolve_file(filename: str, urdf_path: str) -> Path:
+    """A mesh's file: `package://P/rest` (P found under a root as a folder named P, or one whose
+    package.xml names P), `file://`, or a path relative to the URDF's folder."""
+    if filename.startswith("file://"):
+        return Path(filename[7:])
+    if not filename.startswith("package://"):
+        p = Path(filename)
+        return p if p.is_absolute() else Path(urdf_path).resolve().parent / p
+    pkg, _, rest = filename[10:].partition("/")
+    for root in package_roots(urdf_path):
+        if root.name == pkg and (root / rest).exists():
+            return root / rest
+        cand = root / pkg / rest
+        if cand.exists():
+            return cand
+        xml = root / "package.xml"
+        if xml.exists() and f"<name>{pkg}</name>" in xml.read_text(errors="replace") and (root / rest).exists():
+            return root / rest
+    raise FileNotFoundError(f"package {pkg!r} not found (set ROS_PACKAGE_PATH to the folder holding it)")
+
+
+def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
+    """(p0, p1, radius, box_lo, box_hi): the bounding capsule and box of a mesh's vertices placed by
+    `origin`, in the link frame."""
+    import trimesh
+
+    mesh = trimesh.load(str(file), force="mesh", process=False)
+    v = np.asarray(mesh.vertices, dtype=float) * scale
+    if v.ndim != 2 or v.shape[0] == 0 or not np.all(np.isfinite(v)):
+        raise ValueError("no finite vertices")
+    v = v @ origin[:3, :3].T + origin[:3, 3]
+    p0, p1, r = bounding_capsule(v)
+    return p0, p1, r, v.min(axis=0), v.max(axis=0)
+
+
+def bounding_capsule(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """A capsule holding every point of v (k, 3): axis the principal direction, radius the largest
+    distance from it, end points pulled in as far as every point stays inside."""
+    c = v.mean(axis=0)
+    d = v - c
+    axis = np.linalg.svd(d, full_matrices=False)[2][0] if len(v) > 1 else np.array([0.0, 0.0, 1.0])
+    t = d @ axis
+    perp = np.linalg.norm(d - np.outer(t, axis), axis=1)
+    r = float(perp.max())
+    s = np.sqrt(np.maximum(r * r - perp * perp, 0.0))
+    a, b = float(np.max(t - s)), float(np.min(t + s))   # segment [b, a]: each point within r of it
+    if b > a:
+        a = b = 0.5 * (a + b)
+        r = float(np.linalg.norm(d - a * axis, axis=1).max())
+    return c + b * axis, c + a * axis, r
+
+
+# --------------------------------------------------------------------------- building
+@dataclass
+class _Tree:
+    root: str
+    children: dict[str, list]          # link name -> joints whose parent it is (file order)
+    order: list                        # joints, parents first (depth-first from the root)
+
+
+def _tree(robot, path: str) -> _Tree:
+    links = [lk.name for lk in robot.links]
+    if not links:
+        raise ConfigError(f"{path}: the robot has no <link>")
+    seen: set[str] = set()
+    for name in links:
+        if name in seen:
+            raise _fail(path, f"link {name!r}", "is defined twice")
+        seen.add(name)
+    names: set[str] = set()
+    parent_of: dict[str, str] = {}
+    children: dict[str, list] = {name: [] for name in links}
+    for j in robot.joints:
+        if j.name in names:
+            raise _fail(path, f"joint {j.name!r}", "is defined twice")
+        names.add(j.name)
+        if j.type not in TYPES:
+            raise _fail(path, f"joint {j.name!r}", f"type {j.type!r} is not a URDF joint type ({', '.join(TYPES)})")
+        for role, link in (("parent", j.parent), ("child", j.child)):
+            if link not in children:
+                raise _fail(path, f"joint {j.name!r}", f"its {role} link {link!r} is not a <link> of the robot")
+        if j.child in parent_of:
+            raise _fail(path, f"joint {j.name!r}", f"link {j.child!r} already has a parent ({parent_of[j.child]!r}); "
+                        "a URDF is a tree")
+        parent_of[j.child] = j.parent
+        children[j.parent].append(j)
+    roots = [name for name in links if name not in parent_of]
+    if not roots:
+        raise ConfigError(f"{path}: the joints form a cycle (every link has a parent); a URDF is a tree")
+    if len(roots) > 1:
+        raise ConfigError(f"{path}: links {', '.join(map(repr, roots[:4]))} have no parent; a URDF has one root "
+                          "(join them with fixed joints)")
+    # depth-first, siblings in file order: parents come before their children
+    order, stack = [], list(reversed(children[roots[0]]))
+    while stack:
+        j = stack.pop()
+        order.append(j)
+        stack.extend(reversed(children[j.child]))
+    if len(order) != len(robot.joints):
+        stuck = sorted(set(parent_of) - {j.child for j in order})
+        raise ConfigError(f"{path}: links {', '.join(map(repr, stuck[:4]))} are in a cycle, not reachable from "
+                          f"the root {roots[0]!r}")
+    return _Tree(roots[0], children, order)
+
+
+def _limits(j, over: dict, path: str, side_path: str) -> tuple[float, float, float, float]:
+    """(lower, upper, velocity, acceleration) in SI: the side file's values first, then the URDF's."""
+    where = f"joint {j.name!r}"
+    how = (f"set them in the URDF's <limit>, or in a side file: [joints.{j.name}] lower_deg, upper_deg, "
+           "velocity_deg_s (docs/robots.md, \"Your own robot\")")
+    unknown = set(over) - SIDE_JOINT_KEYS
+    if unknown:
+        raise ConfigError(f"{side_path}: [joints.{j.name}] unknown key {sorted(unknown)[0]!r}; keys are "
+                          f"{', '.join(sorted(SIDE_JOINT_KEYS))}")
+    for key, value in over.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{side_path}: [joints.{j.name}] {key} = {value!r} is not a finite number")
+    lim = j.limit
+    lo = lim.lower if lim is not None else None
+    hi = lim.upper if lim is not None else None
+    vel = lim.velocity if lim is not None else None
+    if j.type == "continuous":
+        lo = hi = None    # URDF ignores a continuous joint's position limits
+        lo_d, hi_d = -CONTINUOUS_RANGE_DEG, CONTINUOUS_RANGE_DEG
+    else:
+        lo_d = math.degrees(lo) if lo is not None else None
+        hi_d = math.degrees(hi) if hi is not None else None
+        if lo is not None and hi is not None and lo == hi == 0.0:
+            lo_d = hi_d = None   # the URDF default for absent limits: none given
+    lo_d = float(over.get("lower_deg", lo_d)) if over.get("lower_deg", lo_d) is not None else None
+    hi_d = float(over.get("upper_deg", hi_d)) if over.get("upper_deg", hi_d) is not None else None
+    if lo_d is None or hi_d is None:
+        raise _fail(path, where, f"has no position limits; the loop needs them: {how}")
+    if not lo_d < hi_d:
+        raise _fail(path, where, f"lower limit {lo_d:g}° is not below upper limit {hi_d:g}°: {how}")
+    vel_d = over.get("velocity_deg_s", math.degrees(vel) if vel else None)
+    if vel_d is None or not vel_d > 0:
+        raise _fail(path, where, f"has no velocity limit (or 0); the loop needs one: {how}")
+    acc_d = float(over.get("acceleration_deg_s2", ACCEL_PER_VELOCITY * vel_d))
+    if not acc_d > 0:
+        raise ConfigError(f"{side_path}: [joints.{j.name}] acceleration_deg_s2 must be positive")
+    return math.radians(lo_d), math.radians(hi_d), math.radians(vel_d), math.radians(acc_d)
+
+
+def _axis(j, path: str) -> np.ndarray:
+    axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
+    norm = float(np.linalg.norm(axis)) if axis.shape == (3,) else 0.0
+    if not norm > 1e-9 or not math.isfinite(norm):
+        raise _fail(path, f"joint {j.name!r}", f"axis {axis.tolist()} is not a direction")
+    return axis / norm
+
+
+def _origin(T, path: str, where: str) -> np.ndarray:
+    T = np.eye(4) if T is None else np.asarray(T, dtype=float)
+    if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+        raise _fail(path, where, "its <origin> is not finite")
+    return T
+
+
+@dataclass
+class _Parts:
+    """The URDF as model parts: where each link sits (moving link index, offset) and the joints."""
+
+    base: str
+    placed: dict[str, tuple[int, np.ndarray]]
+    joints: list[Joint]
+    link_names: list[str]
+    locked: list[str]
+    order: list[str]                  # URDF links in depth-first order
+
+
+def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
+    tree = _tree(robot, path)
+    links = {lk.name: lk for lk in robot.links}
+    base, order = tree.root, tree.order
+    first = tree.children[base]
+    root = links[base]
+    if (len(first) == 1 and first[0].type == "floating" and not root.collisions and not root.visuals
+            and (root.inertial is None or not root.inertial.mass)):
+        base, order = first[0].child, order[1:]   # a massless "world" link above a floating base: the base is its child
+    placed: dict[str, tuple[int, np.ndarray]] = {base: (-1, np.eye(4))}
+    joints: list[Joint] = []
+    link_names: list[str] = []
+    locked: list[str] = []
+    for j in order:
+        where = f"joint {j.name!r}"
+        parent, offset = placed[j.parent]
+        origin = offset @ _origin(j.origin, path, where)
+        if j.type in MOVING and j.mimic is None:
+            lo, hi, vel, acc = _limits(j, overrides.get(j.name, {}), path, side_path)
+            joints.append(Joint(j.name, parent, origin, _axis(j, path), lo, hi, vel, acc))
+            link_names.append(j.child)
+            placed[j.child] = (len(joints) - 1, np.eye(4))
+        else:
+            if j.type != "fixed":
+                locked.append(f"{j.name} ({'mimic' if j.mimic is not None else j.type}, held at 0)")
+            placed[j.child] = (parent, origin)
+    if not joints:
+        raise ConfigError(f"{path}: no revolute or continuous joint: nothing for hil to drive")
+    unknown = set(overrides) - {j.name for j in joints}
+    if unknown:
+        raise ConfigError(f"{side_path}: [joints.{sorted(unknown)[0]}] is not a driven joint of {path}")
+    return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order])
+
+
+def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]]]:
+    """Shapes in their moving link's frame, and the box around each (for finding soles)."""
+    shapes: list[Shape] = []
+    boxes: list[tuple[np.ndarray, np.ndarray]] = []
+    for link in robot.links:
+        if link.name not in parts.placed:
+            continue   # the dropped world link
+        idx, offset = parts.placed[link.name]
+        elements = link.collisions or link.visuals
+        for k, el in enumerate(elements):
+            where = f"link {link.name!r}"
+            name = link.name if len(elements) == 1 else f"{link.name}#{k + 1}"
+            T = offset @ _origin(el.origin, path, where)
+            got = _shape(el.geometry, T, idx, name, path, where)
+            if got is not None:
+                shapes.append(got[0])
+                boxes.append(got[1])
+    return shapes, boxes
+
+
+def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
+    """(Shape, (box lo, box hi)) of one URDF geometry placed by T in link `idx`'s frame, or None."""
+    c, R = T[:3, 3], T[:3, :3]
+    if g is None:
+        return None
+    if g.box is not None:
+        half = np.asarray(g.box.size, float) / 2
+        absR = np.abs(R)
+        ext = absR @ half
+        if np.allclose(absR, np.round(absR), atol=1e-9):   # box axes along the link's: drawn as a box
+            return Shape(idx, "box", tuple(c), half=tuple(ext), name=name), (c - ext, c + ext)
+        corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
+        p0, p1, r = bounding_capsule(corners @ R.T + c)
+        return Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name), (c - ext, c + ext)
+    if g.sphere is not None:
+        r = float(g.sphere.radius)
+        return Shape(idx, "capsule", tuple(c), tuple(c), r, name=name), (c - r, c + r)
+    if g.cylinder is not None:
+        r, h = float(g.cylinder.radius), float(g.cylinder.length) / 2 * R[:, 2]
+        ext = np.abs(h) + r * np.sqrt(np.maximum(1.0 - R[:, 2] ** 2, 0.0))
+        return Shape(idx, "capsule", tuple(c - h), tuple(c + h), r, name=name), (c - ext, c + ext)
+    if g.mesh is not None:
+        scale = np.ones(3) if g.mesh.scale is None else np.broadcast_to(np.asarray(g.mesh.scale, float), (3,))
+        try:
+            p0, p1, r, lo, hi = mesh_bounds(resolve_file(g.mesh.filename, path), scale, T)
+        except (OSError, ValueError, ImportError, IndexError, KeyError, AttributeError) as e:
+            raise _fail(path, where, f"mesh {g.mesh.filename!r} cannot be read ({e}); its shape is needed for "
+                        "the twin and the collision checks") from None
+        return Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name), (lo, hi)
+    return None
+
+
+def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:
+    n = len(parts.joints)
+    mass, moment = np.zeros(n + 1), np.zeros((n + 1, 3))
+    for link in robot.links:
+        if link.name not in parts.placed or link.inertial is None or not link.inertial.mass:
+            continue
+        m = float(link.inertial.mass)
+        if not (math.isfinite(m) and m >= 0):
+            raise ConfigError(f"link {link.name!r}: mass {m!r} must be finite and not negative")
+        idx, offset = parts.placed[link.name]
+        com = (offset @ (np.eye(4) if link.inertial.origin is None else link.inertial.origin))[:3, 3]
+        mass[idx + 1] += m
+        moment[idx + 1] += m * com
+    coms = np.divide(moment, mass[:, None], out=np.zeros_like(moment), where=mass[:, None] > 0)
+    return mass, coms
+
+
+SIDE_ROBOT_KEYS = {"name", "urdf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
+SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame"}
+
+
+CACHE_VERSION = 1   # bump when what `_model_args` makes from a file changes
+
+
+def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
+    """The `RobotModel` of a URDF file, with what a side file (already parsed TOML) adds.
+
+    The result is kept in the user's cache, keyed by the files' contents and the meshes' sizes and
+    times: the loop, the twin and each command load the robot, and parsing (yourdfpy and trimesh
+    take over a second to import) and bounding the meshes are needed once."""
+    key = _cache_key(path, side)
+    cached = _cache_read(key)
+    if cached is not None:
+        return RobotModel(**cached)
+    args = _model_args(path, side, side_path)
+    _cache_write(key, args)
+    return RobotModel(**args)
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hil" / "robots"
+
+
+def _cache_key(path: str, side: dict | None) -> str | None:
+    """A digest of everything the model is made from, or None (then it is built, not cached)."""
+    import hashlib
+
+    from lxml import etree
+
+    try:
+        data = Path(path).read_bytes()
+        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True))
+        h = hashlib.sha256(f"{CACHE_VERSION}|{Path(path).resolve()}|".encode() + data)
+        h.update(json.dumps(side or {}, sort_keys=True, default=str).encode())
+        for mesh in root.iter("mesh"):
+            st = resolve_file(mesh.get("filename", ""), path).stat()
+            h.update(f"|{mesh.get('filename')}|{st.st_size}|{st.st_mtime_ns}".encode())
+    except (OSError, ValueError, etree.XMLSyntaxError):
+        return None
+    return h.hexdigest()[:32]
+
+
+def _cache_read(key: str | None) -> dict | None:
+    if key is None:
+        return None
+    try:
+        raw = json.loads((_cache_dir() / f"{key}.json").read_text())
+        return _from_json(raw)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None   # absent or unreadable: built again
+
+
+def _cache_write(key: str | None, args: dict) -> None:
+    if key is None:
+        return
+    try:
+        folder = _cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(_to_json(args)))
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        pass   # a read-only home: built again next time
+
+
+def _to_json(a: dict) -> dict:
+    out = dict(a)
+    out["joints"] = [[j.name, j.parent, j.placement.tolist(), j.axis.tolist(), j.lower, j.upper, j.velocity_limit,
+                      j.acceleration_limit] for j in a["joints"]]
+    out["frames"] = {k: [link, off.tolist()] for k, (link, off) in a["frames"].items()}
+    out["shapes"] = [[s.link, s.kind, list(s.p0), list(s.p1), s.radius, list(s.half), s.name] for s in a["shapes"]]
+    for key in ("home", "masses", "coms"):
+        out[key] = np.asarray(a[key]).tolist()
+    out["poses"] = {k: v.tolist() for k, v in a["poses"].items()}
+    return out
+
+
+def _from_json(d: dict) -> dict:
+    out = dict(d)
+    out["joints"] = [Joint(n, int(p), np.array(pl), np.array(ax), lo, hi, v, acc) for n, p, pl, ax, lo, hi, v, acc
+                     in d["joints"]]
+    out["frames"] = {k: (int(link), np.array(off)) for k, (link, off) in d["frames"].items()}
+    out["shapes"] = [Shape(int(li), kind, tuple(p0), tuple(p1), float(r), tuple(half), name)
+                     for li, kind, p0, p1, r, half, name in d["shapes"]]
+    for key in ("home", "masses", "coms"):
+        out[key] = np.array(d[key], dtype=float)
+    out["poses"] = {k: np.array(v, dtype=float) for k, v in d["poses"].items()}
+    return out
+
+
+def _model_args(path: str, side: dict | None, side_path: str) -> dict:
+    side = side or {}
+    side_path = side_path or path
+    unknown = set(side) - SIDE_SECTIONS
+    if unknown:
+        raise ConfigError(f"{side_path}: unknown section [{sorted(unknown)[0]}]; sections are "
+                          f"{', '.join(sorted(SIDE_SECTIONS))}")
+    cfg = _table(side, "robot", side_path)
+    bad = set(cfg) - SIDE_ROBOT_KEYS
+    if bad:
+        raise ConfigError(f"{side_path}: [robot] unknown key {sorted(bad)[0]!r}; keys are {', '.join(sorted(SIDE_ROBOT_KEYS))}")
+    overrides = _table(side, "joints", side_path)
+    robot = parse(path)
+    parts = _parts(robot, path, side_path, overrides)
+    shapes, boxes = _placed_shapes(robot, parts, path)
+    masses, coms = _masses(robot, parts)
+    zero = _link_poses_at_zero(parts.joints)
+    frames: dict[str, tuple[int, np.ndarray]] = {
+        name: parts.placed[name] for name in parts.order if name != parts.base and name not in parts.link_names}
+    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
+                            "default_rate_hz": cfg.get("default_rate_hz", 200),
+                            "description": cfg.get("description", f"from {Path(path).name}"),
+                            "kind": cfg.get("kind", "arm"), "board": cfg.get("board", "servos")}
+    if "floor_z_m" in cfg:
+        meta["floor_z_m"] = float(cfg["floor_z_m"])
+    for item in side.get("frame", []):
+        name, link, offset = _side_frame(item, parts, side_path)
+        frames[name] = (parts.placed[link][0], parts.placed[link][1] @ offset)
+    if meta["kind"] == "humanoid":
+        if masses.sum() <= 0:
+            raise ConfigError(f"{path}: no link has a mass; a humanoid's balance needs its <inertial> masses")
+        _add_soles(_table(side, "soles", side_path), parts, shapes, boxes, zero, frames, meta, side_path)
+    elif meta["kind"] != "arm":
+        raise ConfigError(f"{side_path}: [robot] kind = {meta['kind']!r}; kinds are 'arm' and 'humanoid'")
+    link_frames = set(parts.link_names) | {parts.base}
+    default_tool = "l_sole" if meta["kind"] == "humanoid" else _deepest(parts, frames)
+    tool = cfg.get("tool_frame", default_tool)
+    if tool not in frames and tool not in link_frames:
+        raise ConfigError(f"{side_path}: tool_frame = {tool!r} is not a link or frame of {path}")
+    if tool in link_frames:   # a link's own frame as the tool: an extra frame on it, named "tool"
+        frames["tool"] = (parts.link_names.index(tool) if tool != parts.base else -1, np.eye(4))
+        tool = "tool"
+    home, poses = _poses(_table(side, "poses", side_path), parts.joints, side_path)
+    ws = _table(side, "workspace", side_path)
+    meta["workspace"] = {"reach_m": float(ws.get("reach_m", _reach(parts.joints, frames[tool], zero)))}
+    if "balance" in side:
+        meta["balance"] = _table(side, "balance", side_path)
+    name = cfg.get("name", robot.name or Path(path).stem)
+    return dict(name=str(name), joints=parts.joints, frames=frames, tool_frame=tool, base_frame=parts.base,
+                link_names=parts.link_names, home=home, poses=poses, shapes=shapes, masses=masses, coms=coms,
+                meta=meta, source=side_path)
+
+
+def _table(side: dict, key: str, side_path: str) -> dict:
+    t = side.get(key, {})
+    if not isinstance(t, dict):
+        raise ConfigError(f"{side_path}: [{key}] must be a table")
+    return t
+
+
+def _link_poses_at_zero(joints: list[Joint]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for j in joints:
+        out.append((np.eye(4) if j.parent < 0 else out[j.parent]) @ j.placement)
+    return out
+
+
+def _world(zero: list[np.ndarray], idx: int) -> np.ndarray:
+    return np.eye(4) if idx < 0 else zero[idx]
+
+
+def _deepest(parts: _Parts, frames: dict) -> str:
+    """The default tool: the link frame with the most driven joints above it (the end of the longest chain)."""
+    depth = {-1: 0}
+    for i, j in enumerate(parts.joints):
+        depth[i] = depth[j.parent] + 1
+    best = max(range(len(parts.joints)), key=lambda i: depth[i])
+    leaves = [name for name, (idx, _) in frames.items() if idx == best]
+    return leaves[-1] if leaves else parts.link_names[best]
+
+
+def _reach(joints: list[Joint], tool: tuple[int, np.ndarray], zero) -> float:
+    """How far the tool can be from the base: the lengths along its chain added up."""
+    idx, offset = tool
+    total = float(np.linalg.norm(offset[:3, 3]))
+    while idx >= 0:
+        total += float(np.linalg.norm(joints[idx].placement[:3, 3]))
+        idx = joints[idx].parent
+    return total
+
+
+def _side_frame(item, parts: _Parts, side_path: str) -> tuple[str, str, np.ndarray]:
+    from hil.kinematics.rotations import rpy_matrix
+
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("link"), str):
+        raise ConfigError(f"{side_path}: a [[frame]] needs name and link (a URDF link), got {item!r}")
+    if item["link"] not in parts.placed:
+        raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: link {item['link']!r} is not a link of the URDF")
+    T = np.eye(4)
+    for key, n in (("translation", 3), ("rpy_deg", 3)):
+        v = item.get(key, [0.0, 0.0, 0.0])
+        if not (isinstance(v, list) and len(v) == n and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                             and math.isfinite(x) for x in v)):
+            raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: {key} must be {n} finite numbers")
+        if key == "translation":
+            T[:3, 3] = v
+        else:
+            T[:3, :3] = rpy_matrix(*np.radians(v))
+    return item["name"], item["link"], T
+
+
+def _poses(table: dict, joints: list[Joint], side_path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    lo, hi = np.array([j.lower for j in joints]), np.array([j.upper for j in joints])
+    zero = np.where((lo <= 0) & (hi >= 0), 0.0, 0.5 * (lo + hi))   # zero, or mid-range where 0 is outside
+    names = [j.name for j in joints]
+    poses = {"zero": zero}
+    for pname, value in table.items():
+        q = zero.copy()
+        where = f"{side_path}: [poses] {pname}"
+        if isinstance(value, dict):
+            for jname, deg in value.items():
+                if jname not in names:
+                    raise ConfigError(f"{where}: {jname!r} is not a driven joint ({', '.join(names)})")
+                q[names.index(jname)] = _deg(deg, f"{where}.{jname}")
+        elif isinstance(value, list) and len(value) == len(names):
+            q = np.array([_deg(v, where) for v in value])
+        else:
+            raise ConfigError(f"{where}: a table of joint = degrees, or {len(names)} numbers in joint order")
+        outside = [f"{names[i]} = {math.degrees(q[i]):.1f}°" for i in range(len(q)) if not lo[i] <= q[i] <= hi[i]]
+        if outside:
+            raise ConfigError(f"{where}: outside the joint range: {', '.join(outside)}")
+        poses[pname] = q
+    return poses.get("home", zero), poses
+
+
+def _deg(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}: {v!r} is not a finite number of degrees")
+    return math.radians(float(v))
+
+
+def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zero, frames: dict, meta: dict,
+               side_path: str) -> None:
+    """l_sole / r_sole frames under the links the side file names: at the bottom centre of each foot's
+    collision geometry with every joint at zero, axes those of the base (feet flat at zero)."""
+    unknown = set(table) - {"left", "right"}
+    if unknown:
+        raise ConfigError(f"{side_path}: [soles] unknown key {sorted(unknown)[0]!r}; keys are left and right")
+    halves = []
+    for side, frame in (("left", "l_sole"), ("right", "r_sole")):
+        link = table.get(side)
+        if not isinstance(link, str) or link not in parts.placed:
+            raise ConfigError(f"{side_path}: a humanoid needs [soles] {side} = \"<its {side} foot link>\" "
+                              f"(got {link!r}; links: {', '.join(parts.order[:12])}…)")
+        idx = parts.placed[link][0]
+        on_foot = [b for s, b in zip(shapes, boxes) if s.link == idx]
+        if not on_foot or idx < 0:
+            raise ConfigError(f"{side_path}: [soles] {side} = {link!r} has no collision shape below a joint to "
+                              "find its sole from")
+        T = zero[idx]
+        corners = []
+        for lo, hi in on_foot:
+            for sx in (lo[0], hi[0]):
+                for sy in (lo[1], hi[1]):
+                    for sz in (lo[2], hi[2]):
+                        corners.append(T[:3, :3] @ np.array([sx, sy, sz]) + T[:3, 3])
+        pts = np.array(corners)
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        centre = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, lo[2]])
+        sole = np.eye(4)
+        sole[:3, :3] = T[:3, :3].T
+        sole[:3, 3] = T[:3, :3].T @ (centre - T[:3, 3])
+        frames[frame] = (idx, sole)
+        halves.append(((hi[0] - lo[0]) / 2, (hi[1] - lo[1]) / 2))
+    meta["sole_half_m"] = [float(min(h[0] for h in halves)), float(min(h[1] for h in halves))]

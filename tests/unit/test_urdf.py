@@ -1,0 +1,279 @@
+"""Robots from URDF files: the loaded model against Pinocchio loading the same file, IK on it,
+the refusals of malformed files, side files, the cache, and the meshes' bounding capsules."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hil import robots
+from hil.errors import ConfigError, HilError
+from hil.robots import urdf
+
+pin = pytest.importorskip("pinocchio")
+
+ERD = "package://example-robot-data/robots/"
+ARM = ERD + "so_arm_description/urdf/so101.urdf"
+HUMANOID = ERD + "g1_description/urdf/g1_29dof_rev_1_0.urdf"
+CONTINUOUS = ERD + "double_pendulum_description/urdf/double_pendulum_continuous.urdf"
+G1_SOLES = {"robot": {"kind": "humanoid"}, "soles": {"left": "left_ankle_roll_link", "right": "right_ankle_roll_link"}}
+PENDULUM_SPEEDS = {"joints": {"joint1": {"velocity_deg_s": 90}, "joint2": {"velocity_deg_s": 90}}}
+
+
+def erd(ref: str) -> str:
+    """A file of the example-robot-data package, found the way hil finds package:// files."""
+    try:
+        return str(urdf.resolve_file(ref, __file__))
+    except FileNotFoundError:
+        pytest.skip("example-robot-data is not installed (pip install -e '.[test]')")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test builds its models afresh (a cached model would hide a builder bug)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def pin_q(pm, model, q):
+    """Pinocchio's configuration for our q (continuous joints are (cos, sin) there)."""
+    qp = pin.neutral(pm)
+    for i, name in enumerate(model.joint_names):
+        j = pm.joints[pm.getJointId(name)]
+        if j.nq == 2:
+            qp[j.idx_q:j.idx_q + 2] = math.cos(q[i]), math.sin(q[i])
+        else:
+            qp[j.idx_q] = q[i]
+    return qp
+
+
+@pytest.mark.parametrize("ref,side,n", [(ARM, {}, 6), (HUMANOID, G1_SOLES, 29), (CONTINUOUS, PENDULUM_SPEEDS, 2)],
+                         ids=["so101-arm", "g1-floating-base", "continuous-joints"])
+def test_every_frame_matches_pinocchio(ref, side, n):
+    path = erd(ref)
+    model = urdf.build(path, side)
+    pm = pin.buildModelFromUrdf(path)
+    pd = pm.createData()
+    assert model.n == n == pm.nv
+    names = {f.name for f in pm.frames}
+    links = [name for name in model.frame_names if name in names]
+    assert len(links) >= n + 1          # every URDF link is a frame of ours, named as in the file
+    rows = [model.frame_index(name) for name in links]
+    ids = [pm.getFrameId(name) for name in links]
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for _ in range(1000):
+        q = rng.uniform(model.lower, model.upper)
+        pin.framesForwardKinematics(pm, pd, pin_q(pm, model, q))
+        F = model.fk_frames(q)
+        for r, f in zip(rows, ids):
+            worst = max(worst, float(np.abs(F[r] - pd.oMf[f].homogeneous).max()))
+    assert worst <= 1e-9
+
+
+def test_jacobian_and_com_match_pinocchio():
+    path = erd(HUMANOID)
+    model = urdf.build(path, G1_SOLES)
+    # a free-flyer root, as a legged robot is: Pinocchio leaves a fixed root's own mass out of the COM
+    pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer())
+    pd = pm.createData()
+    rng = np.random.default_rng(3)
+    hand = "left_rubber_hand"
+    for _ in range(50):
+        q = rng.uniform(model.lower, model.upper)
+        qp = pin_q(pm, model, q)
+        pin.computeJointJacobians(pm, pd, qp)
+        pin.framesForwardKinematics(pm, pd, qp)
+        J = pin.getFrameJacobian(pm, pd, pm.getFrameId(hand), pin.LOCAL_WORLD_ALIGNED)
+        cols = [pm.joints[pm.getJointId(name)].idx_v for name in model.joint_names]
+        assert np.abs(model.jacobian(q, hand) - J[:, cols]).max() < 1e-9
+        assert np.abs(model.com(q) - pin.centerOfMass(pm, pd, qp)).max() < 1e-9
+
+
+def test_names_order_and_what_is_not_driven():
+    panda = urdf.build(erd(ERD + "panda_description/urdf/panda.urdf"))
+    assert panda.joint_names == tuple(f"panda_joint{i}" for i in range(1, 8))
+    assert panda.base_frame == "panda_link0" and "panda_hand" in panda.frame_names
+    # its fingers are prismatic (one mimics the other): held, listed, not silently dropped
+    assert any("panda_finger_joint1 (prismatic" in s for s in panda.meta["locked_joints"])
+    assert any("panda_finger_joint2 (mimic" in s for s in panda.meta["locked_joints"])
+    g1 = urdf.build(erd(HUMANOID), G1_SOLES)
+    for j in g1.joints:   # parents before children, as the kernels need
+        assert j.parent < g1.joint_names.index(j.name)
+
+
+def test_limits_come_from_the_file_and_the_side_file():
+    m = urdf.build(erd(ARM))
+    i = m.joint_index("shoulder_pan")
+    assert m.lower[i] == pytest.approx(-1.91986) and m.upper[i] == pytest.approx(1.91986)
+    assert m.velocity_limit[i] == pytest.approx(10.0)
+    assert m.acceleration_limit[i] == pytest.approx(urdf.ACCEL_PER_VELOCITY * 10.0)
+    s = urdf.build(erd(ARM), {"joints": {"shoulder_pan": {"upper_deg": 45, "velocity_deg_s": 90}}})
+    assert math.degrees(s.upper[i]) == pytest.approx(45) and math.degrees(s.velocity_limit[i]) == pytest.approx(90)
+    c = urdf.build(erd(CONTINUOUS), PENDULUM_SPEEDS)
+    assert np.allclose(np.degrees(c.upper), urdf.CONTINUOUS_RANGE_DEG)
+
+
+def test_a_missing_limit_is_named_with_how_to_supply_it():
+    with pytest.raises(ConfigError) as e:
+        urdf.build(erd(CONTINUOUS))
+    msg = str(e.value)
+    assert "joint 'joint1'" in msg and "velocity" in msg and "[joints.joint1]" in msg
+
+
+def test_ik_reaches_reachable_targets():
+    from hil.kinematics.ik import Task, ik_lm
+
+    for ref, side, frame in ((ARM, {}, "gripper_frame_link"), (HUMANOID, G1_SOLES, "left_rubber_hand")):
+        model = urdf.build(erd(ref), side)
+        rng = np.random.default_rng(11)
+        ok = 0
+        for _ in range(40):
+            T = model.fk_frame(rng.uniform(model.lower, model.upper), frame)
+            res = ik_lm(model, [Task(frame, T)], model.home, restarts=30)
+            if res.success:
+                assert np.abs(model.fk_frame(res.q, frame) - T).max() < 1e-4
+                assert model.within_limits(res.q)
+                ok += 1
+        assert ok >= 38, f"{model.name}: {ok}/40"
+
+
+def test_humanoid_soles_are_at_the_bottom_of_the_feet():
+    m = urdf.build(erd(HUMANOID), G1_SOLES)
+    assert m.kind == "humanoid" and m.tool_frame == "l_sole"
+    zero = np.zeros(m.n)
+    l, r = m.fk_frame(zero, "l_sole"), m.fk_frame(zero, "r_sole")
+    assert np.allclose(l[:3, :3], np.eye(3), atol=1e-9)         # flat, axes of the base
+    assert l[2, 3] == pytest.approx(r[2, 3]) and l[1, 3] == pytest.approx(-r[1, 3], abs=1e-6)
+    # every point of every foot shape is above its sole
+    from hil.safety import _capsules
+
+    caps, _ = _capsules(m)
+    poses = m.fk_frames(zero)
+    for c in caps:
+        if int(c[0]) == m.frame_link[m.frame_index("l_sole")]:
+            T = poses[1 + int(c[0])]
+            for p in (c[1:4], c[4:7]):
+                assert (T[:3, :3] @ p + T[:3, 3])[2] - c[7] >= l[2, 3] - 1e-9
+    from hil.safety import SafetyChecker
+
+    assert SafetyChecker(m).check(zero)        # it stands: COM over the feet, nothing collides
+
+
+MALFORMED = {
+    "missing parent": ('<joint name="j1" type="revolute"><child link="b"/><limit lower="-1" upper="1" velocity="1"/>'
+                       '</joint>', "joint 'j1'", "<parent"),
+    "unknown type": ('<joint name="j1" type="hinge"><parent link="a"/><child link="b"/></joint>',
+                     "joint 'j1'", "'hinge'"),
+    "nan origin": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                   '<origin xyz="0 nan 0"/><limit lower="-1" upper="1" velocity="1"/></joint>', "joint 'j1'", "finite"),
+    "missing limits": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/></joint>',
+                       "joint 'j1'", "limits"),
+    "unknown link": ('<joint name="j1" type="revolute"><parent link="a"/><child link="zz"/>'
+                     '<limit lower="-1" upper="1" velocity="1"/></joint>', "joint 'j1'", "'zz'"),
+    "cycle": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+              '<limit lower="-1" upper="1" velocity="1"/></joint>'
+              '<joint name="j2" type="revolute"><parent link="b"/><child link="a"/>'
+              '<limit lower="-1" upper="1" velocity="1"/></joint>', "cycle", ""),
+    "two parents": ('<link name="c"/><joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                    '<limit lower="-1" upper="1" velocity="1"/></joint>'
+                    '<joint name="j2" type="revolute"><parent link="c"/><child link="b"/>'
+                    '<limit lower="-1" upper="1" velocity="1"/></joint>', "joint 'j2'", "already has a parent"),
+    "bad number": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                   '<limit lower="-1" upper="one" velocity="1"/></joint>', "joint 'j1'", "not a number"),
+    "empty geometry": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                       '<limit lower="-1" upper="1" velocity="1"/></joint>'
+                       '<link name="d"><collision><geometry/></collision></link>', "link 'd'", "geometry"),
+    "missing mesh": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                     '<limit lower="-1" upper="1" velocity="1"/></joint>'
+                     '<link name="d"><collision><geometry><mesh filename="package://nowhere/x.stl"/></geometry>'
+                     '</collision></link><joint name="jd" type="fixed"><parent link="b"/><child link="d"/></joint>',
+                     "link 'd'", "nowhere"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_urdfs_are_refused_naming_the_element(tmp_path, case):
+    body, element, detail = MALFORMED[case]
+    links = '<link name="a"/>' + ('' if case == "missing parent" else '<link name="b"/>')
+    path = tmp_path / "bad.urdf"
+    path.write_text(f'<?xml version="1.0"?><robot name="bad">{links}{body}</robot>')
+    with pytest.raises(ConfigError) as e:
+        robots.load(str(path))
+    assert str(path) in str(e.value) and element in str(e.value) and detail in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\xff\xfe garbage", b"<robot name='x'></robot>", b"<robot><link/></robot>",
+                                  b"<notarobot/>", "<robot name='é'><link name='ä'/></robot>".encode("latin-1")])
+def test_any_bytes_give_one_clear_error(tmp_path, data):
+    path = tmp_path / "x.urdf"
+    path.write_bytes(data)
+    with pytest.raises(HilError) as e:
+        robots.load(str(path))
+    assert str(path) in str(e.value)
+
+
+def test_a_side_file_names_the_urdf_and_adds_to_it(tmp_path):
+    shutil.copy(erd(CONTINUOUS), tmp_path / "pendulum.urdf")
+    side = tmp_path / "pendulum.toml"
+    side.write_text('[robot]\nname = "pendulum"\nurdf = "pendulum.urdf"\ntool_frame = "tip"\n'
+                    '[joints.joint1]\nvelocity_deg_s = 90\n[joints.joint2]\nvelocity_deg_s = 45\n'
+                    '[poses]\nhome = { joint1 = 30 }\n'
+                    '[[frame]]\nname = "tip"\nlink = "link2"\ntranslation = [0, 0, 0.5]\n')
+    m = robots.load(str(side))
+    assert m.name == "pendulum" and m.spec == str(side.resolve())
+    assert math.degrees(m.home[0]) == pytest.approx(30)
+    T2 = m.fk_frame(m.home, "link2")
+    assert np.allclose(m.fk(m.home)[:3, 3], T2[:3, 3] + T2[:3, 2] * 0.5)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[robot]\nurdf = "pendulum.urdf"\n[joints.joint1]\nvelocity_deg_s = 90\nspeed = 3\n')
+    with pytest.raises(ConfigError, match="unknown key 'speed'"):
+        robots.load(str(bad))
+    bad.write_text('[robot]\nurdf = "nowhere.urdf"\n')
+    with pytest.raises(ConfigError, match="nowhere.urdf"):
+        robots.load(str(bad))
+
+
+def test_the_shipped_so101_comes_from_its_package():
+    m = robots.load("so101")
+    assert m.joint_names == ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+    assert m.tool_frame == "gripper_frame_link" and m.board == "servos" and m.spec == "so101"
+
+
+def test_the_model_is_cached_and_rebuilt_when_the_file_changes(tmp_path):
+    src = tmp_path / "arm.urdf"
+    shutil.copy(erd(CONTINUOUS), src)
+    side = PENDULUM_SPEEDS
+    first = urdf.build(str(src), side)
+    cached = list((tmp_path / "cache" / "hil" / "robots").glob("*.json"))
+    assert len(cached) == 1
+    again = urdf.build(str(src), side)
+    q = np.array([0.3, -0.7])
+    assert np.array_equal(first.fk_frames(q), again.fk_frames(q))
+    assert [s for s in first.shapes] == [s for s in again.shapes]
+    # the cache holds what a model is built from; an edit of the URDF builds it anew
+    src.write_text(src.read_text().replace('<origin xyz="0 0 0.1"', '<origin xyz="0 0 0.3"', 1))
+    changed = urdf.build(str(src), side)
+    assert len(list((tmp_path / "cache" / "hil" / "robots").glob("*.json"))) == 2
+    assert not np.array_equal(first.fk_frames(q), changed.fk_frames(q)) or \
+        '<origin xyz="0 0 0.1"' not in (tmp_path / "arm.urdf").read_text()
+    # a corrupt cache entry is built again, not trusted
+    for f in (tmp_path / "cache" / "hil" / "robots").glob("*.json"):
+        f.write_text(json.dumps({"name": 3}))
+    assert np.array_equal(urdf.build(str(src), side).fk_frames(q), changed.fk_frames(q))
+
+
+def test_bounding_capsules_hold_every_point():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        pts = rng.normal(size=(rng.integers(1, 60), 3)) * rng.uniform(0.01, 1.0, size=3)
+        p0, p1, r = urdf.bounding_capsule(pts)
+        d = p1 - p0
+        t = np.clip((pts - p0) @ d / max(d @ d, 1e-300), 0, 1) if d @ d > 0 else np.zeros(len(pts))
+        dist = np.linalg.norm(pts - (p0 + np.outer(t, d)), axis=1)
+        assert dist.max() <= r + 1e-12

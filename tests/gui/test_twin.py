@@ -194,3 +194,29 @@ def test_a_screenshot_that_cannot_be_written_is_an_error(tmp_path, xdisplay):
     r = subprocess.run(HIL + ["twin", "--screenshot", "/no/such/dir/x.png", "--robot", "puma560"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "does not exist" in r.stderr and "wrote" not in r.stdout, r.stdout + r.stderr
+
+
+def test_a_urdf_robot_is_drawn_where_its_fk_projects(xdisplay, tmp_path):
+    from twin import scene as S
+
+    try:
+        m = robots.load("so101")
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"so101 needs example-robot-data ({e})")
+    pose = [30, 40, -30, 40, 0, 20]
+    img = shot(tmp_path, "so101", pose)
+    q = np.radians(pose)
+    px = projector("so101")
+    F = m.fk_frames(q)
+    # each link's shapes are drawn around their capsules' middles, wherever the pose puts them
+    from hil.safety import _capsules
+
+    caps, names = _capsules(m)
+    hits = 0
+    for c in caps:
+        T = F[1 + int(c[0])] if c[0] >= 0 else F[0]
+        mid = T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]
+        hits += near(img, px(mid), S.MEASURED, radius=4)
+    assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where FK puts them"
+    # the background well above the arm is empty
+    assert near(img, px(F[0, :3, 3] + [0, 0, 0.6]), S.BACKGROUND, radius=0, tol=10)

@@ -1,0 +1,69 @@
+"""Robots from URDF files through the whole runtime: dry-runs on an emulator sized to the robot
+(our protocol's SERVOS board, or a servo bus with a shipped or generated servo map), and a robot
+too big for our protocol refused before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hil import robots
+from hil.motion.keyframes import load_motion
+from hil.robots import urdf
+from hil.runtime.recorder import load_recording
+
+pytestmark = pytest.mark.slow
+HIL = [sys.executable, "-m", "hil.cli"]
+
+
+def so101():
+    try:
+        return robots.load("so101")
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"so101 needs example-robot-data ({e})")
+
+
+@pytest.mark.parametrize("bus", [None, "feetech"], ids=["servos-board", "feetech-bus"])
+def test_so101_plays_its_example_to_the_end(tmp_path, bus):
+    model = so101()
+    rec = tmp_path / "pick.npy"
+    r = subprocess.run(HIL + ["play", "examples/so101_pick.toml", "--robot", "so101", "--dry-run", "--headless",
+                              "--record", str(rec)] + (["--bus", bus] if bus else []),
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "motion 'pick' done" in r.stdout
+    assert "connected: SERVOS" in r.stdout and ((bus is None) or "feetech at 1 Mbaud: 6 servos" in r.stdout)
+    data, meta = load_recording(str(rec))
+    assert meta["joints"] == list(model.joint_names)
+    motion = load_motion("examples/so101_pick.toml", model)
+    running = np.flatnonzero(data["loop_flags"] & 4)
+    t0 = data["t"][running[0]]
+    for k in motion.keyframes[1:]:
+        # the servos pass through each keyframe, within the emulated servos' lag
+        near = np.abs(data["t"] - (t0 + k.time_s)) < 0.15
+        err = np.abs(data["q_meas"][near] - k.q).min(axis=0)
+        assert err.max() < np.radians(3), (k.time_s, np.degrees(err))
+    assert not (data["safety_flags"] & 128).any()   # never held
+
+
+def test_a_urdf_path_runs_on_a_generated_servo_map(tmp_path):
+    so101()
+    path = str(urdf.resolve_file("package://example-robot-data/robots/so_arm_description/urdf/so101.urdf", __file__))
+    r = subprocess.run(HIL + ["run", "--robot", path, "--dry-run", "--bus", "dynamixel2", "--headless",
+                              "--enable", "--motion", "demo", "--duration", "4"],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the generated dynamixel2 map" in r.stdout and "6 servos" in r.stdout
+    assert "active   motion" in r.stdout
+
+
+def test_a_robot_too_big_for_our_protocol_is_refused_before_anything_starts():
+    r = subprocess.run(HIL + ["run", "--robot", "examples/g1.toml", "--dry-run", "--headless", "--duration", "2"],
+                       capture_output=True, text=True, timeout=120)
+    if "example-robot-data" in r.stderr and "pip install" in r.stderr:
+        pytest.skip("g1 needs example-robot-data")
+    assert r.returncode == 2 and "29 joints" in r.stderr and "--bus" in r.stderr
+    assert "board emulator" not in r.stdout and "Traceback" not in r.stderr

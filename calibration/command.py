@@ -15,7 +15,7 @@ from hil.inputs import number, writable_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--robot", required=True, help="robot model: puma560 or humanoid17")
+    p.add_argument("--robot", required=True, help="robot: a shipped name, a URDF file or a robot .toml file")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port of the board")
     g.add_argument("--dry-run", action="store_true", help="calibrate the board emulator (see --emulate-*)")

@@ -61,8 +61,13 @@ def shipped(model, bus: str) -> BusConfig:
     if bus not in BUSES:
         raise InputError(f"--bus {bus!r}: buses are {', '.join(BUSES)}")
     path = shipped_path(model.name, bus)
+    if not path.exists() and model.board == "servos":
+        return generated(model, bus)    # a robot from its URDF: any bus, a map made from the robot
     if not path.exists():
-        return generated(model, bus)
+        have = sorted(p.stem for p in BOARDS_DIR.glob(f"{model.name}-*.toml"))
+        raise InputError(f"no shipped {bus} config for {model.name} "
+                         f"({'shipped: ' + ', '.join(have) if have else 'none shipped for this robot'}); "
+                         "write one and pass it with --board-config (see docs/buses.md)")
     return dataclasses.replace(load(str(path), model), shipped=True)
 
 

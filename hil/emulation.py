@@ -159,6 +159,9 @@ def emulator_argv(model, impl: str = "python", **options) -> list[str]:
     the C firmware's host build (`impl="c"`), which take the same options. -P: the current folder
     (a hil checkout, say) must not shadow the installed package."""
     if impl == "c":
+        if board_kind(model) == "servos":
+            raise InputError(f"{model.name}: the C firmware's host build has the puma6 and humanoid17 boards; a robot "
+                             "sized from its URDF runs on the Python emulator (leave out --impl c / --emulator c)")
         return [c_emulator_binary(), *emulator_args(model, **options)]
     if impl != "python":
         raise InputError(f"--emulator {impl!r}: emulators are {', '.join(IMPLEMENTATIONS)}")

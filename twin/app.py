@@ -155,7 +155,8 @@ class TwinApp:
                                          default_value=math.degrees(m.home[i]), format="%.1f°",
                                          callback=self._on_slider)
             with dpg.tab(label="Cartesian"):
-                frames = [m.tool_frame] if not self.humanoid else ["l_hand", "r_hand", "l_sole", "r_sole"]
+                frames = [m.tool_frame] if not self.humanoid else [
+                    f for f in ("l_hand", "r_hand", "l_sole", "r_sole") if f in m.frame_names]
                 dpg.add_combo(frames, default_value=frames[0], tag="cart_frame", width=150)
                 for k in ("x", "y", "z"):
                     dpg.add_input_float(label=f"{k} (mm)", tag=f"cart_{k}", width=150, step=5.0)

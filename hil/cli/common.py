@@ -8,7 +8,8 @@ import tempfile
 
 from hil.errors import InputError
 
-ROBOT_HELP = "robot model: puma560 or humanoid17 (see `hil robots`)"
+ROBOT_HELP = ("robot: a shipped name (puma560, humanoid17, so101; see `hil robots`), a URDF file, or a robot "
+              ".toml file (ours, or a side file naming a URDF: docs/robots.md)")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hil.cli.common import add_command, add_run_target, run_planned
-from hil.errors import InputError, UnreachableError
-from hil.inputs import number
+from hil.errors import HilError, InputError, UnreachableError
+from hil.inputs import number, read_text
 
 
 def register(sub) -> None:
@@ -15,7 +15,8 @@ def register(sub) -> None:
                     ["hil play examples/wave.toml --dry-run", "hil play examples/bow.toml --port /dev/ttyACM0"])
     s.add_argument("file", metavar="FILE", help="a motion file (.toml or .json keyframes, see examples/) or a "
                                                 "trajectory .npz with t (N,) and q (N, joints)")
-    s.add_argument("--robot", default="humanoid17", help="the robot the motion is for")
+    s.add_argument("--robot", help="the robot the motion is for (default: the file's `robot`, else humanoid17); "
+                                   "a shipped name, a URDF file or a robot .toml file")
     s.add_argument("--rate", type=float, help="loop rate, Hz (default: the robot's)")
     add_run_target(s)
     s.set_defaults(func=run)
@@ -28,9 +29,9 @@ def run(args) -> int:
 
     if args.rate is not None:
         number(args.rate, "--rate", 10, 1000, "Hz")
-    model = robots.load(args.robot)
     if not args.file.endswith((".toml", ".json", ".npz")):
         raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
+    model = robots.load(args.robot or _robot_named_in(args.file))
     motion = make_motion(args.file, model)  # validates the file (errors name keyframe and joint)
     dynamic = getattr(motion, "dynamic_balance_checked", False)
     # every sample, with the checks the loop applies (a walk's balance is its ZMP, checked at load)
@@ -44,3 +45,17 @@ def run(args) -> int:
     if not (args.dry_run or args.port):
         return 0
     return run_planned(args, model.spec, args.file)
+
+
+def _robot_named_in(path: str) -> str:
+    """The `robot` a keyframe file names (the file's errors are reported when it is loaded)."""
+    import json
+    import tomllib
+
+    try:
+        text = read_text(path, "motion file")
+        data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text) if path.endswith(".json") else {}
+    except (HilError, ValueError):
+        return "humanoid17"
+    robot = data.get("robot") if isinstance(data, dict) else None
+    return robot if isinstance(robot, str) and robot else "humanoid17"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 from hil.cli.common import add_command, add_run_target, run_planned, trajectory_out
-from hil.errors import InputError
+from hil.errors import InputError, UnreachableError
 from hil.inputs import number, writable_file
 
 
@@ -66,6 +68,11 @@ def run(args) -> int:
                                 knee_stretched=args.knee_stretched, rate_hz=rate)
     res = walking.generate(model, params, _progress_printer())
     print(res.summary())
+    k = int(np.argmin(np.nan_to_num(res.margin, nan=-np.inf)))
+    if not res.margin[k] > 0:
+        raise UnreachableError(f"walk: refused: the planned ZMP leaves {model.name}'s support polygon "
+                               f"({1e3 * res.margin[k]:.1f} mm) at t = {res.t[k]:.3f} s; try a shorter stride, "
+                               "a longer --period, or a home pose the robot walks from (docs/robots.md)")
     out = trajectory_out(args, "hil-walk-", "walk.npz")
     if out:
         res.save(out)

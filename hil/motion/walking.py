@@ -70,10 +70,12 @@ class WalkResult:
                  zmp_ref=self.zmp_ref, dynamic_balance_checked=np.array(True))
 
     def summary(self) -> str:
+        knee = "" if math.isnan(self.knee_mid_stance_deg) else (
+            f", support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight "
+            f"(leg {self.leg_short_mm:.1f} mm short of full extension)")
         return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
                 f"feet slide ≤ {1e3 * self.slide:.2f} mm, peak joint speed {100 * self.max_speed_ratio:.0f}% "
-                f"of the limits, support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight "
-                f"(leg {self.leg_short_mm:.1f} mm short of full extension)")
+                f"of the limits" + knee)
 
 
 def _yaw_T(x: float, y: float, yaw: float, z: float = 0.0) -> np.ndarray:
@@ -329,7 +331,7 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
             other = "r_sole" if root == "l_sole" else "l_sole"
             com_mask = "x y" if p.knee_stretched else "position"
             tasks = [Task("com", np.zeros(3), mask=com_mask, priority=1, ref=root),
-                     Task("body", np.eye(4), mask="orientation", priority=1, ref=root)]
+                     Task(model.base_frame, np.eye(4), mask="orientation", priority=1, ref=root)]
             # ε per sample (paper 002, eqs. 2-3): when the swing foot becomes a contact, or the
             # stretch target saturates, the error asked for in one step stays small: no jumps.
             # A swinging foot follows its moving target without it.
@@ -466,7 +468,22 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
                 anchor = None
     qd = np.diff(Q, axis=0) / dt
     sp = float(np.max(np.abs(qd) / model.velocity_limit))
-    # support knee at mid-stance (distance from straight; the straight knee is at the lower limit)
+    knee_dev, short = _support_knees(model, Q, support)
+    # the first and last h samples have no second difference: they take their neighbours' value
+    margin[:h] = margin[h]
+    margin[-h:] = margin[-h - 1]
+    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(min_z), sp, knee_dev, short,
+                     float(worst), [label])
+    return res
+
+
+def _support_knees(model, Q, support) -> tuple[float, float]:
+    """The support knee at mid-stance: degrees from straight (the knee's range ends at straight) and how
+    much shorter the leg is than straight, mm. NaN for legs not named as humanoid17's (l_knee, l_thigh, …)."""
+    needed = {"l_knee", "r_knee"} <= set(model.joint_names) and \
+        {"l_thigh", "r_thigh", "l_ankle", "r_ankle"} <= set(model.frame_names)
+    if not needed:
+        return math.nan, math.nan
     knee_dev = 0.0
     short = 0.0
     k_l, k_r = model.joint_index("l_knee"), model.joint_index("r_knee")
@@ -485,12 +502,7 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
         qs = Q[mid_k].copy()
         qs[kj] = model.lower[kj]
         short = max(short, (span(qs) - span(Q[mid_k])) * 1e3)
-    # the first and last h samples have no second difference: they take their neighbours' value
-    margin[:h] = margin[h]
-    margin[-h:] = margin[-h - 1]
-    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(min_z), sp, knee_dev, short,
-                     float(worst), [label])
-    return res
+    return knee_dev, short
 
 
 def to_keyframes(res: WalkResult, model, name: str, frame_s: float = 0.03):

@@ -52,8 +52,12 @@ def pin_q(pm, model, q):
     return qp
 
 
-@pytest.mark.parametrize("ref,side,n", [(ARM, {}, 6), (HUMANOID, G1_SOLES, 29), (CONTINUOUS, PENDULUM_SPEEDS, 2)],
-                         ids=["so101-arm", "g1-floating-base", "continuous-joints"])
+TALOS = ERD + "talos_data/robots/talos_reduced.urdf"   # its grippers turn below fixed joints
+
+
+@pytest.mark.parametrize("ref,side,n", [(ARM, {}, 6), (HUMANOID, G1_SOLES, 29), (CONTINUOUS, PENDULUM_SPEEDS, 2),
+                                        (TALOS, {}, 32)],
+                         ids=["so101-arm", "g1-floating-base", "continuous-joints", "talos-joints-below-fixed"])
 def test_every_frame_matches_pinocchio(ref, side, n):
     path = erd(ref)
     model = urdf.build(path, side)
@@ -277,3 +281,21 @@ def test_bounding_capsules_hold_every_point():
         t = np.clip((pts - p0) @ d / max(d @ d, 1e-300), 0, 1) if d @ d > 0 else np.zeros(len(pts))
         dist = np.linalg.norm(pts - (p0 + np.outer(t, d)), axis=1)
         assert dist.max() <= r + 1e-12
+
+
+def test_the_workspace_is_a_reach_sphere_unless_configured():
+    from hil.safety import WORKSPACE, SafetyChecker
+
+    full = urdf.build(erd(ARM))
+    checker = SafetyChecker(full)
+    rng = np.random.default_rng(2)
+    Q = rng.uniform(full.lower, full.upper, size=(300, full.n))
+    assert not any(checker.check(q).flags & WORKSPACE for q in Q)   # the whole chain's length: never left
+    small = urdf.build(erd(ARM), {"workspace": {"reach_m": 0.2}})
+    checker = SafetyChecker(small)
+    far = [q for q in Q if np.linalg.norm(small.fk(q)[:3, 3]) > 0.2 + 2e-3]
+    near = [q for q in Q if np.linalg.norm(small.fk(q)[:3, 3]) < 0.2 - 2e-3]
+    assert far and near
+    assert all(checker.check(q).flags & WORKSPACE for q in far)
+    assert not any(checker.check(q).flags & WORKSPACE for q in near)
+    assert "reach sphere (r = 200 mm)" in " ".join(checker.check(far[0]).reasons)

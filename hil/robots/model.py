@@ -201,6 +201,11 @@ class RobotModel:
             raise InputError(
                 f"{self.name}: unknown frame {frame!r}; frames are: {', '.join(self.frame_names)}") from None
 
+    def frame_offset(self, frame: str | int) -> tuple[int, np.ndarray]:
+        """(link index, −1 for the base; the frame's constant pose (4, 4) in that link's frame)."""
+        f = self.frame_index(frame)
+        return int(self.frame_link[f]), self._offsets[f].copy()
+
     def joint_index(self, joint: str | int) -> int:
         """Index of a joint given by name or index."""
         if isinstance(joint, (int, np.integer)):

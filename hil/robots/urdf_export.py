@@ -1,0 +1,135 @@
+"""A `RobotModel` written as URDF, for the tools robotics people already use (RViz, Foxglove,
+Pinocchio, MuJoCo, Isaac): `hil urdf --robot R`.
+
+Every link of the model is a URDF link whose frame is the model's (the joint's origin is the
+model's placement, its axis the model's), every named frame a link on a fixed joint, so FK of the
+file equals `model.fk_frames`. Inertias are those of a uniform solid filling the box around the
+link's shapes (the model has masses and centres of mass, not inertias); capsules are written as a
+cylinder and two spheres (URDF has no capsule), boxes as boxes, for collision and visual alike.
+"""
+
+from __future__ import annotations
+
+import math
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from hil.kinematics.rotations import rpy_angles
+
+EFFORT_NM = 10.0   # URDF's <limit> needs an effort; the model has none
+
+
+def _num(v: float) -> str:
+    return repr(float(v)) if v != 0 else "0"
+
+
+def _origin(T: np.ndarray) -> str:
+    xyz = " ".join(_num(v) for v in T[:3, 3])
+    angles = " ".join(_num(v) for v in rpy_angles(T[:3, :3]))
+    return f'<origin xyz="{xyz}" rpy="{angles}"/>'
+
+
+def _point_origin(p) -> str:
+    return f'<origin xyz="{" ".join(_num(v) for v in p)}" rpy="0 0 0"/>'
+
+
+def _frame_along(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
+    """A pose at the segment's middle with z along it (a URDF cylinder's axis)."""
+    T = np.eye(4)
+    T[:3, 3] = (p0 + p1) / 2
+    d = p1 - p0
+    n = float(np.linalg.norm(d))
+    if n < 1e-12:
+        return T
+    z = d / n
+    helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(helper, z)
+    x /= np.linalg.norm(x)
+    T[:3, :3] = np.column_stack([x, np.cross(z, x), z])
+    return T
+
+
+def _geometry(shape) -> list[str]:
+    """URDF <geometry> elements with their origins for one shape (link frame)."""
+    if shape.kind == "box":
+        size = " ".join(_num(2 * h) for h in shape.half)
+        return [f'{_point_origin(shape.p0)}<geometry><box size="{size}"/></geometry>']
+    p0, p1, r = np.asarray(shape.p0, float), np.asarray(shape.p1, float), float(shape.radius)
+    out = [f'{_point_origin(p)}<geometry><sphere radius="{_num(r)}"/></geometry>' for p in (p0, p1)]
+    length = float(np.linalg.norm(p1 - p0))
+    if length > 1e-9:
+        out.append(f'{_origin(_frame_along(p0, p1))}<geometry><cylinder radius="{_num(r)}" '
+                   f'length="{_num(length)}"/></geometry>')
+    return out
+
+
+def _extent(shapes) -> tuple[np.ndarray, np.ndarray] | None:
+    pts = []
+    for s in shapes:
+        if s.kind == "box":
+            h = np.asarray(s.half)
+            pts += [np.asarray(s.p0) - h, np.asarray(s.p0) + h]
+        else:
+            for p in (s.p0, s.p1):
+                pts += [np.asarray(p) - s.radius, np.asarray(p) + s.radius]
+    if not pts:
+        return None
+    a = np.array(pts)
+    return a.min(axis=0), a.max(axis=0)
+
+
+def _inertial(mass: float, com: np.ndarray, shapes) -> str:
+    """A solid box of the link's mass filling the box around its shapes (1 cm where it has none)."""
+    ext = _extent(shapes)
+    size = np.maximum(ext[1] - ext[0], 1e-3) if ext is not None else np.full(3, 0.01)
+    x, y, z = size
+    ixx, iyy, izz = (mass / 12.0 * (y * y + z * z), mass / 12.0 * (x * x + z * z), mass / 12.0 * (x * x + y * y))
+    return (f'<inertial>{_point_origin(com)}<mass value="{_num(mass)}"/>'
+            f'<inertia ixx="{_num(ixx)}" ixy="0" ixz="0" iyy="{_num(iyy)}" iyz="0" izz="{_num(izz)}"/></inertial>')
+
+
+def to_urdf(model) -> str:
+    """The URDF text of `model` (SI units, the model's joint and frame names)."""
+    masses, coms = model.tables[1][:, 0], model.tables[1][:, 1:4]
+    by_link: dict[int, list] = {}
+    for s in model.shapes:
+        by_link.setdefault(s.link, []).append(s)
+    note = f"{model.name}, written by hil's urdf command from {model.spec}".replace("--", "- -")  # (XML comments)
+    lines = ['<?xml version="1.0"?>', f"<!-- {note} -->",
+             f"<robot name={quoteattr(model.name)}>"]
+
+    def link(name: str, index: int | None) -> None:
+        body = []
+        if index is not None:
+            if masses[index + 1] > 0:
+                body.append(_inertial(float(masses[index + 1]), coms[index + 1], by_link.get(index, [])))
+            for s in by_link.get(index, []):
+                for g in _geometry(s):
+                    body += [f"<visual>{g}</visual>", f"<collision>{g}</collision>"]
+        inner = "".join(f"\n    {b}" for b in body)
+        lines.append(f"  <link name={quoteattr(name)}>{inner}{chr(10) + '  ' if body else ''}</link>")
+
+    link(model.base_frame, -1)
+    for i, j in enumerate(model.joints):
+        parent = model.base_frame if j.parent < 0 else model.link_names[j.parent]
+        link(model.link_names[i], i)
+        axis = " ".join(_num(v) for v in j.axis)
+        lines.append(f'  <joint name={quoteattr(j.name)} type="revolute"><parent link={quoteattr(parent)}/>'
+                     f"<child link={quoteattr(model.link_names[i])}/>{_origin(j.placement)}<axis xyz=\"{axis}\"/>"
+                     f'<limit lower="{_num(j.lower)}" upper="{_num(j.upper)}" velocity="{_num(j.velocity_limit)}" '
+                     f'effort="{_num(EFFORT_NM)}"/></joint>')
+    taken = set(model.joint_names)
+    for f in range(model.n + 1, len(model.frame_names)):
+        name = model.frame_names[f]
+        li, offset = model.frame_offset(name)
+        parent = model.base_frame if li < 0 else model.link_names[li]
+        joint = name + "_fixed"
+        while joint in taken:
+            joint += "_"
+        taken.add(joint)
+        link(name, None)
+        lines.append(f"  <joint name={quoteattr(joint)} type=\"fixed\"><parent link={quoteattr(parent)}/>"
+                     f"<child link={quoteattr(name)}/>{_origin(offset)}</joint>")
+    lines.append("</robot>")
+    return "\n".join(lines) + "\n"

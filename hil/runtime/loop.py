@@ -202,6 +202,15 @@ class _Events:
         self.shared, self.t0 = shared, t0
         self.lines: list[str] = []
         self._last: dict[str, tuple[float, int]] = {}
+        self._early: list[tuple[float, str]] = []   # kept for a recording that starts after them
+        self._sink = None
+
+    def record_into(self, sink) -> None:
+        """From now on (and the lines said before) also `sink(t, text)`: the run's recording."""
+        for t, text in self._early:
+            sink(t, text)
+        self._early = []
+        self._sink = sink
 
     def __call__(self, text: str) -> None:
         now = time.monotonic()
@@ -217,6 +226,10 @@ class _Events:
         self.lines.append(f"[{now - self.t0:8.3f} s] {text}")
         del self.lines[:-200]
         self.shared.set_event(text)
+        if self._sink is not None:
+            self._sink(now - self.t0, text)
+        elif len(self._early) < 200:
+            self._early.append((now - self.t0, text))
 
 
 class Loop:
@@ -349,6 +362,7 @@ class Loop:
                     # True: q_meas is the commanded output of open-loop servos, not a measurement
                     "position_estimated": self.position_estimated}
             self.recorder = Recorder(cfg.record, self.n, meta)
+            self.event.record_into(self.recorder.note)
         if cfg.enable:  # the command line's request, once: enable, and start the motion if one is given
             self.ctl.handle(Ev.ENABLE, start_after=bool(cfg.motion and cfg.start_motion))
         self.fields["sched_fifo"][0] = 1.0 if grant.sched_fifo else 0.0
@@ -576,8 +590,9 @@ class Loop:
         loop_flags = ((mode in ENABLED_MODES) | (mode == RAMPING) << 1
                       | (mode == ACTIVE and ctl.life.activity == MOTION) << 2
                       | (mode == HELD) << 3 | int(mode) << 4)
+        support = ctl.motion.support_at(ctl.motion_t) if loop_flags & 4 else 3
         self.recorder.append(wake - self.t0, ctl.q_cmd, sample.q, ctl.q_target, sample.state, sample.faults,
-                             flags, stale, period_us, cycle_us, loop_flags)
+                             flags, stale, period_us, cycle_us, loop_flags, support)
 
     def _publish_stats(self, T_us: float) -> None:
         window = int(1e6 / T_us)  # the last second only: the whole history would cost a deadline

@@ -29,6 +29,10 @@ class MotionSource:
     def done(self, t: float) -> bool:
         return t >= self.duration
 
+    def support_at(self, t: float) -> int:
+        """The foot the motion stands on at t: 0 both, 1 left, 2 right, 3 not said (recorded per cycle)."""
+        return 3
+
 
 class Hold(MotionSource):
     """Stay at the pose the robot was in when the motion started (the default)."""
@@ -105,6 +109,7 @@ class Trajectory(MotionSource):
         self.q = q
         self.duration = float(self.t[-1])
         self.name = name
+        self.support: np.ndarray | None = None   # per sample 0 both, 1 left, 2 right (a walk's)
 
     @classmethod
     def load(cls, path: str, model=None) -> "Trajectory":
@@ -123,11 +128,19 @@ class Trajectory(MotionSource):
             raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         if claim and support is not None and model is not None:
             traj.dynamic_balance_checked = verify_dynamic_balance(model, traj, support, path)
+        if support is not None and support.shape == traj.t.shape and np.all(np.isin(support, (0, 1, 2))):
+            traj.support = support.astype(np.int64)
         return traj
 
     @property
     def start(self) -> np.ndarray:
         return self.q[0]
+
+    def support_at(self, t: float) -> int:
+        if self.support is None:
+            return 3
+        k = min(max(int(np.searchsorted(self.t, t, side="right")) - 1, 0), len(self.t) - 1)
+        return int(self.support[k])
 
     def target(self, t: float) -> np.ndarray:
         if t <= 0.0:
@@ -185,6 +198,8 @@ def make_motion(spec: str | None, model) -> MotionSource:
         rate = float(model.meta.get("default_rate_hz", 200))
         t, q = motion.trajectory(rate)
         traj = Trajectory(t, q, name=motion.name)
+        code = {"both": 0, "left": 1, "right": 2}
+        traj.support = np.array([code.get(motion.support_at(x) or "", 3) for x in t], dtype=np.int64)
         if motion.dynamic:
             motion.check_dynamic(model, rate)  # the ZMP computed back from this very motion
             traj.dynamic_balance_checked = True

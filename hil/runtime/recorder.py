@@ -2,7 +2,9 @@
 
 The file is a standard `.npy` array of records (`np.load(path)`), one row per cycle:
 `t` (s), `q_cmd`, `q_meas`, `q_target` (rad, n each), `board_state`, `faults`, `safety_flags`,
-`stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running), `period_us`, `cycle_us`. Robot, joint names and rate are in `<path>.json` beside it.
+`stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running), `period_us`, `cycle_us`, `support` (the
+foot the running motion stands on: 0 both, 1 left, 2 right, 3 not said). Robot, joint names and rate are in `<path>.json` beside it,
+the run's event lines in `<path>.events.jsonl` (one `{"t": s, "text": …}` per line, same clock as `t`).
 
 A writer thread appends rows in chunks (every 0.1 s or 512 rows) and, after each chunk, rewrites
 the fixed-size header with the new row count and flushes, so the file is always a valid `.npy`
@@ -14,6 +16,7 @@ loop process is killed outright (SIGKILL) or the machine loses power.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import threading
@@ -26,7 +29,7 @@ import numpy as np
 def record_dtype(n: int) -> np.dtype:
     return np.dtype([("t", "<f8"), ("q_cmd", "<f8", (n,)), ("q_meas", "<f8", (n,)), ("q_target", "<f8", (n,)),
                      ("board_state", "u1"), ("faults", "<u4"), ("safety_flags", "<u4"), ("stale", "u1"),
-                     ("loop_flags", "u1"), ("period_us", "<f4"), ("cycle_us", "<f4")])
+                     ("loop_flags", "u1"), ("period_us", "<f4"), ("cycle_us", "<f4"), ("support", "u1")])
 
 
 def _header_len(dtype: np.dtype) -> int:
@@ -62,7 +65,7 @@ class Recorder:
                       "q_target": np.zeros((C, n)), "board_state": np.zeros(C, np.uint8),
                       "faults": np.zeros(C, np.uint32), "safety_flags": np.zeros(C, np.uint32),
                       "stale": np.zeros(C, np.uint8), "loop_flags": np.zeros(C, np.uint8), "period_us": np.zeros(C, np.float32),
-                      "cycle_us": np.zeros(C, np.float32)}
+                      "cycle_us": np.zeros(C, np.float32), "support": np.zeros(C, np.uint8)}
         self._fill = 0
         self._last_handoff = time.monotonic()
         self._q: queue.Queue = queue.Queue()
@@ -71,12 +74,13 @@ class Recorder:
         self._f.flush()
         with open(path + ".json", "w") as f:
             json.dump(meta, f, indent=1)
+        self._events = open(path + ".events.jsonl", "w", encoding="utf-8")
         self._thread = threading.Thread(target=self._writer, name="hil-recorder", daemon=True)
         self._thread.start()
         self.closed = False
 
     def append(self, t: float, q_cmd, q_meas, q_target, board_state: int, faults: int, safety_flags: int,
-               stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0) -> None:
+               stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0, support: int = 3) -> None:
         """Add one cycle's row (called by the loop; a few slice writes, no allocation)."""
         c = self._cols
         i = self._fill
@@ -91,6 +95,7 @@ class Recorder:
         c["loop_flags"][i] = loop_flags
         c["period_us"][i] = period_us
         c["cycle_us"][i] = cycle_us
+        c["support"][i] = support
         self._fill = i + 1
         now = time.monotonic()
         if self._fill >= self.CHUNK_ROWS or now - self._last_handoff >= self.CHUNK_S:
@@ -98,6 +103,10 @@ class Recorder:
         now = time.monotonic()
         if self._fill >= self.CHUNK_ROWS or now - self._last_handoff >= self.CHUNK_S:
             self._handoff(now)
+
+    def note(self, t: float, text: str) -> None:
+        """An event line at loop time t (written by the writer thread, with the next chunk)."""
+        self._q.put((t, text))
 
     def _handoff(self, now: float) -> None:
         k = self._fill
@@ -114,6 +123,10 @@ class Recorder:
             chunk = self._q.get()
             if chunk is None:
                 return
+            if isinstance(chunk, tuple):
+                self._events.write(json.dumps({"t": round(chunk[0], 6), "text": chunk[1]}) + "\n")
+                self._events.flush()
+                continue
             self._f.seek(0, os.SEEK_END)
             self._f.write(chunk.tobytes())
             self.rows += len(chunk)
@@ -132,6 +145,7 @@ class Recorder:
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
+        self._events.close()
 
 
 REQUIRED_FIELDS = ("t", "q_cmd", "q_meas", "q_target", "board_state", "loop_flags")
@@ -160,3 +174,43 @@ def load_recording(path: str) -> tuple[np.ndarray, dict]:
         if not isinstance(meta, dict):
             raise ValueError(f"its {path}.json is not a table of keys (robot, joints, rate_hz, …)")
     return data, meta
+
+
+def load_events(path: str) -> list[tuple[float, str]]:
+    """The event lines of a recording, (t, text) in loop time; lines that do not parse are skipped
+    (a run killed mid-write leaves at most a torn last line)."""
+    out: list[tuple[float, str]] = []
+    try:
+        with open(path + ".events.jsonl", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                    t, text = float(e["t"]), str(e["text"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if math.isfinite(t):
+                    out.append((t, text))
+    except OSError:
+        pass
+    return out
+
+
+def open_run(path: str, robot: str | None = None):
+    """(records, metadata, model) of a recording, for the tools that read one back (replay, export,
+    plot); InputError naming the file and what is wrong. `robot` overrides the one its .json names."""
+    from hil import robots
+    from hil.errors import InputError
+
+    try:
+        data, meta = load_recording(path)
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a hil recording ({e})") from e
+    if len(data) == 0:
+        raise InputError(f"{path}: the recording is empty")
+    robot = robot or meta.get("robot")
+    if not isinstance(robot, str):
+        raise InputError(f"{path}: no {path}.json beside it naming the robot (give --robot)")
+    model = robots.load(robot)
+    if data["q_cmd"].shape[1] != model.n:
+        raise InputError(f"{path}: {data['q_cmd'].shape[1]} joints recorded, {model.name} has {model.n}")
+    return data, meta, model

@@ -9,26 +9,15 @@ import time
 import numpy as np
 
 from hil.errors import InputError
-from hil.runtime.recorder import load_recording
+from hil.runtime.recorder import open_run
 from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
 
 
 def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
-    from hil import robots
     from hil.runtime.supervisor import display_available
 
-    try:
-        data, meta = load_recording(path)
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: not a hil recording ({e})") from e
-    if len(data) == 0:
-        raise InputError(f"{path}: the recording is empty")
+    data, meta, model = open_run(path)
     robot = meta.get("robot")
-    if not isinstance(robot, str):
-        raise InputError(f"{path}: no {path}.json beside it naming the robot")
-    model = robots.load(robot)
-    if data["q_cmd"].shape[1] != model.n:
-        raise InputError(f"{path}: {data['q_cmd'].shape[1]} joints recorded, {model.name} has {model.n}")
     if speed <= 0:
         raise InputError("--speed must be positive")
     name = loop_name(model.name, os.getpid())

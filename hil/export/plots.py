@@ -1,0 +1,129 @@
+"""A recording as one PNG (`hil plot RUN.npy`): per joint commanded against measured, the tracking
+error, the safety flags and board faults over time, the loop period's histogram, and for a
+humanoid the ZMP and the support polygon in the ground plane. Matplotlib without a display."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hil.errors import HilError
+from hil.safety import FLAG_NAMES
+
+FLAG_BITS = tuple(FLAG_NAMES[1 << b] for b in range(8))   # bit b of the recorded safety_flags
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise HilError("plots need matplotlib: pip install -e '.[plot]' (or pip install matplotlib)") from None
+    matplotlib.use("Agg")   # no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _zmp_panel(ax, model, data, rate_hz: float) -> bool:
+    from hil.motion.walking import WalkParams, check_walk
+
+    moving = np.flatnonzero(data["loop_flags"] & 4)
+    if len(moving) < 20 or "support" not in data.dtype.names or np.any(data["support"][moving] > 2):
+        return False   # no motion, or one that does not say which foot it stands on
+    t_rec = data["t"][moving]
+    t = np.arange(t_rec[0], t_rec[-1], 1.0 / rate_hz)
+    # the commanded joints: a ZMP is a second derivative, and measured positions carry the encoders'
+    # quantisation (0.09° on a 12-bit servo), which it turns into metres
+    Q = np.column_stack([np.interp(t, t_rec, data["q_cmd"][moving, j]) for j in range(model.n)])
+    support = data["support"][moving][np.clip(np.searchsorted(t_rec, t, side="right") - 1, 0, len(t_rec) - 1)]
+    half = model.meta.get("sole_half_m")
+    if half is None:
+        foot = next((s for s in model.shapes if s.name == "l_foot" and s.kind == "box"), None)
+        half = sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02)
+    hl, hw = half
+    res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0, "run")
+    corners = np.array([[-hl, -hw, 0, 1], [hl, -hw, 0, 1], [hl, hw, 0, 1], [-hl, hw, 0, 1], [-hl, -hw, 0, 1]])
+    switches = np.flatnonzero(np.diff(support)) + 1
+    for k in [0, *switches, len(t) - 1]:
+        for f, colour in ((0, "tab:blue"), (1, "tab:orange")):
+            C = (res.feet_w[k, f] @ corners.T).T
+            if C[:, 2].max() < 1e-3:
+                ax.plot(C[:, 0] * 1e3, C[:, 1] * 1e3, color=colour, lw=0.8, alpha=0.6)
+    ax.plot(res.com_w[:, 0] * 1e3, res.com_w[:, 1] * 1e3, color="0.4", lw=1, label="centre of mass")
+    ax.plot(res.zmp_w[:, 0] * 1e3, res.zmp_w[:, 1] * 1e3, color="tab:red", lw=1, label="ZMP")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("x (mm)")
+    ax.set_ylabel("y (mm)")
+    worst = float(np.min(res.margin))
+    ax.set_title("ZMP of the commanded motion and the soles on the ground (left blue, right orange); "
+                 f"margin ≥ {worst * 1e3:.1f} mm", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    return True
+
+
+def plot_recording(path_png: str, data: np.ndarray, meta: dict, model) -> list[str]:
+    """Write the figure; returns the panels drawn."""
+    plt = _pyplot()
+    n = model.n
+    cols = min(n, 6)
+    joint_rows = math.ceil(n / cols)
+    humanoid = model.kind == "humanoid"
+    fig = plt.figure(figsize=(3.0 * cols, 2.2 * joint_rows + 3.2 + (4.0 if humanoid else 0)), dpi=90)
+    grid = fig.add_gridspec(joint_rows + 1 + (2 if humanoid else 0), cols)
+    t = data["t"]
+    names = list(meta.get("joints") or model.joint_names)
+    for j in range(n):
+        ax = fig.add_subplot(grid[j // cols, j % cols])
+        cmd, meas = np.degrees(data["q_cmd"][:, j]), np.degrees(data["q_meas"][:, j])
+        ax.plot(t, meas, color="tab:blue", lw=0.8, label="measured")
+        ax.plot(t, cmd, color="tab:green", lw=1.2, label="commanded")
+        mid = 0.5 * (max(cmd.max(), meas.max()) + min(cmd.min(), meas.min()))
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, mid - 1.0), max(hi, mid + 1.0))   # at least 2°: a still joint is not all noise
+        ax.set_title(names[j] if j < len(names) else f"joint {j}", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if j == 0:
+            ax.set_ylabel("deg", fontsize=8)
+            ax.legend(fontsize=6, loc="best")
+    row = joint_rows
+    third = max(cols // 3, 1)
+    ax = fig.add_subplot(grid[row, :third])
+    err = np.degrees(np.abs(data["q_cmd"] - data["q_meas"]).max(axis=1))
+    ax.plot(t, err, color="tab:red", lw=1)
+    ax.set_title("tracking error, worst joint (deg)", fontsize=9)
+    ax.set_xlabel("t (s)", fontsize=8)
+    ax = fig.add_subplot(grid[row, third:2 * third])
+    flags = data["safety_flags"].astype(np.int64)
+    for b, name in enumerate(FLAG_BITS):
+        on = (flags >> b) & 1 == 1
+        ax.plot(t[on], np.full(on.sum(), b), "|", ms=6, color="tab:purple")
+    faulted = data["faults"] != 0
+    ax.plot(t[faulted], np.full(faulted.sum(), len(FLAG_BITS)), "|", ms=6, color="tab:red")
+    ax.set_yticks(range(len(FLAG_BITS) + 1), [*FLAG_BITS, "board fault"], fontsize=7)
+    ax.set_ylim(-0.5, len(FLAG_BITS) + 0.5)
+    ax.set_title("safety flags and board faults", fontsize=9)
+    if len(t):
+        ax.set_xlim(t[0], t[-1] + 1e-3)
+    ax.set_xlabel("t (s)", fontsize=8)
+    ax = fig.add_subplot(grid[row, 2 * third:])
+    period = data["period_us"][1:].astype(float)
+    rate = float(meta.get("rate_hz") or (1e6 / np.median(period) if len(period) else 0))
+    if len(period):
+        ax.hist(period - 1e6 / rate, bins=60, color="tab:gray", log=True)
+    ax.set_title(f"loop period − {1e6 / rate:.0f} µs (µs)" if rate else "loop period", fontsize=9)
+    panels = ["joints", "tracking error", "safety flags", "period histogram"]
+    if humanoid and {"l_sole", "r_sole"} <= set(model.frame_names):
+        ax = fig.add_subplot(grid[row + 1:, :])
+        if _zmp_panel(ax, model, data, rate or 200.0):
+            panels.append("ZMP and support polygon")
+        else:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, "no ZMP: the recording has no motion that says which foot it stands on",
+                    ha="center", va="center", fontsize=9, transform=ax.transAxes)
+    fig.suptitle(f"{meta.get('robot', model.name)}: {len(t)} cycles, {t[-1] - t[0] if len(t) else 0:.1f} s",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path_png)
+    plt.close(fig)
+    return panels

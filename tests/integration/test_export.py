@@ -1,0 +1,106 @@
+"""`hil export --mcap` and `hil plot` on a real recording (a walk through the dry-run loop): the MCAP
+read back with the mcap reader matches the .npy row for row and timestamp for timestamp, carries
+the events and a URDF that loads back into the same robot; the plot has its panels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hil import robots
+from hil.robots import urdf
+from hil.runtime.recorder import load_events, load_recording
+from tests.gui.png import read_png
+
+pytestmark = pytest.mark.slow
+HIL = [sys.executable, "-m", "hil.cli"]
+mcap_reader = pytest.importorskip("mcap.reader")
+
+
+@pytest.fixture(scope="module")
+def walk_recording(tmp_path_factory):
+    rec = tmp_path_factory.mktemp("walk") / "walk.npy"
+    r = subprocess.run(HIL + ["walk", "--steps", "2", "--stride", "0.02", "--dry-run", "--headless", "--record",
+                              str(rec)], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return rec
+
+
+def test_the_mcap_holds_every_row_its_events_and_the_urdf(walk_recording, tmp_path):
+    out = tmp_path / "walk.mcap"
+    r = subprocess.run(HIL + ["export", str(walk_recording), "--mcap", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data, meta = load_recording(str(walk_recording))
+    events = load_events(str(walk_recording))
+    assert len(events) >= 4 and any("motion" in text for _, text in events)
+    start_ns = int(meta["started"] * 1e9)
+    by_topic: dict[str, list] = {}
+    schemas = {}
+    with open(out, "rb") as f:
+        reader = mcap_reader.make_reader(f)
+        for schema, channel, message in reader.iter_messages():
+            by_topic.setdefault(channel.topic, []).append((message.log_time, json.loads(message.data)))
+            schemas[channel.topic] = schema.name
+        attachments = list(reader.iter_attachments())
+    assert schemas["/tf"] == "foxglove.FrameTransforms" and schemas["/events"] == "foxglove.Log"
+    assert schemas["/tool_pose"] == "foxglove.PoseInFrame"
+    states = by_topic["/joint_states"]
+    assert len(states) == len(data) == len(by_topic["/tf"]) == len(by_topic["/tool_pose"])
+    for row, (log_time, msg) in zip(data, states):
+        assert log_time == start_ns + int(round(float(row["t"]) * 1e9))
+        assert msg["timestamp"]["sec"] * 10**9 + msg["timestamp"]["nsec"] == log_time
+        assert msg["position"] == row["q_meas"].tolist() and msg["commanded"] == row["q_cmd"].tolist()
+        assert msg["board_state"] == int(row["board_state"]) and msg["safety_flags"] == int(row["safety_flags"])
+    assert [m["message"] for _, m in by_topic["/events"]] == [text for _, text in events]
+    # the transforms put each frame where FK of the measured joints puts it
+    model = robots.load("humanoid17")
+    k = len(data) // 2
+    tf = {t["child_frame_id"]: t for t in by_topic["/tf"][k][1]["transforms"]}
+    F = model.fk_frames(np.ascontiguousarray(data["q_meas"][k]))
+    for name in ("l_sole", "r_hand", "head"):
+        chain, frame = np.eye(4), name
+        while frame in tf:
+            t = tf[frame]
+            T = np.eye(4)
+            x, y, z, w = (t["rotation"][c] for c in "xyzw")
+            T[:3, :3] = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+            T[:3, 3] = [t["translation"][c] for c in "xyz"]
+            chain = T @ chain
+            frame = t["parent_frame_id"]
+        assert frame == model.base_frame
+        assert np.abs(chain - F[model.frame_index(name)]).max() < 1e-9
+    (urdf_attachment,) = [a for a in attachments if a.name == "robot.urdf"]
+    path = tmp_path / "robot.urdf"
+    path.write_bytes(urdf_attachment.data)
+    back = urdf.build(str(path))
+    assert np.abs(back.fk_frames(data["q_meas"][k])[[back.frame_index(f) for f in model.frame_names]] - F).max() < 1e-9
+
+
+def test_the_plot_draws_the_joints_and_the_walk_s_zmp(walk_recording, tmp_path):
+    out = tmp_path / "walk.png"
+    r = subprocess.run(HIL + ["plot", str(walk_recording), "--out", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ZMP and support polygon" in r.stdout
+    img = read_png(str(out))[:, :, :3].astype(int)
+    assert img.shape[0] > 800 and img.shape[1] > 1200
+    # matplotlib's tab colours: commanded green, the ZMP red, soles blue and orange
+    for rgb in ((44, 160, 44), (214, 39, 40), (255, 127, 14)):
+        assert (np.abs(img - rgb).max(axis=2) < 30).sum() > 200, rgb
+
+
+def test_a_missing_or_bad_recording_is_one_clear_error(tmp_path):
+    bad = tmp_path / "bad.npy"
+    bad.write_bytes(b"\x93NUMPY garbage")
+    for argv in (["export", str(bad), "--mcap", str(tmp_path / "x.mcap")], ["plot", str(bad)],
+                 ["export", str(tmp_path / "none.npy"), "--mcap", str(tmp_path / "x.mcap")],
+                 ["export", str(bad), "--mcap", str(tmp_path / "x.txt")]):
+        r = subprocess.run(HIL + argv, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip(), (argv, r.stderr)

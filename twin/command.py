@@ -12,7 +12,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attach", "--loop", metavar="NAME", dest="attach",
                    help="loop to attach to (`hil ctl list`; default: the one running, refused when several run)")
     p.add_argument("--robot", help="robot model (needed with --screenshot; else taken from the loop)")
-    p.add_argument("--screenshot", metavar="FILE.png", help="render one frame to a PNG and exit (no loop needed)")
+    p.add_argument("--screenshot", metavar="FILE.png",
+                   help="render one frame to a PNG and exit: of --pose-deg/--ghost-deg (no loop needed), or with "
+                        "--attach NAME of that loop's live state")
     p.add_argument("--pose-deg", type=float, nargs="+", metavar="DEG", help="measured pose for --screenshot")
     p.add_argument("--ghost-deg", type=float, nargs="+", metavar="DEG", help="commanded (ghost) pose for --screenshot")
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
@@ -48,9 +50,12 @@ def main(args: argparse.Namespace) -> int:
     from hil import robots
 
     client = None
-    if args.screenshot:
+    live_shot = bool(args.screenshot and args.attach)
+    if live_shot and (args.pose_deg or args.ghost_deg):
+        raise InputError("--screenshot --attach shows the loop's own poses; leave out --pose-deg/--ghost-deg")
+    if args.screenshot and not live_shot:
         if not args.robot:
-            raise InputError("--screenshot needs --robot")
+            raise InputError("--screenshot needs --robot (or --attach NAME for a running loop's state)")
         model = robots.load(args.robot)
     else:
         from hil.runtime.shared import LoopClient
@@ -68,6 +73,15 @@ def main(args: argparse.Namespace) -> int:
 
     app = TwinApp(model, client, path, workpiece, title=f"hil twin — {model.name}")
     app.build()
+    if live_shot:
+        for _ in range(3):   # the loop's latest state, drawn
+            app.poll_loop()
+            app.update_scene()
+        app.screenshot(args.screenshot)
+        app.close()
+        client.close()
+        print(f"wrote {args.screenshot}")
+        return 0
     if args.screenshot:
         def pose(vals, what):
             if vals is None:

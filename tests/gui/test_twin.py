@@ -220,3 +220,43 @@ def test_a_urdf_robot_is_drawn_where_its_fk_projects(xdisplay, tmp_path):
     assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where FK puts them"
     # the background well above the arm is empty
     assert near(img, px(F[0, :3, 3] + [0, 0, 0.6]), S.BACKGROUND, radius=0, tol=10)
+
+
+def test_a_urdf_robot_s_dry_run_is_drawn_live_by_the_twin(xdisplay, tmp_path):
+    """SO-101 from its URDF on its emulated board: jogged to a pose through the loop, and the twin
+    attached to that loop draws it where FK of the loop's measured joints puts it."""
+    from twin import scene as S
+
+    try:
+        m = robots.load("so101")
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"so101 needs example-robot-data ({e})")
+    proc = start_run("--robot", "so101", "--dry-run", "--headless", "--duration", "60", "--enable")
+    try:
+        client = attach(proc, "so101")
+        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=15)
+        goal = np.radians([40, 35, -30, 45, 0, 30])
+        client.jog(goal)
+        s = client.wait(lambda s: np.abs(s.q_meas - goal).max() < np.radians(1.0), timeout_s=15)
+        assert s is not None, "the arm did not reach the jogged pose"
+        out = tmp_path / "live.png"
+        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(out)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        q = client.snapshot().q_meas
+        client.shutdown()
+    finally:
+        finish(proc)
+    img = read_png(str(out))
+    px = projector("so101")
+    F = m.fk_frames(q)
+    from hil.safety import _capsules
+
+    caps, _ = _capsules(m)
+    mids = [(F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
+    hits = sum(near(img, px(T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]), S.MEASURED, radius=4)
+               for c, T in zip(caps, mids))
+    assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where the loop's joints put them"
+    # far from the home pose, so the hits above are the loop's pose and not the power-on one
+    tip = "gripper_frame_link"
+    assert np.linalg.norm(m.fk_frame(q, tip)[:3, 3] - m.fk_frame(m.home, tip)[:3, 3]) > 0.05

@@ -245,16 +245,15 @@ class TwinApp:
     # -------------------------------------------------------------- requests
     def estop(self) -> None:
         self.estop_sent += 1
-        if self.client is not None:
-            self.client.estop()
-        self._message("E-STOP sent")
+        reply = self.client.estop() if self.client is not None else None
+        self._message(reply if isinstance(reply, str) and reply else "E-STOP sent")   # a remote loop answers
 
     def _post(self, what: str) -> None:
         if self.client is None:
             self._message(f"{what}: no loop attached (start one with `hil run`)")
             return
-        getattr(self.client, what)()
-        self._message(f"{what} requested")
+        reply = getattr(self.client, what)()
+        self._message(reply if isinstance(reply, str) and reply else f"{what} requested")
 
     def _message(self, text: str) -> None:
         import dearpygui.dearpygui as dpg
@@ -274,7 +273,9 @@ class TwinApp:
         now = time.monotonic()
         if self.client is not None and now - self._last_jog > 0.05:
             self._last_jog = now
-            self.client.jog(q)
+            reply = self.client.jog(q)
+            if isinstance(reply, str) and "refused" in reply:
+                self._message(reply)
 
     def _cart_from_current(self) -> None:
         import dearpygui.dearpygui as dpg

@@ -20,6 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
     p.add_argument("--duration", type=float, help="close after this many seconds")
     p.add_argument("--max-fps", type=float, default=30.0, help="frame-rate cap (keeps a core free for the loop)")
+    p.add_argument("--zenoh", nargs="?", const="", metavar="LOCATOR",
+                   help="a robot on another machine, through its `hil run --zenoh` bridge (pip install -e "
+                        "'.[zenoh]'): found by scouting, or at LOCATOR (e.g. tcp/192.168.1.20:7447)")
+    p.add_argument("--zenoh-config", metavar="FILE", help="Zenoh's config file (JSON5) for --zenoh")
+    p.add_argument("--board", help="with --zenoh: the board id of the robot, when several answer")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -50,6 +55,14 @@ def main(args: argparse.Namespace) -> int:
     from hil import robots
 
     client = None
+    if args.zenoh is not None:
+        if args.attach or args.pose_deg or args.ghost_deg:
+            raise InputError("--zenoh shows a remote robot's own state: not with --attach, --pose-deg or --ghost-deg")
+        from hil.remote.zenoh_client import ZenohClient
+
+        client = ZenohClient(args.zenoh or None, args.zenoh_config, args.board)
+        model = _remote_model(client, args.robot)
+        return _show(model, client, args)
     live_shot = bool(args.screenshot and args.attach)
     if live_shot and (args.pose_deg or args.ghost_deg):
         raise InputError("--screenshot --attach shows the loop's own poses; leave out --pose-deg/--ghost-deg")
@@ -104,6 +117,63 @@ def main(args: argparse.Namespace) -> int:
         client.close()
     return 0
 
+
+
+def _remote_model(client, robot: str | None):
+    """The remote robot's model: the same one loaded here when this machine has it (its name or file),
+    else built from the URDF the bridge sends."""
+    import os
+    import tempfile
+
+    from hil import robots
+    from hil.errors import HilError
+    from hil.robots import urdf
+
+    if robot:
+        return robots.load(robot)
+    desc = client.model_description()
+    spec = str(desc.get("spec", ""))
+    if spec in robots.available() or os.path.isfile(spec):
+        try:
+            return robots.load(spec)
+        except HilError:
+            pass
+    folder = tempfile.mkdtemp(prefix="hil-remote-")
+    path = os.path.join(folder, f"{desc.get('name', 'robot')}.urdf")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(str(desc.get("urdf", "")))
+    return urdf.build(path)
+
+
+def _show(model, client, args) -> int:
+    from hil.errors import InputError
+    from twin.app import TwinApp
+
+    if model.n != client.n:
+        raise InputError(f"the remote robot has {client.n} joints, {model.name} has {model.n}")
+    import time
+
+    app = TwinApp(model, client, title=f"hil twin — {model.name} ({client.name})")
+    app.build()
+    t0 = time.monotonic()
+    try:
+        if args.screenshot:
+            while client.received == 0 and time.monotonic() - t0 < 10:
+                time.sleep(0.05)
+            for _ in range(3):
+                app.poll_loop()
+                app.update_scene()
+            app.screenshot(args.screenshot)
+            print(f"wrote {args.screenshot}")
+        else:
+            app.run(max_fps=args.max_fps, duration_s=args.duration)
+    finally:
+        elapsed = time.monotonic() - client.started
+        print(f"twin: {client.received} states from {client.board} in {elapsed:.1f} s "
+              f"({client.received / max(elapsed, 1e-9):.0f} per second)", flush=True)
+        app.close()
+        client.close()
+    return 0
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(prog="python -m twin.command")

@@ -15,6 +15,9 @@ def register(sub) -> None:
     s.add_argument("--robot", help="only this robot: a shipped name, a .urdf file or a robot .toml file")
     s.add_argument("--bus", help="print the board config `--bus BUS` uses for --robot (shipped or generated), "
                                  "to start your own from")
+    s.add_argument("--zenoh", nargs="?", const="", metavar="LOCATOR",
+                   help="list the robots running on the network (`hil run --zenoh`), by scouting or at LOCATOR")
+    s.add_argument("--zenoh-config", metavar="FILE", help="Zenoh's config file (JSON5) for --zenoh")
     s.set_defaults(func=run)
 
 
@@ -22,6 +25,8 @@ def run(args) -> int:
     from hil import robots  # (lazy, like every command's heavy imports: `hil --help` stays fast)
     from hil.errors import ConfigError
 
+    if args.zenoh is not None:
+        return _list_remote(args.zenoh or None, args.zenoh_config)
     if args.bus:
         from hil import board_config
         from hil.errors import InputError
@@ -51,4 +56,24 @@ def run(args) -> int:
         print(f"  poses: {', '.join(m.poses)}")
         for note in m.meta.get("locked_joints", []):
             print(f"  not driven: {note}")
+    return 0
+
+
+def _list_remote(locator: str | None, config: str | None) -> int:
+    from hil.remote import session as Z
+    from hil.remote.zenoh_client import robots_on
+
+    session = Z.open_session(Z.load_config(config, connect=locator))
+    try:
+        found = robots_on(session, timeout_s=3.0)
+    finally:
+        session.close()
+    if not found:
+        print("no hil robot answers over Zenoh" + (f" at {locator}" if locator else "") +
+              " (start one with `hil run … --zenoh`)")
+        return 1
+    for i in found:
+        mode = "remote control on" if i.get("control") else "read-only, e-stop accepted"
+        print(f"hil/{i['board']}: {i.get('robot')} ({i.get('n')} joints), loop {i.get('loop')} on port "
+              f"{i.get('port')}, state at {i.get('rate_hz')} Hz, {mode}")
     return 0

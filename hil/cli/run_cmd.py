@@ -48,6 +48,15 @@ def register(sub) -> None:
     add_bus_options(s)
     add_emulator_option(s)
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
+    z = s.add_argument_group("Zenoh (pip install -e '.[zenoh]'): the run seen from other machines")
+    z.add_argument("--zenoh", action="store_true",
+                   help="start a bridge process that publishes the loop's state under hil/<board id>/… (read-only: "
+                        "remote e-stop only); `hil twin --zenoh` and `hil robots --zenoh` elsewhere")
+    z.add_argument("--zenoh-config", metavar="FILE", help="Zenoh's own config file (JSON5: mode, endpoints, TLS, "
+                                                          "access control); default: peer mode, multicast scouting")
+    z.add_argument("--zenoh-rate", type=float, default=100.0, help="joint states published per second")
+    z.add_argument("--zenoh-control", action="store_true",
+                   help="accept remote jog, enable, start … too; needs --zenoh-config with access control or TLS")
     s.set_defaults(func=run)
 
 
@@ -61,7 +70,9 @@ def run(args) -> int:
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=args.motion,
         enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
         keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
-        calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config, emulator=args.emulator)
+        calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config,
+        emulator=args.emulator, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
+        zenoh_control=args.zenoh_control)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:

@@ -7,6 +7,7 @@ import math
 import multiprocessing as mp
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -89,6 +90,10 @@ class RunRequest:
     bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
     board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
     emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
+    zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
+    zenoh_config: str | None = None    # Zenoh's own config file
+    zenoh_rate_hz: float = 100.0
+    zenoh_control: bool = False        # remote requests beyond e-stop (needs access control or TLS)
 
 
 def bus_config(req: RunRequest, model):
@@ -119,11 +124,37 @@ def check(req: RunRequest, model, bus=None) -> float:
         raise InputError("--emulator c runs the C firmware's host build for --dry-run; not with --port or --bus")
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
+    _check_zenoh(req)
     writable_file(req.record, "--record")
     writable_file(req.stats_json, "--stats-json")
     if req.record and req.stats_json and os.path.abspath(req.record) == os.path.abspath(req.stats_json):
         raise InputError(f"--record {req.record}: --record and --stats-json name the same file")
     return rate
+
+
+def _check_zenoh(req: RunRequest) -> None:
+    if not req.zenoh:
+        if req.zenoh_config or req.zenoh_control:
+            raise InputError("--zenoh-config and --zenoh-control belong to --zenoh")
+        return
+    from hil.remote.session import load_config, secured
+
+    number(req.zenoh_rate_hz, "--zenoh-rate", 1, 1000, "Hz")
+    config = load_config(req.zenoh_config)   # a missing package or a bad file: said now
+    if req.zenoh_control and not secured(config):
+        raise InputError("--zenoh-control lets other machines move the robot: give a --zenoh-config with access "
+                         "control (access_control.enabled) or TLS endpoints (tls/…), so only authorised peers can")
+
+
+def start_bridge(req: RunRequest, loop_name: str) -> subprocess.Popen:
+    """The Zenoh bridge process for a run (it ends with the run: PDEATHSIG, and when the loop stops)."""
+    argv = [sys.executable, "-P", "-m", "hil.remote.zenoh_bridge", "--loop", loop_name, "--rate",
+            str(req.zenoh_rate_hz), "--parent-pid", str(os.getpid())]
+    if req.zenoh_config:
+        argv += ["--config", req.zenoh_config]
+    if req.zenoh_control:
+        argv.append("--control")
+    return subprocess.Popen(argv)
 
 
 def run(req: RunRequest) -> int:
@@ -171,6 +202,7 @@ class _Run:
         self.shared, self.req, self.model, self.headless = shared, req, model, headless
         self.proc = None
         self.twin = None
+        self.bridge = None
         self.code = 0
         self.signal: int | None = None
         self.error_text = ""
@@ -195,10 +227,13 @@ class _Run:
             if not self.headless:
                 self.twin = start_twin(self.shared.name, self.model.spec, self.req.path_file)
                 print("twin: starting …")
+            if self.req.zenoh:
+                self.bridge = start_bridge(self.req, self.shared.name)
             last_print = 0.0
             while self.proc.is_alive():
                 time.sleep(0.05)
                 self._watch_twin()
+                self._watch_bridge()
                 try:
                     snap = client.snapshot()
                 except HilError:
@@ -232,6 +267,13 @@ class _Run:
             print("twin closed; the loop runs on (Ctrl-C, or `hil ctl shutdown`, to stop it)")
         self.twin = None
 
+    def _watch_bridge(self) -> None:
+        if self.bridge is not None and self.bridge.poll() is not None:
+            if self.bridge.returncode != 0:   # not a safety matter: the loop runs on, said once
+                print(f"hil run: the Zenoh bridge stopped (exit code {self.bridge.returncode}); the loop runs on "
+                      "without it", file=sys.stderr)
+            self.bridge = None
+
     def _print_events(self, client) -> None:
         self.last_event, texts = client.state.events_since(self.last_event)
         for text in texts:
@@ -261,6 +303,12 @@ class _Run:
             self.proc.join(timeout=3)
         if self.twin is not None:
             self.twin.terminate()
+        if self.bridge is not None:
+            self.bridge.terminate()
+            try:
+                self.bridge.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.bridge.kill()
         if emu is not None:
             emu.stop()
         self.shared.close()

@@ -11,9 +11,10 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = [
     ("hil._jit", "hil.errors", "hil.inputs"),
     ("hil.kinematics", "hil.robots"),
-    ("hil.motion", "hil.safety", "hil.emulation", "hil.calibration_io", "hil.board_config", "hil.warmup"),
+    ("hil.motion", "hil.safety", "hil.emulation", "hil.calibration_io", "hil.board_config", "hil.warmup",
+     "hil.remote.session"),
     ("hil.runtime",),
-    ("calibration", "twin"),
+    ("calibration", "twin", "hil.export", "hil.remote"),
     ("hil.cli", "hil.__main__"),
 ]
 PACKAGES = ("hil", "calibration", "twin", "firmware_protocol")
@@ -21,11 +22,12 @@ KERNEL_PACKAGES = ("hil.kinematics", "hil.robots", "hil.safety")
 
 
 def layer_of(module: str) -> int | None:
-    best = None
+    """The layer of the longest prefix that names the module (hil.remote.session sits below hil.remote)."""
+    best, length = None, -1
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:
-            if module == p or module.startswith(p + "."):
-                best = i
+            if (module == p or module.startswith(p + ".")) and len(p) > length:
+                best, length = i, len(p)
     return best
 
 

@@ -1,6 +1,7 @@
 """The Zenoh bridge: a process beside the loop that reads the loop's shared block and publishes it,
 per robot under `hil/<board id>/`: `state` (joints commanded, measured and target, flags, at the rate
-asked, 100 Hz by default), `tool_pose` (the tool frame's 4×4, row-major), `stats` (timing, 1 Hz),
+asked, 100 Hz by default), `tool_pose` (the tool frame's 4×4 from the measured joints, row-major,
+computed here), `stats` (timing, 1 Hz),
 `events` (each event line), and answers `info`, `model` (URDF and joint names) and `request`.
 
 Read-only by default: `request` answers every remote jog, enable, start … with a refusal unless the
@@ -105,8 +106,11 @@ class Bridge:
         return False
 
     def run(self) -> int:
+        from hil import robots
+
         if not self.wait_for_board():
             return 0
+        model = robots.load(self.info["robot"])   # the tool pose is computed here, not in the loop
         s = self.session
         keep = [s.declare_queryable(Z.key(self.board, Z.INFO), self._on_info),
                 s.declare_queryable(Z.key(self.board, Z.MODEL), self._on_model),
@@ -123,7 +127,8 @@ class Bridge:
             if v["t"] != last_t:
                 last_t = v["t"]
                 pub[Z.STATE].put(_json({k: v[k] for k in Z.STATE_KEYS if k in v}))
-                pub[Z.TOOL].put(_json({"t": v["t"], "T": v["T_tool"]}))
+                T = model.fk(np.ascontiguousarray(v["q_meas"]))
+                pub[Z.TOOL].put(_json({"t": v["t"], "frame": model.tool_frame, "T": T.reshape(-1)}))
             now = time.monotonic()
             if now - last_stats >= 1.0:
                 last_stats = now

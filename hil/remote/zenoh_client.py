@@ -94,7 +94,7 @@ class ZenohClient:
             if not self._state:
                 raise HilError(f"no state from {self.board} yet")
             values = {k: 0.0 for k in Z.STATS_KEYS}
-            values.update(jitter_hist=np.zeros(20), com=np.zeros(3), T_tool=np.eye(4).reshape(-1))
+            values.update(jitter_hist=np.zeros(20), com=np.zeros(3), T_tool=np.full(16, np.nan))
             values.update(self._stats)
             values.update(self._state)
             if "T" in self._tool:

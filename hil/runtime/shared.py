@@ -107,7 +107,7 @@ CYCLE_SCALARS = ("t", "cycle", "board_state", "faults", "safety_flags", "enabled
 # snapshot fields: name -> (offset in float64 words, length); built per joint count
 def _layout(n: int) -> dict[str, tuple[int, int]]:
     fields = [*((name, 1) for name in CYCLE_SCALARS), ("q_cmd", n), ("q_meas", n), ("q_target", n), ("qd_meas", n),
-              ("T_tool", 16), ("rate_hz", 1), ("period_p50_us", 1), ("period_p99_us", 1), ("period_max_us", 1),
+              ("rate_hz", 1), ("period_p50_us", 1), ("period_p99_us", 1), ("period_max_us", 1),
               ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
               ("jitter_hist", 20), ("estimated", 1)]
     out, off = {}, 0

@@ -1,0 +1,143 @@
+"""The Zenoh bridge between two Zenoh sessions on localhost (peer mode, no router): a run's state
+reaches a remote client decimated to the rate asked, a remote request is refused by a read-only
+bridge, an e-stop is accepted, a remote twin draws the remote robot, and the bridge ends with the
+run. `hil run --zenoh-control` without access control or TLS is refused before anything starts."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from hil import robots
+from tests.conftest import wait_for
+from tests.gui.png import read_png
+from tests.integration.test_runtime import attach, finish
+
+pytest.importorskip("zenoh")
+pytestmark = pytest.mark.slow
+HIL = [sys.executable, "-m", "hil.cli"]
+RATE = 40
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config(tmp_path, name: str, **endpoints) -> str:
+    """A Zenoh config: peer mode, no multicast scouting (the test's two sessions only)."""
+    parts = [f'{k}: {{ endpoints: ["{v}"] }}' for k, v in endpoints.items()]
+    path = tmp_path / name
+    path.write_text('{ mode: "peer", scouting: { multicast: { enabled: false } }, ' + ", ".join(parts) + " }")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def remote_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("zenoh")
+    locator = f"tcp/127.0.0.1:{free_port()}"
+    bridge_cfg = config(tmp, "bridge.json5", listen=locator)
+    client_cfg = config(tmp, "client.json5")
+    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "90",
+                                   "--enable", "--zenoh", "--zenoh-config", bridge_cfg, "--zenoh-rate", str(RATE)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    local = attach(proc, "puma560")
+    assert local.wait(lambda s: s.enabled == 1.0, timeout_s=30)
+    yield proc, local, locator, client_cfg
+    local.shutdown()
+    finish(proc)
+
+
+def client(remote_run):
+    from hil.remote.zenoh_client import ZenohClient
+
+    _, _, locator, cfg = remote_run
+    return ZenohClient(locator, cfg, timeout_s=20)
+
+
+def test_the_robot_is_listed_and_its_state_arrives_decimated(remote_run):
+    proc, local, locator, cfg = remote_run
+    r = subprocess.run(HIL + ["robots", "--zenoh", locator, "--zenoh-config", cfg], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "puma560 (6 joints)" in r.stdout and "read-only" in r.stdout, r.stdout + r.stderr
+    c = client(remote_run)
+    try:
+        assert wait_for(lambda: c.received > 0, timeout_s=10)
+        n0, t0 = c.received, time.monotonic()
+        time.sleep(3.0)
+        count, elapsed = c.received - n0, time.monotonic() - t0
+        # the loop runs at 500 Hz: no more than the rate asked reaches the network, and it does arrive
+        assert count <= RATE * elapsed * 1.2 + 5, count
+        assert count >= 0.1 * RATE * elapsed, count
+        remote, here = c.snapshot(), local.snapshot()
+        assert abs(remote.t - here.t) < 1.0 and remote.q_meas.shape == (6,)
+        assert np.abs(remote.q_meas - here.q_meas).max() < np.radians(1)   # holding still: the same pose
+        T = robots.load("puma560").fk(here.q_meas)
+        assert np.abs(remote.T_tool.reshape(4, 4) - T).max() < 0.01        # the tool pose, from the bridge
+        assert c.model_description()["spec"] == "puma560"
+    finally:
+        c.close()
+
+
+def test_a_read_only_bridge_refuses_remote_requests(remote_run):
+    _, local, _, _ = remote_run
+    c = client(remote_run)
+    try:
+        answer = c.disable()
+        assert "refused" in answer and "--zenoh-control" in answer
+        assert "refused" in c.jog(np.zeros(6))
+        time.sleep(0.5)
+        assert local.snapshot().enabled == 1.0          # still enabled: nothing was done
+    finally:
+        c.close()
+
+
+def test_a_remote_twin_draws_the_remote_robot(remote_run, xdisplay, tmp_path):
+    from tests.gui.test_twin import near, projector
+    from twin import scene as S
+
+    _, local, locator, cfg = remote_run
+    out = tmp_path / "remote.png"
+    r = subprocess.run(HIL + ["twin", "--zenoh", locator, "--zenoh-config", cfg, "--screenshot", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "states from" in r.stdout
+    m = robots.load("puma560")
+    F = m.fk_frames(local.snapshot().q_meas)
+    px = projector("puma560")
+    img = read_png(str(out))
+    forearm_mid = (F[m.frame_index("link3")] @ [0.02, -0.2, 0, 1])[:3]
+    assert near(img, px(forearm_mid), S.MEASURED)
+
+
+def test_an_estop_from_any_peer_is_accepted(remote_run):
+    _, local, _, _ = remote_run
+    c = client(remote_run)
+    try:
+        assert c.estop() == "e-stop set"
+        assert local.wait(lambda s: s.board_state == 4, timeout_s=10) is not None
+    finally:
+        c.close()
+
+
+def test_the_bridge_ends_with_the_run(tmp_path):
+    locator = f"tcp/127.0.0.1:{free_port()}"
+    cfg = config(tmp_path, "b.json5", listen=locator)
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
+                              "--zenoh-config", cfg], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "zenoh bridge: hil/" in r.stdout, r.stdout + r.stderr
+    left = subprocess.run(["pgrep", "-f", f"zenoh_bridge.*{cfg}"], capture_output=True, text=True).stdout.split()
+    assert not left
+
+
+def test_remote_control_needs_access_control_or_tls(tmp_path):
+    cfg = config(tmp_path, "open.json5", listen=f"tcp/127.0.0.1:{free_port()}")
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--zenoh",
+                              "--zenoh-config", cfg, "--zenoh-control"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "access control" in r.stderr and "board emulator" not in r.stdout

@@ -161,8 +161,11 @@ def _protocol1(wire: Wire, bauds, full: bool) -> Found | None:
             continue
         if not full:
             ids += [i for i in range(QUICK_IDS, 254) if answers(i)]
-        bus.reply_timeout_s = 0.02   # a gap among the ids found: asked again, more patiently
-        ids = sorted(set(ids) | {i for i in range(min(ids), max(ids)) if i not in ids and answers(i)})
+        # the quick ids and the gaps among those found that did not answer are asked again, more
+        # patiently: a busy host (or adapter) can miss a 1 ms reply
+        bus.reply_timeout_s = 0.02
+        again = set(range(QUICK_IDS)) | set(range(min(ids), max(ids)))
+        ids = sorted(set(ids) | {i for i in sorted(again) if i not in ids and answers(i)})
         bus.reply_timeout_s = 0.02
         dxl = [bus.ping(i) for i in ids]
         if all(d is not None and d.model in dynamixel1.MODELS for d in dxl):
@@ -183,8 +186,8 @@ def _ics(wire: Wire, bauds) -> Found | None:
         found = [s for s in (bus.ping(i) for i in range(32)) if s is not None]
         if found:
             have = {s.servo_id for s in found}
-            bus.reply_timeout_s = 0.02
-            found += [s for s in (bus.ping(i) for i in range(min(have), max(have)) if i not in have) if s is not None]
+            bus.reply_timeout_s = 0.02   # those that did not answer, asked again more patiently (a busy host)
+            found += [s for s in (bus.ping(i) for i in range(32) if i not in have) if s is not None]
             found.sort(key=lambda s: s.servo_id)
             return Found("kondo-ics", baud, found, note="the adapter echoes" if wire.echo else "")
     return None

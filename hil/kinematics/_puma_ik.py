@@ -16,8 +16,9 @@ and in the base frame z = −W1y, (x, y) = Rz(θ1) · (W1x, d2). Hence:
 - wrist: R36 = R03ᵀ R = Rz(θ4) Ry(θ5) Rz(θ6) (ZYZ Euler angles), two solutions (θ5 ≷ 0).
 
 Branch index b = 4·shoulder + 2·elbow + wrist, each bit 0 for the first named option:
-shoulder right/left, elbow up/down, wrist noflip/flip. "up" means the elbow lies above the line
-from the shoulder to the wrist centre (decided geometrically per solution), "flip" means θ5 < 0.
+shoulder right/left, elbow up/down, wrist noflip/flip, whatever the target: "up" means the elbow
+lies above the line from the shoulder to the wrist centre (decided geometrically per solution,
+which then goes to its slot), "flip" means θ5 < 0.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def puma_ik_kernel(T, params, q_near, Q):
     `reasons | up_mask << 8 | valid_mask << 16 | in_limits_mask << 24`, bit b of each mask for
     branch b (one int instead of a flags array saves an allocation per call): reasons is 0 when
     some branch is valid, else a bit set (NOT_RIGID and NOT_FINITE mean the target itself is
-    bad); up_mask marks branches with the elbow up; in_limits_mask those valid and in range.
+    bad); up_mask marks the valid rows of the elbow-up slot; in_limits_mask those valid and in range.
     """
     a2 = params[0]
     a3 = params[1]
@@ -116,6 +117,7 @@ def puma_ik_kernel(T, params, q_near, Q):
             continue
         s = min(1.0, max(-1.0, s))
         base_angle = math.asin(s)
+        slot_up = 0
         for el in range(2):
             th3 = (base_angle if el == 0 else math.pi - base_angle) - phi
             s3, c3 = _sincos(th3)
@@ -127,6 +129,11 @@ def puma_ik_kernel(T, params, q_near, Q):
             # frame 1, (Wx, Wz) × (Ex, Ez) = a2 |W| sin(α − θ2) = a2 |W| sin(atan2(v, u)), whose
             # sign is v's: no trigonometry needed.
             up = v > 0.0 if w1x >= 0.0 else v < 0.0
+            # rows in the fixed order of BRANCH_LABELS: the elbow-up solution in slot 0, the other
+            # in slot 1 (at the edge of reach both are one pose and share nothing but the slots)
+            if el == 0:
+                slot_up = 0 if up else 1
+            slot = slot_up if el == 0 else 1 - slot_up
             # R03 = Rz(th1) Rx(-90) Rz(th2 + th3) Rx(90)
             s23, c23 = _sincos(th2 + th3)
             # columns of R03 written out: R01 = [[c1, 0, -s1], [s1, 0, c1], [0, -1, 0]]
@@ -156,7 +163,7 @@ def puma_ik_kernel(T, params, q_near, Q):
             th4_nf = math.atan2(m12, m02)
             th6_nf = math.atan2(m21, -m20)
             for fl in range(2):
-                b = 4 * sh + 2 * el + fl
+                b = 4 * sh + 2 * slot + fl
                 if s5 < 1e-9:
                     # wrist singular (θ5 = 0): only θ4 + θ6 is defined; keep θ4 from q_near
                     th4 = q_near[3]
@@ -180,7 +187,7 @@ def puma_ik_kernel(T, params, q_near, Q):
                 Q[b, 4] = th5
                 Q[b, 5] = th6
                 valid_mask |= 1 << b
-                if up:
+                if slot == 0:
                     up_mask |= 1 << b
                 ok = True
                 for j in range(6):

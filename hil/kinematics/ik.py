@@ -24,8 +24,8 @@ _SHAPE3 = (3,)
 
 BRANCH_LABELS: tuple[str, ...] = tuple(
     f"{sh}-{el}-{wr}" for sh in ("right", "left") for el in ("up", "down") for wr in ("noflip", "flip"))
-"""Names of the 8 PUMA branches, in the order of `IKSolutions.q` rows. The elbow part of the name
-is decided per solution (see `IKSolutions.labels`); this tuple is the naming scheme."""
+"""Names of the 8 PUMA branches, in the order of `IKSolutions.q` rows for every target: row
+`BRANCH_LABELS.index("left-down-flip")` is always that branch (valid or not)."""
 
 
 class IKResult:
@@ -60,8 +60,9 @@ class IKResult:
 class IKSolutions:
     """All closed-form branches for one target: `q` (8, 6) radians, `valid` (8,) reachable,
     `in_limits` (8,) valid and inside the joint ranges (angles wrapped by 2π where that fits),
-    `labels` (8,) like "right-up-noflip", and `reason` when no branch is valid (or none fits
-    the ranges). A plain slotted class: building it is on the hot path of path planning."""
+    `labels` (8,) = `BRANCH_LABELS` (rows in that fixed order, whatever the target: "right-up-noflip"
+    first), and `reason` when no branch is valid (or none fits the ranges). Rows that are not valid
+    hold no meaningful angles. A plain slotted class: building it is on the hot path of path planning."""
 
     __slots__ = ("q", "_status", "reason")
 
@@ -82,14 +83,14 @@ class IKSolutions:
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return _labels((self._status >> 8) & 0xFF)
+        return BRANCH_LABELS
 
     def index(self, branch: str) -> int:
         """Row of the named branch (e.g. "right-up-noflip")."""
         try:
-            return self.labels.index(branch)
+            return BRANCH_LABELS.index(branch)
         except ValueError:
-            raise InputError(f"unknown branch {branch!r}; branches: {', '.join(self.labels)}") from None
+            raise InputError(f"unknown branch {branch!r}; branches: {', '.join(BRANCH_LABELS)}") from None
 
     def nearest(self, q_near: np.ndarray, branch: str | None = None) -> int | None:
         """Index of the in-limit branch nearest q_near (Euclidean, radians), or of `branch`."""
@@ -164,21 +165,10 @@ class _PumaSolver:
                                  np.zeros((8, 6)))
 
 
-_LABELS: dict[int, tuple[str, ...]] = {}
 # row m: the 8 bits of m as bools (read-only, shared: `IKSolutions.valid` hands out its rows)
 _MASK_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)
 _MASK_BITS.flags.writeable = False
 _MASK_INDICES = [np.flatnonzero(row) for row in _MASK_BITS]
-
-
-def _labels(up_mask: int) -> tuple[str, ...]:
-    labels = _LABELS.get(up_mask)
-    if labels is None:
-        labels = tuple(
-            f"{'right' if b < 4 else 'left'}-{'up' if up_mask >> b & 1 else 'down'}-{'noflip' if b % 2 == 0 else 'flip'}"
-            for b in range(8))
-        _LABELS[up_mask] = labels
-    return labels
 
 
 def ik_puma(model, T, q_near=None) -> IKSolutions:

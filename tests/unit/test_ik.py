@@ -100,6 +100,28 @@ def test_puma_branch_labels_describe_the_geometry(puma):
                 assert label.endswith("-flip") == (qb[4] < 0)
 
 
+def test_puma_branches_come_in_one_fixed_order_whatever_the_target(puma):
+    from hil.kinematics import BRANCH_LABELS
+
+    rng = np.random.default_rng(23)
+    targets = [puma.fk(q) for q in random_reachable(puma, rng, 100)]
+    far = np.eye(4)
+    far[:3, 3] = [1.4, 0.3, 0.2]               # out of reach
+    near = np.eye(4)
+    near[:3, 3] = [0.05, 0.0, 0.3]             # inside the shoulder offset
+    for T in targets + [far, near]:
+        sols = ik_puma(puma, T)
+        assert sols.labels == BRANCH_LABELS     # unique names, right-up-noflip first, for every target
+        assert sols.index("left-down-flip") == BRANCH_LABELS.index("left-down-flip")
+    for T in targets:                          # reachable: each shoulder's up row is its up solution
+        sols = ik_puma(puma, T)
+        for sh in ("right", "left"):
+            up, down = (sols.index(f"{sh}-{e}-noflip") for e in ("up", "down"))
+            if sols.valid[up] and sols.valid[down] and not np.allclose(sols.q[up], sols.q[down]):
+                assert sols.q[up][2] != sols.q[down][2]
+    assert not ik_puma(puma, far).valid.any() and ik_puma(puma, far).reason
+
+
 def test_puma_singular_cases_are_finite(puma):
     # θ5 = 0: wrist singular; θ4 is kept from q_near
     q = np.radians([30, -60, 120, 40, 0, -20])
@@ -416,3 +438,23 @@ def test_tool_offset_models_have_their_own_ik(puma):
     assert np.abs(sols.q - q).max(axis=1).min() < 1e-9
     res = tooled.ik(tooled.fk(q), q_near=q)
     assert res.success and np.abs(res.q - q).max() < 1e-9
+
+
+def test_lm_with_restarts_reaches_reachable_targets_from_random_starts(puma):
+    """Reachable, in-limit PUMA poses from random starts: ≥ 99 % with restarts (LM alone stops on a
+    joint limit about half the time); the humanoid's hand to reachable points: ≥ 95 %."""
+    rng = np.random.default_rng(31)
+    ok = 0
+    for _ in range(300):
+        T = puma.fk(rng.uniform(puma.lower, puma.upper))
+        res = ik_lm(puma, [Task(puma.tool_frame, T)], rng.uniform(puma.lower, puma.upper), restarts=30, seed=1)
+        ok += bool(res.success) and puma.within_limits(res.q) and np.abs(puma.fk(res.q) - T).max() < 1e-6
+    assert ok >= 297, ok
+    hum = robots.load("humanoid17")
+    ok = 0
+    for _ in range(200):
+        q = rng.uniform(hum.lower, hum.upper)
+        p = hum.fk_frame(q, "l_hand")[:3, 3]
+        res = ik_lm(hum, [Task("l_hand", p, mask="position")], rng.uniform(hum.lower, hum.upper), restarts=30)
+        ok += bool(res.success) and np.abs(hum.fk_frame(res.q, "l_hand")[:3, 3] - p).max() < 1e-6
+    assert ok >= 190, ok

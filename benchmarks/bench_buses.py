@@ -21,7 +21,7 @@ from firmware_protocol.buses import BUSES, bus_class
 from firmware_protocol.buses.board import BusBoard, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
 from firmware_protocol.link import Link
-from hil import board_config, emulation, robots
+from hil import board_config, emulator_launch, robots
 
 
 def _emulator(argv: list[str]) -> tuple[subprocess.Popen, str]:
@@ -44,7 +44,7 @@ def _cpu_per_cycle(board, n: int, cycles: int) -> float:
 
 def bus_row(model, bus: str, cycles: int) -> dict:
     config = board_config.shipped(model, bus)
-    argv = emulation.bus_emulator_argv(config, model, echo=config.echo, baud=0)
+    argv = emulator_launch.bus_emulator_argv(config, model, echo=config.echo, baud=0)
     argv.append("--any-baud")
     proc, path = _emulator(argv)
     try:
@@ -63,7 +63,7 @@ def bus_row(model, bus: str, cycles: int) -> dict:
 
 
 def baseline_row(model, cycles: int) -> dict:
-    proc, path = _emulator(emulation.emulator_argv(model, baud=0))
+    proc, path = _emulator(emulator_launch.emulator_argv(model, baud=0))
     try:
         link = Link.connect(path, threaded=False, expect_joints=model.n)
         q = np.zeros(model.n)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the streams come from the differential test
 
-from hil.emulation import C_SOURCES, c_build_dir, c_emulator_binary  # noqa: E402
+from hil.emulator_launch import C_SOURCES, c_build_dir, c_emulator_binary  # noqa: E402
 from tests.integration.test_c_firmware import _python_line, _streams  # noqa: E402
 
 

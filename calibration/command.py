@@ -100,7 +100,7 @@ class CalibrationView:
 
 def main(args: argparse.Namespace) -> int:
     from firmware_protocol.link import Link
-    from hil import board_config, calibration_io, robots
+    from hil import board_config, calibration_files, robots
     from hil.errors import InputError
 
     from calibration import procedures as P
@@ -134,19 +134,19 @@ def main(args: argparse.Namespace) -> int:
         args.port = emu.path
     try:
         if args.method == "poses":
-            return _poses(args, model, P, calibration_io)
+            return _poses(args, model, P, calibration_files)
         if bus is not None:
             return _calibrate_bus(args, model, bus, P)
         link = Link.connect(args.port, expect_joints=model.n)
         try:
             uid = link.info.uid
             _clear_latched_fault(args, link)
-            path = Path(args.out) if args.out else calibration_io.default_path(uid)
+            path = Path(args.out) if args.out else calibration_files.default_path(uid)
             old_off, old_sign = np.zeros(model.n), np.ones(model.n)
             # what the board already has: the file being rewritten, else (with --out) the board's own
-            known = path if path.exists() else calibration_io.default_path(uid)
+            known = path if path.exists() else calibration_files.default_path(uid)
             if known.exists():
-                old_off, old_sign, _ = calibration_io.load(known, model, uid)
+                old_off, old_sign, _ = calibration_files.load(known, model, uid)
                 if known != path:
                     print(f"keeping the board's saved directions and offsets from {known} in {path}")
             if args.method == "reference":
@@ -166,7 +166,7 @@ def main(args: argparse.Namespace) -> int:
                     print(f"{name:<18} {math.degrees(res.offsets[i]):>+13.3f} {math.degrees(res.spread[i]):>13.3f}")
                 for w in res.warnings:
                     print("warning: " + w)
-                calibration_io.save(path, model, uid, "reference", res.offsets, old_sign, res.spread)
+                calibration_files.save(path, model, uid, "reference", res.offsets, old_sign, res.spread)
                 after = old_sign * (P.read_samples(link, 20).mean(axis=0) - res.offsets)
                 view.show(after, q_ref, "calibration: after (solid: measured with the new offsets, ghost: reference)")
                 worst = float(np.max(np.abs(after - q_ref)))
@@ -187,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
                           "was — check the servo and run again): " + ", ".join(res.stuck))
                 if not res.reversed and not res.misscaled and not res.stuck:
                     print("all joints move the commanded way and amount")
-                calibration_io.save(path, model, uid, "directions", old_off, res.signs_over(old_sign), None)
+                calibration_files.save(path, model, uid, "directions", old_off, res.signs_over(old_sign), None)
             print(f"saved calibration for board {uid} ({model.name}): {path}")
         finally:
             link.close()
@@ -199,20 +199,20 @@ def main(args: argparse.Namespace) -> int:
 
 def _start_emulator(args, model, bus):
     """The emulator for a dry run, hiding the calibration errors the options name."""
-    from hil import board_config, emulation
+    from hil import board_config, emulator_launch
     from hil.errors import InputError
 
-    offsets = emulation.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
-    reverse = emulation.parse_joint_list(model, args.emulate_reverse)
+    offsets = emulator_launch.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
+    reverse = emulator_launch.parse_joint_list(model, args.emulate_reverse)
     if bus is None:
-        emu = emulation.start_emulator(model, offsets_deg=offsets, reverse=reverse)
+        emu = emulator_launch.start_emulator(model, offsets_deg=offsets, reverse=reverse)
         print(f"board emulator: {model.name} on {emu.path}")
         return emu
     if reverse:
         raise InputError("--emulate-reverse: a reversed servo cannot be found by jogging it on a servo bus")
     hidden = np.radians(offsets) if offsets is not None else np.zeros(model.n)
     # the servos' truth: the config with the hidden zero errors folded in
-    emu = emulation.start_bus_emulator(board_config.with_joint_map(bus, hidden, np.ones(model.n)), model)
+    emu = emulator_launch.start_bus_emulator(board_config.with_joint_map(bus, hidden, np.ones(model.n)), model)
     print(f"servo bus emulator: {bus.bus} on {emu.path}")
     return emu
 
@@ -273,7 +273,7 @@ def _clear_latched_fault(args, link) -> None:
     print(f"cleared the board's {what}; it is disabled")
 
 
-def _poses(args, model, P, calibration_io) -> int:
+def _poses(args, model, P, calibration_files) -> int:
     q, p = P.load_pose_file(args.poses, model.n)
     res = P.fit_poses(model, q, p, fit_lengths=args.lengths)
     print(f"fit of {len(q)} poses: rms residual {res.rms_mm:.3f} mm, max {res.residuals_mm.max():.3f} mm, "
@@ -292,7 +292,7 @@ def _poses(args, model, P, calibration_io) -> int:
         raise HilError(f"not saved to {args.out}: {', '.join(res.undetermined)} cannot be determined from these "
                        "points (see the warning above); a calibration with guessed offsets would be worse than none")
     if args.out:
-        calibration_io.save(args.out, model, "unknown", "poses", res.offsets, np.ones(model.n),
+        calibration_files.save(args.out, model, "unknown", "poses", res.offsets, np.ones(model.n),
                             np.full(model.n, res.rms_mm * 1e-3))
         print(f"saved: {args.out} (set board_uid in it to the board's id before use)")
     return 0

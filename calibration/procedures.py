@@ -2,7 +2,7 @@
 
 All procedures talk to the board through `firmware_protocol.link.Link` with an identity joint map
 (they measure the raw board frame) and return results in radians; the CLI converts to degrees
-and writes the calibration file (`hil.calibration_io`). Model (see `JointMap`): for the physical
+and writes the calibration file (`hil.calibration_files`). Model (see `JointMap`): for the physical
 angle p the board reads b = sign · p + offset and drives p = b_cmd − offset.
 """
 

@@ -102,7 +102,7 @@ def emulator(emulator_impl):
     started: list[EmulatorProcess] = []
     argv0 = None
     if emulator_impl == "c":
-        from hil.emulation import c_emulator_binary
+        from hil.emulator_launch import c_emulator_binary
 
         if not HAVE_C_TOOLS:
             pytest.skip("the C firmware's host build needs make and gcc (apt-get install -y make gcc)")

@@ -41,17 +41,17 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hil import emulation, robots
+    from hil import emulator_launch, robots
 
     model = robots.load(args.robot)
     if args.bus or args.board_config:
         return _bus(args, model)
-    offsets = emulation.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
-    reverse = emulation.parse_joint_list(model, args.reverse)
-    emulation.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
+    offsets = emulator_launch.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
+    reverse = emulator_launch.parse_joint_list(model, args.reverse)
+    emulator_launch.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
     for spec in args.fault or ():
-        emulation.check_fault(spec)
-    argv = emulation.emulator_argv(model, impl=args.impl, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
+        emulator_launch.check_fault(spec)
+    argv = emulator_launch.emulator_argv(model, impl=args.impl, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
                                    link=args.link, baud=args.baud, latency_ms=args.latency_ms,
                                    noise_deg=args.noise_deg)
     if reverse:
@@ -63,7 +63,7 @@ def run(args) -> int:
 
 def _bus(args, model) -> int:
     """Become the servo bus emulator for the config (shipped for --bus, or --board-config)."""
-    from hil import emulation
+    from hil import emulator_launch
     from hil.errors import InputError
     from hil.inputs import number
     from hil.runtime.supervisor import RunRequest, bus_config
@@ -73,13 +73,13 @@ def _bus(args, model) -> int:
         if getattr(args, flag) is not None:
             raise InputError(f"--{flag.replace('_', '-')} is an option of the hil board emulator, not of --bus")
     for spec in args.fault or ():
-        emulation.check_bus_fault(spec)
+        emulator_launch.check_bus_fault(spec)
     if args.return_delay_us is not None:
         number(args.return_delay_us, "--return-delay-us", 0, 508, "µs")
     if args.baud is not None:
         number(args.baud, "--baud", 0, 2e7)
-    emulation.check_emulator_options(None, args.link, None, None, None)
-    argv = emulation.bus_emulator_argv(config, model, faults=args.fault or (), echo=args.echo or None,
+    emulator_launch.check_emulator_options(None, args.link, None, None, None)
+    argv = emulator_launch.bus_emulator_argv(config, model, faults=args.fault or (), echo=args.echo or None,
                                        baud=args.baud, return_delay_us=args.return_delay_us, link=args.link)
     print(f"servo bus config: {config.source}", file=sys.stderr)
     sys.stdout.flush()

@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from hil import robots
-    from hil.runtime.motion import make_motion
+    from hil.runtime.motion_sources import make_motion
     from hil.safety import SafetyChecker
 
     if args.rate is not None:

@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hil import emulation, robots
+    from hil import emulator_launch, robots
     from hil.runtime import rtcheck
 
     if not (math.isfinite(args.rate) and 1.0 <= args.rate <= 10_000.0):
@@ -44,7 +44,7 @@ def run(args) -> int:
     facts = rtcheck.machine_facts()
     port = None
     if args.port or args.dry_run:  # first: a port that cannot be opened fails before the long part
-        emu = emulation.start_emulator(robots.load(args.robot), baud=None) if args.dry_run else None
+        emu = emulator_launch.start_emulator(robots.load(args.robot), baud=None) if args.dry_run else None
         try:
             port = rtcheck.measure_port(emu.path if emu is not None else args.port, args.rate)
         finally:

@@ -63,7 +63,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from hil import robots
     from hil.runtime import supervisor
-    from hil.runtime.motion import make_motion
+    from hil.runtime.motion_sources import make_motion
 
     req = supervisor.RunRequest(
         robot=args.robot, port=args.port, dry_run=args.dry_run, rate_hz=args.rate, duration_s=args.duration,

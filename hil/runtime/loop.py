@@ -37,7 +37,7 @@ from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING, Action, Ev)
 from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer
-from hil.runtime.motion import make_motion
+from hil.runtime.motion_sources import make_motion
 from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
 from hil.runtime.recorder import Recorder
@@ -288,7 +288,7 @@ class Loop:
         self._signal = signum
 
     def _connect(self):
-        from hil import calibration_io
+        from hil import calibration_files
 
         cfg = self.cfg
         link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime, cfg.bus)
@@ -298,7 +298,7 @@ class Loop:
                        + (" (shipped; `hil calibrate --bus … --out FILE` makes a calibrated copy)" if cfg.bus.shipped
                           else ""))
             return link
-        jm = calibration_io.joint_map_for(self.model, link.info, cfg.calibration, self.event)
+        jm = calibration_files.joint_map_for(self.model, link.info, cfg.calibration, self.event)
         if jm is not None:
             link.joint_map = jm
         return link

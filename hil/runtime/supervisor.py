@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from firmware_protocol.messages import fault_names
 from firmware_protocol.buses.board import cycle_note
-from hil import board_config, emulation, robots
+from hil import board_config, emulator_launch, robots
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.runtime.lifecycle import Activity, Mode
@@ -117,9 +117,9 @@ def check(req: RunRequest, model, bus=None) -> float:
     if req.spin_us is not None and not 0.0 <= req.spin_us <= 1e6 / rate:  # (NaN fails this too)
         raise InputError(f"--spin-us {req.spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
     for spec in req.faults:
-        (emulation.check_fault if bus is None else emulation.check_bus_fault)(spec)
-    if req.emulator not in emulation.IMPLEMENTATIONS:
-        raise InputError(f"--emulator {req.emulator!r}: emulators are {', '.join(emulation.IMPLEMENTATIONS)}")
+        (emulator_launch.check_fault if bus is None else emulator_launch.check_bus_fault)(spec)
+    if req.emulator not in emulator_launch.IMPLEMENTATIONS:
+        raise InputError(f"--emulator {req.emulator!r}: emulators are {', '.join(emulator_launch.IMPLEMENTATIONS)}")
     if req.emulator != "python" and (bus is not None or not req.dry_run):
         raise InputError("--emulator c runs the C firmware's host build for --dry-run; not with --port or --bus")
     if req.faults and not req.dry_run:
@@ -165,10 +165,10 @@ def run(req: RunRequest) -> int:
     rate = check(req, model, bus)
     emu = None
     if req.dry_run and bus is not None:
-        emu = emulation.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid())
+        emu = emulator_launch.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid())
         print(f"servo bus config: {bus.source}")
     elif req.dry_run:
-        emu = emulation.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None, parent_pid=os.getpid())
+        emu = emulator_launch.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None, parent_pid=os.getpid())
         print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else ""))
     name = loop_name(model.name, os.getpid())
     try:

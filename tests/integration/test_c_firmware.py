@@ -18,7 +18,7 @@ import pytest
 import firmware_protocol.messages as M
 from firmware_protocol.frame import FrameDecoder, encode_frame
 from firmware_protocol.link import Link
-from hil.emulation import C_SOURCES, c_build_dir, c_emulator_binary
+from hil.emulator_launch import C_SOURCES, c_build_dir, c_emulator_binary
 
 from tests.conftest import HAVE_C_TOOLS
 

@@ -12,8 +12,8 @@ import pytest
 
 import hil.robots as robots
 from calibration import procedures as P
-from hil import calibration_io
-from hil.emulation import emulator_args
+from hil import calibration_files
+from hil.emulator_launch import emulator_args
 from hil.errors import ConfigError
 
 pytestmark = pytest.mark.slow
@@ -43,12 +43,12 @@ def test_directions_then_reference_recover_the_hidden_errors(miscalibrated, tmp_
             "--out", str(cal), "--jog-speed-deg-s", "40", "--settle-s", "0.15")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "r_knee" in r.stdout and "REVERSED" in r.stdout and "reversed: r_knee" in r.stdout
-    offsets, signs, data = calibration_io.load(cal, model, UID)
+    offsets, signs, data = calibration_files.load(cal, model, UID)
     assert signs[rev] == -1 and (signs[np.arange(model.n) != rev] == 1).all()
     r = run("calibrate", "--robot", "humanoid17", "--port", emu.path, "--method", "reference", "--yes",
             "--headless", "--out", str(cal))
     assert r.returncode == 0, r.stdout + r.stderr
-    offsets, signs, data = calibration_io.load(cal, model, UID)
+    offsets, signs, data = calibration_files.load(cal, model, UID)
     err = np.abs(np.degrees(offsets) - hidden)
     print("offset errors (deg):", np.round(err, 4))
     assert err.max() < 0.05, err
@@ -74,7 +74,7 @@ def test_bad_calibration_files_keep_the_robot_disabled(miscalibrated, tmp_path):
             "--duration", "2", "--enable")
     assert r.returncode == 2 and "corrupt" in r.stderr, r.stdout + r.stderr  # refused before anything ran
     other = tmp_path / "other.toml"
-    calibration_io.save(other, model, "FFFFFFFFFFFFFFFFFFFFFFFF", "reference", np.zeros(model.n), np.ones(model.n))
+    calibration_files.save(other, model, "FFFFFFFFFFFFFFFFFFFFFFFF", "reference", np.zeros(model.n), np.ones(model.n))
     r = run("run", "--robot", "humanoid17", "--port", emu.path, "--calibration", str(other), "--headless",
             "--duration", "2", "--enable")
     assert r.returncode == 2 and "belongs to board 'FFFFFFFFFFFFFFFFFFFFFFFF'" in r.stderr, r.stdout + r.stderr
@@ -88,17 +88,17 @@ def test_bad_calibration_files_keep_the_robot_disabled(miscalibrated, tmp_path):
 def test_calibration_file_validation(tmp_path):
     model = robots.load("humanoid17")
     p = tmp_path / "c.toml"
-    calibration_io.save(p, model, UID, "reference", np.radians(np.full(model.n, 1.5)), np.ones(model.n))
-    off, sign, _ = calibration_io.load(p, model, UID)
+    calibration_files.save(p, model, UID, "reference", np.radians(np.full(model.n, 1.5)), np.ones(model.n))
+    off, sign, _ = calibration_files.load(p, model, UID)
     assert np.allclose(np.degrees(off), 1.5)
     with pytest.raises(ConfigError, match="for robot 'humanoid17', not 'puma560'"):
-        calibration_io.load(p, robots.load("puma560"))
+        calibration_files.load(p, robots.load("puma560"))
     p.write_text(p.read_text().replace("sign = 1", "sign = 3", 1))
     with pytest.raises(ConfigError, match="out of range"):
-        calibration_io.load(p, model)
+        calibration_files.load(p, model)
     p.write_text("format_version = 2\n")
     with pytest.raises(ConfigError, match="format_version"):
-        calibration_io.load(p, model)
+        calibration_files.load(p, model)
 
 
 # ---------------------------------------------------------------------------- PUMA pose fit
@@ -231,12 +231,12 @@ def test_reference_with_out_keeps_the_boards_saved_directions(miscalibrated, tmp
 
     signs = np.ones(model.n)
     signs[rev] = -1  # as `--method directions` saved them for this board
-    calibration_io.save(env_dir / f"{UID}.toml", model, UID, "directions", np.zeros(model.n), signs)
+    calibration_files.save(env_dir / f"{UID}.toml", model, UID, "directions", np.zeros(model.n), signs)
     new = tmp_path / "new.toml"
     r = cal("--method", "reference", "--out", str(new))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "keeping the board's saved directions" in r.stdout, r.stdout
-    _, signs, _ = calibration_io.load(new, model, UID)
+    _, signs, _ = calibration_files.load(new, model, UID)
     assert signs[rev] == -1
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import hil.robots as robots
 from firmware_protocol.link import Link
-from hil.emulation import emulator_args
+from hil.emulator_launch import emulator_args
 from hil.runtime import cpu_idle
 from hil.runtime.shared import LoopClient, runtime_dir
 from tests.conftest import wait_for
@@ -269,7 +269,7 @@ def test_the_shared_block_lives_in_a_private_folder_and_links_are_not_followed(t
 
 def test_trajectory_balance_claims_are_checked(tmp_path):
     from hil.errors import InputError
-    from hil.runtime.motion import make_motion
+    from hil.runtime.motion_sources import make_motion
 
     model = robots.load("humanoid17")
     t = np.arange(0, 2, 0.005)

@@ -121,7 +121,7 @@ def test_the_port_check_times_round_trips_and_names_a_slow_adapter(emulator, tmp
     """The built-in emulator answers within a few ms; one that holds each reply 16 ms (an FTDI chip
     at its default latency timer) is named with the fix, as `hil run` names it."""
     from hil import robots
-    from hil.emulation import emulator_args
+    from hil.emulator_launch import emulator_args
 
     out_json = tmp_path / "rt.json"
     r = subprocess.run(HIL + ["rt-check", "--seconds", "0.3", "--dry-run", "--json", str(out_json)],

@@ -202,7 +202,7 @@ def test_estop_stops_motion_within_a_cycle(tmp_path):
 
 def test_killed_board_is_reported_and_the_loop_stops_cleanly(emulator, tmp_path):
     model = robots.load("puma560")
-    from hil.emulation import emulator_args
+    from hil.emulator_launch import emulator_args
     emu = emulator(*emulator_args(model))
     rec = tmp_path / "killed.npy"
     proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--duration", "20", "--enable",
@@ -222,7 +222,7 @@ def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
     # an adapter that holds every reply 16 ms (an FTDI chip at its default latency timer) is
     # measured and named before the loop starts; the same board without the delay is not
     model = robots.load("puma560")
-    from hil.emulation import emulator_args
+    from hil.emulator_launch import emulator_args
     results = {}
     for latency in (16.0, None):
         emu = emulator(*emulator_args(model, latency_ms=latency))

@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 import hil.robots as robots
 from calibration import procedures
-from hil import calibration_io
+from hil import calibration_files
 from hil.cli.common import floats
 from hil.errors import HilError
 from hil.inputs import number
 from hil.motion import gcode
 from hil.motion.keyframes import load_motion
-from hil.runtime.motion import make_motion
+from hil.runtime.motion_sources import make_motion
 from hil.runtime.recorder import load_recording
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -96,7 +96,7 @@ def test_calibration_joint_tables_of_any_shape(joints):
         for k, v in joints.items())
     path = written(body.replace("NaN", "nan").replace("Infinity", "inf").encode(), ".toml")
     try:
-        refused_cleanly(calibration_io.load, path, HUMANOID)
+        refused_cleanly(calibration_files.load, path, HUMANOID)
     finally:
         os.unlink(path)
 
@@ -125,7 +125,7 @@ def test_a_valid_npy_that_is_not_a_recording_is_refused(tmp_path):
             load_recording(str(tmp_path / "x.npy"))
 
 
-FILE_READERS = {"calibration": (".toml", lambda path: calibration_io.load(path, HUMANOID)),
+FILE_READERS = {"calibration": (".toml", lambda path: calibration_files.load(path, HUMANOID)),
                 "pose": (".csv", lambda path: procedures.load_pose_file(path, 6)),
                 "robot": (".toml", robots.load)}
 

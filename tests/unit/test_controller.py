@@ -10,7 +10,7 @@ import pytest
 import hil.robots as robots
 from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import Action, Activity, Ev, Mode
-from hil.runtime.motion import Demo, Jog
+from hil.runtime.motion_sources import Demo, Jog
 from hil.safety import SafetyChecker
 
 T = 0.002

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = [
     ("hil._jit", "hil.errors", "hil.inputs"),
     ("hil.kinematics", "hil.robots"),
-    ("hil.motion", "hil.safety", "hil.emulation", "hil.calibration_io", "hil.board_config", "hil.warmup",
+    ("hil.motion", "hil.safety", "hil.emulator_launch", "hil.calibration_files", "hil.board_config", "hil.warmup",
      "hil.remote.session"),
     ("hil.runtime",),
     ("calibration", "twin", "hil.export", "hil.remote"),

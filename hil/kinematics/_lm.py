@@ -116,7 +116,7 @@ def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, 
         pry = poses[rf, 1, 3]
         prz = poses[rf, 2, 3]
         # In the base frame, a full pose task's six rows are its frame's Jacobian and a centre-of-mass
-        # task's x y z rows the COM Jacobian: written in place, not copied (2–5 % of a humanoid solve)
+        # task's x y z rows the COM Jacobian: written in place, not copied (a copy per task and iteration)
         xyz = tasks[t, T_MASK] != 0.0 and tasks[t, T_MASK + 1] != 0.0 and tasks[t, T_MASK + 2] != 0.0
         if f >= 0:
             in_place = (rf == 0 and xyz and tasks[t, T_MASK + 3] != 0.0 and tasks[t, T_MASK + 4] != 0.0
@@ -552,7 +552,7 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
                     # saving on the humanoid's soles + COM problem); each entry sums over the task's
                     # rows and is stored once, not once per row, and for the usual 6- and 3-row tasks
                     # the sum is written out so that the compiler vectorises over the columns b
-                    # (2.5–3 % of a humanoid solve; a loop over the rows instead made it 4 % slower)
+                    # (a loop over the rows does not vectorise)
                     for a in range(n):
                         g[a] = 0.0
                         for b in range(a + 1):

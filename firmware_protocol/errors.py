@@ -1,7 +1,7 @@
 """Errors of the wire protocol and the serial link (no dependency on `hil`).
 
-This package has its own root, `ProtocolLibError`, and imports nothing of hil; hil catches it
-where it meets the link (the loop's entry and the CLI's `main`) beside its own `HilError`.
+This package has its own root, `ProtocolLibError`, and imports nothing of hil; `hil.errors.EXPECTED`
+names it beside hil's own `HilError`, and hil reports both the same way.
 """
 
 from __future__ import annotations

@@ -2,10 +2,14 @@
 
 `HilError` is the base. Mistakes of the caller (bad arguments, bad files) are
 `ValueError`s as well; failures of the device or the link are `OSError`s as
-well, so code that already catches those keeps working.
+well, so code that already catches those keeps working. The wire-protocol package keeps its own
+root (`ProtocolLibError`: it imports nothing of hil); `EXPECTED` names both, and `message` words
+either for a user — the two places that report errors (the CLI's `main`, the loop's entry) use them.
 """
 
 from __future__ import annotations
+
+from firmware_protocol.errors import ProtocolLibError
 
 
 class HilError(Exception):
@@ -22,3 +26,13 @@ class InputError(HilError, ValueError):
 
 class UnreachableError(HilError, ValueError):
     """A requested target cannot be reached; the message names the bound that failed."""
+
+
+EXPECTED = (HilError, ProtocolLibError)
+"""Failures a user can act on (bad input, a port that cannot be opened, a board that does not
+answer): reported by their message, never by a traceback."""
+
+
+def message(e: BaseException) -> str:
+    """An expected error's text for a user: an OSError's own words without "[Errno N]"."""
+    return e.strerror if isinstance(e, OSError) and e.strerror else str(e)

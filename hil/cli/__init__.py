@@ -12,11 +12,10 @@ import sys
 from typing import Sequence
 
 import hil
-from firmware_protocol.errors import ProtocolLibError
 from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, export_cmd, fk_cmd, path_cmd, play_cmd, ports_cmd, replay_cmd,
                      robots_cmd, rtcheck_cmd, run_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
 from hil.cli.common import HelpFormatter
-from hil.errors import HilError
+from hil.errors import EXPECTED, message
 from hil.runtime.process_life import exit_with_parent_from_env
 
 # in the order `hil --help` lists them
@@ -52,11 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             say_if_compiling()
         return int(args.func(args) or 0)
-    except (HilError, ProtocolLibError) as e:
-        # expected failures (bad input, a port that cannot be opened, a board that does not answer):
+    except EXPECTED as e:
         # their message names what and where, a traceback would only bury it
-        text = e.strerror if isinstance(e, OSError) and e.strerror else e  # without "[Errno 2]"
-        print(f"hil {args.command}: error: {text}", file=sys.stderr)
+        print(f"hil {args.command}: error: {message(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"hil {args.command}: interrupted", file=sys.stderr)

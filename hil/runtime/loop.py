@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
-from firmware_protocol.errors import LinkLostError, ProtocolLibError
+from firmware_protocol.errors import LinkLostError
 from hil import robots
-from hil.errors import HilError
+from hil.errors import EXPECTED, HilError, message
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
 from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING, Action, Ev)
@@ -113,10 +113,9 @@ def run_loop(cfg: LoopConfig) -> int:
         return loop.run()
     except BaseException as e:  # report anything, then fail
         shared.ctrl[C_STATUS] = LoopStatus.FAILED
-        if isinstance(e, (HilError, ProtocolLibError)):
-            # an expected failure (a port that cannot be opened, a board that does not answer): its
-            # message says what and what to do; the supervisor prints it once, at the end
-            shared.set_event(ERROR_PREFIX + (e.strerror if isinstance(e, OSError) and e.strerror else str(e)))
+        if isinstance(e, EXPECTED):
+            # its message says what and what to do; the supervisor prints it once, at the end
+            shared.set_event(ERROR_PREFIX + message(e))
         elif not isinstance(e, SystemExit):
             shared.set_event(ERROR_PREFIX + f"the loop failed: {e!r} (a bug: please report it with the traceback)")
             traceback.print_exc()

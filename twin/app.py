@@ -53,7 +53,7 @@ class TwinApp:
         self.workpiece = workpiece
         self.title = title
         self.cam = default_camera(model)
-        self.humanoid = "l_sole" in model.frame_names and "r_sole" in model.frame_names
+        self.humanoid = model.kind == "humanoid"   # (its data file says so; a humanoid has l_sole and r_sole)
         self.base = None
         if self.humanoid:
             from hil.kinematics.floating import FloatingBase

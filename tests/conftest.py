@@ -172,3 +172,12 @@ def xdisplay():
             os.environ.pop("DISPLAY", None)
         else:
             os.environ["DISPLAY"] = old
+
+
+def played_motion(path: str, model):
+    """A keyframe motion as the loop plays it: slowed as `make_motion` slows it to keep the joints'
+    speed and acceleration limits (keyframe times scaled)."""
+    from hil.motion.keyframes import load_motion
+    from hil.runtime.motion_sources import make_motion
+
+    return load_motion(path, model).time_scaled(make_motion(path, model).time_scale)

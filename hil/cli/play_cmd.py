@@ -41,6 +41,8 @@ def run(args) -> int:
         reasons = checker.explain(int(flags[bad_row]), motion.q[bad_row])
         raise UnreachableError(f"{args.file}: refused before any motion: at t = {motion.t[bad_row]:.3f} s "
                                f"(sample {bad_row}): " + "; ".join(reasons))
+    if getattr(motion, "note", ""):
+        print(f"{args.file}: {motion.note}")
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
     if not (args.dry_run or args.port):
         return 0

@@ -76,5 +76,7 @@ def run(args) -> int:
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:
-        make_motion(args.motion, model)  # a bad motion file is refused before anything starts
+        motion = make_motion(args.motion, model)  # a bad motion file is refused before anything starts
+        if getattr(motion, "note", ""):
+            print(f"{args.motion}: {motion.note}")
     return supervisor.run(req)

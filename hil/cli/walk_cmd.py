@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -10,6 +11,7 @@ import numpy as np
 from hil.cli.common import add_command, add_run_target, run_planned, trajectory_out
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, writable_file
+from hil.motion.limits import check_limits
 
 
 def register(sub) -> None:
@@ -67,6 +69,18 @@ def run(args) -> int:
                                 turn_deg=args.turn, period=args.period, lift=args.lift,
                                 knee_stretched=args.knee_stretched, rate_hz=rate)
     res = walking.generate(model, params, _progress_printer())
+    for _ in range(3):   # slower until the joints' speed and acceleration limits hold
+        report = check_limits(model, res.t, res.q)
+        if report.time_scale <= 1.0:
+            break
+        params = dataclasses.replace(params, period=params.period * report.time_scale * 1.02)
+        print(f"walk: {report.worst}: planned again with a {params.period:.2f} s step period")
+        res = walking.generate(model, params, _progress_printer())
+    else:
+        report = check_limits(model, res.t, res.q)
+        if report.time_scale > 1.0:
+            raise UnreachableError(f"walk: refused: the joints cannot follow it ({report.worst}); try a shorter "
+                                   "stride or a longer --period")
     print(res.summary())
     k = int(np.argmin(np.nan_to_num(res.margin, nan=-np.inf)))
     if not res.margin[k] > 0:

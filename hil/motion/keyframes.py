@@ -100,6 +100,11 @@ class KeyframeMotion:
         if res.slide > 0.002:
             raise ConfigError(f"{self.name}: a foot on the ground slides {1e3 * res.slide:.1f} mm")
 
+    def time_scaled(self, k: float) -> "KeyframeMotion":
+        """The same motion k times slower (every keyframe's time × k)."""
+        frames = [Keyframe(f.time_s * k, f.q.copy(), f.support) for f in self.keyframes]
+        return KeyframeMotion(self.name, self.robot, self.interpolation, frames, self.q_start.copy(), self.dynamic)
+
     def support_at(self, t: float) -> str | None:
         for k in self.keyframes:
             if t <= k.time_s:

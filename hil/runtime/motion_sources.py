@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from hil.errors import InputError
+from hil.motion.limits import check_limits
 
 
 class MotionSource:
@@ -110,6 +111,8 @@ class Trajectory(MotionSource):
         self.duration = float(self.t[-1])
         self.name = name
         self.support: np.ndarray | None = None   # per sample 0 both, 1 left, 2 right (a walk's)
+        self.note = ""                          # what was done to it to make it followable (said at start)
+        self.time_scale = 1.0                   # how much slower than written it runs (keyframe motions)
 
     @classmethod
     def load(cls, path: str, model=None) -> "Trajectory":
@@ -190,6 +193,10 @@ def make_motion(spec: str | None, model) -> MotionSource:
         traj = Trajectory.load(spec, model)
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
+        report = check_limits(model, traj.t, traj.q)
+        if report.first_over_t is not None:   # samples at given times: not ours to slow down
+            raise InputError(f"{spec}: refused: from t = {report.first_over_t:.3f} s the joints go faster "
+                             f"than their limits; worst: {report.worst}. Plan it slower")
         return traj
     if spec.endswith((".toml", ".json")):
         from hil.motion.keyframes import load_motion
@@ -197,7 +204,15 @@ def make_motion(spec: str | None, model) -> MotionSource:
         motion = load_motion(spec, model)
         rate = float(model.meta.get("default_rate_hz", 200))
         t, q = motion.trajectory(rate)
+        report = check_limits(model, t, q)
+        note, k = "", 1.0
+        if report.time_scale > 1.0:   # slower until the joints' speed and acceleration limits hold
+            k = report.time_scale * 1.01
+            motion = motion.time_scaled(k)
+            t, q = motion.trajectory(rate)
+            note = f"slowed to {100 / k:.0f} % of its written speed: {report.worst}"
         traj = Trajectory(t, q, name=motion.name)
+        traj.note, traj.time_scale = note, k
         code = {"both": 0, "left": 1, "right": 2}
         traj.support = np.array([code.get(motion.support_at(x) or "", 3) for x in t], dtype=np.int64)
         if motion.dynamic:

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from hil import board_config, robots
-from hil.motion.keyframes import load_motion
 from hil.runtime.recorder import load_recording
-from tests.conftest import bus_emulator
+from tests.conftest import bus_emulator, played_motion
 
 pytestmark = pytest.mark.slow
 HIL = [sys.executable, "-m", "hil.cli"]
@@ -31,7 +30,7 @@ def test_a_motion_plays_to_the_end_on_each_bus(tmp_path, bus):
     assert "motion 'wave' done" in r.stdout and f"{bus} at " in r.stdout    # the bus's cycle is said at start
     data, meta = load_recording(str(rec))
     assert meta["position_estimated"] is (bus in ("ssc32", "maestro"))
-    motion = load_motion("examples/wave.toml", MODEL)
+    motion = played_motion("examples/wave.toml", MODEL)
     running = np.flatnonzero(data["loop_flags"] & 4)
     t0 = data["t"][running[0]]
     config = board_config.shipped(MODEL, bus)

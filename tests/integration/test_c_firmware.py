@@ -20,7 +20,7 @@ from firmware_protocol.frame import FrameDecoder, encode_frame
 from firmware_protocol.link import Link
 from hil.emulator_launch import C_SOURCES, c_build_dir, c_emulator_binary
 
-from tests.conftest import HAVE_C_TOOLS
+from tests.conftest import HAVE_C_TOOLS, played_motion
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not HAVE_C_TOOLS, reason="the C firmware's host build needs make and gcc "
@@ -222,7 +222,6 @@ def test_a_motion_plays_to_the_end_on_the_c_board(tmp_path):
     """`--dry-run --emulator c`: the whole run (loop, port process, twin-less) on the C firmware."""
     import sys
 
-    from hil.motion.keyframes import load_motion
     from hil.robots import load
     from hil.runtime.recorder import load_recording
 
@@ -233,7 +232,7 @@ def test_a_motion_plays_to_the_end_on_the_c_board(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "(the C firmware)" in r.stdout and "motion 'wave' done" in r.stdout
     data, _ = load_recording(str(rec))
-    motion = load_motion("examples/wave.toml", load("humanoid17"))
+    motion = played_motion("examples/wave.toml", load("humanoid17"))
     t0 = data["t"][np.flatnonzero(data["loop_flags"] & 4)[0]]
     for k in motion.keyframes[1:]:
         near = np.abs(data["t"] - (t0 + k.time_s)) < 0.1

@@ -16,7 +16,7 @@ import pytest
 import hil.robots as robots
 from hil.runtime import cpu_idle
 from hil.runtime.shared import LoopClient, progress_text
-from tests.conftest import wait_for
+from tests.conftest import played_motion, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -270,7 +270,6 @@ def test_sigint_leaves_a_complete_recording(tmp_path):
 
 def test_play_runs_a_motion_file_through_the_loop(tmp_path):
     import hil.robots as R
-    from hil.motion.keyframes import load_motion
 
     rec = tmp_path / "wave.npy"
     r = subprocess.run(HIL + ["play", "examples/wave.toml", "--robot", "humanoid17", "--dry-run", "--headless",
@@ -278,7 +277,7 @@ def test_play_runs_a_motion_file_through_the_loop(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "motion 'wave' done" in r.stdout
     model = R.load("humanoid17")
-    motion = load_motion("examples/wave.toml", model)
+    motion = played_motion("examples/wave.toml", model)
     data = np.load(rec)
     running = np.flatnonzero(data["loop_flags"] & 4)
     t0 = data["t"][running[0]]

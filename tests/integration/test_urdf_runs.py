@@ -10,8 +10,9 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import played_motion
+
 from hil import robots
-from hil.motion.keyframes import load_motion
 from hil.robots import urdf
 from hil.runtime.recorder import load_recording
 
@@ -38,7 +39,7 @@ def test_so101_plays_its_example_to_the_end(tmp_path, bus):
     assert "connected: SERVOS" in r.stdout and ((bus is None) or "feetech at 1 Mbaud: 6 servos" in r.stdout)
     data, meta = load_recording(str(rec))
     assert meta["joints"] == list(model.joint_names)
-    motion = load_motion("examples/so101_pick.toml", model)
+    motion = played_motion("examples/so101_pick.toml", model)
     running = np.flatnonzero(data["loop_flags"] & 4)
     t0 = data["t"][running[0]]
     for k in motion.keyframes[1:]:

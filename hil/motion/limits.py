@@ -1,0 +1,57 @@
+"""A planned motion against the joints' speed and acceleration limits, sample by sample: what a
+robot can follow. Walks, keyframe motions and trajectories are checked with it before they run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LimitReport:
+    speed_ratio: float        # the largest |q̇| / limit over joints and samples
+    accel_ratio: float        # the largest |q̈| / limit
+    worst: str                # that sample in words (joint, value, limit, time)
+    first_over_t: float | None   # the time of the first sample over either limit, or None
+
+    @property
+    def time_scale(self) -> float:
+        """How much slower the motion must run to stay within both limits (1: as it is):
+        speeds scale with 1/k, accelerations with 1/k²."""
+        return max(1.0, self.speed_ratio, math.sqrt(self.accel_ratio))
+
+
+def check_limits(model, t: np.ndarray, Q: np.ndarray) -> LimitReport:
+    """Speeds and accelerations of the samples Q (N, n) at times t (N,): the finest differences the
+    samples allow (neighbours only: a wider stencil would average a sharp turn away)."""
+    t = np.asarray(t, float)
+    Q = np.asarray(Q, float)
+    if len(t) < 3:
+        return LimitReport(0.0, 0.0, "", None)
+    h = np.diff(t)
+    if not np.all(h > 0):
+        keep = np.concatenate([[True], h > 0])   # repeated times (a keyframe on the last sample)
+        t, Q = t[keep], Q[keep]
+        h = np.diff(t)
+    if len(t) < 3:
+        return LimitReport(0.0, 0.0, "", None)
+    slope = np.diff(Q, axis=0) / h[:, None]                       # between samples
+    v = np.empty_like(Q)
+    v[1:-1] = 0.5 * (slope[1:] + slope[:-1])
+    v[0], v[-1] = slope[0], slope[-1]
+    a = np.zeros_like(Q)
+    a[1:-1] = 2.0 * (slope[1:] - slope[:-1]) / (h[1:] + h[:-1])[:, None]
+    rv = np.abs(v) / model.velocity_limit
+    ra = np.abs(a) / model.acceleration_limit
+    over = np.flatnonzero((rv > 1.0).any(axis=1) | (ra > 1.0).any(axis=1))
+    kv, jv = np.unravel_index(int(np.argmax(rv)), rv.shape)
+    ka, ja = np.unravel_index(int(np.argmax(ra)), ra.shape)
+    if ra[ka, ja] >= rv[kv, jv] ** 2:
+        worst = (f"{model.joint_names[ja]} {math.degrees(abs(a[ka, ja])):.0f} °/s² at t = {t[ka]:.3f} s "
+                 f"(limit {math.degrees(model.acceleration_limit[ja]):.0f} °/s²)")
+    else:
+        worst = (f"{model.joint_names[jv]} {math.degrees(abs(v[kv, jv])):.0f} °/s at t = {t[kv]:.3f} s "
+                 f"(limit {math.degrees(model.velocity_limit[jv]):.0f} °/s)")
+    return LimitReport(float(rv[kv, jv]), float(ra[ka, ja]), worst, float(t[over[0]]) if len(over) else None)

@@ -22,6 +22,7 @@ W, H = 1280, 720
 FOV = math.radians(75)
 PANEL_W = 410
 VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
+TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highlighted in the panel
 CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.6, target=(0.0, 0.25, -0.25)),
           "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
 
@@ -70,6 +71,9 @@ class TwinApp:
         self._last_jog = 0.0
         self._com_hist: list[tuple[float, np.ndarray]] = []
         self.messages: list[str] = []
+        self.q_target = None               # the loop's target (what its safety checks judged), when attached
+        self.safety_flags = 0
+        self._checker = None
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
@@ -147,13 +151,22 @@ class TwinApp:
                 dpg.add_button(label="Cancel", callback=lambda *a: dpg.configure_item("confirm", show=False))
         dpg.add_text("", tag="status", wrap=PANEL_W - 20)
         dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120))
+        dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3])
+        with dpg.group(horizontal=True):   # the legend: what each colour in the 3D view is
+            for text, color in (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
+                                ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING)):
+                dpg.add_text(text, color=color[:3])
+        dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):
+                dpg.add_text("measured   commanded (drag to jog)", color=(160, 160, 170))
                 for i, name in enumerate(m.joint_names):
-                    dpg.add_slider_float(label=name, tag=f"slider{i}", width=230,
-                                         min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
-                                         default_value=math.degrees(m.home[i]), format="%.1f°",
-                                         callback=self._on_slider)
+                    with dpg.group(horizontal=True):
+                        dpg.add_text(f"{math.degrees(m.home[i]):+7.1f}°", tag=f"meas{i}")
+                        dpg.add_slider_float(label=name, tag=f"slider{i}", width=200,
+                                             min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
+                                             default_value=math.degrees(m.home[i]), format="%.1f°",
+                                             callback=self._on_slider)
             with dpg.tab(label="Cartesian"):
                 frames = [m.tool_frame] if not self.humanoid else [
                     f for f in ("l_hand", "r_hand", "l_sole", "r_sole") if f in m.frame_names]
@@ -341,6 +354,37 @@ class TwinApp:
         for i in range(self.model.n):
             if dpg.does_item_exist(f"slider{i}"):
                 dpg.set_value(f"slider{i}", math.degrees(self.q_cmd[i]))
+        self._show_measured()
+
+    def _show_measured(self) -> None:
+        """Each joint's measured angle beside its commanded slider; off by more than the tolerance: coloured."""
+        import dearpygui.dearpygui as dpg
+
+        for i in range(self.model.n):
+            if dpg.does_item_exist(f"meas{i}"):
+                off = abs(self.q_meas[i] - self.q_cmd[i]) > TRACK_TOLERANCE
+                dpg.set_value(f"meas{i}", f"{math.degrees(self.q_meas[i]):+7.1f}°")
+                dpg.configure_item(f"meas{i}", color=S.DIFFERS if off else (230, 230, 230))
+
+    def _colliding_links(self) -> set[int]:
+        """The links the safety checks find in collision — the loop's target when the loop flags a
+        collision, the shown pose without a loop — and the last reason in the panel."""
+        import dearpygui.dearpygui as dpg
+
+        from hil.safety import COLLISION, SafetyChecker
+
+        if self.client is not None:
+            q = self.q_target if self.safety_flags & COLLISION and self.q_target is not None else None
+        else:
+            q = self.q_meas
+        if q is None:
+            return set()
+        if self._checker is None:
+            self._checker = SafetyChecker(self.model)
+        links, reason = self._checker.colliding_links(q)
+        if reason:
+            dpg.set_value("safety_reason", f"safety: {reason}")
+        return links
 
     def _limit_color(self, i: int, q: np.ndarray):
         m = self.model
@@ -371,6 +415,9 @@ class TwinApp:
             self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
         for i in range(m.n):
             self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
+        self.meas.set_link_color(-1, S.MEASURED)
+        for link in self._colliding_links():
+            self.meas.set_link_color(link, S.COLLIDING)
         if self.base is not None:
             self._ground_marks(Tw)
 
@@ -433,6 +480,12 @@ class TwinApp:
             return
         self.q_meas = s.q_meas
         self.q_cmd = s.q_cmd
+        self.q_target = s.q_target
+        self.safety_flags = int(s.safety_flags)
+        self._show_measured()
+        if self.safety_flags:   # the last reason stays shown until another one comes
+            from hil.safety import flag_names as names
+            dpg.set_value("safety_reason", "safety: " + ", ".join(names(self.safety_flags)))
         t = s.t
         self.history.append((t, s.q_cmd.copy(), s.q_meas.copy()))
         self.history = [h for h in self.history if t - h[0] <= 5.0]

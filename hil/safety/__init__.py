@@ -156,6 +156,17 @@ class SafetyChecker:
                               self.model.upper, self.poses, self.wpts, self.info, self.scratch, flags)
         return int(first), flags
 
+    def colliding_links(self, q) -> tuple[set[int], str]:
+        """The two links (−1: the base) whose shapes come closest in pose q when they touch, and
+        the sentence saying so; (empty, "") when nothing collides."""
+        verdict = self.check(q)
+        if not verdict.flags & COLLISION:
+            return set(), ""
+        p = int(self.info[SK.I_PAIR])
+        a, b = self.pairs[p] if p >= 0 else (0, 0)
+        reason = next((r for r in verdict.reasons if r.startswith("self-collision")), "self-collision")
+        return {int(self.caps[a, 0]), int(self.caps[b, 0])}, reason
+
     def explain(self, flags: int, q: np.ndarray | None = None) -> list[str]:
         """Sentences for the flags; with q, recomputes the details (pair, bound, margin)."""
         m = self.model

@@ -260,3 +260,45 @@ def test_a_urdf_robot_s_dry_run_is_drawn_live_by_the_twin(xdisplay, tmp_path):
     # far from the home pose, so the hits above are the loop's pose and not the power-on one
     tip = "gripper_frame_link"
     assert np.linalg.norm(m.fk_frame(q, tip)[:3, 3] - m.fk_frame(m.home, tip)[:3, 3]) > 0.05
+
+
+COLLIDING_POSE = [0.0, -7.9, -6.0, -1.9, 0.0, 0.0, -7.9, -6.0, -1.9, 0.0, 0.0, 8.0, 15.0, -15.4, -8.5, 42.9, 0.0]
+
+
+def panel_pixels(img, color, tol=30):
+    """How many pixels of the side panel are `color`."""
+    from twin import app as A
+
+    panel = img[:, A.VIEW_W + 20:, :3].astype(int)
+    return int((np.abs(panel - np.array(color[:3])).max(axis=2) <= tol).sum())
+
+
+def test_measured_and_commanded_side_by_side_off_ones_highlighted(xdisplay, tmp_path):
+    from twin import scene as S
+
+    m = robots.load("humanoid17")
+    home = np.degrees(m.home)
+    cmd = home.copy()
+    cmd[m.joint_index("r_elbow")] += 25.0           # the ghost is 25° ahead of the measured elbow
+    off = shot(tmp_path, "humanoid17", list(home), list(cmd), name="off.png")
+    same = shot(tmp_path, "humanoid17", list(home), list(home), name="same.png")
+    assert panel_pixels(off, S.DIFFERS) > 40
+    assert panel_pixels(same, S.DIFFERS) == 0
+
+
+def test_a_collision_is_coloured_in_the_view_and_said_in_the_panel(xdisplay, tmp_path):
+    from hil.kinematics.floating import FloatingBase
+    from twin import scene as S
+
+    m = robots.load("humanoid17")
+    hit = shot(tmp_path, "humanoid17", COLLIDING_POSE, name="hit.png")
+    clear_pose = list(COLLIDING_POSE)
+    clear_pose[m.joint_index("r_shoulder_roll")] = 30.0   # the arm away from the body
+    clear = shot(tmp_path, "humanoid17", clear_pose, name="clear.png")
+    px = projector("humanoid17")
+    for pose, img, color in ((COLLIDING_POSE, hit, S.COLLIDING), (clear_pose, clear, S.MEASURED)):
+        q = np.radians(pose)
+        torso = FloatingBase(m, "l_sole", q).frame_pose(q, "body") @ [0.027, 0, 0.06, 1]
+        assert near(img, px(torso[:3]), color), color
+    # the reason in words (and the legend's word "collision", in both)
+    assert panel_pixels(hit, S.COLLIDING) > panel_pixels(clear, S.COLLIDING) + 100

@@ -71,6 +71,7 @@ class TwinApp:
         self._last_jog = 0.0
         self._com_hist: list[tuple[float, np.ndarray]] = []
         self.messages: list[str] = []
+        self.show_frames = False           # a small x y z frame on every link (seed 001's joint frames)
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
         self.safety_flags = 0
         self._checker = None
@@ -112,6 +113,10 @@ class TwinApp:
         self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost")
         self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev")
         self.prev.show(False)
+        size = 0.6 * grid_step(self.model)
+        for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
+            node = dpg.add_draw_node(parent="world", tag=f"jframe{i}", show=self.show_frames)
+            S.add_axes(node, size, 0.0, thickness=2)
         if self.humanoid:
             with dpg.draw_node(tag="ground_marks", parent="world"):
                 pass
@@ -156,7 +161,10 @@ class TwinApp:
             for text, color in (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
                                 ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING)):
                 dpg.add_text(text, color=color[:3])
-        dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
+        with dpg.group(horizontal=True):
+            dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
+            dpg.add_checkbox(label="joint frames (x red, y green, z blue)", tag="frames_box",
+                             default_value=self.show_frames, callback=lambda s, a: self.set_frames(a))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):
                 dpg.add_text("measured   commanded (drag to jog)", color=(160, 160, 170))
@@ -356,6 +364,16 @@ class TwinApp:
                 dpg.set_value(f"slider{i}", math.degrees(self.q_cmd[i]))
         self._show_measured()
 
+    def set_frames(self, visible: bool) -> None:
+        import dearpygui.dearpygui as dpg
+
+        self.show_frames = bool(visible)
+        for i in range(self.model.n):
+            if dpg.does_item_exist(f"jframe{i}"):
+                dpg.configure_item(f"jframe{i}", show=self.show_frames)
+        if dpg.does_item_exist("frames_box"):
+            dpg.set_value("frames_box", self.show_frames)
+
     def _show_measured(self) -> None:
         """Each joint's measured angle beside its commanded slider; off by more than the tolerance: coloured."""
         import dearpygui.dearpygui as dpg
@@ -416,6 +434,10 @@ class TwinApp:
         for i in range(m.n):
             self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
         self.meas.set_link_color(-1, S.MEASURED)
+        if self.show_frames:
+            for i in range(m.n):
+                T = Fm[1 + i] if Tw is None else Tw @ Fm[1 + i]
+                dpg.apply_transform(f"jframe{i}", S.mat(T))
         for link in self._colliding_links():
             self.meas.set_link_color(link, S.COLLIDING)
         if self.base is not None:

@@ -203,14 +203,17 @@ def add_grid(parent, half: float = 1.5, step: float = 0.25, z: float = 0.0, seg:
             x += seg
 
 
-def add_axes(parent, length: float = 0.2, z: float = 0.0) -> None:
+AXIS_COLORS = ((230, 60, 60, 255), (60, 210, 60, 255), (70, 110, 240, 255))   # x, y, z
+
+
+def add_axes(parent, length: float = 0.2, z: float = 0.0, thickness: float = 3) -> None:
     import dearpygui.dearpygui as dpg
 
-    for axis, color in ((0, (230, 60, 60, 255)), (1, (60, 210, 60, 255)), (2, (70, 110, 240, 255))):
+    for axis, color in enumerate(AXIS_COLORS):
         p = [0.0, 0.0, z]
         q = list(p)
         q[axis] += length
-        dpg.draw_line(p, q, color=color, thickness=3, parent=parent)
+        dpg.draw_line(p, q, color=color, thickness=thickness, parent=parent)
 
 
 def add_polyline(parent, points: np.ndarray, color, thickness: float = 2, max_seg: float = 0.05) -> list[int]:

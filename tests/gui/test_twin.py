@@ -302,3 +302,26 @@ def test_a_collision_is_coloured_in_the_view_and_said_in_the_panel(xdisplay, tmp
         assert near(img, px(torso[:3]), color), color
     # the reason in words (and the legend's word "collision", in both)
     assert panel_pixels(hit, S.COLLIDING) > panel_pixels(clear, S.COLLIDING) + 100
+
+
+def test_joint_frames_are_drawn_on_every_link_when_asked(xdisplay, tmp_path):
+    from twin import scene as S
+
+    plain = shot(tmp_path, "humanoid17", name="plain.png")
+    out = tmp_path / "frames.png"
+    r = subprocess.run(HIL + ["twin", "--screenshot", str(out), "--robot", "humanoid17", "--frames"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    framed = read_png(str(out))
+    m = robots.load("humanoid17")
+    from hil.kinematics.floating import FloatingBase
+
+    base = FloatingBase(m, "l_sole", m.home)
+    px = projector("humanoid17")
+    green = S.AXIS_COLORS[1]
+    # each link's y axis starts at its origin: there, green where frames are drawn, not without
+    hits = [near(framed, px(base.frame_pose(m.home, m.link_names[i])[:3, 3]), green, radius=4, tol=25)
+            for i in range(m.n)]
+    misses = [near(plain, px(base.frame_pose(m.home, m.link_names[i])[:3, 3]), green, radius=4, tol=25)
+              for i in range(m.n)]
+    assert sum(hits) >= 0.7 * m.n and sum(misses) <= 2, (sum(hits), sum(misses))

@@ -163,7 +163,7 @@ class TwinApp:
                 dpg.add_text(text, color=color[:3])
         with dpg.group(horizontal=True):
             dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
-            dpg.add_checkbox(label="joint frames (x red, y green, z blue)", tag="frames_box",
+            dpg.add_checkbox(label="joint frames (xyz: rgb)", tag="frames_box",
                              default_value=self.show_frames, callback=lambda s, a: self.set_frames(a))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):

@@ -132,8 +132,18 @@ def project(P: np.ndarray, V: np.ndarray, p, width: float, height: float) -> tup
     return width * ndc[0] + width / 2, -height * ndc[1] + height / 2
 
 
+LIGHT = np.array([0.35, -0.45, 0.82]) / np.linalg.norm([0.35, -0.45, 0.82])   # from above, front left
+SHADE = (0.84, 1.12)   # a face's brightness, turned away from the light … facing it
+
+
+def shaded(color, factor: float):
+    return tuple(min(255, int(round(c * factor))) for c in color[:3]) + tuple(color[3:])
+
+
 class RobotDrawing:
-    """One copy of the robot (solid or wireframe) as one draw node per link."""
+    """One copy of the robot (solid or wireframe) as one draw node per link. Solid faces are
+    shaded by how they face the light with the robot at home (painted on: the shade turns with
+    the link, which keeps depth readable at no cost per frame)."""
 
     def __init__(self, model, parent, color, solid: bool, tag_prefix: str) -> None:
         import dearpygui.dearpygui as dpg
@@ -141,20 +151,30 @@ class RobotDrawing:
         self.model = model
         self.nodes: dict[int, int] = {}
         self.items: dict[int, list[int]] = {}
+        self.shade: dict[int, list[float]] = {}
         self.solid = solid
         self.color = color
         links = sorted({s.link for s in model.shapes})
+        at_home = model.fk_frames(model.home)
         for link in links:
             node = dpg.add_draw_node(parent=parent, tag=f"{tag_prefix}_link{link}")
             self.nodes[link] = node
             self.items[link] = []
+            self.shade[link] = []
+            R = at_home[link + 1, :3, :3]
             for sh in model.shapes:
                 if sh.link != link:
                     continue
                 tris, edges = shape_mesh(sh, 8 if solid else 6)
                 if solid:
                     for a, b, c in tris:
-                        self.items[link].append(dpg.draw_triangle(list(a), list(b), list(c), color=color, fill=color,
+                        n = np.cross(np.asarray(b) - a, np.asarray(c) - a)
+                        norm = float(np.linalg.norm(n))
+                        lit = max(0.0, float((R @ n) @ LIGHT) / norm) if norm > 0 else 0.5
+                        f = SHADE[0] + (SHADE[1] - SHADE[0]) * lit
+                        col = shaded(color, f)
+                        self.shade[link].append(f)
+                        self.items[link].append(dpg.draw_triangle(list(a), list(b), list(c), color=col, fill=col,
                                                                   thickness=0, parent=node))
                 else:
                     for a, b in edges:
@@ -177,9 +197,10 @@ class RobotDrawing:
         if self.link_color.get(link) == color:
             return
         self.link_color[link] = color
-        for item in self.items.get(link, []):
+        for k, item in enumerate(self.items.get(link, [])):
             if self.solid:
-                dpg.configure_item(item, color=color, fill=color)
+                col = shaded(color, self.shade[link][k])
+                dpg.configure_item(item, color=col, fill=col)
             else:
                 dpg.configure_item(item, color=color)
 

@@ -325,3 +325,14 @@ def test_joint_frames_are_drawn_on_every_link_when_asked(xdisplay, tmp_path):
     misses = [near(plain, px(base.frame_pose(m.home, m.link_names[i])[:3, 3]), green, radius=4, tol=25)
               for i in range(m.n)]
     assert sum(hits) >= 0.7 * m.n and sum(misses) <= 2, (sum(hits), sum(misses))
+
+
+def test_solid_links_are_shaded_by_how_their_faces_meet_the_light(xdisplay, tmp_path):
+    from twin import app as A
+    from twin import scene as S
+
+    img = shot(tmp_path, "humanoid17")[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    body = np.abs(img - np.array(S.MEASURED[:3])).max(axis=2) <= 45
+    levels = img[body].sum(axis=1)
+    lo, hi = np.percentile(levels, [5, 95])
+    assert body.sum() > 2000 and hi - lo >= 25, (body.sum(), lo, hi)   # faces of several brightnesses

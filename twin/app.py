@@ -557,11 +557,13 @@ class TwinApp:
         total = 0
         last = t0
         count = 0
+        self.frame_times: list[float] = []   # s per frame: reading the loop, the scene and rendering
         while dpg.is_dearpygui_running():
             start = time.monotonic()
             self.poll_loop()
             self.update_scene()
             dpg.render_dearpygui_frame()
+            self.frame_times.append(time.monotonic() - start)
             self.frames += 1
             count += 1
             total += 1

@@ -19,6 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ghost-deg", type=float, nargs="+", metavar="DEG", help="commanded (ghost) pose for --screenshot")
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
     p.add_argument("--frames", action="store_true", help="show every link's frame (also a checkbox in the panel)")
+    p.add_argument("--frame-times", metavar="FILE.json", help="write each frame's time (s) at exit (benchmarks)")
     p.add_argument("--duration", type=float, help="close after this many seconds")
     p.add_argument("--max-fps", type=float, default=30.0, help="frame-rate cap (keeps a core free for the loop)")
     p.add_argument("--zenoh", nargs="?", const="", metavar="LOCATOR",
@@ -47,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
             pass
     if args.screenshot:
         writable_file(args.screenshot, "--screenshot")
+    if args.frame_times:
+        writable_file(args.frame_times, "--frame-times")
     if args.duration is not None:
         number(args.duration, "--duration", 0, 1e7, "s")
     number(args.max_fps, "--max-fps", 1, 1000)
@@ -115,6 +118,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         app.run(max_fps=args.max_fps, duration_s=args.duration)
     finally:
+        if args.frame_times:
+            import json
+
+            with open(args.frame_times, "w") as f:
+                json.dump(getattr(app, "frame_times", []), f)
         app.close()
         client.close()
     return 0

@@ -73,6 +73,7 @@ class TwinApp:
         self.messages: list[str] = []
         self.show_frames = False           # a small x y z frame on every link (seed 001's joint frames)
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
+        self.balance_flagged = False
         self.safety_flags = 0
         self._checker = None
 
@@ -384,24 +385,36 @@ class TwinApp:
                 dpg.set_value(f"meas{i}", f"{math.degrees(self.q_meas[i]):+7.1f}°")
                 dpg.configure_item(f"meas{i}", color=S.DIFFERS if off else (230, 230, 230))
 
-    def _colliding_links(self) -> set[int]:
-        """The links the safety checks find in collision — the loop's target when the loop flags a
-        collision, the shown pose without a loop — and the last reason in the panel."""
+    def _flagged_links(self) -> set[int]:
+        """Links to colour as the safety checks flag them — the two in a self-collision, the tool's
+        when it leaves the workspace — judged on the loop's target when the loop flags something,
+        on the shown pose without a loop; also whether balance is flagged (the support polygon turns
+        that colour) and the last reason in the panel."""
         import dearpygui.dearpygui as dpg
 
-        from hil.safety import COLLISION, SafetyChecker
+        from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker
 
-        if self.client is not None:
-            q = self.q_target if self.safety_flags & COLLISION and self.q_target is not None else None
-        else:
-            q = self.q_meas
-        if q is None:
-            return set()
         if self._checker is None:
             self._checker = SafetyChecker(self.model)
-        links, reason = self._checker.colliding_links(q)
-        if reason:
-            dpg.set_value("safety_reason", f"safety: {reason}")
+        if self.client is not None:
+            flags = self.safety_flags
+            q = self.q_target if flags & (COLLISION | WORKSPACE) and self.q_target is not None else None
+        else:
+            q = self.q_meas
+            flags = self._checker.check(q).flags
+            if flags:
+                dpg.set_value("safety_reason", "safety: " + "; ".join(self._checker.explain(flags, q)))
+        self.balance_flagged = bool(flags & BALANCE)
+        links: set[int] = set()
+        if q is None:
+            return links
+        if flags & COLLISION:
+            pair, reason = self._checker.colliding_links(q)
+            links |= pair
+            if reason and self.client is not None:
+                dpg.set_value("safety_reason", f"safety: {reason}")
+        if flags & WORKSPACE:
+            links.add(int(self.model.frame_link[self.model.frame_index(self.model.tool_frame)]))
         return links
 
     def _limit_color(self, i: int, q: np.ndarray):
@@ -438,7 +451,7 @@ class TwinApp:
             for i in range(m.n):
                 T = Fm[1 + i] if Tw is None else Tw @ Fm[1 + i]
                 dpg.apply_transform(f"jframe{i}", S.mat(T))
-        for link in self._colliding_links():
+        for link in self._flagged_links():
             self.meas.set_link_color(link, S.COLLIDING)
         if self.base is not None:
             self._ground_marks(Tw)
@@ -463,7 +476,8 @@ class TwinApp:
             order = np.argsort(np.arctan2(pts[:, 1] - c[1], pts[:, 0] - c[0]))
             ring = [list(pts[k]) + [0.001] for k in order]
             for a, b in zip(ring, ring[1:] + ring[:1]):
-                dpg.draw_line(a, b, color=(250, 250, 120, 255), thickness=2, parent="ground_marks")
+                dpg.draw_line(a, b, color=S.COLLIDING if self.balance_flagged else (250, 250, 120, 255),
+                              thickness=2, parent="ground_marks")
         com = Tw[:3, :3] @ m.com(self.q_meas) + Tw[:3, 3]
         now = time.monotonic()
         self._com_hist.append((now, com))

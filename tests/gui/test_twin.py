@@ -336,3 +336,28 @@ def test_solid_links_are_shaded_by_how_their_faces_meet_the_light(xdisplay, tmp_
     levels = img[body].sum(axis=1)
     lo, hi = np.percentile(levels, [5, 95])
     assert body.sum() > 2000 and hi - lo >= 25, (body.sum(), lo, hi)   # faces of several brightnesses
+
+
+def test_balance_and_workspace_are_coloured_in_the_view(xdisplay, tmp_path):
+    from twin import scene as S
+
+    m = robots.load("humanoid17")
+    leaning = list(np.degrees(m.home))
+    for j in ("l_hip_pitch", "r_hip_pitch"):
+        leaning[m.joint_index(j)] = -60.0          # the centre of mass far ahead of the feet
+    tipping = shot(tmp_path, "humanoid17", leaning, name="tipping.png")
+    standing = shot(tmp_path, "humanoid17", name="standing.png")
+    view = slice(PAD, PAD + 680)
+
+    def count(img, color):
+        return int((np.abs(img[view, view, :3].astype(int) - np.array(color[:3])).max(axis=2) <= 30).sum())
+
+    assert count(tipping, S.COLLIDING) > 30 and count(standing, S.COLLIDING) == 0   # the support polygon
+    puma = robots.load("puma560")
+    behind = [5.1, -193.7, 123.3, 107.5, 22.6, 222.0]   # the wrist behind the arm's workspace bound
+    img = shot(tmp_path, "puma560", behind, name="behind.png")
+    px = projector("puma560")
+    F = puma.fk_frames(np.radians(behind))
+    tool_link = int(puma.frame_link[puma.frame_index(puma.tool_frame)])
+    tip = F[1 + tool_link, :3, 3]
+    assert near(img, px(tip), S.COLLIDING, radius=6)

@@ -26,13 +26,18 @@ def cache_is_cold() -> bool:
     return not glob.glob(pattern)
 
 
-def say_if_compiling(out=sys.stdout) -> None:
+def warm_if_cold(out=sys.stdout) -> None:
+    """Before a command that starts the loop or plans: on a machine whose cache is cold, compile
+    here first (saying so), so that the loop, its port process and the planners then load the
+    compiled code instead of each compiling while the run's time passes."""
     if cache_is_cold():
         print(COMPILE_NOTE, file=out, flush=True)
+        compile_all()
 
 
 def compile_all(progress=None) -> float:
-    """Compile (or load) every kernel the loop, the planners and IK use, for both built-in robots;
+    """Compile (or load) every kernel the loop, the planners and IK use (compiled code depends on
+    the argument types, not on the robot: the two built-in robots cover every kernel's types);
     returns the seconds it took. `progress(text)` is told what is being compiled."""
     import numpy as np
 
@@ -42,7 +47,7 @@ def compile_all(progress=None) -> float:
 
     t0 = time.monotonic()
     say = progress or (lambda text: None)
-    for name in robots.available():
+    for name in ("puma560", "humanoid17"):
         m = robots.load(name)
         q = m.home.copy()
         say(f"{name}: kinematics")

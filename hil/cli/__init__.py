@@ -47,9 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command in COMPILING_COMMANDS:
-            from hil.warmup import say_if_compiling
+            from hil.warmup import warm_if_cold
 
-            say_if_compiling()
+            warm_if_cold()
         return int(args.func(args) or 0)
     except EXPECTED as e:
         # their message names what and where, a traceback would only bury it

@@ -32,13 +32,15 @@ def warm_if_cold(out=sys.stdout) -> None:
     compiled code instead of each compiling while the run's time passes."""
     if cache_is_cold():
         print(COMPILE_NOTE, file=out, flush=True)
-        compile_all()
+        compile_all(loop_only=True)
 
 
-def compile_all(progress=None) -> float:
+def compile_all(progress=None, loop_only: bool = False) -> float:
     """Compile (or load) every kernel the loop, the planners and IK use (compiled code depends on
     the argument types, not on the robot: the two built-in robots cover every kernel's types);
-    returns the seconds it took. `progress(text)` is told what is being compiled."""
+    returns the seconds it took. `progress(text)` is told what is being compiled. `loop_only`:
+    just what the loop and its safety checks run (the planners compile the rest where they run,
+    before a run starts)."""
     import numpy as np
 
     import hil.robots as robots
@@ -51,12 +53,15 @@ def compile_all(progress=None) -> float:
         m = robots.load(name)
         q = m.home.copy()
         say(f"{name}: kinematics")
-        m.fk(q), m.fk_frames(q), m.jacobian(q), m.com(q), m.com_jacobian(q), m.fk_batch(q[None, :])
+        m.fk(q), m.fk_frames(q), m.jacobian(q), m.com(q)
         say(f"{name}: safety checks")
         checker = SafetyChecker(m)
         checker.step(q, q.copy(), 0.002, 1.0, q.copy(), q.copy())
         checker.check(q)
         checker.check_path(np.repeat(q[None, :], 2, axis=0))
+        if loop_only:
+            continue
+        m.com_jacobian(q), m.fk_batch(q[None, :])
         say(f"{name}: inverse kinematics")
         ik_lm(m, [Task(m.tool_frame, m.fk(q))], q)
         if "dh" in m.meta:

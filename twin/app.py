@@ -462,8 +462,7 @@ class TwinApp:
 
         dpg.delete_item("ground_marks", children_only=True)
         m = self.model
-        foot = next((s for s in m.shapes if s.name == "l_foot"), None)
-        hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+        hl, hw = m.sole_half
         pts = []
         for sole in ("l_sole", "r_sole"):
             T = self.base.frame_pose(self.q_meas, sole)

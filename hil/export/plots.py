@@ -37,11 +37,7 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> bool:
     # quantisation (0.09° on a 12-bit servo), which it turns into metres
     Q = np.column_stack([np.interp(t, t_rec, data["q_cmd"][moving, j]) for j in range(model.n)])
     support = data["support"][moving][np.clip(np.searchsorted(t_rec, t, side="right") - 1, 0, len(t_rec) - 1)]
-    half = model.meta.get("sole_half_m")
-    if half is None:
-        foot = next((s for s in model.shapes if s.name == "l_foot" and s.kind == "box"), None)
-        half = sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02)
-    hl, hw = half
+    hl, hw = model.sole_half
     res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0, "run")
     corners = np.array([[-hl, -hw, 0, 1], [hl, -hw, 0, 1], [hl, hw, 0, 1], [-hl, hw, 0, 1], [-hl, -hw, 0, 1]])
     switches = np.flatnonzero(np.diff(support)) + 1

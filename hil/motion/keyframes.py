@@ -89,8 +89,7 @@ class KeyframeMotion:
         t, Q = self.trajectory(rate_hz)
         code = {"both": 0, "left": 1, "right": 2}
         support = np.array([code[self.support_at(x) or "both"] for x in t])
-        foot = next((s for s in model.shapes if s.name == "l_foot"), None)
-        hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+        hl, hw = model.sole_half
         res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0,
                          self.name)
         if res.margin.min() < 0:

@@ -217,8 +217,7 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     width = p.width if p.width is not None else float(np.linalg.norm(W_l[:3, 3] - W_r[:3, 3]))
     com0 = base.com(q0)
     zc = float(com0[2])
-    foot = next((s for s in model.shapes if s.name == "l_foot"), None)
-    hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+    hl, hw = model.sole_half
 
     # footsteps: (side, world pose). Forward, the right foot swings first; sideways, the foot on the
     # side of travel does and leads by one step (the stance opens, then the other foot closes it):

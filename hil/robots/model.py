@@ -446,6 +446,20 @@ class RobotModel:
         return str(self.meta.get("kind", "arm"))
 
     @property
+    def sole_half(self) -> tuple[float, float]:
+        """A humanoid's sole, half length and half width (m): measured from a URDF robot's feet, else
+        the two largest half extents of its `l_foot` box (default 45 × 20 mm): the support polygon
+        of the balance checks, the walk planner and the twin."""
+        if "sole_half_m" in self.meta:
+            hl, hw = self.meta["sole_half_m"]
+            return float(hl), float(hw)
+        foot = next((s for s in self.shapes if s.name == "l_foot" and s.kind == "box"), None)
+        if foot is None:
+            return 0.045, 0.02
+        hl, hw = sorted(foot.half, reverse=True)[:2]
+        return float(hl), float(hw)
+
+    @property
     def board(self) -> str | None:
         """The board kind its data file names (the emulator for --dry-run), or None."""
         b = self.meta.get("board")

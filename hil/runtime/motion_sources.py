@@ -170,8 +170,7 @@ def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: 
         raise InputError(f"{where}: a walk's samples must be evenly spaced in time")
     if model.kind != "humanoid":
         raise InputError(f"{where}: a walk's balance can only be checked for a humanoid ({model.name} is an {model.kind})")
-    foot = next((s for s in model.shapes if s.name == "l_foot"), None)
-    hl, hw = (sorted(foot.half, reverse=True)[:2] if foot is not None else (0.045, 0.02))
+    hl, hw = model.sole_half
     res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=1.0 / dt[0]), hl, hw, 0.0,
                      where)
     k = int(np.argmin(res.margin))

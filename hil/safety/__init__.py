@@ -103,10 +103,7 @@ class SafetyChecker:
         if balance is None:
             balance = model.kind == "humanoid"
         if balance:
-            foot = next((s for s in model.shapes if s.name == "l_foot" and s.kind == "box"), None)
-            half = sorted(foot.half, reverse=True) if foot is not None else [0.045, 0.02, 0.0]
-            if "sole_half_m" in meta:   # measured from the feet of a URDF robot
-                half = list(meta["sole_half_m"])
+            half = model.sole_half
             margin = float((meta.get("balance") or {}).get("margin_m", 0.0))
             self.bal[:] = [1.0, model.frame_index("l_sole"), model.frame_index("r_sole"), half[0], half[1],
                            margin, 0.003]

@@ -63,9 +63,15 @@ def _list_remote(locator: str | None, config: str | None) -> int:
     from hil.remote import session as Z
     from hil.remote.zenoh_client import robots_on
 
+    import time
+
     session = Z.open_session(Z.load_config(config, connect=locator))
     try:
-        found = robots_on(session, timeout_s=3.0)
+        # asked again until the time is up: a query sent before the peers have connected reaches no one
+        t_end = time.monotonic() + 5.0
+        found = robots_on(session, timeout_s=1.0)
+        while not found and time.monotonic() < t_end:
+            found = robots_on(session, timeout_s=1.0)
     finally:
         session.close()
     if not found:

@@ -49,9 +49,26 @@ def remote_run(tmp_path_factory):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     local = attach(proc, "puma560")
     assert local.wait(lambda s: s.enabled == 1.0, timeout_s=30)
+    assert wait_for(lambda: "zenoh bridge: hil/" in _said(proc), timeout_s=30), "the bridge did not start"
     yield proc, local, locator, client_cfg
     local.shutdown()
     finish(proc)
+
+
+_out: list[str] = []
+
+
+def _said(proc) -> str:
+    """What the run has printed so far (read without blocking)."""
+    import os
+    import select
+
+    while select.select([proc.stdout], [], [], 0)[0]:
+        chunk = os.read(proc.stdout.fileno(), 65536).decode(errors="replace")
+        if not chunk:
+            break
+        _out.append(chunk)
+    return "".join(_out)
 
 
 def client(remote_run):

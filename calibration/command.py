@@ -1,4 +1,8 @@
-"""`hil calibrate`: run a calibration procedure on a board and save the calibration file."""
+"""`hil calibrate`: run a calibration procedure on a board and save the calibration file.
+
+The library is imported inside the functions (lazily): `hil --help` imports this module to build
+its parser, and the runtime with its kernels would add a second to every command.
+"""
 
 from __future__ import annotations
 

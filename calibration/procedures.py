@@ -15,9 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.link import JointMap, Link
+from firmware_protocol.board_data import JointMap
+from firmware_protocol.link import Link
 from hil.errors import HilError, InputError
 from hil.inputs import read_text
+from hil.robots import dh_constant
+from hil.robots import load as load_robot
+from hil.robots.model import Joint, RobotModel
 
 
 @dataclass
@@ -205,9 +209,6 @@ def load_pose_file(path: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 def fit_poses(model, q_read: np.ndarray, p_meas: np.ndarray, fit_lengths: bool = False,
               tool: np.ndarray | None = None) -> PoseFitResult:
     """Levenberg–Marquardt fit of joint offsets (and optionally a2, d4) to measured tool points."""
-    from hil.robots import load as load_robot
-    from hil.robots.model import RobotModel  # noqa: F401 - for type readers
-
     n = model.n
     names = [f"offset {j}" for j in model.joint_names]
     if fit_lengths:
@@ -295,8 +296,6 @@ def _identifiability(J: np.ndarray, s2: float, rel_tol: float = 1e-8) -> tuple[n
 
 def _puma_with_lengths(model, dh, a2: float, d4: float):
     """The same PUMA with a2 and d4 replaced (for the length fit)."""
-    from hil.robots import dh_constant
-    from hil.robots.model import Joint, RobotModel
 
     a = np.array(dh["a"], float)
     d = np.array(dh["d"], float)

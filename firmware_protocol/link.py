@@ -21,164 +21,22 @@ signs). Nothing else applies them.
 from __future__ import annotations
 
 import errno
-import glob
-import os
 import random
-import select as _select
-import termios
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
-import serial
 import serial.tools.list_ports
 
 from firmware_protocol import messages as M
-from firmware_protocol.errors import (CommandRejectedError, DeviceError, HandshakeError, LinkLostError,
-                                      ReplyTimeoutError)
-from firmware_protocol.frame import FLAG_RETX, PROTOCOL_MAJOR, PROTOCOL_MINOR, FrameDecoder
+from firmware_protocol.board_data import BoardInfo, JointMap, LinkStats, StateSample
+from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError, ReplyTimeoutError
+from firmware_protocol.frame import FLAG_RETX, FrameDecoder
+from firmware_protocol.handshake import hello
+from firmware_protocol.replies import AwaitedReplies
+from firmware_protocol.serial_port import PORT_ERRORS, PortIO, list_ports, open_serial
 
-_IO_ERRORS = (OSError, termios.error, serial.SerialException)
-
-
-@dataclass(frozen=True)
-class BoardInfo:
-    """What the board said in the handshake, plus where it was found."""
-
-    port: str
-    kind: int
-    n_joints: int
-    firmware: str
-    uid: str
-    boot_id: int
-    schema_hash: int
-    capabilities: int
-    protocol: str
-    handshake_ms: float
-    usb_serial: str | None = None
-    low_latency: bool | None = None
-
-    @property
-    def kind_name(self) -> str:
-        try:
-            return M.BoardKind(self.kind).name
-        except ValueError:
-            return f"kind {self.kind}"
-
-
-@dataclass
-class JointMap:
-    """Board frame ↔ joint frame (radians). Measurements: q = sign · (b − offset); commands:
-    b = q + offset. `offset` is the board's zero error; `sign` −1 marks a joint whose measurement
-    runs against its command (a reversed encoder or a servo mounted the other way round)."""
-
-    offset: np.ndarray
-    sign: np.ndarray
-
-    @classmethod
-    def identity(cls, n: int) -> "JointMap":
-        return cls(np.zeros(n), np.ones(n))
-
-    def to_joint(self, b: np.ndarray) -> np.ndarray:
-        """A board reading (rad) as a joint angle."""
-        return self.sign * (b - self.offset)
-
-    def to_board(self, q: np.ndarray) -> np.ndarray:
-        """A joint target as the board's command (rad)."""
-        return q + self.offset
-
-    def reading(self, q: np.ndarray) -> np.ndarray:
-        """What the board reads with the joint at q: the inverse of `to_joint`."""
-        return self.sign * q + self.offset
-
-    def velocity_to_joint(self, v_board: np.ndarray) -> np.ndarray:
-        """A board velocity reading (rad/s) in the joint frame."""
-        return self.sign * v_board
-
-
-@dataclass(frozen=True, slots=True)
-class StateSample:
-    """One measured state, in the joint frame (radians, rad/s); `t_host` is time.monotonic() at
-    reception, `t_board_us` the board's sample instant."""
-
-    t_host: float
-    t_board_us: int
-    seq: int
-    echo_seq: int
-    state: int
-    faults: int
-    q: np.ndarray
-    qd: np.ndarray
-    current_mA: np.ndarray
-    jflags: np.ndarray
-    supply_mV: int
-
-
-@dataclass
-class LinkStats:
-    tx_frames: int = 0
-    tx_commands: int = 0
-    rx_states: int = 0
-    rx_frames: int = 0
-    seq_gaps: int = 0
-    board_resets: int = 0
-    retries: int = 0
-    tx_dropped: int = 0  # frames not sent because the port's buffer was full (non-threaded mode)
-    bad_states: int = 0  # STATEs that framed and passed the CRC but not validation (wrong joint count)
-    logs: deque = field(default_factory=lambda: deque(maxlen=50))
-
-
-def _is_url(port: str) -> bool:
-    return "://" in port
-
-
-def _holders(port: str) -> list[str]:
-    """Processes holding `port` open (Linux /proc), as 'name (pid)'."""
-    try:
-        target = os.path.realpath(port)
-    except OSError:
-        return []
-    out = []
-    for fd in glob.glob("/proc/[0-9]*/fd/*"):
-        try:
-            if os.readlink(fd) == target:
-                pid = fd.split("/")[2]
-                if int(pid) == os.getpid():
-                    continue
-                with open(f"/proc/{pid}/comm") as f:
-                    out.append(f"{f.read().strip()} ({pid})")
-        except OSError:
-            continue
-    return sorted(set(out))
-
-
-def open_serial(port: str, baud: int = 1_000_000, timeout_s: float = 0.005) -> serial.SerialBase:
-    """Open a port (device path or pyserial URL) exclusively, with errors that say what to do."""
-    try:
-        if _is_url(port):
-            ser = serial.serial_for_url(port, baudrate=baud, timeout=timeout_s)
-        else:
-            ser = serial.Serial(port, baudrate=baud, timeout=timeout_s, exclusive=True)
-    except serial.SerialException as e:
-        err = getattr(e, "errno", None)
-        text = str(e)
-        if err == errno.EACCES or "Permission denied" in text:
-            raise DeviceError(errno.EACCES,
-                              f"cannot open {port}: permission denied. Add yourself to the `dialout` group "
-                              "(sudo usermod -aG dialout $USER, then log in again) or install the udev rule "
-                              "from the README") from e
-        if err == errno.ENOENT or "No such file" in text or "could not open port" in text and "[Errno 2]" in text:
-            raise DeviceError(errno.ENOENT, f"cannot open {port}: no such port. Run `hil ports` to list serial "
-                                            "ports, or `hil run --dry-run` to use the built-in emulator") from e
-        if "exclusively lock" in text or err in (errno.EBUSY, errno.EAGAIN):
-            who = _holders(port)
-            held = f" (held by {', '.join(who)})" if who else ""
-            raise DeviceError(errno.EBUSY, f"cannot open {port}: the port is busy{held}. Close the other "
-                                           "program (or `hil` instance) using it") from e
-        raise DeviceError(err or errno.EIO, f"cannot open {port}: {text}") from e
-    return ser
+__all__ = ["BoardInfo", "JointMap", "Link", "LinkStats", "StateSample", "list_ports", "open_serial", "probe"]
 
 
 class Link:
@@ -196,15 +54,13 @@ class Link:
         self.stats = LinkStats()
         self.decoder = FrameDecoder()
         self.decode_stats = M.DecodeStats()
-        self._ser: serial.SerialBase | None = None
+        self._io: PortIO | None = None
         self._seq = random.randrange(0x10000)
-        self._wlock = threading.Lock()
         self._latest: StateSample | None = None
         self._lost: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._waiters: dict[tuple, list] = {}
-        self._wait_lock = threading.Lock()
+        self._replies = AwaitedReplies()
         self._last_rx = 0.0
         self._last_cmd_tx = 0.0
         self._last_hb_tx = 0.0
@@ -212,8 +68,6 @@ class Link:
         self._last_board_t = -1
         self._boot_id: int | None = None
         self._state_listeners: list = []
-        self._fd: int | None = None
-        self._tx_backlog = b""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -232,26 +86,19 @@ class Link:
     def open_port(self) -> bool | None:
         """Open the port alone (no handshake); whether it could be set to low-latency mode (None:
         the question does not apply)."""
-        self._ser = open_serial(self.port, self.baud)
-        low_latency = None
-        if hasattr(self._ser, "set_low_latency_mode") and not _is_url(self.port):
-            try:
-                self._ser.set_low_latency_mode(True)  # FTDI: 1 ms latency timer instead of 16 ms
-                low_latency = True
-            except (ValueError, OSError, termios.error):
-                low_latency = False  # cdc-acm and ptys have no latency timer
-        return low_latency
+        self._io = PortIO(self.port, self.baud, self.threaded)
+        return self._io.set_low_latency()
 
     def handshake(self, timeout_s: float = 2.0, low_latency: bool | None = None) -> BoardInfo:
         """HELLO → HELLO_REPLY on an open port: what the board says it is (the link is not started)."""
-        return self._handshake(timeout_s, low_latency)
+        return hello(self._io, self._next_seq, timeout_s, low_latency, self.stats.logs)
 
     def open(self, handshake_timeout_s: float = 2.0, expect_kind: int | None = None,
              expect_joints: int | None = None) -> BoardInfo:
         low_latency = self.open_port()
         try:
-            self._ser.reset_input_buffer()
-            info = self._handshake(handshake_timeout_s, low_latency)
+            self._io.discard_input()
+            info = self.handshake(handshake_timeout_s, low_latency)
         except BaseException:
             self._close_port()
             raise
@@ -273,10 +120,6 @@ class Link:
         self._lost = None
         self._last_rx = time.monotonic()
         self._stop.clear()
-        try:
-            self._fd = None if _is_url(self.port) else self._ser.fileno()
-        except (AttributeError, OSError, serial.SerialException):
-            self._fd = None
         if self.threaded:
             self._thread = threading.Thread(target=self._reader, name=f"hil-link {self.port}", daemon=True)
             self._thread.start()
@@ -286,52 +129,13 @@ class Link:
         self._seq = (self._seq + 1) & 0xFFFF
         return self._seq
 
-    def _handshake(self, timeout_s: float, low_latency) -> BoardInfo:
-        ser = self._ser
-        nonce = random.getrandbits(32)
-        decoder = FrameDecoder()
-        t0 = time.monotonic()
-        next_hello = t0
-        while True:
-            now = time.monotonic()
-            if now - t0 > timeout_s:
-                raise HandshakeError(errno.ETIMEDOUT, f"{self.port}: no answer to HELLO within {timeout_s:.1f} s "
-                                                      "(not a hil board, wrong baud rate, or the board is not running)")
-            if now >= next_hello:
-                self._write(M.Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, M.SCHEMA_HASH, nonce).encode(self._next_seq()))
-                next_hello = now + 0.1
-            try:
-                data = ser.read(max(1, ser.in_waiting))
-            except _IO_ERRORS as e:
-                raise DeviceError(errno.EIO, f"{self.port}: I/O error during handshake: {e}") from e
-            for frame in decoder.feed(data):
-                msg = M.decode_message(frame)
-                if isinstance(msg, M.HelloReply) and msg.nonce_echo == nonce:
-                    if msg.major != PROTOCOL_MAJOR:
-                        raise HandshakeError(errno.EPROTO, f"{self.port}: board speaks protocol {msg.major}.{msg.minor}, "
-                                                           f"this host {PROTOCOL_MAJOR}.{PROTOCOL_MINOR}; update the "
-                                                           "board firmware or hil so that the major versions match")
-                    if msg.schema_hash != M.SCHEMA_HASH:
-                        self.stats.logs.append(f"warning: message schema hash {msg.schema_hash:08x} differs from "
-                                               f"the host's {M.SCHEMA_HASH:08x}")
-                    usb = None
-                    if not _is_url(self.port):
-                        real = os.path.realpath(self.port)
-                        for p in serial.tools.list_ports.comports():
-                            if os.path.realpath(p.device) == real:
-                                usb = p.serial_number
-                    return BoardInfo(self.port, msg.board_kind, msg.n_joints, msg.firmware, msg.uid_hex, msg.boot_id,
-                                     msg.schema_hash, msg.capabilities,
-                                     f"{msg.major}.{min(msg.minor, PROTOCOL_MINOR)}", (time.monotonic() - t0) * 1e3,
-                                     usb, low_latency)
-
     # ------------------------------------------------------------------ reading
     def _reader(self) -> None:
-        ser = self._ser
+        io = self._io
         while not self._stop.is_set():
             try:
-                data = ser.read(max(1, ser.in_waiting))
-            except _IO_ERRORS as e:
+                data = io.read_some()
+            except PORT_ERRORS as e:
                 self._mark_lost(f"I/O error: {e}")
                 return
             now = time.monotonic()
@@ -356,22 +160,9 @@ class Link:
         """Non-threaded mode: read whatever arrived (never blocks), dispatch it, return the newest
         state. Only the last STATE in the bytes read is decoded in full."""
         self._check()
-        ser = self._ser
         try:
-            if self._fd is not None and not self.threaded:
-                data = b""
-                if _select.select([self._fd], [], [], 0)[0]:
-                    try:
-                        data = os.read(self._fd, 65536)
-                    except BlockingIOError:
-                        data = b""
-                    else:
-                        if not data:  # readable but empty: the device went away (pyserial's rule too)
-                            raise OSError(errno.EIO, "device reports readiness to read but returned no data "
-                                                     "(disconnected)")
-            else:
-                data = ser.read(ser.in_waiting)
-        except _IO_ERRORS as e:
+            data = self._io.read_now()
+        except PORT_ERRORS as e:
             self._mark_lost(f"I/O error: {e}")
             self._check()
         now = time.monotonic()
@@ -427,11 +218,11 @@ class Link:
                 self._board_reset(f"new boot id {msg.boot_id:08x}")
                 self._boot_id = msg.boot_id
         elif isinstance(msg, M.Ack):
-            self._resolve(("ack", msg.msg_id, msg.seq), msg)
+            self._replies.deliver(("ack", msg.msg_id, msg.seq), msg)
         elif isinstance(msg, M.ParamValue):
-            self._resolve(("param", msg.param_id, msg.joint), msg)
+            self._replies.deliver(("param", msg.param_id, msg.joint), msg)
         elif isinstance(msg, M.TimeSyncResp):
-            self._resolve(("time", msg.t1_host_us), (msg, time.monotonic()))
+            self._replies.deliver(("time", msg.t1_host_us), (msg, time.monotonic()))
         elif isinstance(msg, M.Log):
             self.stats.logs.append(msg.text)
 
@@ -439,19 +230,10 @@ class Link:
         self.stats.board_resets += 1
         self.stats.logs.append(f"board reset detected ({why}); it is disabled until enabled again")
 
-    def _resolve(self, key: tuple, value) -> None:
-        with self._wait_lock:
-            slot = self._waiters.get(key)
-        if slot is not None:
-            slot[1] = value
-            slot[0].set()
-
     def _mark_lost(self, why: str) -> None:
         if self._lost is None:
             self._lost = why
-        with self._wait_lock:
-            for slot in self._waiters.values():
-                slot[0].set()
+        self._replies.wake_all()
 
     @property
     def lost(self) -> str | None:
@@ -460,7 +242,7 @@ class Link:
 
     def fileno(self) -> int | None:
         """The port's file descriptor for select() (None for a pyserial URL or a closed port)."""
-        return self._fd
+        return self._io.fd if self._io is not None else None
 
     @property
     def rejected_frames(self) -> int:
@@ -485,39 +267,18 @@ class Link:
 
     # ------------------------------------------------------------------ writing
     def _write(self, data: bytes) -> None:
-        ser = self._ser
-        if ser is None:
+        io = self._io
+        if io is None:
             raise LinkLostError(errno.EIO, f"link to {self.port} is closed")
         try:
-            with self._wlock:
-                if self._fd is not None and not self.threaded:
-                    # the loop must never block on the port: write what fits, keep the rest for the
-                    # next call, and drop new frames while a backlog remains (counted)
-                    if self._tx_backlog:
-                        n = self._nb_write(self._tx_backlog)
-                        self._tx_backlog = self._tx_backlog[n:]
-                        if self._tx_backlog:
-                            self.stats.tx_dropped += 1
-                            return
-                    n = self._nb_write(data)
-                    if n < len(data):
-                        self._tx_backlog = data[n:]
-                elif self._fd is not None:
-                    n = os.write(self._fd, data)  # pyserial's write adds a select() round per call
-                    if n < len(data):
-                        ser.write(data[n:])
-                else:
-                    ser.write(data)
-        except _IO_ERRORS as e:
+            sent = io.write(data)
+        except PORT_ERRORS as e:
             self._mark_lost(f"write failed: {e}")
             raise LinkLostError(errno.EIO, f"link to {self.port} lost: write failed ({e})") from e
-        self.stats.tx_frames += 1
-
-    def _nb_write(self, data: bytes) -> int:
-        try:
-            return os.write(self._fd, data)
-        except BlockingIOError:
-            return 0
+        if sent:
+            self.stats.tx_frames += 1
+        else:
+            self.stats.tx_dropped += 1
 
     def send_positions(self, q: np.ndarray, mask: int = 0xFFFFFFFF, hold: bool = False) -> int:
         """Send position targets (radians, joint frame) for all joints; returns the sequence number."""
@@ -578,21 +339,18 @@ class Link:
         self._check()
         seq = self._next_seq()
         key = key_of(seq)
-        slot = [threading.Event(), None]
-        with self._wait_lock:
-            self._waiters[key] = slot
+        reply = self._replies.expect(key)
         try:
             for attempt in range(tries):
                 self._write(msg.encode(seq, FLAG_RETX if attempt else 0))
-                if slot[0].wait(timeout_s):
+                if reply.wait(timeout_s):
                     self._check()
-                    return slot[1]
+                    return reply.value
                 self.stats.retries += 1
             raise ReplyTimeoutError(errno.ETIMEDOUT, f"{self.port}: no reply to {type(msg).__name__} after {tries} "
                                                      f"tries of {timeout_s * 1e3:.0f} ms")
         finally:
-            with self._wait_lock:
-                self._waiters.pop(key, None)
+            self._replies.forget(key)
 
     def _command(self, msg: M.Message) -> None:
         ack = self._transact(msg, lambda seq: ("ack", msg.MSG_ID, seq))
@@ -658,14 +416,9 @@ class Link:
 
     # ----------------------------------------------------------------- closing
     def _close_port(self) -> None:
-        self._fd = None
-        self._tx_backlog = b""
-        ser, self._ser = self._ser, None
-        if ser is not None:
-            try:
-                ser.close()
-            except _IO_ERRORS:
-                pass
+        io, self._io = self._io, None
+        if io is not None:
+            io.close()
 
     def close(self) -> None:
         """Stop the reader and close the port (does not disable the board; the watchdog will)."""
@@ -717,11 +470,6 @@ class Link:
         self.port = old.port
         raise LinkLostError(errno.ENODEV, f"board {old.uid} did not come back within {timeout_s:.1f} s "
                                           f"(tried {', '.join(dict.fromkeys(tried)) or 'nothing'})")
-
-
-def list_ports() -> list[serial.tools.list_ports_common.ListPortInfo]:
-    """Serial ports the OS lists (USB adapters, ACM devices, built-in UARTs; never ptys)."""
-    return sorted(serial.tools.list_ports.comports(), key=lambda p: p.device)
 
 
 def probe(port: str, baud: int = 1_000_000, timeout_s: float = 0.5) -> BoardInfo | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from numba import njit
+from numba import njit, typeof
 
 # Numba's cache is keyed on each kernel's own source file, not on this one: after changing these
 # options, clear NUMBA_CACHE_DIR (and __pycache__) or kernels keep their old machine code.
@@ -46,8 +46,6 @@ def entry_point(dispatcher, *example_args):
     these types (the `RobotModel` wrappers check q's class, dtype, shape and contiguity first).
     Falls back to the dispatcher itself if the entry cannot be had.
     """
-    from numba import typeof
-
     try:
         return dispatcher.compile(tuple(typeof(a) for a in example_args))
     except Exception:  # an internal API: any failure just means the slower, checked path

@@ -27,7 +27,7 @@ import math
 import tomllib
 from pathlib import Path
 
-from firmware_protocol.buses import BUSES, bus_class
+from firmware_protocol.buses import BUSES, bus_class, dynamixel1, dynamixel2, feetech
 from firmware_protocol.buses.board import BusConfig, ServoJoint
 from hil.errors import InputError
 from hil.inputs import read_text
@@ -204,7 +204,6 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
 
 def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
     """The emulator's servos for a config: ids, models, the robot's pose (home) in ticks, speeds, limits."""
-    from firmware_protocol.buses import dynamixel1, dynamixel2, feetech
 
     numbers = {m.name.lower(): m.number for mod in (dynamixel2, dynamixel1, feetech) for m in mod.MODELS.values()}
     q = model.home if initial is None else initial

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_protocol.board_data import JointMap
 from hil.errors import ConfigError, InputError
 from hil.inputs import read_text
 
@@ -107,7 +108,6 @@ def load(path: str | Path, model, board_uid: str | None = None) -> tuple[np.ndar
 def joint_map_for(model, board_info, path: str | None, event=print):
     """The JointMap for a connected board: from `path`, else the board's default file; None (and a
     warning) when there is none. Raises ConfigError for a corrupt or foreign file."""
-    from firmware_protocol.link import JointMap
 
     p = Path(path) if path else default_path(board_info.uid)
     if not p.exists():

@@ -21,6 +21,9 @@ import numpy as np
 
 import firmware_protocol
 from firmware_protocol import messages as M
+from firmware_protocol.buses.emulator import parse_faults
+from firmware_protocol.emulator.__main__ import Faults
+from hil.board_config import emulated_servos
 from hil.errors import InputError
 from hil.inputs import number
 
@@ -213,7 +216,6 @@ def degrees_list(values) -> str:
 
 def check_fault(spec: str) -> None:
     """A `--fault` spec the emulator accepts, or InputError with the emulator's own explanation."""
-    from firmware_protocol.emulator.__main__ import Faults
 
     try:
         Faults.parse([spec])
@@ -226,7 +228,6 @@ def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: 
                       parent_pid: int | None = None) -> list[str]:
     """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
     its servos at the robot's home pose, at the config's baud rate, echoing if the config says so."""
-    from hil.board_config import emulated_servos
 
     argv = [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator", "--bus", config.bus,
             "--servos", json.dumps(emulated_servos(config, model)), "--baud", str(config.baud if baud is None else baud)]
@@ -241,7 +242,6 @@ def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: 
 
 
 def check_bus_fault(spec: str) -> None:
-    from firmware_protocol.buses.emulator import parse_faults
 
     try:
         parse_faults([spec])

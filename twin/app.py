@@ -11,10 +11,14 @@ from __future__ import annotations
 import math
 import time
 
+import dearpygui.dearpygui as dpg
 import numpy as np
 
+from hil.kinematics import Task, ik_lm
+from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
+from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import scene as S
 
 W, H = 1280, 720
@@ -57,7 +61,6 @@ class TwinApp:
         self.humanoid = model.kind == "humanoid"   # (its data file says so; a humanoid has l_sole and r_sole)
         self.base = None
         if self.humanoid:
-            from hil.kinematics.floating import FloatingBase
             self.base = FloatingBase(model, "l_sole", model.home)
         self.q_meas = model.home.copy()
         self.q_cmd = model.home.copy()
@@ -79,7 +82,6 @@ class TwinApp:
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         dpg.create_context()
         dpg.create_viewport(title=self.title, width=W, height=H, vsync=False)
@@ -101,7 +103,6 @@ class TwinApp:
         S.add_grid("world", half=10 * step if step < 0.1 else 6 * step, step=step, z=floor, seg=step)
         S.add_axes("world", 0.25 if step > 0.1 else 0.08, 0.0 if not self.humanoid else 0.001)
         if not self.humanoid and "workspace" in self.model.meta:
-            from hil.safety import SafetyChecker
             reach = SafetyChecker(self.model).ws[2]
             for z in (0.0,):
                 S.add_ring("world", (0, 0, z), reach, (0, 0, 1), (110, 110, 170, 255))
@@ -132,7 +133,6 @@ class TwinApp:
         dpg.show_viewport()
 
     def _build_panel(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         m = self.model
         with dpg.theme() as red:
@@ -213,7 +213,6 @@ class TwinApp:
 
     # --------------------------------------------------------------- camera
     def _apply_camera(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         c = self.cam
         eye, target = S.orbit_view(c["yaw"], c["pitch"], c["dist"], c["target"])
@@ -228,7 +227,6 @@ class TwinApp:
         return S.perspective(FOV, VIEW_W / VIEW_H, 0.05, 50.0), S.look_at(eye, target)
 
     def _over_view(self) -> bool:
-        import dearpygui.dearpygui as dpg
 
         return dpg.is_item_hovered("view")
 
@@ -278,14 +276,12 @@ class TwinApp:
         self._message(reply if isinstance(reply, str) and reply else f"{what} requested")
 
     def _message(self, text: str) -> None:
-        import dearpygui.dearpygui as dpg
 
         self.messages.append(text)
         if dpg.does_item_exist("event"):
             dpg.set_value("event", text)
 
     def _slider_q(self) -> np.ndarray:
-        import dearpygui.dearpygui as dpg
 
         return np.radians([dpg.get_value(f"slider{i}") for i in range(self.model.n)])
 
@@ -300,7 +296,6 @@ class TwinApp:
                 self._message(reply)
 
     def _cart_from_current(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         frame = dpg.get_value("cart_frame")
         T = self.model.fk_frame(self.q_meas, frame)
@@ -311,7 +306,6 @@ class TwinApp:
                 dpg.set_value(f"cart_{k}", math.degrees(v))
 
     def _cart_target(self) -> np.ndarray:
-        import dearpygui.dearpygui as dpg
 
         T = np.eye(4)
         T[:3, 3] = [dpg.get_value(f"cart_{k}") * 1e-3 for k in "xyz"]
@@ -320,8 +314,6 @@ class TwinApp:
         return T
 
     def _cart_preview(self) -> None:
-        import dearpygui.dearpygui as dpg
-        from hil.kinematics import Task, ik_lm
 
         frame = dpg.get_value("cart_frame")
         T = self._cart_target()
@@ -331,7 +323,6 @@ class TwinApp:
             res = self.model.ik(T, q_near=self.q_meas)
         self.preview_q = res.q if res.success else None
         if res.success:
-            from hil.safety import SafetyChecker
             verdict = SafetyChecker(self.model).check(res.q)
             text = (f"IK ok ({res.branch or 'LM'}), preview shown in pink" if verdict
                     else "IK ok, but: " + "; ".join(verdict.reasons) + " — will not be sent")
@@ -343,7 +334,6 @@ class TwinApp:
         self.prev.show(self.preview_q is not None)
 
     def _cart_send(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         if self.preview_q is None:
             dpg.set_value("cart_msg", "preview a reachable, safe target first")
@@ -356,7 +346,6 @@ class TwinApp:
 
     # ---------------------------------------------------------------- frames
     def set_pose(self, q_meas: np.ndarray, q_cmd: np.ndarray | None = None) -> None:
-        import dearpygui.dearpygui as dpg
 
         self.q_meas = np.asarray(q_meas, float)
         self.q_cmd = self.q_meas if q_cmd is None else np.asarray(q_cmd, float)
@@ -366,7 +355,6 @@ class TwinApp:
         self._show_measured()
 
     def set_frames(self, visible: bool) -> None:
-        import dearpygui.dearpygui as dpg
 
         self.show_frames = bool(visible)
         for i in range(self.model.n):
@@ -377,7 +365,6 @@ class TwinApp:
 
     def _show_measured(self) -> None:
         """Each joint's measured angle beside its commanded slider; off by more than the tolerance: coloured."""
-        import dearpygui.dearpygui as dpg
 
         for i in range(self.model.n):
             if dpg.does_item_exist(f"meas{i}"):
@@ -390,9 +377,7 @@ class TwinApp:
         when it leaves the workspace — judged on the loop's target when the loop flags something,
         on the shown pose without a loop; also whether balance is flagged (the support polygon turns
         that colour) and the last reason in the panel."""
-        import dearpygui.dearpygui as dpg
 
-        from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker
 
         if self._checker is None:
             self._checker = SafetyChecker(self.model)
@@ -428,7 +413,6 @@ class TwinApp:
         return S.MEASURED
 
     def update_scene(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         m = self.model
         Fm = m.fk_frames(self.q_meas)
@@ -458,7 +442,6 @@ class TwinApp:
 
     def _ground_marks(self, Tw: np.ndarray) -> None:
         """Support polygon (soles on the ground), COM and ZMP ground projections."""
-        import dearpygui.dearpygui as dpg
 
         dpg.delete_item("ground_marks", children_only=True)
         m = self.model
@@ -494,7 +477,6 @@ class TwinApp:
             dpg.draw_line([x, y - d, 0.001], [x, y + d, 0.001], color=color, thickness=2, parent="ground_marks")
 
     def _draw_workpiece(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         T, half = self.workpiece
         tris, edges = S.box_mesh([0, 0, 0], half)
@@ -504,7 +486,6 @@ class TwinApp:
         dpg.apply_transform(node, S.mat(T))
 
     def poll_loop(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         if self.client is None:
             return
@@ -519,13 +500,11 @@ class TwinApp:
         self.safety_flags = int(s.safety_flags)
         self._show_measured()
         if self.safety_flags:   # the last reason stays shown until another one comes
-            from hil.safety import flag_names as names
-            dpg.set_value("safety_reason", "safety: " + ", ".join(names(self.safety_flags)))
+            dpg.set_value("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))
         t = s.t
         self.history.append((t, s.q_cmd.copy(), s.q_meas.copy()))
         self.history = [h for h in self.history if t - h[0] <= 5.0]
         st = BOARD_STATES.get(int(s.board_state), "?")
-        from hil.safety import flag_names
         if self.frames % 30 == 0 and self.estimated is None:
             self._check_estimated()
         estimate = "\nmeasured = ESTIMATE (open-loop servos: the commanded pulse)" if self.estimated else ""
@@ -555,7 +534,6 @@ class TwinApp:
 
     def _check_estimated(self) -> None:
         """Once the loop says so: are measured positions estimates? Then the plots say it too."""
-        import dearpygui.dearpygui as dpg
 
         info = self.client.info()
         if "position_estimated" in info:
@@ -564,7 +542,6 @@ class TwinApp:
                 dpg.set_item_label("s_meas", "estimated (commanded pulse)")
 
     def run(self, max_fps: float = 60.0, duration_s: float | None = None) -> None:
-        import dearpygui.dearpygui as dpg
 
         t0 = time.monotonic()
         total = 0
@@ -597,7 +574,6 @@ class TwinApp:
 
     def screenshot(self, path: str, frames: int = 4) -> None:
         """Render a few frames and write the viewport to a PNG."""
-        import dearpygui.dearpygui as dpg
 
         for k in range(frames):
             self.update_scene()
@@ -606,6 +582,5 @@ class TwinApp:
             dpg.render_dearpygui_frame()
 
     def close(self) -> None:
-        import dearpygui.dearpygui as dpg
 
         dpg.destroy_context()

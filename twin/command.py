@@ -1,4 +1,8 @@
-"""`hil twin`: attach to a running loop, or render one frame to a PNG (`--screenshot`)."""
+"""`hil twin`: attach to a running loop, or render one frame to a PNG (`--screenshot`).
+
+The library is imported inside the functions (lazily): `hil --help` imports this module to build
+its parser, and the runtime with its kernels would add a second to every command.
+"""
 
 from __future__ import annotations
 

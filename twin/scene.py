@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import dearpygui.dearpygui as dpg
 import numpy as np
 
 GROUND = (70, 74, 82, 255)
@@ -25,7 +26,6 @@ DIFFERS = (255, 110, 90)            # a joint whose measured angle is off its co
 
 
 def mat(T: np.ndarray):
-    import dearpygui.dearpygui as dpg
 
     return dpg.mvMat4(*np.asarray(T, dtype=float).ravel().tolist())  # row-major in, column-major inside
 
@@ -146,7 +146,6 @@ class RobotDrawing:
     the link, which keeps depth readable at no cost per frame)."""
 
     def __init__(self, model, parent, color, solid: bool, tag_prefix: str) -> None:
-        import dearpygui.dearpygui as dpg
 
         self.model = model
         self.nodes: dict[int, int] = {}
@@ -183,7 +182,6 @@ class RobotDrawing:
 
     def set_poses(self, F: np.ndarray, T_world_base: np.ndarray | None = None) -> None:
         """F: fk_frames output (base frame); row link + 1 is link `link`, row 0 the base."""
-        import dearpygui.dearpygui as dpg
 
         for link, node in self.nodes.items():
             T = F[link + 1]
@@ -192,7 +190,6 @@ class RobotDrawing:
             dpg.apply_transform(node, mat(T))
 
     def set_link_color(self, link: int, color) -> None:
-        import dearpygui.dearpygui as dpg
 
         if self.link_color.get(link) == color:
             return
@@ -205,14 +202,12 @@ class RobotDrawing:
                 dpg.configure_item(item, color=color)
 
     def show(self, visible: bool) -> None:
-        import dearpygui.dearpygui as dpg
 
         for node in self.nodes.values():
             dpg.configure_item(node, show=visible)
 
 
 def add_grid(parent, half: float = 1.5, step: float = 0.25, z: float = 0.0, seg: float = 0.25) -> None:
-    import dearpygui.dearpygui as dpg
 
     n = int(round(half / step))
     for i in range(-n, n + 1):
@@ -228,7 +223,6 @@ AXIS_COLORS = ((230, 60, 60, 255), (60, 210, 60, 255), (70, 110, 240, 255))   # 
 
 
 def add_axes(parent, length: float = 0.2, z: float = 0.0, thickness: float = 3) -> None:
-    import dearpygui.dearpygui as dpg
 
     for axis, color in enumerate(AXIS_COLORS):
         p = [0.0, 0.0, z]
@@ -238,7 +232,6 @@ def add_axes(parent, length: float = 0.2, z: float = 0.0, thickness: float = 3) 
 
 
 def add_polyline(parent, points: np.ndarray, color, thickness: float = 2, max_seg: float = 0.05) -> list[int]:
-    import dearpygui.dearpygui as dpg
 
     items = []
     for a, b in zip(points[:-1], points[1:]):

@@ -27,10 +27,11 @@ import numpy as np
 import serial
 
 from firmware_protocol import messages as M
+from firmware_protocol.board_data import BoardInfo, JointMap, StateSample
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.servo_bus import CycleCost, Reading, ServoError, Wire, error_text, wire_time_s
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError
-from firmware_protocol.link import BoardInfo, JointMap, StateSample, open_serial
+from firmware_protocol.serial_port import open_serial
 
 CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
 BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}

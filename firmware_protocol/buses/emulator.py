@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from firmware_protocol.buses import bus_class, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
+from firmware_protocol.buses import BUSES, bus_class, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
 from firmware_protocol.pty_host import exit_with_parent, open_pty
 
 
@@ -614,7 +614,6 @@ def build_servos(spec: list[dict]) -> dict[int, SimServo]:
 
 
 def parser() -> argparse.ArgumentParser:
-    from firmware_protocol.buses import BUSES
 
     p = argparse.ArgumentParser(prog="python -m firmware_protocol.buses.emulator",
                                 description="servo bus emulator on a pseudo-terminal (prints its path)")

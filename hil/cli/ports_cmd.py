@@ -33,7 +33,8 @@ def probe_port(dev: str, baud: int | None, bus: str | None) -> str:
     """What answers on `dev`, as the text after the arrow."""
     from firmware_protocol.buses.probe import probe_buses
     from firmware_protocol.errors import DeviceError
-    from firmware_protocol.link import open_serial, probe
+    from firmware_protocol.link import probe
+    from firmware_protocol.serial_port import open_serial
 
     order = list(PROBE_STEPS.values())
     if bus not in (None, "hil"):
@@ -65,7 +66,7 @@ def run(args) -> int:
     import serial.tools.list_ports
 
     from firmware_protocol.buses import BUSES
-    from firmware_protocol.link import list_ports
+    from firmware_protocol.serial_port import list_ports
     from hil.errors import InputError
     from hil.inputs import number
 

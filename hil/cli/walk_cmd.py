@@ -92,7 +92,7 @@ def run(args) -> int:
         res.save(out)
         print(f"walk: {out} (t, q, support, com_w, zmp_w, zmp_ref)")
     if args.motion_out:
-        motion = walking.to_keyframes(res, model, os.path.splitext(os.path.basename(args.motion_out))[0])
+        motion = keyframes.from_walk(res, model, os.path.splitext(os.path.basename(args.motion_out))[0])
         keyframes.save_motion(args.motion_out, motion, model)
         print(f"motion file: {args.motion_out} ({len(motion.keyframes)} frames of 30 ms)")
     if not (args.dry_run or args.port):

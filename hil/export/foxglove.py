@@ -18,6 +18,7 @@ import numpy as np
 
 from hil.errors import HilError
 from hil.kinematics.floating import inverse_transform
+from hil.robots.urdf_export import to_urdf
 
 FAULT_WORDS = ("fault", "e-stop", "estop", "lost", "refused", "error", "held")
 
@@ -86,10 +87,9 @@ def _parents(model) -> list[int]:
 def write_mcap(path: str, data: np.ndarray, meta: dict, events: list[tuple[float, str]], model) -> int:
     """Write the recording to `path`; returns the number of messages."""
     try:
-        from mcap.writer import Writer
+        from mcap.writer import Writer  # lazy: mcap is the optional `mcap` extra
     except ImportError:
         raise HilError("MCAP export needs the mcap package: pip install -e '.[mcap]' (or pip install mcap)") from None
-    from hil.robots.urdf_export import to_urdf
 
     start_ns = int(float(meta.get("started", 0.0)) * 1e9)
     urdf = to_urdf(model)

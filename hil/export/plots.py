@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from hil.errors import HilError
+from hil.motion.walking import WalkParams, check_walk
 from hil.safety import FLAG_NAMES
 
 FLAG_BITS = tuple(FLAG_NAMES[1 << b] for b in range(8))   # bit b of the recorded safety_flags
@@ -16,17 +17,16 @@ FLAG_BITS = tuple(FLAG_NAMES[1 << b] for b in range(8))   # bit b of the recorde
 
 def _pyplot():
     try:
-        import matplotlib
+        import matplotlib  # lazy: matplotlib is optional and takes 0.5 s
     except ImportError:
         raise HilError("plots need matplotlib: pip install -e '.[plot]' (or pip install matplotlib)") from None
     matplotlib.use("Agg")   # no display needed
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is optional and takes 0.5 s
 
     return plt
 
 
 def _zmp_panel(ax, model, data, rate_hz: float) -> bool:
-    from hil.motion.walking import WalkParams, check_walk
 
     moving = np.flatnonzero(data["loop_flags"] & 4)
     if len(moving) < 20 or "support" not in data.dtype.names or np.any(data["support"][moving] > 2):

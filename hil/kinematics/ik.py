@@ -367,10 +367,73 @@ def _target_entries() -> tuple:
     return _TARGET_ENTRIES
 
 
+SOLVE_DOC = """Solve from q0 (radians); `max_iter` overrides the solver's limit for this call.
+Not for concurrent calls on one solver (it keeps its targets and a status buffer)."""
+SET_TARGET_DOC = """Replace the target of task i (index in the order the tasks were given): a pose (4, 4),
+or a point (3,) for position-only tasks, in the task's reference frame. A target that is refused
+(not rigid, not finite, wrong shape) leaves the old one in place."""
+
+
+def _solve_call(solver: "LMSolver"):
+    """`LMSolver.solve`: a function closed over the solver's arrays (no attribute lookups, one
+    status buffer reused) because it runs once per control cycle; see benchmarks/bench_ik.py."""
+    model = solver.model
+    entry, kin, mt = solver._entry, solver._kin, solver._mt
+    setup, targets, nlev = solver._setup, solver.targets, solver.nlev
+    qshape, as_q, n = model._qshape, model._as_q, model.n
+    info = _zeros(2 + nlev)
+    limit = solver.tol * 10
+    ndarray, f64, empty = _NDARRAY, _F64, _empty
+
+    def solve(q0, max_iter: int | None = None) -> IKResult:
+        if q0.__class__ is not ndarray or q0.dtype is not f64 or q0.shape != qshape:
+            q0 = as_q(q0)
+        prm = setup
+        if max_iter is not None:
+            prm = setup.copy()
+            prm[P_LM.SETUP_MAX_ITER] = max_iter
+        q = empty(n)
+        status = entry(q0, kin, mt, prm, targets, q, info)
+        vals = info.tolist()
+        if status == 0 and nlev == 1:  # the common case, without the reasons' bookkeeping
+            return IKResult(q, vals[2] <= limit, vals[2], int(vals[1]), "", None, (vals[2],))
+        return solver._finish(q0, q, status, vals, limit)
+    solve.__doc__ = SOLVE_DOC
+    return solve
+
+
+def _set_target_call(solver: "LMSolver"):
+    """`LMSolver.set_target`, closed over the solver's arrays; anything unusual (a list as target,
+    a bad index, a refused pose) takes the checked method, which names what is wrong."""
+    targets = solver.targets
+    ndarray, f64 = _NDARRAY, _F64
+    set_pose, set_point, checked = solver._set_pose, solver._set_point, solver._set_target_checked
+    slot = dict(enumerate(solver._position))
+
+    def set_target(i: int, target) -> None:
+        # the kernels check the shape too; only the number of dimensions must be right before
+        # the call (a compiled entry reads any array as having the dimensions it was built for)
+        if i.__class__ is int and target.__class__ is ndarray and target.dtype is f64:
+            k = slot.get(i)
+            if k is not None:
+                ndim = target.ndim
+                if ndim == 2:
+                    if not set_pose(targets, k, target):
+                        return
+                elif ndim == 1:
+                    if not set_point(targets, k, target):
+                        return
+        checked(i, target)  # the slow path names what is wrong
+
+    set_target.__doc__ = SET_TARGET_DOC
+    return set_target
+
+
 class LMSolver:
     """A prioritised LM IK problem packed once, solved many times (e.g. once per control cycle).
 
-    `solve(q0)` runs the kernel; `set_target(i, target)` replaces task i's target. See `ik_lm`.
+    `solve(q0)` runs the kernel; `set_target(i, target)` replaces task i's target (both are
+    functions set per solver, see `_solve_call`). See `ik_lm`.
     """
 
     def __init__(self, model, tasks, max_iter: int = 100, tol: float = 1e-10, wbar: float | None = None,
@@ -412,13 +475,8 @@ class LMSolver:
         self.table = self._setup[head + 2 * n:].reshape(table.shape)
         self._kin, self._mt = model.tables
         self._entry = _lm_entry(self)
-        self._bind_fast_paths()
-
-    def set_target(self, i: int, target) -> None:
-        """Replace the target of task i (index in the order the tasks were given): a pose (4, 4),
-        or a point (3,) for position-only tasks, in the task's reference frame. A target that
-        is refused (not rigid, not finite, wrong shape) leaves the old one in place."""
-        self.__dict__["set_target"](i, target)  # the closure bound in `_bind_fast_paths`
+        self.solve = _solve_call(self)
+        self.set_target = _set_target_call(self)
 
     def _set_target_checked(self, i: int, target) -> None:
         position = self._position
@@ -436,61 +494,6 @@ class LMSolver:
                 raise InputError(f"task {i}: target {target.tolist()} is not finite")
         else:
             raise InputError(f"task {i}: target must be a pose (4, 4) or a point (3,), got shape {shape}")
-
-    def solve(self, q0, max_iter: int | None = None) -> IKResult:
-        """Solve from q0 (radians); `max_iter` overrides the solver's limit for this call.
-        Not for concurrent calls on one solver (it keeps its targets and a status buffer)."""
-        return self.__dict__["solve"](q0, max_iter)  # the closure bound in `_bind_fast_paths`
-
-    def _bind_fast_paths(self) -> None:
-        """Shadow `solve` and `set_target` with closures over this solver's arrays: no attribute
-        lookups, and one status buffer reused: ~1 µs less per solve and ~0.3 µs less per target
-        than plain methods (measured), on a path that runs once per control cycle. Anything
-        unusual (a list as target, a bad index, a refused pose) takes the checked method."""
-        model = self.model
-        entry, kin, mt = self._entry, self._kin, self._mt
-        setup, targets, nlev = self._setup, self.targets, self.nlev
-        qshape, as_q, n = model._qshape, model._as_q, model.n
-        info = _zeros(2 + nlev)
-        limit = self.tol * 10
-        ndarray, f64, empty = _NDARRAY, _F64, _empty
-
-        def solve(q0, max_iter: int | None = None) -> IKResult:
-            if q0.__class__ is not ndarray or q0.dtype is not f64 or q0.shape != qshape:
-                q0 = as_q(q0)
-            prm = setup
-            if max_iter is not None:
-                prm = setup.copy()
-                prm[P_LM.SETUP_MAX_ITER] = max_iter
-            q = empty(n)
-            status = entry(q0, kin, mt, prm, targets, q, info)
-            vals = info.tolist()
-            if status == 0 and nlev == 1:  # the common case, without the reasons' bookkeeping
-                return IKResult(q, vals[2] <= limit, vals[2], int(vals[1]), "", None, (vals[2],))
-            return self._finish(q0, q, status, vals, limit)
-
-        set_pose, set_point, checked = self._set_pose, self._set_point, self._set_target_checked
-        slot = dict(enumerate(self._position))
-
-        def set_target(i: int, target) -> None:
-            # the kernels check the shape too; only the number of dimensions must be right before
-            # the call (a compiled entry reads any array as having the dimensions it was built for)
-            if i.__class__ is int and target.__class__ is ndarray and target.dtype is f64:
-                k = slot.get(i)
-                if k is not None:
-                    ndim = target.ndim
-                    if ndim == 2:
-                        if not set_pose(targets, k, target):
-                            return
-                    elif ndim == 1:
-                        if not set_point(targets, k, target):
-                            return
-            checked(i, target)  # the slow path names what is wrong
-
-        solve.__doc__ = LMSolver.solve.__doc__
-        set_target.__doc__ = LMSolver.set_target.__doc__
-        self.solve = solve
-        self.set_target = set_target
 
     def _finish(self, q0: np.ndarray, q: np.ndarray, status: int, vals: list, limit: float) -> IKResult:
         """The result of a solve that did not simply converge: success judged, reason in words."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from hil.errors import ConfigError
 from hil.inputs import read_text
+from hil.motion.walking import WalkParams, check_walk
 
 
 @dataclass
@@ -84,7 +85,6 @@ class KeyframeMotion:
     def check_dynamic(self, model, rate_hz: float) -> None:
         """For a dynamic motion: the ZMP computed back from the joint motion must stay inside the
         support polygon, and feet on the ground must not slide (ConfigError otherwise)."""
-        from hil.motion.walking import WalkParams, check_walk
 
         t, Q = self.trajectory(rate_hz)
         code = {"both": 0, "left": 1, "right": 2}
@@ -221,3 +221,15 @@ def save_motion(path: str | Path, motion: KeyframeMotion, model) -> None:
         lines.append("")
         t_prev = k.time_s
     Path(path).write_text("\n".join(lines))
+
+
+def from_walk(res, model, name: str, frame_s: float = 0.03):
+    """A planned walk as a dynamic keyframe motion (one keyframe every `frame_s`, each with its
+    support foot), for `hil walk --motion-out`: the 30 ms frames of paper 000's motion driver."""
+    rate = 1.0 / (res.t[1] - res.t[0])
+    frames = []
+    for tk in np.arange(frame_s, res.t[-1] + 1e-9, frame_s):
+        k = int(min(round(tk * rate), len(res.t) - 1))
+        sup = {0: "both", 1: "left", 2: "right"}[int(res.support[k])]
+        frames.append(Keyframe(float(res.t[k]), res.q[k].copy(), sup))
+    return KeyframeMotion(name, model.name, "cubic", frames, res.q[0].copy(), dynamic=True)

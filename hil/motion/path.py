@@ -18,6 +18,7 @@ from hil.errors import InputError, UnreachableError
 from hil.kinematics.ik import ik_puma
 from hil.kinematics.rotations import rpy_matrix
 from hil.motion.gcode import Program, Segment
+from hil.safety import SafetyChecker
 
 RAPID_MM_MIN = 12000.0   # G0 speed along the path before joint limits (200 mm/s)
 CORNER_DEG = 2.0         # tangent change above which the path stops at the junction (exact stop)
@@ -118,7 +119,6 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
               chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
               workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0) -> Plan:
     """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line."""
-    from hil.safety import SafetyChecker
 
     if chord_mm <= 0:
         raise InputError("chord tolerance must be positive")

@@ -14,7 +14,7 @@ the cart-table relation, and the support polygon from the soles actually on the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -177,8 +177,6 @@ def generate(model, params: WalkParams, progress=None) -> WalkResult:
     kept; the support knee is then close to straight at mid-stance.
     """
     if params.knee_stretched:
-        from dataclasses import replace
-
         last = None
         # from nearly the home height down: the first height that keeps contact and balance
         for crouch in (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006):
@@ -502,17 +500,3 @@ def _support_knees(model, Q, support) -> tuple[float, float]:
         qs[kj] = model.lower[kj]
         short = max(short, (span(qs) - span(Q[mid_k])) * 1e3)
     return knee_dev, short
-
-
-def to_keyframes(res: WalkResult, model, name: str, frame_s: float = 0.03):
-    """A planned walk as a dynamic keyframe motion (one keyframe every `frame_s`, each with its
-    support foot), for `hil walk --motion-out`: the 30 ms frames of paper 000's motion driver."""
-    from hil.motion import keyframes
-
-    rate = 1.0 / (res.t[1] - res.t[0])
-    frames = []
-    for tk in np.arange(frame_s, res.t[-1] + 1e-9, frame_s):
-        k = int(min(round(tk * rate), len(res.t) - 1))
-        sup = {0: "both", 1: "left", 2: "right"}[int(res.support[k])]
-        frames.append(keyframes.Keyframe(float(res.t[k]), res.q[k].copy(), sup))
-    return keyframes.KeyframeMotion(name, model.name, "cubic", frames, res.q[0].copy(), dynamic=True)

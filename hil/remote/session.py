@@ -23,7 +23,7 @@ def key(board: str, what: str) -> str:
 
 def zenoh_module():
     try:
-        import zenoh
+        import zenoh  # lazy: zenoh is the optional `zenoh` extra
     except ImportError:
         raise HilError("Zenoh needs its Python package: pip install -e '.[zenoh]' (or pip install eclipse-zenoh)") \
             from None

@@ -21,8 +21,11 @@ import time
 
 import numpy as np
 
+from hil import robots
 from hil.errors import HilError
 from hil.remote import session as Z
+from hil.robots.urdf_export import to_urdf
+from hil.runtime.process_life import die_with_parent
 from hil.runtime.shared import LoopClient, LoopStatus
 
 REQUESTS = {"enable": "enable", "disable": "disable", "clear_fault": "clear_fault", "start": "start_motion",
@@ -56,8 +59,6 @@ class Bridge:
         query.reply(Z.key(self.board, Z.INFO), json.dumps(self.info).encode())
 
     def _on_model(self, query) -> None:
-        from hil import robots
-        from hil.robots.urdf_export import to_urdf
 
         model = robots.load(self.info["robot"])
         body = {"spec": self.info["robot"], "name": model.name, "joints": list(model.joint_names),
@@ -106,7 +107,6 @@ class Bridge:
         return False
 
     def run(self) -> int:
-        from hil import robots
 
         if not self.wait_for_board():
             return 0
@@ -151,7 +151,6 @@ class Bridge:
 
 
 def main(argv=None) -> int:
-    from hil.runtime.process_life import die_with_parent
 
     p = argparse.ArgumentParser(prog="python -m hil.remote.zenoh_bridge")
     p.add_argument("--loop", required=True)

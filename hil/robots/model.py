@@ -17,6 +17,7 @@ import numpy as np
 from hil._jit import entry_point
 from hil.errors import InputError
 from hil.kinematics import _kernels as K
+from hil.kinematics.ik import solve_ik
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Joint:
 
 _NDARRAY = np.ndarray
 _F64 = np.dtype(np.float64)
-_POSE_BLOCK = 32  # tool poses allocated together by `fk` (see `_bind_fast_paths`)
+_POSE_BLOCK = 32  # tool poses allocated together by `fk` (see `kinematics_calls`)
 _empty = np.empty  # module-level binding: `np.empty` costs an extra ~140 ns attribute lookup on numpy 2
 
 
@@ -88,10 +89,110 @@ def _transform_rows(T: np.ndarray) -> np.ndarray:
     return np.asarray(T, dtype=np.float64)[:3, :4].reshape(12)
 
 
+FK_DOC = """Pose (4, 4) of the tool frame in the base frame, metres; q in radians.
+
+A new array each call, which shares memory with no other pose; it is a view of a block of 32
+poses allocated together, so one kept for long keeps its block (4 KB) alive."""
+FK_FRAMES_DOC = """Poses (n_frames, 4, 4) of every frame in `frame_names`, base frame."""
+JACOBIAN_DOC = """Geometric Jacobian (6, n) of `frame` (default: tool): rows [v; ω] in the base frame,
+v the velocity of the frame origin. Columns of joints not on the frame's chain are zero."""
+COM_DOC = """Centre of mass (3,) of the whole robot in the base frame, metres."""
+
+
+def kinematics_calls(model: "RobotModel"):
+    """`fk`, `fk_frames`, `jacobian` and `com` of one model: functions closed over its tables.
+
+    They are the model's attributes of those names (set in `RobotModel.__init__`), not methods:
+    a closure reaches the kernel with no bound-method object and no attribute lookups, and
+    checks q's dimension rather than its full shape (the kernel checks the length); the saving
+    is measured in benchmarks/bench_kinematics.py."""
+    frames_shape = (len(model.frame_names), 4, 4)
+    fk = _poses_call(model, model._entries.fk_tool, (4, 4), in_blocks=True)
+    fk_frames = _poses_call(model, model._entries.fk_all, frames_shape, in_blocks=False)
+    # Scratch poses for the Jacobian and COM kernels, shared by every call: safe because those
+    # kernels keep the GIL (see `hil._jit`), so two threads never run them at once; it saves an
+    # allocation per call.
+    scratch = _empty(frames_shape)
+    jacobian = _jacobian_call(model, scratch)
+    com = _com_call(model, scratch)
+    for fn, doc in ((fk, FK_DOC), (fk_frames, FK_FRAMES_DOC), (jacobian, JACOBIAN_DOC), (com, COM_DOC)):
+        fn.__doc__ = doc
+    return fk, fk_frames, jacobian, com
+
+
+def _poses_call(model: "RobotModel", entry, shape: tuple, in_blocks: bool):
+    """q → a new array of `shape` filled by `entry(q, kin, out)` (the tool pose, all frames).
+
+    `in_blocks` (the tool pose): each array is a view of a block of `_POSE_BLOCK` of them
+    allocated together, because the next view of a block costs less than a fresh ndarray. Arrays
+    never share memory with one another; one kept alive keeps its block (4 KB for poses) alive."""
+    kin, as_q, q_error = model._kin, model._as_q, model._q_error
+    ndarray, f64, empty = _NDARRAY, _F64, _empty
+    block_shape = (_POSE_BLOCK, *shape)
+    block = iter(())
+
+    def call(q) -> np.ndarray:
+        nonlocal block
+        if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
+            q = as_q(q)
+        if in_blocks:
+            out = next(block, None)  # the builtin (a bound __next__ is slower), no StopIteration
+            if out is None:
+                block = iter(empty(block_shape))
+                out = next(block)
+        else:
+            out = empty(shape)
+        st = entry(q, kin, out)
+        if st != -1:
+            raise q_error(q, st)
+        return out
+    return call
+
+
+def _jacobian_call(model: "RobotModel", scratch: np.ndarray):
+    kin, as_q, q_error = model._kin, model._as_q, model._q_error
+    ndarray, f64, empty = _NDARRAY, _F64, _empty
+    entry, n, tool = model._entries.jacobian, model.n, model._tool
+    frame_index, row_of_name = model.frame_index, model._frame_index
+
+    def jacobian(q, frame: str | int | None = None) -> np.ndarray:
+        if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
+            q = as_q(q)
+        if frame is None:
+            f = tool
+        else:
+            f = row_of_name.get(frame) if frame.__class__ is str else None
+            if f is None:
+                f = frame_index(frame)  # an index, or an unknown name (raises, naming it)
+        J = empty((6, n))
+        st = entry(q, kin, f, scratch, J)
+        if st != -1:
+            raise q_error(q, st)
+        return J
+    return jacobian
+
+
+def _com_call(model: "RobotModel", scratch: np.ndarray):
+    kin, mt, as_q, q_error = model._kin, model._mt, model._as_q, model._q_error
+    ndarray, f64, empty = _NDARRAY, _F64, _empty
+    entry = model._entries.com
+
+    def com(q) -> np.ndarray:
+        if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
+            q = as_q(q)
+        out = empty(3)
+        st = entry(q, kin, mt, scratch, out)
+        if st != -1:
+            raise q_error(q, st)
+        return out
+    return com
+
+
 class RobotModel:
     """A robot as data plus fast kinematics.
 
-    Public API (units SI, frames named in `frame_names`):
+    Public API (units SI, frames named in `frame_names`; `fk`, `fk_frames`, `jacobian` and `com`
+    are functions set per model by `kinematics_calls`, the rest methods):
     `fk(q) -> (4, 4)` base→tool pose; `fk_frames(q) -> (n_frames, 4, 4)`;
     `jacobian(q, frame) -> (6, n)` geometric, [linear; angular], base frame;
     `com(q) -> (3,)` and `com_jacobian(q) -> (3, n)` base frame;
@@ -186,7 +287,7 @@ class RobotModel:
         self.total_mass = float(self.masses.sum())
         self._qshape = (self.n,)
         self._entries = _entries()
-        self._bind_fast_paths()
+        self.fk, self.fk_frames, self.jacobian, self.com = kinematics_calls(self)
 
     # ------------------------------------------------------------------ inputs
     def frame_index(self, frame: str | int) -> int:
@@ -245,99 +346,6 @@ class RobotModel:
             return self._as_q(q)
         return q
 
-    def fk(self, q) -> np.ndarray:
-        """Pose (4, 4) of the tool frame in the base frame, metres; q in radians.
-
-        A new array each call, which shares memory with no other pose; it is a view of a block of
-        32 poses allocated together, so one kept for long keeps its block (4 KB) alive."""
-        return self.__dict__["fk"](q)  # the closure bound in `_bind_fast_paths`
-
-    def _bind_fast_paths(self) -> None:
-        """Shadow `fk`, `fk_frames`, `jacobian` and `com` with closures over this model's tables.
-
-        Same contract as the class methods of these names (which document it); what differs is the cost
-        of getting to the kernel: no bound-method object, no attribute lookups, and a check of
-        q's dimension instead of its full shape (the kernel itself checks the length). That is
-        about 150 ns of a 1 µs call, measured in benchmarks/bench_kinematics.py. The class methods
-        of the same names only delegate here (they are what `RobotModel.fk(model, q)` reaches).
-        """
-        kin = self._kin
-        fk_tool = self._entries.fk_tool
-        fk_all = self._entries.fk_all
-        frames_shape = (len(self.frame_names), 4, 4)
-        as_q, q_error = self._as_q, self._q_error
-        ndarray, f64, empty = _NDARRAY, _F64, _empty
-
-        def poses_of(entry, shape, in_blocks):
-            """q → a new array of `shape` filled by `entry(q, kin, out)` (the tool pose, all frames).
-
-            `in_blocks` (the tool pose): each array is a view of a block of `_POSE_BLOCK` of them
-            allocated together. A fresh ndarray costs 150 ns on NumPy 2 (a sixth of an fk call);
-            the next view of a block about 60. Arrays never share memory with one another; one kept
-            alive keeps its block (4 KB for poses) alive."""
-            block_shape = (_POSE_BLOCK, *shape)
-            block = iter(())
-
-            def call(q) -> np.ndarray:
-                nonlocal block
-                if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
-                    q = as_q(q)
-                if in_blocks:
-                    out = next(block, None)  # the builtin (a bound __next__ is slower), no StopIteration
-                    if out is None:
-                        block = iter(empty(block_shape))
-                        out = next(block)
-                else:
-                    out = empty(shape)
-                st = entry(q, kin, out)
-                if st != -1:
-                    raise q_error(q, st)
-                return out
-            return call
-
-        fk = poses_of(fk_tool, (4, 4), in_blocks=True)
-        fk_frames = poses_of(fk_all, frames_shape, in_blocks=False)
-
-        jacobian_entry = self._entries.jacobian
-        com_entry = self._entries.com
-        mt = self._mt
-        n = self.n
-        tool = self._tool
-        frame_index, row_of_name = self.frame_index, self._frame_index
-        # Scratch poses for the Jacobian and COM kernels, shared by every call: safe because those
-        # kernels keep the GIL (see `hil._jit`), so two threads never run them at once; saves a
-        # 150 ns allocation per call.
-        scratch = empty(frames_shape)
-
-        def jacobian(q, frame: str | int | None = None) -> np.ndarray:
-            if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
-                q = as_q(q)
-            if frame is None:
-                f = tool
-            else:
-                f = row_of_name.get(frame) if frame.__class__ is str else None
-                if f is None:
-                    f = frame_index(frame)  # an index, or an unknown name (raises, naming it)
-            J = empty((6, n))
-            st = jacobian_entry(q, kin, f, scratch, J)
-            if st != -1:
-                raise q_error(q, st)
-            return J
-
-        def com(q) -> np.ndarray:
-            if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
-                q = as_q(q)
-            out = empty(3)
-            st = com_entry(q, kin, mt, scratch, out)
-            if st != -1:
-                raise q_error(q, st)
-            return out
-
-        for fn, method in ((fk, RobotModel.fk), (fk_frames, RobotModel.fk_frames),
-                           (jacobian, RobotModel.jacobian), (com, RobotModel.com)):
-            fn.__doc__ = method.__doc__
-            setattr(self, method.__name__, fn)
-
     def fk_frame(self, q, frame: str | int) -> np.ndarray:
         """Pose (4, 4) of one named frame in the base frame."""
         q = self._fast_q(q)
@@ -347,19 +355,6 @@ class RobotModel:
         if st != -1:
             raise self._q_error(q, st)
         return out
-
-    def fk_frames(self, q) -> np.ndarray:
-        """Poses (n_frames, 4, 4) of every frame in `frame_names`, base frame."""
-        return self.__dict__["fk_frames"](q)
-
-    def jacobian(self, q, frame: str | int | None = None) -> np.ndarray:
-        """Geometric Jacobian (6, n) of `frame` (default: tool): rows [v; ω] in the base frame,
-        v the velocity of the frame origin. Columns of joints not on the frame's chain are zero."""
-        return self.__dict__["jacobian"](q, frame)
-
-    def com(self, q) -> np.ndarray:
-        """Centre of mass (3,) of the whole robot in the base frame, metres."""
-        return self.__dict__["com"](q)
 
     def com_jacobian(self, q) -> np.ndarray:
         """Jacobian (3, n) of the centre of mass in the base frame."""
@@ -396,7 +391,6 @@ class RobotModel:
         home), or the named `branch` ("right-up-noflip", ...); other robots use the prioritised LM
         IK from `q_near`. Unreachable targets: `success` False, `reason` says why, `q` is the
         nearest pose found."""
-        from hil.kinematics.ik import solve_ik
 
         return solve_ik(self, T, q_near, branch)
 

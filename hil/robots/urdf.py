@@ -15,6 +15,7 @@ say: the robot's kind and soles, its tool frame, poses, missing limits, the work
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from hil.errors import ConfigError
+from hil.kinematics.rotations import rpy_matrix
 from hil.robots.model import Joint, RobotModel, Shape
 
 MOVING = ("revolute", "continuous")
@@ -45,7 +47,7 @@ def _fail(path: str, where: str, what: str) -> ConfigError:
 def parse(path: str):
     """The yourdfpy `Robot` of a URDF file; ConfigError naming the element that is wrong."""
     try:
-        import yourdfpy
+        import yourdfpy  # lazy: yourdfpy with trimesh takes 1.2 s; built-in robots never need it
     except ImportError:
         raise ConfigError(f"{path}: reading URDF files needs yourdfpy: pip install yourdfpy") from None
     try:
@@ -66,7 +68,7 @@ def parse(path: str):
 
 def _xml_problem(path: str) -> str | None:
     """What makes the file unreadable as URDF, naming the element, before the parser trips on it."""
-    from lxml import etree
+    from lxml import etree  # lazy: lxml comes with yourdfpy, needed for URDF robots only
 
     try:
         root = etree.parse(path, etree.XMLParser(resolve_entities=False, no_network=True)).getroot()
@@ -155,7 +157,7 @@ def resolve_file(filename: str, urdf_path: str) -> Path:
 def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
     """(p0, p1, radius, box_lo, box_hi): the bounding capsule and box of a mesh's vertices placed by
     `origin`, in the link frame."""
-    import trimesh
+    import trimesh  # lazy: trimesh takes 0.5 s; only meshes need it
 
     mesh = trimesh.load(str(file), force="mesh", process=False)
     v = np.asarray(mesh.vertices, dtype=float) * scale
@@ -434,9 +436,8 @@ def _cache_dir() -> Path:
 
 def _cache_key(path: str, side: dict | None) -> str | None:
     """A digest of everything the model is made from, or None (then it is built, not cached)."""
-    import hashlib
 
-    from lxml import etree
+    from lxml import etree  # lazy: lxml comes with yourdfpy, needed for URDF robots only
 
     try:
         data = Path(path).read_bytes()
@@ -591,7 +592,6 @@ def _reach(joints: list[Joint], tool: tuple[int, np.ndarray], zero) -> float:
 
 
 def _side_frame(item, parts: _Parts, side_path: str) -> tuple[str, str, np.ndarray]:
-    from hil.kinematics.rotations import rpy_matrix
 
     if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("link"), str):
         raise ConfigError(f"{side_path}: a [[frame]] needs name and link (a URDF link), got {item!r}")

@@ -10,7 +10,6 @@ cylinder and two spheres (URDF has no capsule), boxes as boxes, for collision an
 
 from __future__ import annotations
 
-import math
 from xml.sax.saxutils import quoteattr
 
 import numpy as np

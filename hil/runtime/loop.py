@@ -30,20 +30,22 @@ import numpy as np
 
 from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
 from firmware_protocol.errors import LinkLostError
-from hil import robots
+from hil import calibration_files, robots
 from hil.errors import EXPECTED, HilError, message
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
 from hil.runtime.controller import Controller, Policy
-from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING, Action, Ev)
+from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING,
+                                   Action, Ev)
 from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer
 from hil.runtime.motion_sources import make_motion
+from hil.runtime.port_process import open_transport
 from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
 from hil.runtime.recorder import Recorder
-from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS,
-                                ERROR_PREFIX, LoopStatus, Request, SharedState, unlink_block)
-from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, open_transport, round_trip_warning
+from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
+                                LoopStatus, Request, SharedState, unlink_block)
+from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
 from hil.safety import SafetyChecker
 
 # The cache warm-up before a cycle (see `_rest`) is skipped when less than this is left before the
@@ -287,7 +289,6 @@ class Loop:
         self._signal = signum
 
     def _connect(self):
-        from hil import calibration_files
 
         cfg = self.cfg
         link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime, cfg.bus)

@@ -12,7 +12,9 @@ import math
 import numpy as np
 
 from hil.errors import InputError
+from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
+from hil.motion.walking import WalkParams, check_walk
 
 
 class MotionSource:
@@ -159,7 +161,6 @@ class Trajectory(MotionSource):
 def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: str) -> bool:
     """Recompute a walk's ZMP from its joint motion and support annotation; True when it stays
     inside the support polygon throughout, InputError naming the first place it does not."""
-    from hil.motion.walking import WalkParams, check_walk
 
     t, Q = traj.t, traj.q
     if support.shape != t.shape or len(t) < 3 or not np.all(np.isin(support, (0, 1, 2))):
@@ -198,8 +199,6 @@ def make_motion(spec: str | None, model) -> MotionSource:
                              f"than their limits; worst: {report.worst}. Plan it slower")
         return traj
     if spec.endswith((".toml", ".json")):
-        from hil.motion.keyframes import load_motion
-
         motion = load_motion(spec, model)
         rate = float(model.meta.get("default_rate_hz", 200))
         t, q = motion.trajectory(rate)

@@ -32,10 +32,11 @@ from multiprocessing import get_context
 
 import numpy as np
 
+from firmware_protocol.board_data import StateSample
+from firmware_protocol.buses.board import BusConfig
 from firmware_protocol.errors import LinkLostError
-from firmware_protocol.link import StateSample
 from hil.runtime.realtime import leave_the_loop_cpu, loop_cpu_choice
-from hil.runtime.transport import connect_board
+from hil.runtime.transport import BoardTransport, ThreadPort, connect_board
 
 # int64 control words
 K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
@@ -388,3 +389,13 @@ class PortLink:
         os.eventfd_write(self._efd, 1)
         self._proc.join(timeout=2.0)
         self._kill()
+
+
+def open_transport(port_io: str, port: str, baud: int, link_timeout_s: float, n: int,
+                   realtime: bool, bus: BusConfig | None = None) -> BoardTransport:
+    """Connect to the board on `port` with its serial I/O where `port_io` says. A servo bus waits
+    for its servos inside every poll: never on the loop's own thread."""
+    if port_io == "process":
+        return PortLink(port, baud, link_timeout_s, n, realtime, bus=bus)
+    link = connect_board(port, baud, link_timeout_s, n, bus)
+    return ThreadPort(link) if port_io == "thread" or bus is not None else link

@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from hil import robots
+from hil.errors import InputError
 
 
 def record_dtype(n: int) -> np.dtype:
@@ -198,8 +200,6 @@ def load_events(path: str) -> list[tuple[float, str]]:
 def open_run(path: str, robot: str | None = None):
     """(records, metadata, model) of a recording, for the tools that read one back (replay, export,
     plot); InputError naming the file and what is wrong. `robot` overrides the one its .json names."""
-    from hil import robots
-    from hil.errors import InputError
 
     try:
         data, meta = load_recording(path)

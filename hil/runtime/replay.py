@@ -11,10 +11,11 @@ import numpy as np
 from hil.errors import InputError
 from hil.runtime.recorder import open_run
 from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
+from hil.runtime.supervisor import display_available
+from hil.runtime.twin_launch import start_twin
 
 
 def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
-    from hil.runtime.supervisor import display_available
 
     data, meta, model = open_run(path)
     robot = meta.get("robot")
@@ -25,7 +26,6 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     F = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
     twin = None
     if not headless and display_available():
-        from hil.runtime.twin_launch import start_twin
         twin = start_twin(name, model.spec)
     elif not headless:
         print("no display: replaying headless (set DISPLAY or use xvfb-run to see it in the twin)")

@@ -17,6 +17,16 @@ import sys
 import time
 from typing import Callable
 
+import numpy as np
+
+from firmware_protocol.link import Link
+from hil.errors import HilError
+from hil.runtime.cpu_idle import read_kernel_file as read
+from hil.runtime.loop_stats import LoopStats
+from hil.runtime.misses import MissTracer
+from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
+from hil.runtime.transport import round_trip_warning
+
 # The goal the loop is built for, per rate: p99 period jitter within a tenth of the period
 # (100 µs at 1 kHz) and at most 0.1 % of deadlines missed.
 JITTER_GOAL_FRACTION = 0.1
@@ -29,12 +39,6 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
     `measure_floor` from anywhere else). Times in µs; `missed_fraction` per deadline; each missed
     deadline taken apart as the loop does (hil/runtime/misses.py). `work(i)`, when given, runs in
     cycle i where the loop does its work (tests use it to cause misses of a known kind)."""
-    import numpy as np
-
-    from hil.runtime.loop_stats import LoopStats
-    from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
-    from hil.runtime.misses import MissTracer
-
     grant = claim_realtime(realtime, keep_cpu_awake)
     try:
         T = 1.0 / rate_hz
@@ -91,8 +95,6 @@ def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cp
     r = subprocess.run([sys.executable, "-P", "-m", "hil.runtime.rtcheck", args], capture_output=True, text=True,
                        timeout=seconds + 120)
     if r.returncode != 0:
-        from hil.errors import HilError
-
         raise HilError(f"the timing check's child process failed (exit code {r.returncode}): "
                            f"{r.stderr.strip()[-500:]}")
     return json.loads(r.stdout)
@@ -101,8 +103,6 @@ def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cp
 def measure_port(port: str, rate_hz: float, count: int = 20, baud: int = 1_000_000) -> dict:
     """Connect to the board on `port` (handshake), time `count` command → STATE round trips (ms),
     and say whether they fit a cycle at `rate_hz`. Nothing is enabled or moved."""
-    from firmware_protocol.link import Link
-    from hil.runtime.transport import round_trip_warning
 
     link = Link.connect(port, baud, threaded=False)
     try:
@@ -116,8 +116,6 @@ def measure_port(port: str, rate_hz: float, count: int = 20, baud: int = 1_000_0
 
 def machine_facts() -> dict:
     """What the kernel and the machine say about real-time use (read-only)."""
-    from hil.runtime.cpu_idle import read_kernel_file as read
-
     cpuinfo = read("/proc/cpuinfo") or ""
     flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
     version = platform.version()

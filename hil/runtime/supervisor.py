@@ -3,6 +3,8 @@ show a live status line, and shut everything down in order."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import multiprocessing as mp
 import os
@@ -12,15 +14,16 @@ import sys
 import time
 from dataclasses import dataclass
 
-from firmware_protocol.messages import fault_names
 from firmware_protocol.buses.board import cycle_note
+from firmware_protocol.messages import fault_names
 from hil import board_config, emulator_launch, robots
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
+from hil.remote.session import load_config, secured
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus, SharedState, loop_name,
-                                progress_text)
+from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
+                                SharedState, loop_name, progress_text)
 from hil.runtime.twin_launch import start_twin
 from hil.safety import flag_names
 
@@ -28,8 +31,6 @@ from hil.safety import flag_names
 def display_available(display: str | None = None) -> bool:
     """True if the X display (default: $DISPLAY) can be opened — probed with Xlib through ctypes,
     never with DearPyGui, which aborts the process when there is no display."""
-    import ctypes
-    import ctypes.util
 
     disp = os.environ.get("DISPLAY") if display is None else display
     lib = ctypes.util.find_library("X11")
@@ -137,8 +138,6 @@ def _check_zenoh(req: RunRequest) -> None:
         if req.zenoh_config or req.zenoh_control:
             raise InputError("--zenoh-config and --zenoh-control belong to --zenoh")
         return
-    from hil.remote.session import load_config, secured
-
     number(req.zenoh_rate_hz, "--zenoh-rate", 1, 1000, "Hz")
     config = load_config(req.zenoh_config)   # a missing package or a bad file: said now
     if req.zenoh_control and not secured(config):

@@ -16,10 +16,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from firmware_protocol.board_data import BoardInfo, StateSample
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.board import BusBoard, BusConfig, cycle_cost, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
-from firmware_protocol.link import BoardInfo, Link, StateSample
+from firmware_protocol.link import Link
 from hil.runtime.realtime import leave_the_loop_cpu
 
 PORT_IO_NOTES = {"process": "in its own process", "thread": "on a thread of the loop's process",
@@ -188,18 +189,6 @@ def connect_board(port: str, baud: int, link_timeout_s: float, n: int, bus: BusC
     if bus is not None:
         return BusBoard.connect(port, bus, link_timeout_s, expect_joints=n)
     return Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
-
-
-def open_transport(port_io: str, port: str, baud: int, link_timeout_s: float, n: int,
-                   realtime: bool, bus: BusConfig | None = None) -> BoardTransport:
-    """Connect to the board on `port` with its serial I/O where `port_io` says. A servo bus waits
-    for its servos inside every poll: never on the loop's own thread."""
-    if port_io == "process":
-        from hil.runtime.port_process import PortLink
-
-        return PortLink(port, baud, link_timeout_s, n, realtime, bus=bus)
-    link = connect_board(port, baud, link_timeout_s, n, bus)
-    return ThreadPort(link) if port_io == "thread" or bus is not None else link
 
 
 def bus_notes(bus: BusConfig, rate_hz: float) -> list[str]:

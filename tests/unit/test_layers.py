@@ -94,3 +94,65 @@ def test_no_private_name_is_used_outside_its_package():
                                     or shared_kernel):
                     bad.append(f"{name}:{node.lineno} imports {a.name} from {node.module}")
     assert not bad, "\n".join(bad)
+
+
+def top_level_imports(path: Path):
+    """The project modules a module imports when it is imported (its top-level statements)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{a.name}" for a in node.names)
+
+
+def test_no_import_cycles():
+    """No module imports, directly or through others, a module that imports it (cycles that
+    only work because one side imports inside a function count too)."""
+    names = dict(modules())
+    graph = {}
+    for name, path in names.items():
+        deps = set()
+        for target, _ in imports(path):
+            deps.add(target)
+        graph[name] = {d for d in deps if d in names and d != name and not name.startswith(d + ".")}
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for d in sorted(graph[node]):
+            if state.get(d) == 1:
+                cycles.append(" → ".join(stack[stack.index(d):] + [d]))
+            elif d not in state:
+                visit(d, stack)
+        stack.pop()
+        state[node] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [])
+    assert not cycles, "\n".join(cycles)
+
+
+COMMAND_MODULES = ("hil.cli", "twin.command", "calibration.command", "hil.__init__", "hil.warmup")
+
+
+def test_imports_inside_functions_say_why():
+    """Imports sit at the top of a module, except in the command modules (which `hil --help`
+    loads all of: each says so in its docstring) and where a line's comment gives the reason."""
+    bad = []
+    for name, path in modules():
+        if name.startswith(COMMAND_MODULES) or name == "hil":
+            continue
+        src = path.read_text()
+        lines = src.split("\n")
+        for fn in ast.walk(ast.parse(src)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    here = lines[node.lineno - 1] + lines[node.lineno - 2]
+                    if "lazy:" not in here:
+                        bad.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not bad, "\n".join(bad)

@@ -1,0 +1,99 @@
+"""What a board is and what it reports, in the host's terms: the handshake's `BoardInfo`, one
+measured `StateSample` (joint frame, SI units), the `JointMap` between the board's frame and the
+joint frame, and the link's counters. Shared by our protocol's `Link` and the servo-bus boards."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from firmware_protocol import messages as M
+
+
+@dataclass(frozen=True)
+class BoardInfo:
+    """What the board said in the handshake, plus where it was found."""
+
+    port: str
+    kind: int
+    n_joints: int
+    firmware: str
+    uid: str
+    boot_id: int
+    schema_hash: int
+    capabilities: int
+    protocol: str
+    handshake_ms: float
+    usb_serial: str | None = None
+    low_latency: bool | None = None
+
+    @property
+    def kind_name(self) -> str:
+        try:
+            return M.BoardKind(self.kind).name
+        except ValueError:
+            return f"kind {self.kind}"
+
+
+@dataclass
+class JointMap:
+    """Board frame ↔ joint frame (radians). Measurements: q = sign · (b − offset); commands:
+    b = q + offset. `offset` is the board's zero error; `sign` −1 marks a joint whose measurement
+    runs against its command (a reversed encoder or a servo mounted the other way round)."""
+
+    offset: np.ndarray
+    sign: np.ndarray
+
+    @classmethod
+    def identity(cls, n: int) -> "JointMap":
+        return cls(np.zeros(n), np.ones(n))
+
+    def to_joint(self, b: np.ndarray) -> np.ndarray:
+        """A board reading (rad) as a joint angle."""
+        return self.sign * (b - self.offset)
+
+    def to_board(self, q: np.ndarray) -> np.ndarray:
+        """A joint target as the board's command (rad)."""
+        return q + self.offset
+
+    def reading(self, q: np.ndarray) -> np.ndarray:
+        """What the board reads with the joint at q: the inverse of `to_joint`."""
+        return self.sign * q + self.offset
+
+    def velocity_to_joint(self, v_board: np.ndarray) -> np.ndarray:
+        """A board velocity reading (rad/s) in the joint frame."""
+        return self.sign * v_board
+
+
+@dataclass(frozen=True, slots=True)
+class StateSample:
+    """One measured state, in the joint frame (radians, rad/s); `t_host` is time.monotonic() at
+    reception, `t_board_us` the board's sample instant."""
+
+    t_host: float
+    t_board_us: int
+    seq: int
+    echo_seq: int
+    state: int
+    faults: int
+    q: np.ndarray
+    qd: np.ndarray
+    current_mA: np.ndarray
+    jflags: np.ndarray
+    supply_mV: int
+
+
+@dataclass
+class LinkStats:
+    tx_frames: int = 0
+    tx_commands: int = 0
+    rx_states: int = 0
+    rx_frames: int = 0
+    seq_gaps: int = 0
+    board_resets: int = 0
+    retries: int = 0
+    tx_dropped: int = 0  # frames not sent because the port's buffer was full (non-threaded mode)
+    bad_states: int = 0  # STATEs that framed and passed the CRC but not validation (wrong joint count)
+    logs: deque = field(default_factory=lambda: deque(maxlen=50))

@@ -198,6 +198,15 @@ def test_the_arm_ports_build_and_fit_a_32k_ram_256k_flash_mcu(tmp_path):
         nm = subprocess.run(["arm-none-eabi-nm", elf], capture_output=True, text=True, check=True).stdout
         addr = {ln.split()[2]: int(ln.split()[0], 16) for ln in nm.splitlines() if len(ln.split()) == 3}
         assert stack == ram_top and reset == addr["Reset_Handler"] | 1 and addr["Reset_Handler"] >= 0x08000000
+        # the host link is USB: the OTG_FS interrupt (IRQ 67) reaches its handler
+        otg = struct.unpack_from("<I", binary.read_bytes(), 4 * (16 + 67))[0]
+        assert otg == addr["OTG_FS_IRQHandler"] | 1, name
+    uart = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "arm", f"BUILD={tmp_path / 'uart'}", "HOST_LINK=uart"],
+                          capture_output=True, text=True)
+    assert uart.returncode == 0, uart.stdout + uart.stderr
+    nm = subprocess.run(["arm-none-eabi-nm", str(tmp_path / "uart" / "humanoid17-stm32f401.elf")],
+                        capture_output=True, text=True, check=True).stdout
+    assert "USART2_IRQHandler" in nm and "OTG_FS_IRQHandler" not in nm
 
 
 def test_saved_parameters_survive_a_reboot_of_the_c_board():

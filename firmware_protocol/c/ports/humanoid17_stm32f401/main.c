@@ -1,6 +1,7 @@
 /* HUMANOID17 board: an STM32F401 ("Black Pill") driving 17 hobby servos through two PCA9685 PWM
  * boards on I²C1 (PB6 SCL, PB7 SDA; addresses 0x40 for joints 0–15, 0x41 for joint 16), the host
- * on USART2 (PA2 TX, PA3 RX) at 1 Mbaud through a USB-UART bridge. Compiled, not run on hardware.
+ * on the board's USB-C socket as a CDC serial port (or, built with HOST_LINK=uart, on USART2: PA2
+ * TX, PA3 RX at 1 Mbaud through a USB-UART bridge). Compiled, not run on hardware.
  *
  * Hobby servos report no position: the firmware reports the commanded pulse after its own rate
  * limit as measured and sets HIL_CAP_POSITION_ESTIMATED. A servo with an analog feedback wire
@@ -13,6 +14,7 @@
 #include "../stm32f4/stm32f4.h"
 
 #define N 17
+#define HSE_MHZ 25u                      /* the Black Pill's crystal */
 #define PCA_A 0x40u
 #define PCA_B 0x41u
 #define SERVO_FRAME_MS 20u               /* hobby servos take a pulse every 20 ms (50 Hz) */
@@ -149,8 +151,8 @@ static void servo_period(void) {
 }
 
 int main(void) {
-  stm32_clock_init();
-  stm32_uart_init(1000000u);
+  stm32_clock_init(HSE_MHZ);
+  stm32_host_link_init();
   i2c_init();
   RCC_APB2ENR |= 1u << 8;                                     /* ADC1, for feedback wires */
   ADC_SMPR2 = 0x3FFFFFFFu;

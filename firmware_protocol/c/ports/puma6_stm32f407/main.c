@@ -1,7 +1,8 @@
 /* PUMA6 retrofit controller: an STM32F407 in place of the original Unimate controller — six
  * quadrature encoders in hardware timers, a PID position loop per joint at 1 kHz driving PWM/DIR
  * motor amplifiers, brakes, limit switches, an e-stop chain and the amplifiers' fault line; the
- * host on USART2 (PA2/PA3) at 1 Mbaud. Compiled, not run on hardware.
+ * host on USB (the OTG_FS micro-USB socket, PA11/PA12, as a CDC serial port; or, built with
+ * HOST_LINK=uart, USART2 PA2/PA3 at 1 Mbaud). Compiled, not run on hardware.
  *
  * Pins: encoders TIM1 (PE9/PE11), TIM2 (PA15/PB3), TIM3 (PA6/PA7), TIM4 (PD12/PD13), TIM5 (PA0/PA1),
  * TIM8 (PC6/PC7); PWM 20 kHz on TIM9 CH1/CH2 (PE5/PE6), TIM12 CH1/CH2 (PB14/PB15), TIM10 CH1 (PB8),
@@ -14,6 +15,7 @@
 #include "../stm32f4/stm32f4.h"
 
 #define N 6
+#define HSE_MHZ 8u                       /* the F407 Discovery's crystal; set yours */
 #define PWM_TOP 4199u            /* 84 MHz / 20 kHz − 1 */
 
 static const uint32_t ENC[N] = {TIM1, TIM2, TIM3, TIM4, TIM5, TIM8};
@@ -149,8 +151,8 @@ static void servo_period(void) {
 }
 
 int main(void) {
-  stm32_clock_init();
-  stm32_uart_init(1000000u);
+  stm32_clock_init(HSE_MHZ);
+  stm32_host_link_init();
   pins_init();
   struct hil_board *b = stm32_board();
   hil_board_init(b, HIL_KIND_PUMA6, N, 0);

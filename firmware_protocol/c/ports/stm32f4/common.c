@@ -1,4 +1,5 @@
-/* What both STM32F4 ports share: start-up, clocks, the host UART (interrupt-driven rings), the
+/* What both STM32F4 ports share: start-up, clocks, the host link (USB CDC, usb_otg_fs.c, or
+ * USART2 through a USB-UART bridge with interrupt-driven rings: `make arm HOST_LINK=uart`), the
  * microsecond clock, the unique id, parameter storage in a flash sector, the MCU watchdog, reset,
  * and the main loop. Compiled with arm-none-eabi-gcc; not yet run on hardware. */
 #include <stddef.h>
@@ -7,6 +8,11 @@
 #include "../../hal.h"
 #include "../../hil_fw.h"
 #include "stm32f4.h"
+#include "usb_otg_fs.h"
+
+#ifndef HIL_HOST_LINK_USB
+#define HIL_HOST_LINK_USB 1
+#endif
 
 /* ------------------------------------------------------------------ start-up */
 extern uint32_t _sidata, _sdata, _edata, _sbss, _ebss, _estack;
@@ -30,20 +36,33 @@ void Default_Handler(void) {
   }
 }
 
-/* Cortex-M4 vectors (16 system + IRQs up to USART2 = 38) */
-__attribute__((section(".isr_vector"), used)) static void (*const vectors[16 + 39])(void) = {
+/* Cortex-M4 vectors (16 system + IRQs up to OTG_FS = 67; USART2 is 38) */
+__attribute__((section(".isr_vector"), used)) static void (*const vectors[16 + 68])(void) = {
   (void (*)(void))(&_estack), Reset_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
   Default_Handler, 0, 0, 0, 0, Default_Handler, Default_Handler, 0, Default_Handler, SysTick_Handler,
+#if HIL_HOST_LINK_USB
+  [16 + 67] = OTG_FS_IRQHandler,
+#else
   [16 + 38] = USART2_IRQHandler,
+#endif
 };
 
 /* ------------------------------------------------------------------ clocks and pins */
-void stm32_clock_init(void) {
-  RCC_CR |= 1u;                                   /* HSI on (it is after reset) */
-  while (!(RCC_CR & (1u << 1))) {
+void stm32_clock_init(uint32_t hse_mhz) {
+  uint32_t source = 0u, m = 16u;
+  if (hse_mhz) {
+    RCC_CR |= 1u << 16;                           /* HSE on */
+    while (!(RCC_CR & (1u << 17))) {
+    }
+    source = 1u << 22;
+    m = hse_mhz;
+  } else {
+    RCC_CR |= 1u;                                 /* HSI on (it is after reset) */
+    while (!(RCC_CR & (1u << 1))) {
+    }
   }
-  /* PLL: HSI 16 MHz / M 16 × N 168 / P 2 = 84 MHz; Q 7 */
-  RCC_PLLCFGR = 16u | (168u << 6) | (0u << 16) | (0u << 22) | (7u << 24);
+  /* PLL: 1 MHz after M, VCO 336 MHz (inside the F401's 192–432), P 4: 84 MHz, Q 7: 48 MHz */
+  RCC_PLLCFGR = m | (336u << 6) | (1u << 16) | source | (7u << 24);
   RCC_CR |= 1u << 24;
   while (!(RCC_CR & (1u << 25))) {
   }
@@ -104,7 +123,33 @@ void USART2_IRQHandler(void) {
   }
 }
 
+void stm32_host_link_init(void) {
+#if HIL_HOST_LINK_USB
+  uint8_t uid[12];
+  hal_unique_id(uid);
+  usb_init(uid);
+#else
+  stm32_uart_init(1000000u);
+#endif
+}
+
+static size_t host_read(uint8_t *chunk, size_t max) {
+#if HIL_HOST_LINK_USB
+  return usb_read(chunk, max);
+#else
+  size_t n = 0;
+  while (rx_tail != rx_head && n < max) {
+    chunk[n++] = rx_ring[rx_tail];
+    rx_tail = (rx_tail + 1u) % RX_RING;
+  }
+  return n;
+#endif
+}
+
 size_t hal_uart_write(const uint8_t *data, size_t len) {
+#if HIL_HOST_LINK_USB
+  return usb_write(data, len);
+#else
   uint32_t used = (tx_head + TX_RING - tx_tail) % TX_RING;
   if (len >= TX_RING - used) return 0;           /* all or nothing: a frame is never sent in part */
   for (size_t i = 0; i < len; i++) {
@@ -113,6 +158,7 @@ size_t hal_uart_write(const uint8_t *data, size_t len) {
   }
   USART_CR1(USART2) |= 1u << 7;                   /* TXEIE */
   return len;
+#endif
 }
 
 /* ------------------------------------------------------------------ time, id, storage, reset */
@@ -197,11 +243,7 @@ void stm32_run(void (*servo_period)(void)) {
   uint32_t last_ms = stm32_ms;
   for (;;) {
     uint8_t chunk[64];
-    size_t n = 0;
-    while (rx_tail != rx_head && n < sizeof chunk) {
-      chunk[n++] = rx_ring[rx_tail];
-      rx_tail = (rx_tail + 1u) % RX_RING;
-    }
+    size_t n = host_read(chunk, sizeof chunk);
     if (n) hil_board_rx(&board, chunk, n, hal_micros());
     if (rx_overruns) {
       board.faults |= HIL_F_RX_OVERRUN;

@@ -12,6 +12,7 @@
 #define RCC_PLLCFGR REG(RCC + 0x04)
 #define RCC_CFGR REG(RCC + 0x08)
 #define RCC_AHB1ENR REG(RCC + 0x30)
+#define RCC_AHB2ENR REG(RCC + 0x34)
 #define RCC_APB1ENR REG(RCC + 0x40)
 #define RCC_APB2ENR REG(RCC + 0x44)
 
@@ -27,6 +28,7 @@
 #define GPIOD 0x40020C00u
 #define GPIOE 0x40021000u
 #define GPIO_MODER(p) REG((p) + 0x00)
+#define GPIO_OSPEEDR(p) REG((p) + 0x08)
 #define GPIO_PUPDR(p) REG((p) + 0x0C)
 #define GPIO_IDR(p) REG((p) + 0x10)
 #define GPIO_BSRR(p) REG((p) + 0x18)
@@ -80,16 +82,21 @@
 #define SYST_RVR REG(0xE000E014u)
 #define SYST_CVR REG(0xE000E018u)
 #define NVIC_ISER(n) REG(0xE000E100u + 4 * (n))
+#define NVIC_ICER(n) REG(0xE000E180u + 4 * (n))
 #define SCB_AIRCR REG(0xE000ED0Cu)
 #define UID_BASE 0x1FFF7A10u
 #define IWDG_KR REG(0x40003000u)
 #define IWDG_PR REG(0x40003004u)
 #define IWDG_RLR REG(0x40003008u)
 
-#define CPU_HZ 84000000u   /* HSI 16 MHz × PLL: N 168 / M 16 / P 2; APB1 42 MHz, APB2 84 MHz */
+#define CPU_HZ 84000000u   /* PLL: 1 MHz × N 336 / P 4 (HSE or HSI / M); 48 MHz for USB at Q 7; APB1 42 MHz */
 
 /* common.c: what both ports share */
-void stm32_clock_init(void);
+/* hse_mhz: the board's crystal (25 on the Black Pill, 8 on the F407 Discovery), needed for USB's
+ * 48 MHz (±0.25 %); 0: the internal 16 MHz oscillator (UART link only) */
+void stm32_clock_init(uint32_t hse_mhz);
+/* the host link: USB CDC (HIL_HOST_LINK_USB, the default) or USART2 through a USB-UART bridge */
+void stm32_host_link_init(void);
 void stm32_uart_init(uint32_t baud);
 void stm32_gpio_af(uint32_t port, unsigned pin, unsigned af);
 void stm32_gpio_mode(uint32_t port, unsigned pin, unsigned mode, unsigned pull);

@@ -41,8 +41,8 @@ def numba_cache_dir() -> str | None:
 def entry_point(dispatcher, *example_args):
     """The compiled entry of `dispatcher` for exactly the types of `example_args`.
 
-    Calling it skips Numba's per-call type dispatch (about 100 ns per array argument, measured
-    in benchmarks/), but it does no type checking at all: callers must pass arguments of exactly
+    Calling it skips Numba's per-call type dispatch (a cost per array argument, measured in
+    benchmarks/bench_kinematics.py), but it does no type checking at all: callers must pass arguments of exactly
     these types (the `RobotModel` wrappers check q's class, dtype, shape and contiguity first).
     Falls back to the dispatcher itself if the entry cannot be had.
     """

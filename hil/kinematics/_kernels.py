@@ -64,8 +64,8 @@ _C6, _C7, _C8, _C9 = 1.0 / 479001600.0, -1.0 / 87178291200.0, 1.0 / 209227898880
 def _sincos(x):
     """(sin x, cos x), within an ulp or two of the library's for |x| < 1e5 rad, cheaper.
 
-    The library's sincos is a call the compiler cannot see into (~20 ns, 17 of them in one
-    humanoid FK); this is inline and branch-light: x = k·π/2 + r with |r| ≤ π/4, then the Taylor
+    The library's sincos is a call the compiler cannot see into (17 of them in one humanoid
+    FK); this is inline and branch-light: x = k·π/2 + r with |r| ≤ π/4, then the Taylor
     series of sin and cos in r to r¹⁷ and r¹⁸ (truncation < 1e-19), then the quadrant."""
     if not abs(x) < _SINCOS_DIRECT:
         return math.sin(x), math.cos(x)
@@ -234,7 +234,7 @@ def _pose_set(out, ko, r, c, v):
 @overload(_pose_get, inline="always")
 def _pose_get_impl(out, ko, r, c):
     # one kernel body for a single (4, 4) result and a batch, without a reshape per call (a view
-    # costs ~40 ns of reference counting, a fifth of a PUMA FK)
+    # costs reference counting, a noticeable part of a PUMA FK)
     if out.ndim == 2:
         return lambda out, ko, r, c: out[r, c]
     return lambda out, ko, r, c: out[ko, r, c]

@@ -380,7 +380,7 @@ def _mat3(buf, o, m):
 @kernel(nogil=True)
 def lm_solve(q0, kin, mt, setup, targets, q, info):
     """Prioritised LM IK from q0 into q. `setup`: see `SETUP_*` (one array rather than six:
-    each array argument costs ~40 ns to pass from Python).
+    each array argument costs time to pass from Python).
 
     info (out): [status, iterations, residual of level 0 .. level nlev-1] (residual = sqrt(2 E)).
     """

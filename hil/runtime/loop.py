@@ -51,7 +51,7 @@ from hil.safety import SafetyChecker
 # The cache warm-up before a cycle (see `_rest`) is skipped when less than this is left before the
 # deadline: a late wake-up must not be made later.
 WARM_MARGIN_S = 100e-6
-# The live statistics (twice a second, ~40 µs) wait for a cycle that leaves at least this much
+# The live statistics (twice a second, tens of µs) wait for a cycle that leaves at least this much
 # before the next deadline.
 PUBLISH_MARGIN_S = 300e-6
 # Missed deadlines listed one by one in the statistics file (which, how late): a period in their

@@ -49,8 +49,7 @@ class LoopStats:
 
         Percentiles are nearest-rank (the sample at rank ⌈p·n⌉), found by one partial sort per
         series: the live display runs this between two cycles every half second, where NumPy's
-        interpolating `percentile` took 0.85 ms warm and 1.3–1.9 ms inside the loop, a missed
-        deadline at 1 kHz each time; this takes ~40 µs."""
+        interpolating `percentile` is slow enough to miss a deadline at 1 kHz; this is not."""
         p, c, comp = self.window(last)
         n = len(p)
         keys = ("jitter_p50_us", "jitter_p99_us", "jitter_max_us", "period_p50_us", "cycle_p50_us",

@@ -79,8 +79,8 @@ def attribute(work_wall_s: float, work_cpu_s: float, slept_s: float, planned_sle
 
 class MissTracer:
     """Per-cycle bookkeeping for `attribute`; the loop calls `woke` at each wake-up (after the
-    spin), `sleeping` just before its sleep and `awake` just after it: ~3 µs a cycle; the work
-    happens only for a missed deadline."""
+    spin), `sleeping` just before its sleep and `awake` just after it: a few clock reads a cycle;
+    the work happens only for a missed deadline."""
 
     def __init__(self, keep: int = 1000) -> None:
         self.keep = keep

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
-import numpy as np
-
 from hil.cli.common import add_command, add_run_target, run_planned, trajectory_out
-from hil.errors import InputError, UnreachableError
+from hil.errors import InputError
 from hil.inputs import number, writable_file
-from hil.motion.limits import check_limits
 
 
 def register(sub) -> None:
@@ -32,7 +28,7 @@ def register(sub) -> None:
     s.add_argument("--knee-stretched", action="store_true", help="walk as tall as the legs allow")
     s.add_argument("--rate", type=float, help="sample rate = loop rate, Hz (default: the robot's)")
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
-    s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (30 ms keyframes)")
+    s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
     add_run_target(s)
     s.set_defaults(func=run)
 
@@ -68,25 +64,8 @@ def run(args) -> int:
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
                                 turn_deg=args.turn, period=args.period, lift=args.lift,
                                 knee_stretched=args.knee_stretched, rate_hz=rate)
-    res = walking.generate(model, params, _progress_printer())
-    for _ in range(3):   # slower until the joints' speed and acceleration limits hold
-        report = check_limits(model, res.t, res.q)
-        if report.time_scale <= 1.0:
-            break
-        params = dataclasses.replace(params, period=params.period * report.time_scale * 1.02)
-        print(f"walk: {report.worst}: planned again with a {params.period:.2f} s step period")
-        res = walking.generate(model, params, _progress_printer())
-    else:
-        report = check_limits(model, res.t, res.q)
-        if report.time_scale > 1.0:
-            raise UnreachableError(f"walk: refused: the joints cannot follow it ({report.worst}); try a shorter "
-                                   "stride or a longer --period")
+    res = walking.plan(model, params, _progress_printer())
     print(res.summary())
-    k = int(np.argmin(np.nan_to_num(res.margin, nan=-np.inf)))
-    if not res.margin[k] > 0:
-        raise UnreachableError(f"walk: refused: the planned ZMP leaves {model.name}'s support polygon "
-                               f"({1e3 * res.margin[k]:.1f} mm) at t = {res.t[k]:.3f} s; try a shorter stride, "
-                               "a longer --period, or a home pose the robot walks from (docs/robots.md)")
     out = trajectory_out(args, "hil-walk-", "walk.npz")
     if out:
         res.save(out)
@@ -94,7 +73,7 @@ def run(args) -> int:
     if args.motion_out:
         motion = keyframes.from_walk(res, model, os.path.splitext(os.path.basename(args.motion_out))[0])
         keyframes.save_motion(args.motion_out, motion, model)
-        print(f"motion file: {args.motion_out} ({len(motion.keyframes)} frames of 30 ms)")
+        print(f"motion file: {args.motion_out} ({len(motion.keyframes)} frames of 10 ms)")
     if not (args.dry_run or args.port):
         return 0
     return run_planned(args, model.spec, out)

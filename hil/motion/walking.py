@@ -21,6 +21,8 @@ import numpy as np
 from hil.errors import InputError, UnreachableError
 from hil.kinematics.floating import FloatingBase, inverse_transform
 from hil.kinematics.ik import LMSolver, Task
+from hil.motion.limits import check_limits
+from hil.safety import SafetyChecker
 
 G = 9.81
 
@@ -64,6 +66,7 @@ class WalkResult:
     ik_worst: float
     report: list[str] = field(default_factory=list)
     com_ref: np.ndarray | None = None
+    contact_error: float = 0.0    # largest height (or depth) of a sole corner while the plan has it down (m)
 
     def save(self, path: str) -> None:
         np.savez(path, t=self.t, q=self.q, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
@@ -189,6 +192,52 @@ def generate(model, params: WalkParams, progress=None) -> WalkResult:
             return res
         raise UnreachableError(f"walk: no knee-stretched height works for this stride ({last})")
     return _generate(model, params, progress)
+
+
+CONTACT_TOLERANCE = 1e-6   # a sole the plan has down may lie this far off the ground (m)
+SLIDE_TOLERANCE = 1e-6     # and move this far while it is down (m)
+
+
+def plan(model, params: WalkParams, progress=None, say=print) -> WalkResult:
+    """A walk the robot can follow, or UnreachableError naming the first sample that fails.
+
+    Planned (`generate`), then planned again with a longer step period while the joints' speed or
+    acceleration limits are exceeded, then checked sample by sample as the loop checks: the ZMP
+    inside what touches the ground, feet down lying flat and not sliding, and the loop's own
+    checks (limits, floor, self-collision) on every pose. `say` hears each replanning."""
+    res = generate(model, params, progress)
+    for _ in range(3):   # slower until the joints' speed and acceleration limits hold
+        report = check_limits(model, res.t, res.q)
+        if report.time_scale <= 1.0:
+            break
+        params = replace(params, period=params.period * report.time_scale * 1.02)
+        say(f"walk: {report.worst}: planned again with a {params.period:.2f} s step period")
+        res = generate(model, params, progress)
+    else:
+        report = check_limits(model, res.t, res.q)
+        if report.time_scale > 1.0:
+            raise UnreachableError(f"walk: refused: the joints cannot follow it ({report.worst}); try a shorter "
+                                   "stride or a longer --period")
+    refuse_unsafe(model, res)
+    return res
+
+
+def refuse_unsafe(model, res: WalkResult) -> None:
+    """UnreachableError at the first sample of a planned walk that fails a check (see `plan`)."""
+    k = int(np.argmin(np.nan_to_num(res.margin, nan=-np.inf)))
+    if not res.margin[k] > 0:
+        raise UnreachableError(f"walk: refused: the planned ZMP leaves {model.name}'s support polygon "
+                               f"({1e3 * res.margin[k]:.1f} mm) at t = {res.t[k]:.3f} s; try a shorter stride, "
+                               "a longer --period, or a home pose the robot walks from (docs/robots.md)")
+    if res.contact_error > CONTACT_TOLERANCE or res.slide > SLIDE_TOLERANCE:
+        raise UnreachableError(f"walk: refused: a foot on the ground is {1e3 * res.contact_error:.3f} mm off it "
+                               f"or slides {1e3 * res.slide:.3f} mm; try a shorter stride or a longer --period")
+    checker = SafetyChecker(model, balance=False)   # balance is the ZMP's, checked above
+    bad, flags = checker.check_path(res.q)
+    if bad >= 0:
+        raise UnreachableError(f"walk: refused: at t = {res.t[bad]:.3f} s (sample {bad}): "
+                               + "; ".join(checker.explain(int(flags[bad]), res.q[bad]))
+                               + "; try a wider --width, a shorter stride or a smaller --side")
 
 
 def _leg_can_yaw(model) -> bool:
@@ -394,9 +443,18 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     if worst > 1e-4:
         raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
                                f"stride (now {p.stride * 100:.1f} cm) or a longer period")
-    res = check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst, f"{p.steps} steps of {100 * p.stride:.1f} cm")
+    res = check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst, _label(p))
     res.com_ref = np.column_stack([com_xy, z_walk])
     return res
+
+
+def _label(p: WalkParams) -> str:
+    moves = [f"{100 * p.stride:.1f} cm forward"] if p.stride or not (p.side or p.turn_deg) else []
+    if p.side:
+        moves.append(f"{100 * p.side:.1f} cm to the {'left' if p.side > 0 else 'right'}")
+    if p.turn_deg:
+        moves.append(f"turning {p.turn_deg:.0f}°")
+    return f"{p.steps} steps of {', '.join(moves)}"
 
 
 def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, hl: float) -> np.ndarray:
@@ -430,34 +488,38 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
     for k in range(N):
         want = {1: "l_sole", 2: "r_sole"}.get(int(support[k]))
         if want and want != base.support:
-            base.switch(want, Q[k])
+            # the new support sole's world pose is where it stood at the last sample both feet
+            # were down: in this sample the old support foot has already begun to lift
+            base.switch(want, Q[max(k - 1, 0)])
         F = base.body_pose(Q[k]) @ model.fk_frames(Q[k])[[li, ri]]
         feet[k] = F
         com[k] = base.com(Q[k])
-    # COM acceleration by a central second difference over ±h samples (h = 10 ms): the plain
-    # 5 ms stencil turns 0.01 mm of rounding-level position noise into centimetres of ZMP
-    h = max(1, int(round(0.01 / dt)))
+    # COM acceleration by the finest central second difference the samples allow
+    h = 1
     acc = np.zeros_like(com)
     acc[h:-h] = (com[2 * h:] - 2 * com[h:-h] + com[:-2 * h]) / (h * dt) ** 2
     zmp = com[:, :2] - com[:, 2:3] * acc[:, :2] / (G + acc[:, 2:3])
     corners = np.array([[sx * hl, sy * hw, 0, 1] for sx in (-1, 1) for sy in (-1, 1)])
+    # the plan says which feet are down (0 both, 1 left, 2 right); a foot that is down must lie flat
+    # on the ground (`contact_error`: its corners' largest height or depth) and must not move
+    down = np.column_stack([support != 2, support != 1])
     margin = np.zeros(N)
     min_z = math.inf
+    contact_error = 0.0
     for k in range(N):
         pts = []
         for f in range(2):
             C = (feet[k, f] @ corners.T).T
             min_z = min(min_z, C[:, 2].min())
-            if C[:, 2].max() < 1e-3:  # flat on the ground
+            if down[k, f]:
+                contact_error = max(contact_error, float(np.abs(C[:, 2]).max()))
                 pts.append(C[:, :2])
-        margin[k] = _hull_margin(np.vstack(pts), zmp[k]) if pts else -math.inf
-    # a foot on the ground must not move: compare with where it was at the start of each contact
+        margin[k] = _hull_margin(np.vstack(pts), zmp[k])
     slide = 0.0
     for f in range(2):
         anchor = None
         for k in range(N):
-            down = np.max((feet[k, f] @ corners.T).T[:, 2]) < 1e-3
-            if down:
+            if down[k, f]:
                 if anchor is None:
                     anchor = feet[k, f][:3, 3].copy()
                 slide = max(slide, float(np.linalg.norm(feet[k, f][:3, 3] - anchor)))
@@ -470,7 +532,7 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
     margin[:h] = margin[h]
     margin[-h:] = margin[-h - 1]
     res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(min_z), sp, knee_dev, short,
-                     float(worst), [label])
+                     float(worst), [label], contact_error=contact_error)
     return res
 
 

@@ -190,8 +190,9 @@ class SafetyChecker:
         if flags & COLLISION:
             p = int(self.info[SK.I_PAIR])
             a, b = self.pairs[p] if p >= 0 else (0, 0)
+            depth = -self.info[SK.I_CLEARANCE] * 1e3
             out.append(f"self-collision: {self.capsule_names[a]} and {self.capsule_names[b]} overlap by "
-                       f"{-self.info[SK.I_CLEARANCE] * 1e3:.1f} mm")
+                       + (f"{depth:.1f} mm" if depth >= 0.05 else "less than 0.1 mm"))
         if flags & BALANCE:
             out.append(f"balance: the centre of mass is {-self.info[SK.I_COM_MARGIN] * 1e3:+.1f} mm outside the "
                        f"support polygon (margin {self.bal[5] * 1e3:.0f} mm required)")

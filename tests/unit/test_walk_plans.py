@@ -1,0 +1,89 @@
+"""Walk plans a robot can follow: support switches without a jump, feet that stay put while down,
+the ZMP from the finest difference the samples allow, a 100-step walk that ends where it should,
+and plans refused (never run) when a sample fails the loop's own checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.errors import InputError, UnreachableError
+from hil.motion import walking
+from hil.motion.limits import check_limits
+from hil.safety import SafetyChecker
+
+
+@pytest.fixture(scope="module")
+def hum():
+    return robots.load("humanoid17")
+
+
+@pytest.fixture(scope="module")
+def walk6(hum):
+    return walking.generate(hum, walking.WalkParams(steps=6, stride=0.03))
+
+
+def test_support_switches_leave_the_feet_flat_and_still(walk6):
+    # at each switch the new support sole keeps the pose it had on the ground: a sole frozen from
+    # a sample in which the old support foot had begun to lift would tilt, and every contact after
+    # it would be measured off the ground
+    assert (np.diff(walk6.support) != 0).sum() >= 10
+    assert walk6.contact_error <= 1e-8, walk6.contact_error
+    # feet the plan has down do not move, the swing foot just before touchdown included
+    assert walk6.slide <= 1e-8, walk6.slide
+
+
+def test_the_zmp_comes_from_the_finest_central_difference(walk6):
+    com, dt = walk6.com_w, walk6.t[1] - walk6.t[0]
+    acc = (com[2:] - 2 * com[1:-1] + com[:-2]) / dt ** 2
+    zmp = com[1:-1, :2] - com[1:-1, 2:3] * acc[:, :2] / (walking.G + acc[:, 2:3])
+    np.testing.assert_allclose(walk6.zmp_w[1:-1], zmp, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_a_100_step_walk_ends_where_its_footsteps_say(hum):
+    res = walking.plan(hum, walking.WalkParams(steps=100, stride=0.03), say=lambda s: None)
+    assert np.isfinite(res.margin).all() and res.margin.min() > 0.003
+    moved = res.feet_w[-1, :, :3, 3] - res.feet_w[0, :, :3, 3]
+    # the right foot starts with half a stride, the left ends with one: left 99 strides, right 98.5
+    np.testing.assert_allclose(moved, [[0.03 * 99, 0, 0], [0.03 * 98.5, 0, 0]], atol=1e-8)
+    tilt = np.abs(res.feet_w[-1, :, 2, 2] - 1.0).max()
+    assert tilt < 1e-10
+    assert res.contact_error <= 1e-8 and res.slide <= 1e-8
+
+
+def test_a_walk_whose_feet_collide_is_refused_naming_the_sample(hum):
+    with pytest.raises(UnreachableError, match=r"at t = [0-9.]+ s \(sample \d+\): self-collision: l_foot and r_foot"):
+        walking.plan(hum, walking.WalkParams(steps=2, width=0.04), say=lambda s: None)
+
+
+def test_a_plan_that_fails_the_zmp_check_is_refused(hum, walk6):
+    bad = walking.WalkResult(**{**walk6.__dict__, "margin": walk6.margin.copy()})
+    bad.margin[700] = -0.002
+    with pytest.raises(UnreachableError, match=r"ZMP leaves .* \(-2.0 mm\) at t = 3.500 s"):
+        walking.refuse_unsafe(hum, bad)
+    slid = walking.WalkResult(**{**walk6.__dict__, "slide": 2e-4})
+    with pytest.raises(UnreachableError, match="slides 0.200 mm"):
+        walking.refuse_unsafe(hum, slid)
+
+
+OPTIONS = [dict(), dict(stride=-0.02), dict(stride=0.0, side=0.02), dict(stride=0.0, side=-0.02),
+           dict(stride=0.02, side=0.01), dict(lift=0.02), dict(period=0.6), dict(period=1.2, double_support=0.4),
+           dict(steps=1), dict(steps=3, stride=0.05), dict(turn_deg=8.0), dict(stride=0.12, steps=2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", OPTIONS, ids=[",".join(f"{k}={v}" for k, v in o.items()) or "default"
+                                                  for o in OPTIONS])
+def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options):
+    try:
+        res = walking.plan(hum, walking.WalkParams(**{"steps": 4, **options}), say=lambda s: None)
+    except (UnreachableError, InputError) as e:
+        assert "walk:" in str(e) and any(w in str(e) for w in ("try", "use", "needs")), e
+        return
+    # what is accepted passes every check the loop makes, on every sample
+    bad, flags = SafetyChecker(hum, balance=False).check_path(res.q)
+    assert bad == -1, SafetyChecker(hum).explain(int(flags[bad]), res.q[bad])
+    assert check_limits(hum, res.t, res.q).time_scale <= 1.0
+    assert res.margin.min() > 0 and res.contact_error <= 1e-8 and res.slide <= 1e-8

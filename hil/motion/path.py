@@ -68,8 +68,9 @@ class Plan:
 
 def _discretise(prog: Program, chord_mm: float):
     """Points (mm, workpiece frame) along the program, no farther apart than allowed by the chord
-    tolerance on arcs (and 2 mm on lines), with segment index per point and exact-stop flags."""
-    pts, seg_of, stop = [], [], []
+    tolerance on arcs (and 2 mm on lines), with per point its segment, exact-stop flag and
+    fraction u of its segment (samples between points are taken on the segment itself)."""
+    pts, seg_of, stop, u_of = [], [], [], []
     for k, s in enumerate(prog.segments):
         L = s.length()
         if s.kind == "arc":
@@ -85,6 +86,7 @@ def _discretise(prog: Program, chord_mm: float):
             pts.append(s.point(u))
             seg_of.append(k)
             stop.append(False)
+            u_of.append(u)
     pts = np.array(pts)
     seg_of = np.array(seg_of)
     stop = np.array(stop)
@@ -100,7 +102,7 @@ def _discretise(prog: Program, chord_mm: float):
         ang = math.degrees(math.acos(max(-1.0, min(1.0, float(ta @ tb))))) if np.linalg.norm(ta) and np.linalg.norm(tb) else 180
         if ang > CORNER_DEG or (a.kind == "rapid") != (b.kind == "rapid"):
             stop[i] = True
-    return pts, seg_of, stop
+    return pts, seg_of, stop, np.array(u_of)
 
 
 def _normal(s: Segment) -> int:
@@ -118,7 +120,11 @@ def _tangent(s: Segment, u: float) -> np.ndarray:
 def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray | None = None,
               chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
               workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0) -> Plan:
-    """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line."""
+    """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line.
+
+    Near the wrist singularity the path slows wherever the wrist joints need it (the time law's
+    joint speed and acceleration bounds); the plan is refused only where even that cannot keep
+    them within their limits. A pass closer than `wrist_margin_deg` is said in the plan's note."""
 
     if chord_mm <= 0:
         raise InputError("chord tolerance must be positive")
@@ -126,7 +132,7 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     mt = model.with_tool(tool)
     q_near = model.home if q_start is None else np.asarray(q_start, float)
     R_tool = T_place[:3, :3] @ np.diag([1.0, -1.0, -1.0])  # tool z into the face
-    pts_mm, seg_of, stop = _discretise(prog, chord_mm)
+    pts_mm, seg_of, stop, u_of = _discretise(prog, chord_mm)
     segs = prog.segments
     lines = np.array([segs[k].line for k in seg_of])
 
@@ -189,7 +195,8 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     a_lim = np.clip(a_lim, 1e-4, 5.0)
     dt = 1.0 / rate_hz
     for attempt in range(8):
-        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, pts_mm, lines, Q, mt, pose_at, dt)
+        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, (segs, seg_of, u_of), lines, Q,
+                                                       mt, pose_at, dt)
         # the profile above bounds the tangential terms; curvature adds d²q/ds²·v², so check the
         # accelerations actually reached and slow down where they exceed the limits
         qdd = np.diff(q_t, n=2, axis=0) / dt ** 2
@@ -218,10 +225,6 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
         reasons = checker.explain(int(flags[first_bad]), q_t[first_bad])
         raise PlanError(f"line {line_t[first_bad]} sample {first_bad}: " + "; ".join(reasons))
     wrist = np.degrees(np.abs(q_t[:, 4]))
-    if wrist.min() < wrist_margin_deg:
-        k = int(np.argmin(wrist))
-        raise PlanError(f"line {line_t[k]} sample {k}: the wrist passes {wrist[k]:.2f}° from its singularity "
-                        f"(θ5 = 0; margin {wrist_margin_deg}°); tilt or move the workpiece")
     # workpiece box: the contour's footprint, from its lowest point down
     lo, hi = prog.extents()
     if workpiece_mm is None:
@@ -239,8 +242,29 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     qdd = np.diff(qd, axis=0) / dt
     sp = float(np.max(np.abs(qd) / model.velocity_limit)) if len(qd) else 0.0
     ac = float(np.max(np.abs(qdd) / model.acceleration_limit)) if len(qdd) else 0.0
+    _refuse_past_limits(model, qd, qdd, line_t)
+    note = _feed_note(feed, v_lim, segs, seg_of, lines)
+    if wrist.min() < wrist_margin_deg:
+        k = int(np.argmin(wrist))
+        note = "; ".join(x for x in (note, f"the wrist passes {wrist[k]:.2f}° from its singularity (θ5 = 0) on "
+                                           f"line {line_t[k]}, within its joints' limits") if x)
     return Plan(t, q_t, p_base, line_t, label, duration, float(wrist.min()), sp, ac,
-                T_wp, half, chord_mm, tool, _feed_note(feed, v_lim, segs, seg_of, lines))
+                T_wp, half, chord_mm, tool, note)
+
+
+def _refuse_past_limits(model, qd: np.ndarray, qdd: np.ndarray, line_t: np.ndarray) -> None:
+    """PlanError at the first sample whose joint speed or acceleration (from q) is past its limit:
+    the time law slows the path wherever it can, so what is left cannot be followed (a wrist
+    through its singularity at a speed its joints cannot turn at, for one)."""
+    for what, d, limit, slack in (("speed", qd, model.velocity_limit, 1.001),
+                                  ("acceleration", qdd, model.acceleration_limit, 1.02)):
+        over = np.abs(d) > limit * slack
+        if over.any():
+            k, j = np.argwhere(over)[0]
+            unit = "°/s" if what == "speed" else "°/s²"
+            raise PlanError(f"line {line_t[min(k + 1, len(line_t) - 1)]} sample {k + 1}: {model.joint_names[j]} "
+                            f"needs {math.degrees(abs(d[k, j])):.0f} {unit} (limit {math.degrees(limit[j]):.0f}) "
+                            "even slowed down; tilt or move the workpiece, or lower the feed")
 
 
 def _feed_note(feed: np.ndarray, v_lim: np.ndarray, segs, seg_of: np.ndarray, lines) -> str:
@@ -256,8 +280,10 @@ def _feed_note(feed: np.ndarray, v_lim: np.ndarray, segs, seg_of: np.ndarray, li
             f"{v_lim[k] * 60e3:.0f} of F{feed[k] * 60e3:.0f} mm/min (line {int(lines[k])})")
 
 
-def _time_law(v_lim, a_lim, stop, s, ds, pts_mm, lines, Q, mt, pose_at, dt):
-    """Speed profile (forward/backward passes), piecewise-quadratic s(t), exact IK per sample."""
+def _time_law(v_lim, a_lim, stop, s, ds, on_path, lines, Q, mt, pose_at, dt):
+    """Speed profile (forward/backward passes), piecewise-quadratic s(t), exact IK per sample.
+    `on_path`: (segments, segment of each path point, its fraction u): every sample is taken on
+    its segment's own curve (an arc's circle or helix, not the chord between path points)."""
     v = v_lim.copy()
     v[stop] = 0.0
     for _ in range(3):
@@ -281,7 +307,11 @@ def _time_law(v_lim, a_lim, stop, s, ds, pts_mm, lines, Q, mt, pose_at, dt):
     s_t = np.minimum(s[seg] + v[seg] * dtl + 0.5 * acc * dtl ** 2, s[seg + 1])
     idx = np.clip(np.searchsorted(s, s_t, side="right") - 1, 0, len(s) - 2)
     frac = np.where(ds[idx] > 0, (s_t - s[idx]) / np.maximum(ds[idx], 1e-15), 0.0)
-    p_t = pts_mm[idx] + (pts_mm[idx + 1] - pts_mm[idx]) * frac[:, None]
+    segs, seg_of, u_of = on_path
+    seg_t = seg_of[idx + 1]
+    u_from = np.where(seg_of[idx] == seg_t, u_of[idx], 0.0)   # a segment's first chord starts at u = 0
+    u_t = u_from + (u_of[idx + 1] - u_from) * frac
+    p_t = np.array([segs[k].point(u) for k, u in zip(seg_t, u_t)])
     line_t = lines[idx + (frac > 0.5)]
     # exact IK at every time sample (FK of q lies on the programmed path), continuing the branch
     q_t = np.empty((len(t), 6))

@@ -169,3 +169,31 @@ def test_cli_writes_the_trajectory_file(tmp_path):
     bad.write_text("G21\nG1 X10 F100\nG2 X20 Y10\n")
     r = subprocess.run([sys.executable, "-m", "hil.cli", "path", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "line 3, column 1: G2 needs I/J/K or R" in r.stderr
+
+
+def test_arcs_are_sampled_on_the_arc_not_its_chords(puma):
+    # a coarse chord tolerance puts the path points 0.5 mm inside the arc at mid-chord; the samples
+    # between them are taken on the circle itself, so every one lies on the programmed arc
+    text = "G21 G90\nG0 X20 Y0 Z5\nG1 Z0 F1200\nG2 X-20 Y0 I-20 J0 F1200\nG0 Z5\n"
+    prog = gcode.parse(text, "arc.nc")
+    plan = path.plan_path(puma, prog, PLACE, TOOL, 0.5, 500.0)
+    tooled, inv = puma.with_tool(TOOL), np.linalg.inv(PLACE)
+    arc = [k for k in range(len(plan.q)) if plan.line[k] == 4]
+    off = [dist_to_program((inv[:3, :3] @ tooled.fk(plan.q[k])[:3, 3] + inv[:3, 3]) * 1e3, prog) for k in arc]
+    assert len(arc) > 100 and max(off) < 1e-6, max(off)
+
+
+def test_a_contour_near_the_wrist_singularity_is_planned_within_the_joint_limits(puma):
+    # this line passes 0.36° from θ5 = 0: the wrist joints set the speed where they must, and
+    # the plan is accepted with every sample on the line and within the joints' limits
+    text = "G21 G90\nG0 X-100 Y-142 Z5\nG1 Z0 F6000\nG1 X50 F6000\nG0 Z5\n"
+    prog, plan = plan_and_check(puma, text)
+    assert plan.min_wrist_deg < 1.0
+    assert "singularity" in plan.feed_note and "line 3" in plan.feed_note
+
+
+def test_what_even_the_time_law_cannot_slow_enough_is_refused_naming_joint_and_line(puma):
+    qd = np.zeros((5, 6))
+    qd[3, 3] = puma.velocity_limit[3] * 1.5
+    with pytest.raises(path.PlanError, match=r"line 7 sample 4: wrist_roll needs \d+ °/s \(limit \d+\)"):
+        path._refuse_past_limits(puma, qd, np.zeros((4, 6)), np.full(6, 7))

@@ -14,6 +14,8 @@ import math
 import dearpygui.dearpygui as dpg
 import numpy as np
 
+from hil.robots.model import Shape
+
 GROUND = (70, 74, 82, 255)
 BACKGROUND = (28, 30, 36)
 MEASURED = (90, 160, 235, 255)
@@ -39,31 +41,45 @@ def _perp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, v  # u × v = a
 
 
-def capsule_mesh(p0, p1, r: float, sides: int = 8) -> tuple[list, list]:
-    """(triangles, edges) of a capped cylinder p0–p1 of radius r, triangles CCW from outside."""
+def capsule_mesh(p0, p1, r: float, sides: int = 8, domes: bool = True) -> tuple[list, list]:
+    """(triangles, edges) of a capsule: a cylinder p0–p1 of radius r with a dome at each end (one
+    ring at 45° and the pole; `domes` False: a cone to the pole, for small joins), triangles CCW
+    from outside. A zero-length one is a ball."""
     p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
     a = p1 - p0
-    if np.linalg.norm(a) < 1e-9:  # a sphere-like blob: a short cylinder along z
-        p0, p1 = p0 - [0, 0, r * 0.5], p1 + [0, 0, r * 0.5]
-        a = p1 - p0
-    u, v = _perp(a)
-    ring0, ring1 = [], []
+    axis = a / np.linalg.norm(a) if np.linalg.norm(a) >= 1e-9 else np.array([0.0, 0, 1])
+    u, v = _perp(axis)
+    c45 = math.cos(math.pi / 4)
+    ring0, ring1, mid0, mid1 = [], [], [], []
     for k in range(sides):
         t = 2 * math.pi * k / sides
         d = r * (math.cos(t) * u + math.sin(t) * v)
         ring0.append(p0 + d)
         ring1.append(p1 + d)
+        mid0.append(p0 + c45 * (d - r * axis))
+        mid1.append(p1 + c45 * (d + r * axis))
+    pole0, pole1 = p0 - r * axis, p1 + r * axis
     tris, edges = [], []
+
+    def band(lo, hi, k, k2):   # the quad between two rings, `hi` further along the axis
+        tris.append((lo[k], lo[k2], hi[k2]))
+        tris.append((lo[k], hi[k2], hi[k]))
+
     for k in range(sides):
         k2 = (k + 1) % sides
-        tris.append((ring0[k], ring0[k2], ring1[k2]))
-        tris.append((ring0[k], ring1[k2], ring1[k]))
-        tris.append((p1, ring1[k], ring1[k2]))
-        tris.append((p0, ring0[k2], ring0[k]))
+        if np.linalg.norm(a) >= 1e-9:
+            band(ring0, ring1, k, k2)
+        if domes:
+            band(ring1, mid1, k, k2)
+            band(mid0, ring0, k, k2)
+        end1, end0 = (mid1, mid0) if domes else (ring1, ring0)
+        tris.append((end1[k], end1[k2], pole1))
+        tris.append((end0[k2], end0[k], pole0))
         edges.append((ring0[k], ring0[k2]))
         edges.append((ring1[k], ring1[k2]))
         if k % 2 == 0:
-            edges.append((ring0[k], ring1[k]))
+            edges += [(pole0, mid0[k]), (mid0[k], ring0[k]), (ring0[k], ring1[k]), (ring1[k], mid1[k]),
+                      (mid1[k], pole1)] if domes else [(pole0, ring0[k]), (ring0[k], ring1[k]), (ring1[k], pole1)]
     return tris, edges
 
 
@@ -85,9 +101,54 @@ def box_mesh(c, half) -> tuple[list, list]:
 
 
 def shape_mesh(shape, sides: int = 8):
+    if shape.kind == "capsule" and shape.name.endswith(" join"):
+        return capsule_mesh(shape.p0, shape.p1, shape.radius, 6, domes=False)
     if shape.kind == "capsule":
         return capsule_mesh(shape.p0, shape.p1, shape.radius, sides)
     return box_mesh(shape.p0, shape.half)
+
+
+def nearest_on_shape(shape, p: np.ndarray) -> np.ndarray:
+    """The point of a shape's surface (or inside: the point itself) nearest to p, link frame."""
+    if shape.kind == "capsule":
+        a, b = np.asarray(shape.p0, float), np.asarray(shape.p1, float)
+        ab = b - a
+        t = float(np.clip((p - a) @ ab / max(ab @ ab, 1e-18), 0.0, 1.0))
+        c = a + t * ab
+        d = p - c
+        n = float(np.linalg.norm(d))
+        return p.copy() if n <= shape.radius else c + d * (shape.radius / n)
+    c, h = np.asarray(shape.p0, float), np.asarray(shape.half, float)
+    return c + np.clip(p - c, -h, h)
+
+
+def _thickness(shape) -> float:
+    return shape.radius if shape.kind == "capsule" else float(min(shape.half))
+
+
+def connectors(model, min_gap: float = 0.002) -> list:
+    """Visual-only capsules that join each joint to its parent's and its own link geometry where
+    the collision shapes leave a gap (a neck under a head, struts from the hips to the torso),
+    sized from the shapes they join: any robot's data gets a body that reads as one piece. Not
+    part of the collision model."""
+    by_link: dict[int, list] = {}
+    for sh in model.shapes:
+        by_link.setdefault(sh.link, []).append(sh)
+    out = []
+    for j, joint in enumerate(model.joints):
+        origin_in_parent = np.asarray(joint.placement, float)[:3, 3]
+        for link, p in ((joint.parent, origin_in_parent), (j, np.zeros(3))):
+            shapes = by_link.get(link)
+            if not shapes:
+                continue
+            points = [nearest_on_shape(sh, p) for sh in shapes]
+            k = int(np.argmin([np.linalg.norm(q - p) for q in points]))
+            if np.linalg.norm(points[k] - p) < min_gap:
+                continue
+            r = 0.45 * min(_thickness(shapes[k]), *(_thickness(sh) for sh in by_link.get(j, shapes)))
+            out.append(Shape(link, "capsule", tuple(p), tuple(points[k]), radius=max(r, 0.003),
+                             name=f"{joint.name} join"))
+    return out
 
 
 def orbit_view(yaw: float, pitch: float, dist: float, target) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +214,8 @@ class RobotDrawing:
         self.shade: dict[int, list[float]] = {}
         self.solid = solid
         self.color = color
-        links = sorted({s.link for s in model.shapes})
+        joins = connectors(model)
+        links = sorted({s.link for s in list(model.shapes) + joins})
         at_home = model.fk_frames(model.home)
         for link in links:
             node = dpg.add_draw_node(parent=parent, tag=f"{tag_prefix}_link{link}")
@@ -161,7 +223,7 @@ class RobotDrawing:
             self.items[link] = []
             self.shade[link] = []
             R = at_home[link + 1, :3, :3]
-            for sh in model.shapes:
+            for sh in list(model.shapes) + joins:
                 if sh.link != link:
                     continue
                 tris, edges = shape_mesh(sh, 8 if solid else 6)

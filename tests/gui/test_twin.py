@@ -361,3 +361,46 @@ def test_balance_and_workspace_are_coloured_in_the_view(xdisplay, tmp_path):
     tool_link = int(puma.frame_link[puma.frame_index(puma.tool_frame)])
     tip = F[1 + tool_link, :3, 3]
     assert near(img, px(tip), S.COLLIDING, radius=6)
+
+
+def test_the_humanoid_reads_as_one_body(xdisplay, tmp_path):
+    """A neck joins the head to the torso and struts join the hips to it: the points between them,
+    where the collision shapes leave a gap, are drawn in the robot's colour; the head is round."""
+    from hil.kinematics.floating import FloatingBase
+    from twin import scene as S
+
+    img = shot(tmp_path, "humanoid17")
+    m = robots.load("humanoid17")
+    W = FloatingBase(m, "l_sole", m.home).body_pose(m.home)
+    F = m.fk_frames(m.home)
+    px = projector("humanoid17")
+
+    def drawn(p):   # the robot's colour, shaded darker or lighter, and not the background
+        x, y = px((W @ np.append(p, 1.0))[:3])
+        c = img[y, x, :3].astype(int)
+        return np.abs(c - np.array(S.BACKGROUND)).max() > 40 and c[2] > c[0] + 40, c
+    neck = F[m.frame_index("head")][:3, 3] + [0, 0, 0.003]      # between the torso's top and the head
+    hips = [F[m.link_names.index(f"{s}_hip") + 1][:3, 3] + [0, 0, 0.015] for s in "lr"]   # hip to torso
+    crown = F[m.frame_index("head")] @ [0.002, 0, 0.036, 1]      # the dome above the head's cylinder
+    for p in [neck, *hips, crown[:3]]:
+        ok, c = drawn(np.asarray(p))
+        assert ok, (p, c)
+
+
+def test_capsules_are_closed_with_faces_pointing_out():
+    from twin import scene as S
+
+    for p0, p1, r in (([0, 0, 0], [0.1, 0.02, -0.03], 0.02), ([0.01, 0, 0], [0.01, 0, 0], 0.03)):
+        tris, _ = S.capsule_mesh(p0, p1, r)
+        a, b = np.asarray(p0, float), np.asarray(p1, float)
+        for t in tris:
+            t = np.asarray(t)
+            c = t.mean(axis=0)
+            ab = b - a
+            axis_pt = a + np.clip((c - a) @ ab / max(ab @ ab, 1e-18), 0, 1) * ab
+            n = np.cross(t[1] - t[0], t[2] - t[0])
+            assert n @ (c - axis_pt) > 0   # counter-clockwise seen from outside
+        pts = np.concatenate([np.asarray(t) for t in tris])
+        far = np.max([np.linalg.norm(p - (a + np.clip((p - a) @ (b - a) / max((b - a) @ (b - a), 1e-18), 0, 1)
+                                              * (b - a))) for p in pts])
+        assert far == pytest.approx(r)   # every vertex on the capsule's surface, the domes included

@@ -27,6 +27,22 @@ FOV = math.radians(75)
 PANEL_W = 410
 VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
 TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highlighted in the panel
+NAME_COLOR = (235, 235, 240, 255)
+DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
+PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
+
+
+def pick_joint(pixels: list, mouse: np.ndarray) -> int | None:
+    """The joint whose link (origin to far end, in view pixels) passes nearest the mouse, if
+    within PICK_PX; ties go to the joint further down the chain (the smaller link on top)."""
+    best, best_d = None, PICK_PX
+    for i, (a, b) in enumerate(pixels):
+        ab = b - a
+        t = float(np.clip((mouse - a) @ ab / max(ab @ ab, 1e-9), 0.0, 1.0))
+        d = float(np.linalg.norm(mouse - (a + t * ab)))
+        if d <= best_d:
+            best, best_d = i, d
+    return best
 CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.6, target=(0.0, 0.25, -0.25)),
           "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
 
@@ -75,10 +91,19 @@ class TwinApp:
         self._com_hist: list[tuple[float, np.ndarray]] = []
         self.messages: list[str] = []
         self.show_frames = False           # a small x y z frame on every link (seed 001's joint frames)
+        self.show_names = False            # every joint's name beside it in the view
+        self._drag_joint: int | None = None   # the joint whose link is being dragged (preview only)
+        self._drag_q0 = None
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
         self.balance_flagged = False
         self.safety_flags = 0
         self._checker = None
+        self._link_ends = {}
+        for i in range(model.n):   # where each link's geometry is, in its own frame
+            centres = [np.asarray(sh.p0) if sh.kind == "box" else (np.asarray(sh.p0) + np.asarray(sh.p1)) / 2
+                       for sh in model.shapes if sh.link == i]
+            if centres:
+                self._link_ends[i] = np.mean(centres, axis=0)
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
@@ -122,7 +147,11 @@ class TwinApp:
         if self.humanoid:
             with dpg.draw_node(tag="ground_marks", parent="world"):
                 pass
+        for i, name in enumerate(self.model.joint_names):   # 2-D, over the 3-D layer
+            dpg.draw_text([0, 0], name, size=14, color=NAME_COLOR, parent="view", tag=f"jname{i}",
+                          show=self.show_names)
         with dpg.handler_registry():
+            dpg.add_mouse_click_handler(button=dpg.mvMouseButton_Left, callback=self._on_click)
             dpg.add_mouse_drag_handler(button=dpg.mvMouseButton_Left, callback=self._on_drag)
             dpg.add_mouse_drag_handler(button=dpg.mvMouseButton_Right, callback=self._on_pan)
             dpg.add_mouse_release_handler(callback=self._on_release)
@@ -148,6 +177,9 @@ class TwinApp:
             dpg.add_button(label="Clear fault", callback=lambda *a: self._post("clear_fault"))
             dpg.add_button(label="Start", callback=lambda *a: self._post("start_motion"))
             dpg.add_button(label="Stop", callback=lambda *a: self._post("stop_motion"))
+        with dpg.group(horizontal=True):   # a pose dragged in the view or previewed in Cartesian: sent only from here
+            dpg.add_button(label="Send preview", tag="send_preview", callback=lambda *a: self._cart_send())
+            dpg.add_button(label="Drop preview", callback=lambda *a: self.drop_preview())
         with dpg.window(label="Enable the robot?", modal=True, show=False, tag="confirm", no_resize=True,
                         pos=(W // 2 - 160, H // 2 - 60), width=320):
             dpg.add_text("Torque on. The robot holds its measured pose\nand moves only when you ask.")
@@ -166,6 +198,8 @@ class TwinApp:
             dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
             dpg.add_checkbox(label="joint frames (xyz: rgb)", tag="frames_box",
                              default_value=self.show_frames, callback=lambda s, a: self.set_frames(a))
+            dpg.add_checkbox(label="names", tag="names_box", default_value=self.show_names,
+                             callback=lambda s, a: self.set_names(a))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):
                 dpg.add_text("measured   commanded (drag to jog)", color=(160, 160, 170))
@@ -230,7 +264,49 @@ class TwinApp:
 
         return dpg.is_item_hovered("view")
 
+    def _view_mouse(self) -> tuple[float, float]:
+        """The mouse in the view's pixels (0, 0 at its top left)."""
+        mx, my = dpg.get_mouse_pos(local=False)
+        x0, y0 = dpg.get_item_rect_min("view")
+        return mx - x0, my - y0
+
+    def _joint_pixels(self, q: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per joint: its origin and its link's far end (the mean of its shapes' centres, else the
+        origin), in view pixels, as the camera shows them."""
+        F = self.model.fk_frames(q)
+        Tw = self.base.body_pose(q) if self.base is not None else np.eye(4)
+        P, V = self.camera_matrices()
+        out = []
+        for i in range(self.model.n):
+            T = Tw @ F[i + 1]
+            ends = self._link_ends.get(i)
+            tip = T[:3, :3] @ ends + T[:3, 3] if ends is not None else T[:3, 3]
+            out.append(tuple(np.array(S.project(P, V, p, VIEW_W, VIEW_H)) for p in (T[:3, 3], tip)))
+        return out
+
+    def _on_click(self, sender, app_data) -> None:
+        """A click on a link starts dragging its joint (the preview follows; nothing is sent)."""
+        if not self._over_view():
+            return
+        q0 = self.preview_q if self.preview_q is not None else self.q_meas
+        j = pick_joint(self._joint_pixels(q0), np.array(self._view_mouse()))
+        if j is not None:
+            self._drag_joint, self._drag_q0 = j, q0.copy()
+
+    def _drag_link(self, dx: float) -> None:
+        j, m = self._drag_joint, self.model
+        q = self._drag_q0.copy()
+        q[j] = float(np.clip(q[j] + dx * DRAG_RAD_PER_PX, m.lower[j], m.upper[j]))
+        self.preview_q = q
+        self.prev.show(True)
+        dpg.set_value("cart_msg", f"{m.joint_names[j]} → {math.degrees(q[j]):.1f}° (pink preview, within its "
+                                  "range): Send moves the robot there")
+        self._message(f"dragging {m.joint_names[j]}: {math.degrees(q[j]):.1f}° — Send (Cartesian tab) to move")
+
     def _on_drag(self, sender, app_data) -> None:
+        if self._drag_joint is not None:
+            self._drag_link(app_data[1])
+            return
         if not self._over_view() and self._drag_prev is None:
             return
         _, dx, dy = app_data
@@ -255,6 +331,13 @@ class TwinApp:
 
     def _on_release(self, sender, app_data) -> None:
         self._drag_prev = None
+        if self._drag_joint is not None and self.preview_q is not None:
+            verdict = SafetyChecker(self.model).check(self.preview_q)
+            if not verdict:
+                dpg.set_value("cart_msg", "; ".join(verdict.reasons) + " — will not be sent")
+                self.preview_q = None
+                self.prev.show(False)
+        self._drag_joint = None
 
     def _on_wheel(self, sender, app_data) -> None:
         if not self._over_view():
@@ -333,6 +416,11 @@ class TwinApp:
         dpg.set_value("cart_msg", text)
         self.prev.show(self.preview_q is not None)
 
+    def drop_preview(self) -> None:
+        self.preview_q = None
+        self.prev.show(False)
+        dpg.set_value("cart_msg", "")
+
     def _cart_send(self) -> None:
 
         if self.preview_q is None:
@@ -341,8 +429,10 @@ class TwinApp:
         if self.client is None:
             dpg.set_value("cart_msg", "no loop attached")
             return
-        self.client.jog(self.preview_q)
-        dpg.set_value("cart_msg", "sent: the loop ramps there at a bounded speed")
+        reply = self.client.jog(self.preview_q)
+        refused = isinstance(reply, str) and "refused" in reply
+        dpg.set_value("cart_msg", reply if refused else "sent: the loop ramps there at a bounded speed")
+        self._message(reply if refused else "preview sent: the loop ramps there at a bounded speed")
 
     # ---------------------------------------------------------------- frames
     def set_pose(self, q_meas: np.ndarray, q_cmd: np.ndarray | None = None) -> None:
@@ -353,6 +443,15 @@ class TwinApp:
             if dpg.does_item_exist(f"slider{i}"):
                 dpg.set_value(f"slider{i}", math.degrees(self.q_cmd[i]))
         self._show_measured()
+
+    def set_names(self, visible: bool) -> None:
+
+        self.show_names = bool(visible)
+        for i in range(self.model.n):
+            if dpg.does_item_exist(f"jname{i}"):
+                dpg.configure_item(f"jname{i}", show=self.show_names)
+        if dpg.does_item_exist("names_box"):
+            dpg.set_value("names_box", self.show_names)
 
     def set_frames(self, visible: bool) -> None:
 
@@ -435,6 +534,14 @@ class TwinApp:
             for i in range(m.n):
                 T = Fm[1 + i] if Tw is None else Tw @ Fm[1 + i]
                 dpg.apply_transform(f"jframe{i}", S.mat(T))
+        if self.show_names:
+            placed: list[np.ndarray] = []
+            for i, (origin, _) in enumerate(self._joint_pixels(self.q_meas)):
+                pos = origin + [6.0, -16.0]
+                while any(abs(pos[1] - p[1]) < 14 and abs(pos[0] - p[0]) < 60 for p in placed):
+                    pos = pos + [0.0, 15.0]   # joints that share a place (a wrist) get a column of names
+                placed.append(pos)
+                dpg.configure_item(f"jname{i}", pos=[float(pos[0]), float(pos[1])])
         for link in self._flagged_links():
             self.meas.set_link_color(link, S.COLLIDING)
         if self.base is not None:

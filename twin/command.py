@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ghost-deg", type=float, nargs="+", metavar="DEG", help="commanded (ghost) pose for --screenshot")
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
     p.add_argument("--frames", action="store_true", help="show every link's frame (also a checkbox in the panel)")
+    p.add_argument("--names", action="store_true", help="show every joint's name in the view (also a checkbox)")
     p.add_argument("--frame-times", metavar="FILE.json", help="write each frame's time (s) at exit (benchmarks)")
     p.add_argument("--duration", type=float, help="close after this many seconds")
     p.add_argument("--max-fps", type=float, default=30.0, help="frame-rate cap (keeps a core free for the loop)")
@@ -95,6 +96,7 @@ def main(args: argparse.Namespace) -> int:
     app = TwinApp(model, client, path, workpiece, title=f"hil twin — {model.name}")
     app.build()
     app.set_frames(getattr(args, "frames", False))
+    app.set_names(getattr(args, "names", False))
     if live_shot:
         for _ in range(3):   # the loop's latest state, drawn
             app.poll_loop()
@@ -170,6 +172,7 @@ def _show(model, client, args) -> int:
     app = TwinApp(model, client, title=f"hil twin — {model.name} ({client.name})")
     app.build()
     app.set_frames(getattr(args, "frames", False))
+    app.set_names(getattr(args, "names", False))
     t0 = time.monotonic()
     try:
         if args.screenshot:

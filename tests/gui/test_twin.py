@@ -404,3 +404,83 @@ def test_capsules_are_closed_with_faces_pointing_out():
         far = np.max([np.linalg.norm(p - (a + np.clip((p - a) @ (b - a) / max((b - a) @ (b - a), 1e-18), 0, 1)
                                               * (b - a))) for p in pts])
         assert far == pytest.approx(r)   # every vertex on the capsule's surface, the domes included
+
+
+def test_joint_names_are_shown_beside_their_joints_when_asked(xdisplay, tmp_path):
+    from twin import app as A
+
+    plain = shot(tmp_path, "puma560", name="plain.png")
+    out = tmp_path / "names.png"
+    r = subprocess.run(HIL + ["twin", "--screenshot", str(out), "--robot", "puma560", "--names"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    named = read_png(str(out))
+    m = robots.load("puma560")
+    px = projector("puma560")
+    F = m.fk_frames(m.home)
+
+    def text_pixels(img, x, y):   # the names' near-white, in the box a label starts at
+        patch = img[y - 20:y + 2, x:x + 60, :3].astype(int)
+        return int((np.abs(patch - np.array(A.NAME_COLOR[:3])).max(axis=2) <= 40).sum())
+    x, y = px(F[1 + m.joint_index("elbow")][:3, 3])
+    assert text_pixels(named, x, y) > 15 and text_pixels(plain, x, y) < 3
+
+
+def _drag_points(robot, joint):
+    """Pixels on a joint's link as the twin draws it at home: a third of the way from its origin."""
+    from twin import app as A
+
+    m = robots.load(robot)
+    px = projector(robot)
+    T = m.fk_frames(m.home)[1 + m.joint_index(joint)]
+    shapes = [s for s in m.shapes if s.link == m.joint_index(joint)]
+    end = np.mean([(np.asarray(s.p0) + np.asarray(s.p1)) / 2 if s.kind == "capsule" else np.asarray(s.p0)
+                   for s in shapes], axis=0)
+    a = np.array(px(T[:3, 3]))
+    b = np.array(px(T[:3, :3] @ end + T[:3, 3]))
+    assert A.PICK_PX > 0
+    return tuple(int(v) for v in a + (b - a) / 3)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to drag")
+def test_dragging_a_link_moves_the_preview_and_only_send_moves_the_robot(xdisplay, tmp_path):
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
+    twin = None
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=15)
+        before = client.snapshot().q_target.copy()
+        twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--duration", "40"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
+                                              text=True).stdout.split(), timeout_s=30, step_s=0.2)
+        assert wid, "the twin window did not appear"
+        time.sleep(1.5)
+        x, y = _drag_points("puma560", "elbow")
+        xd = ["xdotool", "mousemove", "--window", wid[0]]
+        subprocess.run(xd + [str(x), str(y)], check=True)
+        time.sleep(0.3)
+        subprocess.run(["xdotool", "mousedown", "1"], check=True)
+        for k in range(1, 9):   # 40 px to the right, in steps the twin's frames can follow
+            subprocess.run(xd + [str(x + 5 * k), str(y)], check=True)
+            time.sleep(0.1)
+        subprocess.run(["xdotool", "mouseup", "1"], check=True)
+        time.sleep(1.0)
+        # a preview only: the loop's target has not moved
+        assert np.abs(client.snapshot().q_target - before).max() < 1e-9
+        subprocess.run(xd + ["908", "117", "click", "1"], check=True)   # "Send preview"
+        s = client.wait(lambda s: np.abs(s.q_target - before).max() > np.radians(5), timeout_s=5)
+        assert s is not None, "Send did not reach the loop"
+        moved = np.abs(s.q_target - before)
+        m = robots.load("puma560")
+        e = m.joint_index("elbow")
+        # the preview starts from the measured pose: the other joints stay where they are measured
+        assert moved.argmax() == e and np.delete(moved, e).max() < 1e-3, np.degrees(moved)
+        assert np.radians(10) < moved[e] < np.radians(30)   # ½° a pixel, for a drag of 40 px or less
+        client.shutdown()
+    finally:
+        if twin is not None:
+            twin.terminate()
+            twin.wait(timeout=10)
+            twin.stdout.close()
+        finish(proc)

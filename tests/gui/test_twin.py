@@ -375,10 +375,11 @@ def test_the_humanoid_reads_as_one_body(xdisplay, tmp_path):
     F = m.fk_frames(m.home)
     px = projector("humanoid17")
 
-    def drawn(p):   # the robot's colour, shaded darker or lighter, and not the background
+    def drawn(p):   # the robot's colour, shaded darker or lighter (or its ghost's edges), not the background
         x, y = px((W @ np.append(p, 1.0))[:3])
         c = img[y, x, :3].astype(int)
-        return np.abs(c - np.array(S.BACKGROUND)).max() > 40 and c[2] > c[0] + 40, c
+        solid = np.abs(c - np.array(S.BACKGROUND)).max() > 40 and c[2] > c[0] + 40
+        return solid or np.abs(c - np.array(S.GHOST[:3])).max() <= 40, c
     neck = F[m.frame_index("head")][:3, 3] + [0, 0, 0.003]      # between the torso's top and the head
     hips = [F[m.link_names.index(f"{s}_hip") + 1][:3, 3] + [0, 0, 0.015] for s in "lr"]   # hip to torso
     crown = F[m.frame_index("head")] @ [0.002, 0, 0.036, 1]      # the dome above the head's cylinder

@@ -175,22 +175,11 @@ def generate(model, params: WalkParams, progress=None) -> WalkResult:
     """Plan a walk and check it from the joint motion it produces; UnreachableError if it fails.
     `progress(fraction)` (0…1), when given, is told how far the joint solution has come.
 
-    knee_stretched: walk with the centre of mass as high as the legs allow. The COM height of
-    nearly straight legs is tried first and lowered in steps until contact and balance can be
-    kept; the support knee is then close to straight at mid-stance.
+    knee_stretched: walk with the centre of mass as high as the legs reach (paper 002): its height
+    is left free at first (the legs stretch until their knees stop a few degrees short of
+    straight), then smoothed from below and followed; the support knee is then close to straight
+    through mid-stance and the COM rises and falls with the legs.
     """
-    if params.knee_stretched:
-        last = None
-        # from nearly the home height down: the first height that keeps contact and balance
-        for crouch in (0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006):
-            try:
-                res = _generate(model, replace(params, knee_stretched=False, crouch=crouch), progress)
-            except UnreachableError as e:
-                last = e
-                continue
-            res.report[0] += f", knee-stretched (COM {1e3 * crouch:.1f} mm below the home stance)"
-            return res
-        raise UnreachableError(f"walk: no knee-stretched height works for this stride ({last})")
     return _generate(model, params, progress)
 
 
@@ -360,52 +349,151 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     ramp_in = np.clip(t / p.settle, 0, 1)
     ramp_out = np.clip((times[-1] - t) / p.settle, 0, 1)
     blend = np.minimum(ramp_in, ramp_out)
-    z_walk = zc - p.crouch * blend * blend * (3 - 2 * blend)
-    # knee-stretched: ask (at the lowest priority) for the COM height of nearly straight legs
-    straight = model.poses.get("straight", q0)
-    z_stretched = float(FloatingBase(model, "l_sole", straight).com(straight)[2]) - 0.001
+    blend = blend * blend * (3 - 2 * blend)
+    z_walk = zc - p.crouch * blend
+    plan = _Targets(t, support, foot_T, com_xy, z_walk, q0)
+    # knee-stretched (paper 002): the COM height is not asked for; in single support the one
+    # freedom left, the support knee, follows a smooth profile down to a few degrees short of
+    # straight at mid-stance (in double support the feet, COM and attitude fix it)
+    if not p.knee_stretched:
+        Q, worst = _solve_samples(model, p, plan, None, progress)
+    else:   # as straight as this step allows: a longer or wider step leaves the swing foot out of reach
+        for dip in STRETCH_DIPS:
+            Q, worst = _solve_samples(model, p, plan, _KneeStretch(model, p, plan, dip), progress)
+            if worst <= 1e-4:
+                break
+    if worst > 1e-4:
+        step = (f"stride (now {p.stride * 100:.1f} cm)" if p.stride or not p.side
+                else f"side step (now {p.side * 100:.1f} cm)")
+        stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
+        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
+                               f"{step} or a longer period{stretched}")
+    res = check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst, _label(p))
+    res.com_ref = np.column_stack([com_xy, plan.z])
+    return res
 
-    # joint angles: prioritised LM, rooted at the stance sole (the support contact is exact by
-    # construction); priority 1: the COM, the body's attitude and the other foot (in contact or
-    # swinging); with knee_stretched the COM height is left out of priority 1 and asked for at
-    # priority 2 at the height of nearly straight legs
+
+KNEE_SHORT_OF_STRAIGHT = math.radians(2.0)   # a stretched knee stops here: straight, the leg is singular
+# how far short of straight the support knee dips at mid-stance: the first of these the step allows
+STRETCH_DIPS = tuple(math.radians(d) for d in (2.5, 5.0, 10.0, 20.0))
+
+
+@dataclass
+class _Targets:
+    """What the joint solution follows, per sample: support, both soles' world poses, the COM."""
+    t: np.ndarray
+    support: np.ndarray
+    foot_T: dict
+    xy: np.ndarray
+    z: np.ndarray
+    q0: np.ndarray
+
+
+def _walk_solver(model, p: WalkParams, root: str, mode: str, ahead: bool = False) -> LMSolver:
+    """Prioritised LM rooted at the stance sole (the support contact is exact by construction).
+    Priority 1: the COM (in a stretched walk's single support without its height, which the
+    support knee's profile sets), the body's attitude and the other foot (in contact or swinging)."""
+    other = "r_sole" if root == "l_sole" else "l_sole"
+    stretch = p.knee_stretched and mode == "single"
+    tasks = [Task("com", np.zeros(3), mask="x y" if stretch else "position", priority=1, ref=root),
+             Task(model.base_frame, np.eye(4), mask="orientation", priority=1, ref=root)]
+    # ε per sample (paper 002, eqs. 2-3): when the swing foot becomes a contact the error asked
+    # for in one step stays small: no jumps. A swinging foot follows its moving target without it,
+    # and so does a double support solved ahead from a pose a step away.
+    eps = 0.0005 if mode == "both" and not ahead else 0.0
+    # with 5-joint legs, COM (3), attitude (2) and the other foot (5) use all ten leg joints, so
+    # the other foot shares priority 1; a 5-joint leg cannot set the yaw of a pitched swing foot
+    # independently: in the air the foot is constrained in position, roll and pitch only
+    mask = "pose" if mode == "both" else "x y z rx ry"
+    tasks.append(Task(other, np.eye(4), mask=mask, priority=1, ref=root, max_error_step=eps))
+    # arms and head keep their pose: they are not needed, and their tiny COM Jacobian columns
+    # would otherwise be used as nearly singular directions
+    q0 = model.home
+    locked = {n: float(q0[model.joint_index(n)]) for n in model.joint_names
+              if "shoulder" in n or "elbow" in n or n == "head_yaw"}
+    return LMSolver(model, tasks, max_iter=200, tol=1e-9, locked=locked)
+
+
+class _KneeStretch:
+    """The knees of a knee-stretched walk, sample by sample: in single support the support knee is
+    held on a profile that leaves where the double support put it, dips to a few degrees short of
+    straight at mid-stance and arrives where the next double support will want it (found by
+    solving that double support ahead), with matching speeds at both ends; the swing knee stays
+    clear of straight."""
+
+    def __init__(self, model, p: WalkParams, plan: _Targets, dip: float) -> None:
+        self.model, self.p, self.plan, self.dip = model, p, plan, dip
+        self.joint = {side: model.joint_index(f"{side}_knee") for side in "lr"}
+        self.profile: dict[int, float] = {}
+        self.ahead: dict[str, LMSolver] = {}
+
+    def bounds(self, k: int, Q: np.ndarray, root: str) -> dict[int, tuple[float, float]]:
+        m, sup = self.model, self.plan.support
+        out = {}
+        for side, j in self.joint.items():
+            out[j] = (m.lower[j] + KNEE_SHORT_OF_STRAIGHT, m.upper[j])
+        if sup[k] == 0:
+            return out
+        if k not in self.profile:
+            self._plan_stance(k, Q, root)
+        j = self.joint[root[0]]
+        out[j] = (self.profile[k], self.profile[k])
+        return out
+
+    def _plan_stance(self, k0: int, Q: np.ndarray, root: str) -> None:
+        sup, dt = self.plan.support, self.plan.t[1] - self.plan.t[0]
+        k1 = k0
+        while k1 < len(sup) and sup[k1] == sup[k0]:
+            k1 += 1
+        j = self.joint[root[0]]
+        a = max(k0 - 1, 0)
+        th_s = Q[a, j]
+        v_s = (Q[a, j] - Q[a - 1, j]) / dt if a >= 1 else 0.0
+        if k1 + 1 < len(sup) and sup[k1] == 0:
+            q1 = self._double_support_at(k1, Q[a], root)
+            q2 = self._double_support_at(k1 + 1, q1, root)
+            th_e, v_e = q1[j], (q2[j] - q1[j]) / dt
+        else:
+            th_e, v_e = th_s, 0.0
+        floor = self.model.lower[j] + self.dip
+        n = k1 - a
+        u = np.arange(1, n + 1) / n
+        T = n * dt
+        h00, h10 = 1 - 10 * u**3 + 15 * u**4 - 6 * u**5, u - 6 * u**3 + 8 * u**4 - 3 * u**5
+        h01, h11 = 10 * u**3 - 15 * u**4 + 6 * u**5, -4 * u**3 + 7 * u**4 - 3 * u**5
+        H = h00 * th_s + h10 * v_s * T + h01 * th_e + h11 * v_e * T   # quintic, zero accelerations at the ends
+        bump = (16 * u * u * (1 - u) ** 2) ** 2                     # 1 at mid-stance, flat at both ends
+        inner = bump > 0.05
+        A = max(0.0, float(np.min((H[inner] - floor) / bump[inner]))) if inner.any() else 0.0
+        for i, kk in enumerate(range(a + 1, k1 + 1)):
+            if kk < len(sup) and sup[kk] == sup[k0]:
+                self.profile[kk] = float(max(H[i] - A * bump[i], self.model.lower[j] + KNEE_SHORT_OF_STRAIGHT))
+
+    def _double_support_at(self, k: int, q_start: np.ndarray, root: str) -> np.ndarray:
+        if root not in self.ahead:
+            self.ahead[root] = _walk_solver(self.model, self.p, root, "both", ahead=True)
+        s = self.ahead[root]
+        for j in self.joint.values():
+            s.lower[j] = self.model.lower[j] + KNEE_SHORT_OF_STRAIGHT
+        _set_targets(s, self.plan, k, root)
+        return s.solve(np.clip(q_start, s.lower, s.upper), max_iter=400).q
+
+
+def _set_targets(s: LMSolver, plan: _Targets, k: int, root: str) -> None:
+    W_root = plan.foot_T["l" if root == "l_sole" else "r"][k]
+    inv_root = inverse_transform(W_root)
+    com_t = np.array([plan.xy[k, 0], plan.xy[k, 1], plan.z[k]])
+    s.set_target(0, (inv_root @ np.append(com_t, 1.0))[:3])
+    s.set_target(1, inv_root @ _body_attitude(plan.foot_T, k))
+    s.set_target(2, inv_root @ plan.foot_T["r" if root == "l_sole" else "l"][k])
+
+
+def _solve_samples(model, p: WalkParams, plan: _Targets, knees: _KneeStretch | None, progress=None):
+    """The joint angles, sample by sample, continuing from the previous sample (the root changes
+    when the support does, paper 000); (Q, worst priority-1 residual)."""
     solvers: dict = {}
-
-    def solver(key):
-        if key not in solvers:
-            root, mode = key
-            other = "r_sole" if root == "l_sole" else "l_sole"
-            com_mask = "x y" if p.knee_stretched else "position"
-            tasks = [Task("com", np.zeros(3), mask=com_mask, priority=1, ref=root),
-                     Task(model.base_frame, np.eye(4), mask="orientation", priority=1, ref=root)]
-            # ε per sample (paper 002, eqs. 2-3): when the swing foot becomes a contact, or the
-            # stretch target saturates, the error asked for in one step stays small: no jumps.
-            # A swinging foot follows its moving target without it.
-            eps = 0.0005 if mode == "both" else 0.0
-            # with 5-joint legs, COM (3), attitude (2) and the other foot (5) use all ten leg joints,
-            # so the other foot shares priority 1 (a lower priority would leave it short of its
-            # target and land it off place); the knee stretch is what may give way
-            # a 5-joint leg (no hip yaw) cannot set the yaw of a pitched swing foot independently:
-            # in the air the foot is constrained in position, roll and pitch only
-            mask = "pose" if mode == "both" else "x y z rx ry"
-            tasks.append(Task(other, np.eye(4), mask=mask, priority=1, ref=root, max_error_step=eps))
-            if p.knee_stretched:
-                tasks.append(Task("com", np.zeros(3), mask="z", priority=2, ref=root, max_error_step=2e-4))
-            # arms and head keep their pose: they are not needed, and their tiny COM Jacobian
-            # columns would otherwise be used as nearly singular directions
-            locked = {n: float(q0[model.joint_index(n)]) for n in model.joint_names
-                      if "shoulder" in n or "elbow" in n or n == "head_yaw"}
-            bounds = {}
-            if p.knee_stretched:
-                # only the support knee may stretch: the swing knee stays bent enough to keep its
-                # foot reachable (a straight swing leg would make the priority-1 targets infeasible)
-                knee = other[:2] + "knee"
-                lo = model.lower[model.joint_index(knee)] + (math.radians(15) if mode == "single" else 0.0)
-                bounds[knee] = (lo, math.inf)
-            solvers[key] = LMSolver(model, tasks, max_iter=200, tol=1e-9, locked=locked, bounds=bounds)
-        return solvers[key]
-
-    q = q0.copy()
+    q = plan.q0.copy()
+    N = len(plan.t)
     Q = np.zeros((N, model.n))
     worst = 0.0
     root = "l_sole"
@@ -413,39 +501,35 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     for k in range(N):
         if progress is not None and k % tick == 0:
             progress(k / N)
-        sup = support[k]
+        sup = plan.support[k]
         if sup == 1:
             root = "l_sole"
         elif sup == 2:
             root = "r_sole"
         # in double support keep the last root (paper 000: the root changes when support changes)
         mode = "both" if sup == 0 else "single"
-        W_root = foot_T["l" if root == "l_sole" else "r"][k]
-        other_key = "r" if root == "l_sole" else "l"
-        inv_root = inverse_transform(W_root)
-        s = solver((root, mode))
-        com_t = np.array([com_xy[k, 0], com_xy[k, 1], z_walk[k]])
-        s.set_target(0, (inv_root @ np.append(com_t, 1.0))[:3])
-        body_R = np.eye(4)
-        yaw_l = math.atan2(foot_T["l"][k][1, 0], foot_T["l"][k][0, 0])
-        yaw_r = math.atan2(foot_T["r"][k][1, 0], foot_T["r"][k][0, 0])
-        body_R[:3, :3] = _yaw_T(0, 0, math.atan2(math.sin(yaw_l) + math.sin(yaw_r),
-                                                 math.cos(yaw_l) + math.cos(yaw_r)))[:3, :3]
-        s.set_target(1, inv_root @ body_R)
-        s.set_target(2, inv_root @ foot_T[other_key][k])
-        if p.knee_stretched:
-            z2 = zc + (z_stretched - zc) * blend[k] * blend[k] * (3 - 2 * blend[k])  # stretch while walking
-            s.set_target(3, (inv_root @ np.append([com_t[0], com_t[1], z2], 1.0))[:3])
-        res = s.solve(q)
+        key = (root, mode)
+        if key not in solvers:
+            solvers[key] = _walk_solver(model, p, root, mode)
+        s = solvers[key]
+        if knees is not None:
+            for j, (lo, hi) in knees.bounds(k, Q, root).items():
+                s.lower[j], s.upper[j] = lo, hi
+        _set_targets(s, plan, k, root)
+        res = s.solve(np.clip(q, s.lower, s.upper))
         q = res.q
         Q[k] = q
         worst = max(worst, res.residuals[0])
-    if worst > 1e-4:
-        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
-                               f"stride (now {p.stride * 100:.1f} cm) or a longer period")
-    res = check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst, _label(p))
-    res.com_ref = np.column_stack([com_xy, z_walk])
-    return res
+    return Q, worst
+
+
+def _body_attitude(foot_T: dict, k: int) -> np.ndarray:
+    """The body upright, turned to the mean heading of the two feet."""
+    yaw_l = math.atan2(foot_T["l"][k][1, 0], foot_T["l"][k][0, 0])
+    yaw_r = math.atan2(foot_T["r"][k][1, 0], foot_T["r"][k][0, 0])
+    R = np.eye(4)
+    R[:3, :3] = _yaw_T(0, 0, math.atan2(math.sin(yaw_l) + math.sin(yaw_r), math.cos(yaw_l) + math.cos(yaw_r)))[:3, :3]
+    return R
 
 
 def _label(p: WalkParams) -> str:

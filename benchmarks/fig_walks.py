@@ -1,0 +1,102 @@
+"""The bent-knee and the knee-stretched walk side by side: figures for benchmarks/README.md and the
+figure docs/walk-bent-vs-stretched.png (COM height, support knee, ZMP against the support region
+over time, each computed back from the planned joint angles by the plan's own check).
+
+Run: `python benchmarks/fig_walks.py [--steps 6] [--out docs/walk-bent-vs-stretched.png]`
+(needs matplotlib: `pip install -e '.[plot]'`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".numba_cache"))
+
+from hil import robots  # noqa: E402
+from hil.motion import walking  # noqa: E402
+from hil.motion.limits import check_limits  # noqa: E402
+
+
+def support_band(res, hl: float, hw: float, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample, the extent along `axis` (0 x, 1 y) of the soles the plan has on the ground."""
+    corners = np.array([[sx * hl, sy * hw, 0, 1] for sx in (-1, 1) for sy in (-1, 1)]).T
+    lo, hi = np.zeros(len(res.t)), np.zeros(len(res.t))
+    for k in range(len(res.t)):
+        feet = [f for f, code in ((0, 2), (1, 1)) if res.support[k] != code]
+        pts = np.hstack([(res.feet_w[k, f] @ corners)[axis] for f in feet])
+        lo[k], hi[k] = pts.min(), pts.max()
+    return lo, hi
+
+
+def knee_from_straight(model, res) -> np.ndarray:
+    """The support knee's angle from straight (deg) per sample (NaN in double support)."""
+    out = np.full(len(res.t), np.nan)
+    for code, side in ((1, "l"), (2, "r")):
+        j = model.joint_index(f"{side}_knee")
+        on = res.support == code
+        out[on] = np.degrees(res.q[on, j] - model.lower[j])
+    return out
+
+
+def figures(model, label: str, res) -> str:
+    rep = check_limits(model, res.t, res.q)
+    return (f"| {label} | {res.t[-1]:.1f} s | {1e3 * res.margin.min():.1f} mm | {res.knee_mid_stance_deg:.1f}° | "
+            f"{1e3 * np.ptp(res.com_w[:, 2]):.1f} mm | {100 * rep.speed_ratio:.0f} % | "
+            f"{100 * rep.accel_ratio:.0f} % | {res.contact_error:.1e} m / {res.slide:.1e} m |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
+                                                  "walk-bent-vs-stretched.png"))
+    args = ap.parse_args()
+    model = robots.load("humanoid17")
+    hl, hw = model.sole_half
+    walks = {}
+    for label, stretched in (("bent-knee", False), ("knee-stretched", True)):
+        walks[label] = walking.plan(model, walking.WalkParams(steps=args.steps, knee_stretched=stretched),
+                                    say=lambda s: None)
+    print("| walk | duration | ZMP margin ≥ | support knee at mid-stance, from straight | COM height range "
+          "| peak joint speed / limit | peak joint acceleration / limit | feet down: off the ground / slide |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, res in walks.items():
+        print(figures(model, label, res))
+
+    import matplotlib   # lazy: the figure needs matplotlib, the table above does not
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # lazy: as above
+
+    fig, axes = plt.subplots(4, 2, figsize=(12, 10), sharex="col")
+    for col, (label, res) in enumerate(walks.items()):
+        t = res.t
+        ax = axes[0, col]
+        ax.plot(t, res.com_w[:, 2] * 1e3, color="0.3")
+        ax.set_title(f"{label}: {res.summary().split(', ', 1)[1].split(', peak')[0]}", fontsize=8)
+        ax.set_ylabel("COM height (mm)")
+        ax = axes[1, col]
+        ax.plot(t, knee_from_straight(model, res), color="tab:purple")
+        ax.set_ylabel("support knee from\nstraight (deg)")
+        ax.set_ylim(bottom=0)
+        for row, axis, name in ((2, 0, "x"), (3, 1, "y")):
+            ax = axes[row, col]
+            lo, hi = support_band(res, hl, hw, axis)
+            ax.fill_between(t, lo * 1e3, hi * 1e3, color="tab:green", alpha=0.25, lw=0,
+                            label="support region (soles down)")
+            ax.plot(t, res.zmp_w[:, axis] * 1e3, color="tab:red", lw=1, label="ZMP (from the joint motion)")
+            ax.plot(t, res.com_w[:, axis] * 1e3, color="0.4", lw=0.8, label="COM")
+            ax.set_ylabel(f"{name} (mm)")
+        axes[2, col].legend(fontsize=7, loc="upper left")
+        axes[3, col].set_xlabel("t (s)")
+    fig.suptitle(f"humanoid17, {args.steps} steps of 3 cm: bent-knee and knee-stretched walks "
+                 "(each slowed to its joints' limits by `hil walk`)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=90)
+    print(f"wrote {os.path.normpath(args.out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -162,6 +162,7 @@ class TwinApp:
         for i, name in enumerate(self.model.joint_names):   # 2-D, over the 3-D layer
             dpg.draw_text([0, 0], name, size=14, color=NAME_COLOR, parent="view", tag=f"jname{i}",
                           show=self.show_names)
+        dpg.draw_text([0, 0], "", size=14, color=NAME_COLOR, parent="view", tag="hover_name", show=False)
         with dpg.handler_registry():
             dpg.add_mouse_click_handler(button=dpg.mvMouseButton_Left, callback=self._on_click)
             dpg.add_mouse_drag_handler(button=dpg.mvMouseButton_Left, callback=self._on_drag)
@@ -295,6 +296,18 @@ class TwinApp:
             tip = T[:3, :3] @ ends + T[:3, 3] if ends is not None else T[:3, 3]
             out.append(tuple(np.array(S.project(P, V, p, VIEW_W, VIEW_H)) for p in (T[:3, 3], tip)))
         return out
+
+    def _hover_name(self) -> None:
+        """The joint under the mouse, named beside it with its measured angle."""
+        j = None
+        if self._drag_joint is None and self._over_view():
+            mouse = np.array(self._view_mouse())
+            j = pick_joint(self._joint_pixels(self.q_meas), mouse)
+        if j is None:
+            dpg.configure_item("hover_name", show=False)
+            return
+        dpg.configure_item("hover_name", show=True, pos=[float(mouse[0]) + 14, float(mouse[1]) - 20],
+                           text=f"{self.model.joint_names[j]} {math.degrees(self.q_meas[j]):+.1f}°")
 
     def _on_click(self, sender, app_data) -> None:
         """A click on a link starts dragging its joint (the preview follows; nothing is sent)."""
@@ -546,6 +559,7 @@ class TwinApp:
             for i in range(m.n):
                 T = Fm[1 + i] if Tw is None else Tw @ Fm[1 + i]
                 dpg.apply_transform(f"jframe{i}", S.mat(T))
+        self._hover_name()
         if self.show_names:
             placed: list[np.ndarray] = []
             for i, (origin, _) in enumerate(self._joint_pixels(self.q_meas)):

@@ -444,7 +444,7 @@ def _drag_points(robot, joint):
 
 
 @pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to drag")
-def test_dragging_a_link_moves_the_preview_and_only_send_moves_the_robot(xdisplay, tmp_path):
+def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_send_moves_the_robot(xdisplay, tmp_path):
     proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
     twin = None
     try:
@@ -460,7 +460,16 @@ def test_dragging_a_link_moves_the_preview_and_only_send_moves_the_robot(xdispla
         x, y = _drag_points("puma560", "elbow")
         xd = ["xdotool", "mousemove", "--window", wid[0]]
         subprocess.run(xd + [str(x), str(y)], check=True)
-        time.sleep(0.3)
+        time.sleep(0.5)
+        # hovering names the joint beside the mouse (read off the screen where the mouse is)
+        from PIL import ImageGrab
+
+        from twin import app as A
+        where = subprocess.run(["xdotool", "getmouselocation"], capture_output=True, text=True).stdout.split()
+        sx, sy = (int(w.split(":")[1]) for w in where[:2])
+        grab = np.asarray(ImageGrab.grab(xdisplay=xdisplay).convert("RGB")).astype(int)
+        label = grab[sy - 24:sy + 4, sx + 10:sx + 110]
+        assert (np.abs(label - np.array(A.NAME_COLOR[:3])).max(axis=2) <= 40).sum() > 20, "no name on hover"
         subprocess.run(["xdotool", "mousedown", "1"], check=True)
         for k in range(1, 9):   # 40 px to the right, in steps the twin's frames can follow
             subprocess.run(xd + [str(x + 5 * k), str(y)], check=True)

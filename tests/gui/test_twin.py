@@ -3,7 +3,6 @@ PNGs are checked at the pixels where forward kinematics projects known points.""
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -23,9 +22,9 @@ HIL = [sys.executable, "-m", "hil.cli"]
 PAD = 8  # DearPyGui window padding: drawlist pixel (0, 0) is at image (8, 8)
 
 
-def shot(tmp_path, robot, pose_deg=None, ghost_deg=None, name="shot.png"):
+def shot(tmp_path, robot, pose_deg=None, ghost_deg=None, name="shot.png", extra=()):
     out = tmp_path / name
-    args = HIL + ["twin", "--screenshot", str(out), "--robot", robot]
+    args = HIL + ["twin", "--screenshot", str(out), "--robot", robot, *extra]
     if pose_deg is not None:
         args += ["--pose-deg", *map(str, pose_deg)]
     if ghost_deg is not None:
@@ -308,11 +307,7 @@ def test_joint_frames_are_drawn_on_every_link_when_asked(xdisplay, tmp_path):
     from twin import scene as S
 
     plain = shot(tmp_path, "humanoid17", name="plain.png")
-    out = tmp_path / "frames.png"
-    r = subprocess.run(HIL + ["twin", "--screenshot", str(out), "--robot", "humanoid17", "--frames"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    framed = read_png(str(out))
+    framed = shot(tmp_path, "humanoid17", name="frames.png", extra=["--frames"])
     m = robots.load("humanoid17")
     from hil.kinematics.floating import FloatingBase
 
@@ -411,11 +406,7 @@ def test_joint_names_are_shown_beside_their_joints_when_asked(xdisplay, tmp_path
     from twin import app as A
 
     plain = shot(tmp_path, "puma560", name="plain.png")
-    out = tmp_path / "names.png"
-    r = subprocess.run(HIL + ["twin", "--screenshot", str(out), "--robot", "puma560", "--names"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    named = read_png(str(out))
+    named = shot(tmp_path, "puma560", name="names.png", extra=["--names"])
     m = robots.load("puma560")
     px = projector("puma560")
     F = m.fk_frames(m.home)

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import math
-import textwrap
 
 import numpy as np
 import pytest
 
-import hil.robots as robots
 from hil.errors import ConfigError, UnreachableError
 from hil.motion import keyframes, walking
 from hil.safety import SafetyChecker
-
-
-@pytest.fixture(scope="module")
-def hum():
-    return robots.load("humanoid17")
-
-
-@pytest.fixture(scope="module")
-def walk6(hum):
-    return walking.generate(hum, walking.WalkParams(steps=6, stride=0.03))
 
 
 def check_gait(hum, r, margin_mm=3.0):

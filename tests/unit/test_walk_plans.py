@@ -7,21 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hil.robots as robots
 from hil.errors import InputError, UnreachableError
 from hil.motion import walking
 from hil.motion.limits import check_limits
 from hil.safety import SafetyChecker
-
-
-@pytest.fixture(scope="module")
-def hum():
-    return robots.load("humanoid17")
-
-
-@pytest.fixture(scope="module")
-def walk6(hum):
-    return walking.generate(hum, walking.WalkParams(steps=6, stride=0.03))
 
 
 def test_support_switches_leave_the_feet_flat_and_still(walk6):

@@ -28,6 +28,7 @@ import time
 import numpy as np
 import serial.tools.list_ports
 
+from firmware_protocol import link_timing
 from firmware_protocol import messages as M
 from firmware_protocol.board_data import BoardInfo, JointMap, LinkStats, StateSample
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError, ReplyTimeoutError
@@ -292,50 +293,12 @@ class Link:
         return seq
 
     def round_trips_ms(self, count: int = 5, timeout_s: float = 0.25, quiet_s: float = 0.03) -> list[float]:
-        """Round trips (ms) of `count` hold commands, each timed until the next STATE arrives (the
-        board answers every command with one). Poll mode, before the control loop starts: a hold
-        changes nothing on a board that is not enabled. STATEs still in flight are drained first,
-        so that a slow adapter's backlog is not taken for answers: one more hold command, then
-        wait for its answer and for `quiet_s` without any. That command also restarts the board's
-        idle-rate STATE timer (10 Hz after 100 ms without commands), so no STATE is under way when
-        the timing starts (behind a 16 ms adapter one would be taken for the first answer, and
-        every trip after it timed against the previous command's). A command left unanswered
-        within `timeout_s` counts as `timeout_s`."""
-        n = self.info.n_joints if self.info is not None else 0
-        hold = np.zeros(n)
+        """Round trips (ms) of `count` hold commands (see `link_timing.round_trips_ms`)."""
+        return link_timing.round_trips_ms(self, count, timeout_s, quiet_s)
 
-        def newest_t() -> float:
-            s = self.poll()
-            return s.t_host if s is not None else -1.0
-
-        start = time.monotonic()
-        last_t = newest_t()
-        self.send_positions(hold, hold=True)
-        quiet_since = time.monotonic()
-        answered = False
-        while ((not answered or time.monotonic() - quiet_since < quiet_s)
-               and time.monotonic() - start < 10 * quiet_s + 0.5):
-            t = newest_t()
-            if t > last_t:
-                last_t, quiet_since, answered = t, time.monotonic(), True
-            time.sleep(0.0005)
-        trips = []
-        for _ in range(count):
-            t0 = time.monotonic()
-            self.send_positions(hold, hold=True)
-            while True:
-                t = newest_t()
-                if t > last_t:
-                    last_t = t
-                    trips.append((t - t0) * 1e3)
-                    break
-                if time.monotonic() - t0 > timeout_s:
-                    trips.append(timeout_s * 1e3)
-                    break
-                time.sleep(0.0002)
-        return trips
-
-    def _transact(self, msg: M.Message, key_of, timeout_s: float = 0.05, tries: int = 3):
+    def transact(self, msg: M.Message, key_of, timeout_s: float = 0.05, tries: int = 3):
+        """Send msg and wait for the reply `key_of(seq)` names, retransmitting (FLAG_RETX) up to
+        `tries` times; ReplyTimeoutError if none comes."""
         self._check()
         seq = self._next_seq()
         key = key_of(seq)
@@ -353,7 +316,7 @@ class Link:
             self._replies.forget(key)
 
     def _command(self, msg: M.Message) -> None:
-        ack = self._transact(msg, lambda seq: ("ack", msg.MSG_ID, seq))
+        ack = self.transact(msg, lambda seq: ("ack", msg.MSG_ID, seq))
         if ack.result != M.AckResult.OK:
             raise CommandRejectedError(errno.EPERM, f"{self.port}: board refused {type(msg).__name__}: "
                                                     f"{M.AckResult(ack.result).name}")
@@ -383,7 +346,7 @@ class Link:
             self._write(frame)
 
     def param_get(self, param_id: int, joint: int = M.JOINT_BOARD) -> int | float:
-        pv = self._transact(M.ParamGet(param_id, joint), lambda seq: ("param", param_id, joint))
+        pv = self.transact(M.ParamGet(param_id, joint), lambda seq: ("param", param_id, joint))
         if pv.result != M.AckResult.OK:
             raise CommandRejectedError(errno.EPERM, f"{self.port}: PARAM_GET {param_id:#06x}: "
                                                     f"{M.AckResult(pv.result).name}")
@@ -391,7 +354,7 @@ class Link:
 
     def param_set(self, param_id: int, value: int | float, joint: int = M.JOINT_BOARD,
                   type: int = M.PARAM_TYPE_I32) -> int | float:
-        pv = self._transact(M.ParamSet.of(param_id, joint, value, type), lambda seq: ("param", param_id, joint))
+        pv = self.transact(M.ParamSet.of(param_id, joint, value, type), lambda seq: ("param", param_id, joint))
         if pv.result != M.AckResult.OK:
             raise CommandRejectedError(errno.EPERM, f"{self.port}: PARAM_SET {param_id:#06x} = {value}: "
                                                     f"{M.AckResult(pv.result).name}")
@@ -402,17 +365,8 @@ class Link:
         self._command(M.ParamSave())
 
     def time_sync(self, exchanges: int = 8) -> tuple[float, float]:
-        """(offset_s, rtt_s): board clock ≈ host monotonic + offset, from the lowest-RTT exchange."""
-        best = None
-        for _ in range(exchanges):
-            t1 = int(time.monotonic() * 1e6)
-            resp, t4 = self._transact(M.TimeSyncReq(t1), lambda seq, t1=t1: ("time", t1))
-            t4_us = t4 * 1e6
-            rtt = (t4_us - resp.t1_host_us) - (resp.t3_board_tx_us - resp.t2_board_rx_us)
-            offset = ((resp.t2_board_rx_us - resp.t1_host_us) + (resp.t3_board_tx_us - t4_us)) / 2
-            if best is None or rtt < best[1]:
-                best = (offset, rtt)
-        return best[0] / 1e6, best[1] / 1e6
+        """(offset_s, rtt_s): board clock ≈ host monotonic + offset (see `link_timing.time_sync`)."""
+        return link_timing.time_sync(self, exchanges)
 
     # ----------------------------------------------------------------- closing
     def _close_port(self) -> None:

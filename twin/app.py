@@ -297,12 +297,13 @@ class TwinApp:
             out.append(tuple(np.array(S.project(P, V, p, VIEW_W, VIEW_H)) for p in (T[:3, 3], tip)))
         return out
 
-    def _hover_name(self) -> None:
-        """The joint under the mouse, named beside it with its measured angle."""
+    def _hover_name(self, pixels) -> None:
+        """The joint under the mouse, named beside it with its measured angle (`pixels`: the
+        joints' `_joint_pixels` this frame, None when the mouse is not over the view)."""
         j = None
-        if self._drag_joint is None and self._over_view():
+        if self._drag_joint is None and pixels is not None and self._over_view():
             mouse = np.array(self._view_mouse())
-            j = pick_joint(self._joint_pixels(self.q_meas), mouse)
+            j = pick_joint(pixels, mouse)
         if j is None:
             dpg.configure_item("hover_name", show=False)
             return
@@ -559,10 +560,12 @@ class TwinApp:
             for i in range(m.n):
                 T = Fm[1 + i] if Tw is None else Tw @ Fm[1 + i]
                 dpg.apply_transform(f"jframe{i}", S.mat(T))
-        self._hover_name()
+        # the joints' pixels, once a frame, only when something here needs them
+        pixels = self._joint_pixels(self.q_meas) if self.show_names or self._over_view() else None
+        self._hover_name(pixels)
         if self.show_names:
             placed: list[np.ndarray] = []
-            for i, (origin, _) in enumerate(self._joint_pixels(self.q_meas)):
+            for i, (origin, _) in enumerate(pixels):
                 pos = origin + [6.0, -16.0]
                 while any(abs(pos[1] - p[1]) < 14 and abs(pos[0] - p[0]) < 60 for p in placed):
                     pos = pos + [0.0, 15.0]   # joints that share a place (a wrist) get a column of names

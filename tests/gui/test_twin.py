@@ -50,6 +50,14 @@ def projector(robot):
     return px
 
 
+def close_twin(twin) -> None:
+    """Stop a live twin started by a test (None: it never started)."""
+    if twin is not None:
+        twin.terminate()
+        twin.wait(timeout=10)
+        twin.stdout.close()
+
+
 def near(img, xy, color, radius=5, tol=40):
     """True if some pixel within `radius` of (x, y) is within `tol` of `color` (RGB)."""
     x, y = xy
@@ -142,10 +150,7 @@ def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
         assert s is not None, "the board did not reach ESTOP after the click"
         client.shutdown()
     finally:
-        if twin is not None:
-            twin.terminate()
-            twin.wait(timeout=10)
-            twin.stdout.close()
+        close_twin(twin)
         out = finish(proc)
     assert "E-STOP from the twin or CLI" in out
 
@@ -480,8 +485,5 @@ def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_sen
         assert np.radians(10) < moved[e] < np.radians(30)   # ½° a pixel, for a drag of 40 px or less
         client.shutdown()
     finally:
-        if twin is not None:
-            twin.terminate()
-            twin.wait(timeout=10)
-            twin.stdout.close()
+        close_twin(twin)
         finish(proc)

@@ -26,17 +26,20 @@ def _pyplot():
     return plt
 
 
-def _zmp_panel(ax, model, data, rate_hz: float) -> bool:
+def _zmp_panel(ax, model, data, rate_hz: float) -> float | None:
+    """Draws the ZMP over the soles on the ground; returns the worst margin (m), None without a walk."""
 
     moving = np.flatnonzero(data["loop_flags"] & 4)
     if len(moving) < 20 or "support" not in data.dtype.names or np.any(data["support"][moving] > 2):
-        return False   # no motion, or one that does not say which foot it stands on
-    t_rec = data["t"][moving]
-    t = np.arange(t_rec[0], t_rec[-1], 1.0 / rate_hz)
+        return None   # no motion, or one that does not say which foot it stands on
+    # the motion's own clock: the loop advances it one nominal period per moving cycle whatever the
+    # wall clock did, so the commands are evenly spaced on it (on the wall clock's jittered times a
+    # second derivative turns the jitter into metres of ZMP)
+    t = np.arange(len(moving)) / rate_hz
     # the commanded joints: a ZMP is a second derivative, and measured positions carry the encoders'
     # quantisation (0.09° on a 12-bit servo), which it turns into metres
-    Q = np.column_stack([np.interp(t, t_rec, data["q_cmd"][moving, j]) for j in range(model.n)])
-    support = data["support"][moving][np.clip(np.searchsorted(t_rec, t, side="right") - 1, 0, len(t_rec) - 1)]
+    Q = np.ascontiguousarray(data["q_cmd"][moving], dtype=np.float64)
+    support = data["support"][moving].astype(np.int64)
     hl, hw = model.sole_half
     res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0, "run")
     corners = np.array([[-hl, -hw, 0, 1], [hl, -hw, 0, 1], [hl, hw, 0, 1], [-hl, hw, 0, 1], [-hl, -hw, 0, 1]])
@@ -45,7 +48,7 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> bool:
         for f, colour in ((0, "tab:blue"), (1, "tab:orange")):
             C = (res.feet_w[k, f] @ corners.T).T
             if C[:, 2].max() < 1e-3:
-                ax.plot(C[:, 0] * 1e3, C[:, 1] * 1e3, color=colour, lw=0.8, alpha=0.6)
+                ax.plot(C[:, 0] * 1e3, C[:, 1] * 1e3, color=colour, lw=1.0)
     ax.plot(res.com_w[:, 0] * 1e3, res.com_w[:, 1] * 1e3, color="0.4", lw=1, label="centre of mass")
     ax.plot(res.zmp_w[:, 0] * 1e3, res.zmp_w[:, 1] * 1e3, color="tab:red", lw=1, label="ZMP")
     ax.set_aspect("equal", adjustable="datalim")
@@ -55,7 +58,7 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> bool:
     ax.set_title("ZMP of the commanded motion and the soles on the ground (left blue, right orange); "
                  f"margin ≥ {worst * 1e3:.1f} mm", fontsize=9)
     ax.legend(fontsize=7, loc="best")
-    return True
+    return worst
 
 
 def plot_recording(path_png: str, data: np.ndarray, meta: dict, model) -> list[str]:
@@ -111,8 +114,9 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model) -> list[s
     panels = ["joints", "tracking error", "safety flags", "period histogram"]
     if humanoid and {"l_sole", "r_sole"} <= set(model.frame_names):
         ax = fig.add_subplot(grid[row + 1:, :])
-        if _zmp_panel(ax, model, data, rate or 200.0):
-            panels.append("ZMP and support polygon")
+        worst = _zmp_panel(ax, model, data, rate or 200.0)
+        if worst is not None:
+            panels.append(f"ZMP and support polygon (margin ≥ {worst * 1e3:.1f} mm)")
         else:
             ax.set_axis_off()
             ax.text(0.5, 0.5, "no ZMP: the recording has no motion that says which foot it stands on",

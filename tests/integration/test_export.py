@@ -5,6 +5,7 @@ the events and a URDF that loads back into the same robot; the plot has its pane
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -27,7 +28,14 @@ def walk_recording(tmp_path_factory):
     r = subprocess.run(HIL + ["walk", "--steps", "2", "--stride", "0.02", "--dry-run", "--headless", "--record",
                               str(rec)], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
+    rec.with_suffix(".plan.txt").write_text(r.stdout)
     return rec
+
+
+def _margin_mm(text: str, after: str) -> float:
+    m = re.search(re.escape(after) + r"[^≥]*≥ (-?[0-9.]+) mm", text)
+    assert m, text
+    return float(m.group(1))
 
 
 def test_the_mcap_holds_every_row_its_events_and_the_urdf(walk_recording, tmp_path):
@@ -88,12 +96,16 @@ def test_the_plot_draws_the_joints_and_the_walk_s_zmp(walk_recording, tmp_path):
     r = subprocess.run(HIL + ["plot", str(walk_recording), "--out", str(out)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "ZMP and support polygon" in r.stdout
+    # the ZMP of what the loop commanded is the plan's: the loop runs the motion on its own clock, so
+    # the wall clock's jitter (a busy machine) must not show up as metres of ZMP
+    plan = walk_recording.with_suffix(".plan.txt").read_text()
+    assert abs(_margin_mm(r.stdout, "ZMP and support polygon") - _margin_mm(plan, "ZMP margin")) < 0.5, r.stdout
     img = read_png(str(out))[:, :, :3].astype(int)
     assert img.shape[0] > 800 and img.shape[1] > 1200
-    # matplotlib's tab colours: commanded green, the ZMP red, soles blue and orange
+    # matplotlib's tab colours: commanded green, the ZMP red, soles blue and orange (one outline of a
+    # sole is some 400 pixels)
     for rgb in ((44, 160, 44), (214, 39, 40), (255, 127, 14)):
-        assert (np.abs(img - rgb).max(axis=2) < 30).sum() > 200, rgb
+        assert (np.abs(img - rgb).max(axis=2) < 30).sum() > 250, rgb
 
 
 def test_a_missing_or_bad_recording_is_one_clear_error(tmp_path):

@@ -76,6 +76,7 @@ class _Entries:
 
 
 _ENTRIES: _Entries | None = None
+_LAZY_CALLS = frozenset(("fk", "fk_frames", "jacobian", "com"))
 
 
 def _entries() -> _Entries:
@@ -286,8 +287,19 @@ class RobotModel:
         self.masses = mt[:, 0].copy()
         self.total_mass = float(self.masses.sum())
         self._qshape = (self.n,)
-        self._entries = _entries()
-        self.fk, self.fk_frames, self.jacobian, self.com = kinematics_calls(self)
+
+    def __getattr__(self, name: str):
+        # `fk`, `fk_frames`, `jacobian`, `com` and the kernel entries are made on first use, then
+        # are plain instance attributes (this is not called again): loading the compiled kernels
+        # takes most of a second in a new process, which a process that only reads the model's
+        # tables (the supervisor, a command checking its arguments) never needs to pay
+        if name == "_entries":
+            self._entries = _entries()
+            return self._entries
+        if name in _LAZY_CALLS:
+            self.fk, self.fk_frames, self.jacobian, self.com = kinematics_calls(self)
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ inputs
     def frame_index(self, frame: str | int) -> int:

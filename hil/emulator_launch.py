@@ -7,6 +7,7 @@ speeds, plus the hidden calibration errors and faults a user asks for.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -145,13 +146,23 @@ def c_emulator_binary() -> str:
     sources = [p for p in C_SOURCES.rglob("*") if p.suffix in (".c", ".h") or p.name == "Makefile"]
     if not sources:
         raise InputError(f"the C firmware sources are not in {C_SOURCES}: reinstall hil from its repository")
-    if binary.exists() and binary.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+
+    def fresh() -> bool:
+        return binary.exists() and binary.stat().st_mtime >= max(p.stat().st_mtime for p in sources)
+
+    if fresh():
         return str(binary)
     if shutil.which("make") is None or shutil.which(os.environ.get("CC", "gcc")) is None:
         raise InputError("the C firmware's host build needs make and gcc (Debian: apt-get install -y make gcc)")
     c_build_dir().mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "host", f"BUILD={c_build_dir()}"],
-                       capture_output=True, text=True)
+    # two commands starting at once (two benches, parallel tests) build one after the other, and
+    # the second finds the first one's build fresh, instead of both writing the same objects
+    with open(c_build_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if fresh():
+            return str(binary)
+        r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "host", f"BUILD={c_build_dir()}"],
+                           capture_output=True, text=True)
     if r.returncode != 0 or not binary.exists():
         raise InputError(f"building the C firmware failed (make -C {C_SOURCES} host):\n{r.stderr.strip()[-2000:]}")
     return str(binary)
@@ -193,10 +204,25 @@ class EmulatorHandle:
             self.proc.stdout.close()
 
 
+BOARD_NICE = -10   # about nine times an ordinary process's share of a busy CPU
+
+
+def as_a_board_cpu(pid: int) -> None:
+    """Best effort: schedule an emulator more like the processor it stands in for, which no other
+    job on the host holds up; starved by a busy machine, it would stop answering or moving its
+    servos as a failing board does. A raised share of the CPU, not real-time scheduling: the
+    loop's CPU keeps its real-time budget for the loop. Left as it is where that is refused."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, BOARD_NICE)
+    except (AttributeError, OSError):
+        pass
+
+
 def _spawn(argv: list[str], what: str) -> EmulatorHandle:
     """An emulator in its own process; returns once it has printed its pty path."""
     # its own session: a Ctrl-C in the terminal must reach the loop (which sends ESTOP), not kill the board
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    as_a_board_cpu(proc.pid)
     path = proc.stdout.readline().strip()
     if not path.startswith("/dev/"):
         proc.kill()

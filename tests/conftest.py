@@ -1,4 +1,5 @@
-"""Shared test setup: a writable Numba cache before anything imports numba."""
+"""Shared test setup: a writable Numba cache before anything imports numba; a loop folder of this
+test process's own; kernels and bytecode made once before the tests (and their workers) start."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".numba_cache"))
+# the loops a test starts are found only by this process's tests and their children: two test
+# workers (pytest -n 2) each see one loop where a test expects one, and a user's own loops on this
+# machine are neither seen nor touched
+_SHM = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
+os.environ["HIL_RUNTIME_DIR"] = os.path.join(_SHM, f"hil-{os.getuid()}-pytest-{os.getpid()}")
 
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
@@ -23,6 +29,9 @@ class EmulatorProcess:
         self.args = list(args)
         self.proc = subprocess.Popen([*(argv0 or [sys.executable, "-m", module]), *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        from hil.emulator_launch import as_a_board_cpu
+
+        as_a_board_cpu(self.proc.pid)   # as `hil run --dry-run` starts its own
         line = self.proc.stdout.readline().strip()
         if not line.startswith("/dev/"):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
@@ -70,15 +79,50 @@ def board_port(request):
     return port
 
 
-@pytest.fixture(scope="session", autouse=True)
-def numba_cache_warm():
-    """Compile every kernel once, in this process, before any test starts `hil` subprocesses: on a
-    fresh machine the cache is empty and a subprocess compiling it would outlast the tests' waits."""
+def pytest_configure(config):
+    """Once, in the process that starts the test workers (or runs the tests itself): compile every
+    kernel before any test starts `hil` subprocesses (on a fresh machine the cache is empty and a
+    subprocess compiling it would outlast the tests' waits), write the bytecode, build the C
+    firmware's host programs."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from hil.emulator_launch import c_emulator_binary
     from hil.warmup import compile_all
 
     _write_bytecode()
     compile_all()
-    yield
+    if HAVE_C_TOOLS:
+        try:
+            c_emulator_binary()
+        except Exception:
+            pass   # the tests of the C board report the build's error themselves
+
+
+# test files whose tests start real-time loops (`hil run`, `play`, `walk`, `calibrate`, `rt-check`,
+# port processes, a twin beside a loop)
+LOOP_MODULES = {"test_bus_runs", "test_c_firmware", "test_calibration", "test_export", "test_lifecycle_runs",
+                "test_port_process", "test_rtcheck", "test_runtime", "test_twin_live", "test_urdf_runs", "test_zenoh"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Test workers (pytest -n 2) take one test file at a time, except that the files of
+    LOOP_MODULES go to one worker together, one test after another: two loops at once on a 2-CPU
+    machine share their CPUs with each other's port processes, and on a busy machine that starved
+    a port process for longer than the board's watchdog. The rest runs beside them."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LoopsOneAtATime(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            module = path.rsplit("/", 1)[-1].removesuffix(".py")
+            return "loops" if module in LOOP_MODULES else path
+
+    return LoopsOneAtATime(config, log)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ["HIL_RUNTIME_DIR"], ignore_errors=True)
 
 
 def _write_bytecode() -> None:
@@ -130,6 +174,54 @@ def emulator(emulator_impl):
     yield start
     for e in started:
         e.kill()
+
+
+def dma_latency_holders() -> set[int]:
+    """Pids of the processes that hold /dev/cpu_dma_latency open."""
+    out = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/cpu_dma_latency"
+                   for fd in os.listdir(f"/proc/{pid}/fd")):
+                out.add(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def process_tree(pid: int) -> set[int]:
+    """`pid` and every process below it, now."""
+    parent = {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parent[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            pass
+    found, todo = {pid}, [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, pp in parent.items() if pp == p} - found
+        found |= kids
+        todo.extend(kids)
+    return found
+
+
+def dma_latency_before():
+    """The kernel's cpu_dma_latency now, or None if some loop (another test worker's) holds it."""
+    from hil.runtime import cpu_idle
+
+    return None if dma_latency_holders() else cpu_idle.dma_latency_us()
+
+
+def dma_latency_given_back(run_pids: set[int], before) -> bool:
+    """No process of a run holds the latency request any more, and, unless a loop of someone
+    else's (another test worker) held one at the start or holds one now, the kernel's value is
+    what it was before (`before` None: unknown)."""
+    from hil.runtime import cpu_idle
+
+    holders = dma_latency_holders()
+    return not holders & run_pids and (bool(holders) or before is None or cpu_idle.dma_latency_us() == before)
 
 
 def wait_for(predicate, timeout_s: float = 2.0, step_s: float = 0.005):
@@ -184,6 +276,20 @@ def xdisplay():
             os.environ.pop("DISPLAY", None)
         else:
             os.environ["DISPLAY"] = old
+
+
+def motion_clock(data, rate_hz: float):
+    """The motion's own time at each recorded cycle (s; NaN before the motion started; after it
+    ended, its end).
+
+    The loop advances it one period per cycle that runs the motion and holds it still through
+    holds and skipped deadlines, so on a busy machine it falls behind the wall clock: where the
+    motion was at a cycle is found on this clock, not at the wall time since it started."""
+    import numpy as np
+
+    moving = (data["loop_flags"] & 4) != 0
+    t = (np.cumsum(moving) - 1) / rate_hz
+    return np.where(np.cumsum(moving) > 0, t, np.nan)
 
 
 def played_motion(path: str, model):

@@ -41,7 +41,8 @@ from hil.runtime.misses import MissTracer
 from hil.runtime.motion_sources import make_motion
 from hil.runtime.port_process import open_transport
 from hil.runtime.process_life import die_with_parent
-from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
+from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
+                                  steal_fraction)
 from hil.runtime.recorder import Recorder
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
                                 LoopStatus, Request, SharedState, unlink_block)
@@ -331,7 +332,10 @@ class Loop:
         for sig in (*STOP_SIGNALS, PARENT_DEATH_SIGNAL):
             signal.signal(sig, self._on_signal)
         # the port process (if any) is forked here: before the loop's real-time claim, which it
-        # must not inherit (it sets its own signal handling first thing)
+        # must not inherit (it sets its own signal handling first thing), but after the loop's
+        # CPU is reserved, so that it leaves the same CPU free
+        if cfg.realtime:
+            reserve_loop_cpu()
         self.link = self._connect()
         grant = claim_realtime(cfg.realtime, cfg.keep_cpu_awake)
         self.cpu = grant.cpu

@@ -7,7 +7,9 @@ measures exactly what the loop gets. Nothing here imports the rest of the runtim
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -82,12 +84,65 @@ class RealtimeGrant:
     release: Callable[[], None]
 
 
+LOOP_CPU_ENV = "HIL_LOOP_CPU"   # the CPU a loop reserved, for its port process (inherited)
+_reserved: dict[str, object] = {}   # this process's reservation: cpu, the held lock's fd, a note
+
+
+def _lock_path(cpu: int) -> str:
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    return os.path.join(base, f"hil-{os.getuid()}-loop-cpu{cpu}.lock")
+
+
+def reserve_loop_cpu() -> int | None:
+    """The CPU this process's loop will be pinned to, reserved for as long as the process lives.
+
+    The last allowed CPU whose reservation no other loop holds (an `flock` the kernel drops
+    when the process ends, however it ends), counting down; if every one is held, the last CPU,
+    shared (said in the note). Two loops on one CPU, each spinning before its deadlines, can
+    use up the kernel's real-time budget on it (95 % of each second): the kernel then stops
+    both for the rest of that second, longer than a board's watchdog. None with one CPU."""
+    if "cpu" in _reserved:
+        return _reserved["cpu"]
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        cpus = []
+    cpu, note = (cpus[-1] if len(cpus) > 1 else None), ""
+    for candidate in reversed(cpus if len(cpus) > 1 else []):
+        try:
+            fd = os.open(_lock_path(candidate), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            break   # no lock files here: the last CPU, as without reservations
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _reserved["fd"] = fd
+        cpu = candidate
+        if candidate != cpus[-1]:
+            note = f" (cpu {cpus[-1]} has another hil loop)"
+        break
+    else:
+        if cpu is not None:
+            note = " (shared: every cpu has a hil loop already)"
+    _reserved.update(cpu=cpu, note=note)
+    if cpu is not None:
+        os.environ[LOOP_CPU_ENV] = str(cpu)
+    return cpu
+
+
 def loop_cpu_choice() -> int | None:
-    """The CPU `claim_realtime` pins the loop to: the last one this process may use (None with one)."""
+    """The CPU the loop is (or will be) pinned to: the one it reserved (`reserve_loop_cpu`, also
+    told to its port process through the environment), else the last one this process may use
+    (None with one)."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
     except (OSError, AttributeError):
         return None
+    chosen = os.environ.get(LOOP_CPU_ENV, "")
+    if chosen.isdigit() and int(chosen) in cpus and len(cpus) > 1:
+        return int(chosen)
     return cpus[-1] if len(cpus) > 1 else None
 
 
@@ -112,7 +167,8 @@ def leave_the_loop_cpu(loop_cpu: int | None, fifo: bool) -> None:
 
 
 def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant:
-    """Ask for what the loop runs with: SCHED_FIFO 50, pinning to the last allowed CPU, and that CPU
+    """Ask for what the loop runs with: SCHED_FIFO 50, pinning to a CPU of its own (see
+    `reserve_loop_cpu`: the last allowed one unless another loop has it), and that CPU
     kept out of idle states (see cpu_idle.py). Whatever is refused is said in the note; nothing
     raises. Changes the calling process's scheduling: call it in the process that will run."""
     notes = []
@@ -126,10 +182,10 @@ def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant
         except (PermissionError, OSError, AttributeError) as e:
             notes.append(f"SCHED_FIFO not permitted ({e.__class__.__name__}); normal scheduling")
         try:
-            cpu = loop_cpu_choice()
+            cpu = reserve_loop_cpu()
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
-                notes.append(f"pinned to cpu {cpu}")
+                notes.append(f"pinned to cpu {cpu}{_reserved.get('note', '')}")
         except (OSError, AttributeError):
             cpu = None
             notes.append("cpu affinity not permitted")

@@ -1,8 +1,8 @@
 """Shared state between the loop process and everyone else (twin, CLI, tests).
 
 One block of shared memory per running loop, named `hil_<robot>_<pid>`: a file in a folder only
-its user can enter (`runtime_dir()`: /dev/shm/hil-<uid>, mode 0700, checked and opened without
-following symlinks), mapped by every process that attaches:
+its user can enter (`runtime_dir()`: /dev/shm/hil-<uid>, or the folder `HIL_RUNTIME_DIR` names; mode
+0700, checked and opened without following symlinks), mapped by every process that attaches:
 
 - a control area of int64 words: the e-stop request word (any process sets it; the loop checks
   it every cycle), the stop word (a signal the supervisor received), the loop's pid and status,
@@ -62,18 +62,25 @@ def slot_floats(n: int) -> int:
 
 def runtime_dir() -> str:
     """This user's private folder for loop blocks (created 0700; refused if anyone else could
-    enter it or it is not a real folder)."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    path = os.path.join(base, f"hil-{os.getuid()}")
+    enter it or it is not a real folder). `HIL_RUNTIME_DIR` sets another one: loops started with
+    it are seen only by `hil ctl`, twins and scripts that have it too (benches on one machine kept
+    apart, test runs side by side)."""
+    path = os.environ.get("HIL_RUNTIME_DIR")
+    if path:
+        path = os.path.abspath(path)
+        where = f"{path} (HIL_RUNTIME_DIR)"
+    else:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        path = where = os.path.join(base, f"hil-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
     except OSError as e:
-        raise HilError(f"cannot create {path}: {e.strerror}") from None
+        raise HilError(f"cannot create {where}: {e.strerror}") from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise HilError(f"{path} is not a private folder of this user (a symlink, another owner, or open to "
+        raise HilError(f"{where} is not a private folder of this user (a symlink, another owner, or open to "
                        "others): remove it and start again")
     return path
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import hil.robots as robots
-from tests.conftest import wait_for
 from tests.gui.png import read_png
-from tests.integration.test_runtime import attach, finish, start_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 
@@ -127,73 +124,6 @@ def test_no_display_gives_a_clear_message(tmp_path):
     assert "no display" in r.stderr and "xvfb-run" in r.stderr
 
 
-@pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to click")
-def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "40", "--enable",
-                     "--motion", "demo")
-    twin = None
-    try:
-        client = attach(proc, "puma560")
-        assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=8)
-        twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--robot", "puma560", "--duration", "30"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
-                                              text=True).stdout.split(), timeout_s=30, step_s=0.2)
-        if not wid:
-            twin.terminate()
-            out, _ = twin.communicate(timeout=10)
-            raise AssertionError(f"the twin window did not appear within 30 s (twin exit code {twin.returncode}):\n{out}")
-        time.sleep(1.0)
-        # the big red button sits at the top of the right-hand panel
-        subprocess.run(["xdotool", "mousemove", "--window", wid[0], "1060", "48", "click", "1"], check=True)
-        s = client.wait(lambda s: s.board_state == 4, timeout_s=5)
-        assert s is not None, "the board did not reach ESTOP after the click"
-        client.shutdown()
-    finally:
-        close_twin(twin)
-        out = finish(proc)
-    assert "E-STOP from the twin or CLI" in out
-
-
-def test_the_twin_opens_from_a_folder_that_shadows_the_package(tmp_path, xdisplay):
-    """A `hil` folder in the current directory (a checkout in the home folder) used to shadow the
-    installed package in the twin's process: it failed, and the run said "window open" and exited 0."""
-    (tmp_path / "hil").mkdir()
-    (tmp_path / "hil" / "__init__.py").write_text("raise ImportError('the shadowing folder was imported')\n")
-    hil = os.path.join(os.path.dirname(sys.executable), "hil")
-    r = subprocess.run([hil, "run", "--robot", "puma560", "--dry-run", "--duration", "6"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=180)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
-    assert "twin: window open" in out and "shadowing" not in out, out
-
-
-def test_a_twin_that_dies_fails_the_run(tmp_path, xdisplay):
-    """A run whose twin is gone has no e-stop button: it stops, with an error, instead of going on."""
-    from tests.integration.test_lifecycle_runs import children_of
-
-    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--duration", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    client = attach(proc, "puma560")
-
-    def twin_pid():
-        for pid in children_of(proc.pid):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"twin" in f.read():
-                        return pid
-            except OSError:
-                pass
-        return None
-
-    pid = wait_for(twin_pid, timeout_s=30, step_s=0.1)
-    assert pid, "no twin process"
-    client.close()
-    os.kill(pid, 9)
-    out = finish(proc, timeout_s=60)
-    assert proc.returncode == 1 and "the twin failed (exit code -9)" in out, out
-
-
 def test_a_screenshot_that_cannot_be_written_is_an_error(tmp_path, xdisplay):
     r = subprocess.run(HIL + ["twin", "--screenshot", "/no/such/dir/x.png", "--robot", "puma560"],
                        capture_output=True, text=True, timeout=120)
@@ -224,46 +154,6 @@ def test_a_urdf_robot_is_drawn_where_its_fk_projects(xdisplay, tmp_path):
     assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where FK puts them"
     # the background well above the arm is empty
     assert near(img, px(F[0, :3, 3] + [0, 0, 0.6]), S.BACKGROUND, radius=0, tol=10)
-
-
-def test_a_urdf_robot_s_dry_run_is_drawn_live_by_the_twin(xdisplay, tmp_path):
-    """SO-101 from its URDF on its emulated board: jogged to a pose through the loop, and the twin
-    attached to that loop draws it where FK of the loop's measured joints puts it."""
-    from twin import scene as S
-
-    try:
-        m = robots.load("so101")
-    except Exception as e:   # noqa: BLE001 - the package is a test extra
-        pytest.skip(f"so101 needs example-robot-data ({e})")
-    proc = start_run("--robot", "so101", "--dry-run", "--headless", "--duration", "60", "--enable")
-    try:
-        client = attach(proc, "so101")
-        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=15)
-        goal = np.radians([40, 35, -30, 45, 0, 30])
-        client.jog(goal)
-        s = client.wait(lambda s: np.abs(s.q_meas - goal).max() < np.radians(1.0), timeout_s=15)
-        assert s is not None, "the arm did not reach the jogged pose"
-        out = tmp_path / "live.png"
-        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(out)], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
-        q = client.snapshot().q_meas
-        client.shutdown()
-    finally:
-        finish(proc)
-    img = read_png(str(out))
-    px = projector("so101")
-    F = m.fk_frames(q)
-    from hil.safety import _capsules
-
-    caps, _ = _capsules(m)
-    mids = [(F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
-    hits = sum(near(img, px(T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]), S.MEASURED, radius=4)
-               for c, T in zip(caps, mids))
-    assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where the loop's joints put them"
-    # far from the home pose, so the hits above are the loop's pose and not the power-on one
-    tip = "gripper_frame_link"
-    assert np.linalg.norm(m.fk_frame(q, tip)[:3, 3] - m.fk_frame(m.home, tip)[:3, 3]) > 0.05
 
 
 COLLIDING_POSE = [0.0, -7.9, -6.0, -1.9, 0.0, 0.0, -7.9, -6.0, -1.9, 0.0, 0.0, 8.0, 15.0, -15.4, -8.5, 42.9, 0.0]
@@ -421,69 +311,3 @@ def test_joint_names_are_shown_beside_their_joints_when_asked(xdisplay, tmp_path
         return int((np.abs(patch - np.array(A.NAME_COLOR[:3])).max(axis=2) <= 40).sum())
     x, y = px(F[1 + m.joint_index("elbow")][:3, 3])
     assert text_pixels(named, x, y) > 15 and text_pixels(plain, x, y) < 3
-
-
-def _drag_points(robot, joint):
-    """Pixels on a joint's link as the twin draws it at home: a third of the way from its origin."""
-    from twin import app as A
-
-    m = robots.load(robot)
-    px = projector(robot)
-    T = m.fk_frames(m.home)[1 + m.joint_index(joint)]
-    shapes = [s for s in m.shapes if s.link == m.joint_index(joint)]
-    end = np.mean([(np.asarray(s.p0) + np.asarray(s.p1)) / 2 if s.kind == "capsule" else np.asarray(s.p0)
-                   for s in shapes], axis=0)
-    a = np.array(px(T[:3, 3]))
-    b = np.array(px(T[:3, :3] @ end + T[:3, 3]))
-    assert A.PICK_PX > 0
-    return tuple(int(v) for v in a + (b - a) / 3)
-
-
-@pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to drag")
-def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_send_moves_the_robot(xdisplay, tmp_path):
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
-    twin = None
-    try:
-        client = attach(proc, "puma560")
-        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=15)
-        before = client.snapshot().q_target.copy()
-        twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--duration", "40"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
-                                              text=True).stdout.split(), timeout_s=30, step_s=0.2)
-        assert wid, "the twin window did not appear"
-        time.sleep(1.5)
-        x, y = _drag_points("puma560", "elbow")
-        xd = ["xdotool", "mousemove", "--window", wid[0]]
-        subprocess.run(xd + [str(x), str(y)], check=True)
-        time.sleep(0.5)
-        # hovering names the joint beside the mouse (read off the screen where the mouse is)
-        from PIL import ImageGrab
-
-        from twin import app as A
-        where = subprocess.run(["xdotool", "getmouselocation"], capture_output=True, text=True).stdout.split()
-        sx, sy = (int(w.split(":")[1]) for w in where[:2])
-        grab = np.asarray(ImageGrab.grab(xdisplay=xdisplay).convert("RGB")).astype(int)
-        label = grab[sy - 24:sy + 4, sx + 10:sx + 110]
-        assert (np.abs(label - np.array(A.NAME_COLOR[:3])).max(axis=2) <= 40).sum() > 20, "no name on hover"
-        subprocess.run(["xdotool", "mousedown", "1"], check=True)
-        for k in range(1, 9):   # 40 px to the right, in steps the twin's frames can follow
-            subprocess.run(xd + [str(x + 5 * k), str(y)], check=True)
-            time.sleep(0.1)
-        subprocess.run(["xdotool", "mouseup", "1"], check=True)
-        time.sleep(1.0)
-        # a preview only: the loop's target has not moved
-        assert np.abs(client.snapshot().q_target - before).max() < 1e-9
-        subprocess.run(xd + ["908", "117", "click", "1"], check=True)   # "Send preview"
-        s = client.wait(lambda s: np.abs(s.q_target - before).max() > np.radians(5), timeout_s=5)
-        assert s is not None, "Send did not reach the loop"
-        moved = np.abs(s.q_target - before)
-        m = robots.load("puma560")
-        e = m.joint_index("elbow")
-        # the preview starts from the measured pose: the other joints stay where they are measured
-        assert moved.argmax() == e and np.delete(moved, e).max() < 1e-3, np.degrees(moved)
-        assert np.radians(10) < moved[e] < np.radians(30)   # ½° a pixel, for a drag of 40 px or less
-        client.shutdown()
-    finally:
-        close_twin(twin)
-        finish(proc)

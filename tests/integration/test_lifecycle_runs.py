@@ -16,9 +16,8 @@ import pytest
 import hil.robots as robots
 from firmware_protocol.link import Link
 from hil.emulator_launch import emulator_args
-from hil.runtime import cpu_idle
 from hil.runtime.shared import LoopClient, runtime_dir
-from tests.conftest import wait_for
+from tests.conftest import dma_latency_before, dma_latency_given_back, process_tree, wait_for
 from tests.integration.test_runtime import HIL, attach, finish, start_run
 
 pytestmark = pytest.mark.slow
@@ -138,7 +137,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
     model = robots.load("puma560")
     emu = emulator(*emulator_args(model))
     rec = tmp_path / "r.npy"
-    before = cpu_idle.dma_latency_us()
+    before = dma_latency_before()
     proc = start_run("--robot", "puma560", "--port", emu.path, "--headless", "--enable", "--motion", "demo",
                      "--record", str(rec))
     client = attach(proc, "puma560")
@@ -146,6 +145,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
     time.sleep(0.5)
     name, loop_pid = client.name, client.pid
     helpers = children_of(loop_pid)
+    run_pids = process_tree(proc.pid)
     client.close()
     proc.kill()
     proc.wait(timeout=10)
@@ -158,8 +158,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
         state = wait_for(lambda: link.latest(), timeout_s=2)
         assert state is not None and state.state == ESTOP, state
     assert not os.path.exists(os.path.join(runtime_dir(), name))
-    if before is not None:
-        assert cpu_idle.dma_latency_us() == before
+    assert dma_latency_given_back(run_pids, before)
     # and a dry run's own emulator goes with it
     proc = start_run("--robot", "puma560", "--dry-run", "--headless")
     client = attach(proc, "puma560")

@@ -16,7 +16,8 @@ import pytest
 import hil.robots as robots
 from hil.runtime import cpu_idle
 from hil.runtime.shared import LoopClient, progress_text
-from tests.conftest import played_motion, wait_for
+from tests.conftest import (dma_latency_before, dma_latency_given_back, dma_latency_holders, motion_clock,
+                            played_motion, process_tree, wait_for)
 
 pytestmark = pytest.mark.slow
 
@@ -93,16 +94,18 @@ DMA_WRITABLE = os.path.exists(cpu_idle.DMA_LATENCY) and os.access(cpu_idle.DMA_L
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not DMA_WRITABLE,
                     reason="needs two CPUs and a writable /dev/cpu_dma_latency (root on Linux)")
 def test_the_cpus_are_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp_path):
-    before = cpu_idle.dma_latency_us()
+    before = dma_latency_before()
     stats = tmp_path / "stats.json"
     proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--stats-json",
                      str(stats))
     client = attach(proc, "puma560")
     assert cpu_idle.dma_latency_us() == 0, "not held while the loop runs"
+    run_pids = process_tree(proc.pid)
+    assert client.pid in dma_latency_holders() & run_pids, "the loop does not hold it"
     os.kill(client.pid, signal.SIGKILL)  # no finally runs in the loop: the kernel gives it back
     out = finish(proc)
     assert proc.returncode == 1, out
-    assert wait_for(lambda: cpu_idle.dma_latency_us() == before, timeout_s=5), out
+    assert wait_for(lambda: dma_latency_given_back(run_pids, before), timeout_s=5), out
     assert not stats.exists()  # the loop was killed before writing them: nothing pretends otherwise
 
     # a normal run gives it back too; a stall shows up in the list of missed deadlines
@@ -110,13 +113,14 @@ def test_the_cpus_are_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp
                      str(stats))
     try:
         client = attach(proc, "puma560")
+        run_pids = process_tree(proc.pid)
         time.sleep(0.5)
         os.kill(client.pid, signal.SIGSTOP)  # well under the link's 0.25 s timeout, even on a busy machine
         time.sleep(0.1)
         os.kill(client.pid, signal.SIGCONT)
         out = finish(proc)
         assert proc.returncode == 0, out
-        assert cpu_idle.dma_latency_us() == before, out
+        assert dma_latency_given_back(run_pids, before), out
         s = json.loads(stats.read_text())
         assert "kept out of idle states (cpu_dma_latency 0" in s["cpu_idle"], s
         assert s["cpu_idle"] in out, out  # the start-up message says what it got
@@ -279,10 +283,9 @@ def test_play_runs_a_motion_file_through_the_loop(tmp_path):
     model = R.load("humanoid17")
     motion = played_motion("examples/wave.toml", model)
     data = np.load(rec)
-    running = np.flatnonzero(data["loop_flags"] & 4)
-    t0 = data["t"][running[0]]
+    clock = motion_clock(data, model.meta["default_rate_hz"])
     for k in motion.keyframes:  # the command passes through each keyframe at its time
-        i = int(np.argmin(np.abs(data["t"] - (t0 + k.time_s))))
+        i = int(np.nanargmin(np.abs(clock - k.time_s)))
         assert np.abs(data["q_cmd"][i] - k.q).max() < np.radians(1.5), (k.time_s, np.degrees(data["q_cmd"][i] - k.q))
 
 

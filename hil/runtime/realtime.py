@@ -88,9 +88,14 @@ LOOP_CPU_ENV = "HIL_LOOP_CPU"   # the CPU a loop reserved, for its port process 
 _reserved: dict[str, object] = {}   # this process's reservation: cpu, the held lock's fd, a note
 
 
+def memory_folder() -> str:
+    """Where the runtime's per-machine files go: /dev/shm (memory, gone at reboot), else the
+    temporary folder."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
 def _lock_path(cpu: int) -> str:
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    return os.path.join(base, f"hil-{os.getuid()}-loop-cpu{cpu}.lock")
+    return os.path.join(memory_folder(), f"hil-{os.getuid()}-loop-cpu{cpu}.lock")
 
 
 def reserve_loop_cpu() -> int | None:

@@ -27,7 +27,6 @@ import mmap
 import os
 import re
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
 from enum import IntEnum
@@ -35,6 +34,7 @@ from enum import IntEnum
 import numpy as np
 
 from hil.errors import HilError, InputError
+from hil.runtime.realtime import memory_folder
 
 BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
 
@@ -68,20 +68,20 @@ def runtime_dir() -> str:
     path = os.environ.get("HIL_RUNTIME_DIR")
     if path:
         path = os.path.abspath(path)
-        where = f"{path} (HIL_RUNTIME_DIR)"
+        where, fix = f"{path} (HIL_RUNTIME_DIR)", "set HIL_RUNTIME_DIR to a new folder, or unset it"
     else:
-        base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-        path = where = os.path.join(base, f"hil-{os.getuid()}")
+        path = where = os.path.join(memory_folder(), f"hil-{os.getuid()}")
+        fix = "remove it and start again"
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
     except OSError as e:
-        raise HilError(f"cannot create {where}: {e.strerror}") from None
+        raise HilError(f"cannot create {where}: {e.strerror}: {fix}") from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise HilError(f"{where} is not a private folder of this user (a symlink, another owner, or open to "
-                       "others): remove it and start again")
+                       f"others): {fix}")
     return path
 
 

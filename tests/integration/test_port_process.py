@@ -178,3 +178,22 @@ def test_a_failure_inside_the_port_process_is_the_links_loss_reason(emulator, mo
         assert "the port process failed: RuntimeError('decoder exploded')" in str(e.value)
     finally:
         link.close()
+
+
+@pytest.mark.parametrize("impl", ["python", "c"])
+def test_a_dry_run_s_emulator_gets_a_raised_share_of_the_cpu(impl):
+    """The emulator stands in for a board's own processor: a busy host must not starve it (where
+    raising its share is permitted, as for root)."""
+    from hil import robots
+    from hil.emulator_launch import BOARD_NICE, start_emulator
+    from tests.conftest import HAVE_C_TOOLS
+
+    if impl == "c" and not HAVE_C_TOOLS:
+        pytest.skip("the C firmware's host build needs make and gcc")
+    if os.geteuid() != 0:
+        pytest.skip("raising a process's share needs root or CAP_SYS_NICE")
+    emu = start_emulator(robots.load("puma560"), impl=impl)
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, emu.proc.pid) == BOARD_NICE
+    finally:
+        emu.stop()

@@ -162,3 +162,24 @@ def test_comma_separated_numbers(text):
         assert "--place" in str(e)
     else:
         assert len(vals) == 6 and all(np.isfinite(vals))
+
+
+@pytest.mark.parametrize("kind", ["a file", "a missing parent", "open to others"])
+def test_a_loop_folder_that_is_not_private_is_refused_naming_the_variable(kind, tmp_path, monkeypatch):
+    from hil.runtime.shared import runtime_dir
+
+    path = tmp_path / "loops"
+    if kind == "a file":
+        path.write_text("")
+    elif kind == "a missing parent":
+        path = tmp_path / "no" / "loops"
+    else:
+        path.mkdir(mode=0o777)
+        path.chmod(0o777)
+    monkeypatch.setenv("HIL_RUNTIME_DIR", str(path))
+    with pytest.raises(HilError) as e:
+        runtime_dir()
+    assert str(path) in str(e.value) and "HIL_RUNTIME_DIR" in str(e.value), e.value
+    assert (not path.exists()) if kind == "a missing parent" else path.exists()   # nothing removed
+    monkeypatch.setenv("HIL_RUNTIME_DIR", str(tmp_path / "fresh"))
+    assert runtime_dir() == str(tmp_path / "fresh") and (os.stat(runtime_dir()).st_mode & 0o777) == 0o700

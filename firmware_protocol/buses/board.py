@@ -195,6 +195,7 @@ class BusBoard:
         self._t0 = time.monotonic()
         self._seq = 0
         self._watchdog_armed = False
+        self._stopped_by_watchdog: tuple[list[int], float] = ([], 0.0)   # servo ids, the host's silence (s)
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -356,6 +357,8 @@ class BusBoard:
             self._io(self.bus.torque_off_all)
         if self.state == M.BoardState.ENABLED and now - self._last_cmd_at > self.config.command_timeout_ms * 1e-3:
             self._fault(M.Fault.WATCHDOG)   # hold: goals stop; the servos keep the last one
+        if self._watchdog_armed and self.state == M.BoardState.ENABLED:
+            self._check_servo_watchdogs(now - self._last_cycle)
         fresh, self._cmd_fresh = self._cmd_fresh, False
         if fresh and self.state == M.BoardState.ENABLED and not self._cmd_hold and self._cmd is not None:
             self._write_goals(self.joint_map.to_board(self._cmd))
@@ -363,6 +366,16 @@ class BusBoard:
         self._take(readings, now)
         self._last_cycle = now
         self.stats.cycles += 1
+
+    def _check_servo_watchdogs(self, silent_s: float) -> None:
+        """After a silence on the bus that may have tripped the servos' own watchdogs, ask them: a
+        tripped servo refuses every goal without a reply, so the board must not look ENABLED."""
+        if silent_s < 0.5 * self.config.watchdog_ms * 1e-3:
+            return
+        tripped = self._io(self.bus.watchdog_tripped, self.ids)
+        if tripped:
+            self._stopped_by_watchdog = (tripped, silent_s)
+            self._fault(M.Fault.WATCHDOG)
 
     def _write_goals(self, b: np.ndarray) -> None:
         goals = []
@@ -514,6 +527,8 @@ class BusBoard:
                 js.target = None
                 js.stale = 0
             self.faults &= ~int(fault_mask)
+            if not self.faults & M.Fault.WATCHDOG:
+                self._stopped_by_watchdog = ([], 0.0)
             if self.state in (M.BoardState.FAULT, M.BoardState.ESTOP):
                 self.state = M.BoardState.DISABLED
             self._cycle(force_read=True)
@@ -554,7 +569,12 @@ class BusBoard:
                              "power; clear the fault once it answers")
             elif js.errors:
                 parts.append(f"{j.name} (id {j.servo_id}): {error_text(js.errors)}")
-        if self.faults & M.Fault.WATCHDOG:
+        ids, silent_s = self._stopped_by_watchdog
+        if ids and self.faults & M.Fault.WATCHDOG:
+            names = ", ".join(f"{j.name} (id {j.servo_id})" for j in self.config.joints if j.servo_id in ids)
+            parts.append(f"{names}: stopped by their own bus watchdog (nothing on the bus for {silent_s * 1e3:.0f} ms: "
+                         "the host stalled); they refuse goals until the fault is cleared")
+        elif self.faults & M.Fault.WATCHDOG:
             parts.append(f"no command for {self.config.command_timeout_ms:g} ms (the host stalled): the servos hold "
                          "their last goal")
         return "; ".join(parts)

@@ -291,6 +291,13 @@ class Dynamixel2Bus(ServoBus):
         self.wire.write(sync_write(BUS_WATCHDOG, 1, [(i, bytes([value])) for i in ids]))
         return True
 
+    def watchdog_tripped(self, ids: list[int]) -> list[int]:
+        self.wire.drain()
+        self.rx.clear()
+        self.wire.write(sync_read(BUS_WATCHDOG, 1, ids))
+        replies = self._replies(len(ids), 12, ids)
+        return [i for i, p in replies.items() if p.params[:1] == b"\xff"]   # the register reads −1
+
     @classmethod
     def cycle_cost(cls, n: int, fast: bool = False) -> CycleCost:
         tx = (14 + 5 * n) + (14 + n)

@@ -41,13 +41,19 @@ class SimServo:
     silent_from: float | None = None
     watchdog_ticks: int = 0    # Dynamixel 2.0 Bus Watchdog, × 20 ms
     watchdog_tripped: bool = False
-    last_rx: float = 0.0
+    quiet_s: float = 0.0       # bus time without an instruction for this servo (the watchdog's count)
     velocity: float = 0.0
     temperature: float = 31.0
     voltage: float = 7.4
 
-    def step(self, dt: float, now: float) -> None:
-        if self.torque and self.watchdog_ticks and now - self.last_rx > self.watchdog_ticks * 0.02:
+    def heard(self) -> None:
+        self.quiet_s = 0.0
+
+    def step(self, dt: float) -> None:
+        # A real servo's MCU watches the bus without pause; the emulator's own stalls on a busy host
+        # (the select wakes every 2 ms) are not the host's silence, so a step counts at most 10 ms.
+        self.quiet_s += min(dt, 0.010)
+        if self.torque and self.watchdog_ticks and self.quiet_s > self.watchdog_ticks * 0.02:
             self.watchdog_tripped = True
         if not self.torque or self.hw_error:
             self.velocity = 0.0
@@ -257,7 +263,7 @@ class Dxl2Responder(Responder):
                 return out
             for i in self.servos:
                 if pkt.servo_id in (i, dynamixel2.BROADCAST) and self.present(i):
-                    self.servos[i].last_rx = self.now
+                    self.servos[i].heard()
             out += self._handle(pkt)
 
     def _handle(self, pkt) -> list[bytes]:
@@ -332,7 +338,7 @@ class SumResponder(Responder):
         d1, p, sid = dynamixel1, pkt.params, pkt.servo_id
         targets = [i for i in self.servos if self.present(i) and sid in (i, d1.BROADCAST)]
         for i in targets:
-            self.servos[i].last_rx = self.now
+            self.servos[i].heard()
         unicast = sid != d1.BROADCAST and bool(targets)
         if pkt.code == d1.PING:
             return [self._status(sid)] if unicast else []
@@ -347,7 +353,7 @@ class SumResponder(Responder):
             for k in range(2, len(p) - size + 1, size + 1):
                 i = p[k]
                 if i in self.servos and self.present(i):
-                    self.servos[i].last_rx = self.now
+                    self.servos[i].heard()
                     self.regs[i].write(addr, p[k + 1:k + 1 + size])
             return []
         if pkt.code == d1.SYNC_READ and self.sync_read and len(p) >= 2:
@@ -384,7 +390,7 @@ class IcsResponder(Responder):
         if not self.present(sid):
             return []
         s = self.servos[sid]
-        s.last_rx = self.now
+        s.heard()
         pos = int(round(s.position))
         if kind == 0x80:
             target = (cmd[1] << 7) | cmd[2]
@@ -569,7 +575,7 @@ class Emulator:
                     if f.kind == "overload":
                         s.torque = False   # as the servo's Shutdown setting does
             for s in self.servos.values():
-                s.step(now - last, now)
+                s.step(now - last)
             last = now
             if not ready:
                 continue
@@ -585,13 +591,19 @@ class Emulator:
             if self._wrong_baud(master):
                 self.ignored_bytes += len(data)
                 continue
-            for r in resp.feed(data, now):
-                if self.baud:
-                    time.sleep(self.return_delay_s + len(r) * bits / self.baud)
-                elif self.return_delay_s:
-                    time.sleep(self.return_delay_s)
-                self._write(master, r)
+            self._reply(master, resp.feed(data, now), bits)
         return 0
+
+    def _reply(self, master: int, replies: list[bytes], bits: int) -> None:
+        """Each reply after its servo's return delay and the wire time of its bytes, on one schedule
+        from now: a late wake-up of this process sends what is due at once instead of adding up."""
+        due = time.monotonic()
+        for r in replies:
+            due += self.return_delay_s + (len(r) * bits / self.baud if self.baud else 0.0)
+            pause = due - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            self._write(master, r)
 
     @staticmethod
     def _write(fd: int, data: bytes) -> None:

@@ -233,6 +233,10 @@ class ServoBus(ABC):
         """Make the servos stop by themselves after `timeout_s` without a command; False: cannot."""
         return False
 
+    def watchdog_tripped(self, ids: list[int]) -> list[int]:
+        """The servos among `ids` whose own watchdog has stopped them (and now refuse goals)."""
+        return []
+
     @classmethod
     @abstractmethod
     def cycle_cost(cls, n: int) -> CycleCost:

@@ -5,6 +5,8 @@ and the errors a user has to act on."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import time
 
 import numpy as np
@@ -213,6 +215,37 @@ def test_dynamixel_servos_stop_by_themselves_when_the_host_goes_quiet():
         target[j] += 0.1
         s = drive(board, target, 0.5)
         assert s.q[j] == pytest.approx(MODEL.home[j], abs=0.005)   # goals refused (Data Range Error)
+        # and the host knows: the board is not left looking ENABLED while every goal is refused
+        assert s.state == M.BoardState.FAULT and s.faults & M.Fault.WATCHDOG
+        said = board.describe_faults()
+        assert "stopped by their own bus watchdog" in said and f"{config.joints[0].name} (id " in said, said
+        board.clear_faults()
+        board.enable()                            # cleared and armed again: the servos follow
+        s = drive(board, target, 2.0, until=lambda s: abs(s.q[j] - target[j]) < 0.01)
+        assert s.state == M.BoardState.ENABLED and s.q[j] == pytest.approx(target[j], abs=0.01)
+    finally:
+        board.close()
+        emu.stop()
+
+
+def test_a_stalled_emulator_is_not_a_silent_host_its_servos_keep_following():
+    """The emulator, not the host, stops for 0.3 s (as on a busy machine): the host's packets wait
+    in the pty, so a real servo would have heard them; its watchdog must not trip."""
+    emu, config = start("dynamixel2")
+    board = BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=5000, stale_cycles=1000))
+    try:
+        board.enable()
+        drive(board, MODEL.home, 0.1)
+        os.kill(emu.proc.pid, signal.SIGSTOP)
+        try:
+            drive(board, MODEL.home, 0.3)          # the host keeps sending; no reply comes back
+        finally:
+            os.kill(emu.proc.pid, signal.SIGCONT)
+        target = MODEL.home.copy()
+        target[0] += 0.1
+        s = drive(board, target, 2.0, until=lambda s: abs(s.q[0] - target[0]) < 0.01)
+        assert s.state == M.BoardState.ENABLED and not s.faults, board.describe_faults()
+        assert s.q[0] == pytest.approx(target[0], abs=0.01)
     finally:
         board.close()
         emu.stop()

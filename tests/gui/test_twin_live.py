@@ -20,6 +20,23 @@ from tests.integration.test_runtime import attach, finish, start_run
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 
 
+def twin_window(twin: subprocess.Popen, timeout_s: float = 60.0) -> list[str]:
+    """The X window ids of the twin once it is up (a busy machine takes tens of seconds to start
+    it); AssertionError with the twin's output if it ends first or does not come up in time."""
+    def up():
+        if twin.poll() is not None:
+            return "gone"
+        return subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
+                              text=True).stdout.split()
+    wid = wait_for(up, timeout_s=timeout_s, step_s=0.2)
+    if not wid or wid == "gone":
+        twin.terminate()
+        out, _ = twin.communicate(timeout=10)
+        raise AssertionError(f"the twin window did not appear within {timeout_s:.0f} s (twin exit code "
+                             f"{twin.returncode}):\n{out}")
+    return wid
+
+
 @pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to click")
 def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
     proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "40", "--enable",
@@ -30,12 +47,7 @@ def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
         assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=8)
         twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--robot", "puma560", "--duration", "30"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
-                                              text=True).stdout.split(), timeout_s=30, step_s=0.2)
-        if not wid:
-            twin.terminate()
-            out, _ = twin.communicate(timeout=10)
-            raise AssertionError(f"the twin window did not appear within 30 s (twin exit code {twin.returncode}):\n{out}")
+        wid = twin_window(twin)
         time.sleep(1.0)
         # the big red button sits at the top of the right-hand panel
         subprocess.run(["xdotool", "mousemove", "--window", wid[0], "1060", "48", "click", "1"], check=True)
@@ -153,9 +165,7 @@ def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_sen
         before = client.snapshot().q_target.copy()
         twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--duration", "40"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        wid = wait_for(lambda: subprocess.run(["xdotool", "search", "--name", "hil twin"], capture_output=True,
-                                              text=True).stdout.split(), timeout_s=30, step_s=0.2)
-        assert wid, "the twin window did not appear"
+        wid = twin_window(twin)
         time.sleep(1.5)
         x, y = _drag_points("puma560", "elbow")
         xd = ["xdotool", "mousemove", "--window", wid[0]]

@@ -60,10 +60,12 @@ def test_directions_then_reference_recover_the_hidden_errors(miscalibrated, tmp_
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"calibration {cal} applied" in r.stdout
     rec = np.load(tmp_path / "r.npy")
-    # one sample carries 0.03 deg of noise and 0.09 deg quantisation steps; the mean of the last
-    # half second does not, while an unapplied offset would still show its full 3 deg
+    # the mean of the last half second: the file's error (< 0.05 deg, above) plus the bias of 0.09 deg
+    # quantisation steps that 0.03 deg of noise does not dither away (up to half a step); an
+    # unapplied offset would show in full (every hidden one here is 0.146 deg or more)
+    assert np.abs(hidden).min() > 0.1
     q_settled = rec["q_meas"][-len(rec) // 3:].mean(axis=0)
-    assert np.abs(q_settled - model.home).max() < math.radians(0.05), np.degrees(q_settled - model.home)
+    assert np.abs(q_settled - model.home).max() < math.radians(0.1), np.degrees(q_settled - model.home)
 
 
 def test_bad_calibration_files_keep_the_robot_disabled(miscalibrated, tmp_path):

@@ -195,6 +195,10 @@ class Runner:
         self.decoder = FrameDecoder()
         self.tx_dropped_frames = 0
         self.usr1 = False  # set by the SIGUSR1 handler
+        # how late this process woke up (s): the commands that waited in the pty meanwhile reached a
+        # real board spread over that time, and their STATEs went out on the wire then; they are
+        # paced from then, not queued up behind one another from now
+        self.woke_late = 0.0
 
     def _mangle(self, data: bytes) -> bytes:
         f = self.faults
@@ -219,7 +223,7 @@ class Runner:
             if self.faults.garbage and self.rng.random() < self.faults.garbage:
                 fr = self.rng.integers(0, 256, int(self.rng.integers(1, 65)), dtype=np.uint8).tobytes() + fr
             fr = self._mangle(fr)
-            release = max(now, self.last_release) + len(fr) * self.byte_time
+            release = max(now - self.woke_late, self.last_release) + len(fr) * self.byte_time
             self.last_release = release
             self.queue.append((release + self.latency_s, fr))
 
@@ -243,6 +247,7 @@ class Runner:
         board.last_heartbeat = t0 - 1.0
         period = 0.001
         next_tick = t0
+        last_wake = None
         reboots = sorted(self.faults.reboots)
         bad_states = sorted(self.faults.bad_states)
         while not stop():
@@ -275,6 +280,9 @@ class Runner:
             except InterruptedError:
                 continue
             now = time.monotonic()
+            # late: the time since the last wake-up beyond the sleep asked for (the work between is µs)
+            self.woke_late = max(0.0, now - last_wake - timeout - 0.001) if last_wake is not None else 0.0
+            last_wake = now
             if r:
                 try:
                     data = os.read(master, 4096)

@@ -20,7 +20,7 @@ from firmware_protocol.frame import FrameDecoder, encode_frame
 from firmware_protocol.link import Link
 from hil.emulator_launch import C_SOURCES, c_build_dir, c_emulator_binary
 
-from tests.conftest import HAVE_C_TOOLS, motion_clock, played_motion
+from tests.conftest import HAVE_C_TOOLS
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not HAVE_C_TOOLS, reason="the C firmware's host build needs make and gcc "
@@ -225,24 +225,3 @@ def test_saved_parameters_survive_a_reboot_of_the_c_board():
         p.terminate()
         p.wait()
         p.stdout.close()
-
-
-def test_a_motion_plays_to_the_end_on_the_c_board(tmp_path):
-    """`--dry-run --emulator c`: the whole run (loop, port process, twin-less) on the C firmware."""
-    import sys
-
-    from hil.robots import load
-    from hil.runtime.recorder import load_recording
-
-    rec = tmp_path / "wave.npy"
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "play", "examples/wave.toml", "--robot", "humanoid17",
-                        "--dry-run", "--emulator", "c", "--headless", "--record", str(rec)],
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "(the C firmware)" in r.stdout and "motion 'wave' done" in r.stdout
-    data, meta = load_recording(str(rec))
-    motion = played_motion("examples/wave.toml", load("humanoid17"))
-    clock = motion_clock(data, meta["rate_hz"])
-    for k in motion.keyframes[1:]:
-        near = np.abs(clock - k.time_s) < 0.1
-        assert np.abs(data["q_meas"][near] - k.q).min(axis=0).max() < np.radians(2)

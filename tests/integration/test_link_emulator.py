@@ -3,6 +3,8 @@ another process."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import numpy as np
@@ -56,6 +58,27 @@ def test_thousand_command_state_cycles(emulator):
         assert link.decoder.stats.dropped == 0 and link.decode_stats.bad_payload == 0
         assert s.state == M.BoardState.ENABLED or s.faults & M.Fault.WATCHDOG
         np.testing.assert_allclose(s.q, target, atol=2e-4)
+
+
+def test_a_board_emulator_that_was_not_scheduled_still_answers_every_command(emulator):
+    """The emulator's process stops for 30 ms (as on a busy machine) while the host streams at
+    1 kHz: the commands wait in the pty, and a real board would have received them spread over that
+    time and answered each on the wire; the emulator's burst of answers must not count as a
+    full TX queue and drop STATEs."""
+    emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
+    with Link.connect(emu.path) as link:
+        q0 = wait_for(link.latest).q.copy()
+        before = link.stats.rx_states
+        for k in range(300):
+            if k == 100:
+                os.kill(emu.proc.pid, signal.SIGSTOP)
+            if k == 130:
+                os.kill(emu.proc.pid, signal.SIGCONT)
+            link.send_positions(q0)
+            time.sleep(0.001)
+        wait_for(lambda: link.stats.rx_states - before >= 300, timeout_s=2.0)
+        assert link.stats.rx_states - before >= 300, link.stats
+        assert link.stats.seq_gaps == 0, link.stats
 
 
 def test_watchdog_trips_when_host_goes_quiet_and_stays_latched(emulator):

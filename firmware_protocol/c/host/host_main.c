@@ -313,6 +313,10 @@ struct pending { double release; size_t len; uint8_t data[HIL_TX_BUF + 64]; };
 static struct pending queue[QUEUE];
 static int q_head, q_len;
 static double last_release, now_s;
+/* how late this process woke up (s): the commands that waited in the pty meanwhile reached a real
+   board spread over that time, and their STATEs went out on the wire then; they are paced from
+   then, not queued up behind one another from now */
+static double woke_late;
 static unsigned long tx_dropped;
 
 static double rnd(void) { return rand() / ((double)RAND_MAX + 1.0); }
@@ -347,7 +351,7 @@ size_t hal_uart_write(const uint8_t *data, size_t len) {
   }
   memcpy(p->data + g, data, len);
   p->len = mangle(p->data, len + g);
-  double release = fmax(now_s, last_release) + (double)p->len * byte_time;
+  double release = fmax(now_s - woke_late, last_release) + (double)p->len * byte_time;
   last_release = release;
   p->release = release + opt.latency + opt.delay;
   return len;
@@ -434,7 +438,7 @@ int main(int argc, char **argv) {
   signal(SIGINT, on_stop);
   signal(SIGUSR1, on_usr1);
   signal(SIGPIPE, SIG_IGN);
-  double next_tick = t0, last = t0;
+  double next_tick = t0, last = t0, last_wake = t0;
   int reboot_i = 0, bad_i = 0;
   uint8_t buf[4096];
   while (!stopping) {
@@ -460,6 +464,9 @@ int main(int argc, char **argv) {
     int r = select(master + 1, &fds, NULL, NULL, &tv);
     now = mono();
     now_s = now;
+    /* late: the time since the last wake-up beyond the sleep asked for (the work between is µs) */
+    woke_late = fmax(0.0, now - last_wake - timeout - 0.001);
+    last_wake = now;
     if (r > 0) {
       ssize_t k = read(master, buf, sizeof buf);
       if (k > 0 && !stalled) {

@@ -116,7 +116,8 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             module = path.rsplit("/", 1)[-1].removesuffix(".py")
-            return "loops" if module in LOOP_MODULES else path
+            # the hardware tests share one real board: one worker, one test after another too
+            return "loops" if module in LOOP_MODULES or "hardware/" in path else path
 
     return LoopsOneAtATime(config, log)
 

@@ -160,9 +160,10 @@ def busy(seconds):
         pass
 
 def timed_million():
-    t = time.perf_counter(); sum(range(1_000_000)); return time.perf_counter() - t
-# the least disturbed of several: under another job a single timing comes out long, and the hold
-# below (run at the loop's priority, undisturbed) would then be too short to test anything
+    t = time.thread_time(); sum(range(1_000_000)); return time.thread_time() - t
+# CPU time, the least of several: measured before the loop takes its priority, a wall-clock timing
+# counts what another job took meanwhile, and the hold below (run at the loop's priority,
+# undisturbed) would then be too short to test anything
 per_million = min(timed_million() for _ in range(7))
 def hold_the_gil():
     # a helper of the loop leaves its CPU (keeping its priority), as the loop's own do: the wait

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import select
 import struct
+import sys
 import tty
 
 import pytest
@@ -36,6 +37,9 @@ def emulated(request):
 
 
 def _sdk_port(path: str, sdk):
+    # the SDKs wait 2 × their USB adapter's 16 ms latency timer + 2 ms for a reply; an emulator
+    # process on a busy machine can be late by more than that, which the bytes under test are not
+    sys.modules[sdk.PortHandler.__module__].LATENCY_TIMER = 100
     port = sdk.PortHandler(path)
     assert port.openPort() and port.setBaudRate(1_000_000)
     return port

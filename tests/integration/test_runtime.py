@@ -57,13 +57,14 @@ def test_dry_run_keeps_every_command_inside_the_limits(tmp_path, robot, port_io)
     """The port in a process of its own (the default), and on a thread of the loop's process."""
     rec = tmp_path / "run.npy"
     stats = tmp_path / "stats.json"
-    proc = start_run("--robot", robot, "--dry-run", "--headless", "--duration", "4", "--enable", "--motion", "demo",
+    # 6 s: on a busy machine the start and the ramp to the motion take a good part of the run
+    proc = start_run("--robot", robot, "--dry-run", "--headless", "--duration", "6", "--enable", "--motion", "demo",
                      "--record", str(rec), "--stats-json", str(stats), *port_io)
     out = finish(proc)
     assert proc.returncode == 0, out
     model = robots.load(robot)
     r = np.load(rec)
-    assert len(r) > 0.8 * 4 * model.meta["default_rate_hz"] * 0.5
+    assert len(r) > 0.8 * 6 * model.meta["default_rate_hz"] * 0.5
     assert np.all(r["q_cmd"] >= model.lower - 1e-12) and np.all(r["q_cmd"] <= model.upper + 1e-12)
     enabled = r["board_state"] == 2
     assert enabled.sum() > 0.5 * len(r)

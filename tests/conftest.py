@@ -10,8 +10,9 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.par
 # the loops a test starts are found only by this process's tests and their children: two test
 # workers (pytest -n 2) each see one loop where a test expects one, and a user's own loops on this
 # machine are neither seen nor touched
-_SHM = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
-os.environ["HIL_RUNTIME_DIR"] = os.path.join(_SHM, f"hil-{os.getuid()}-pytest-{os.getpid()}")
+from hil.runtime.realtime import memory_folder  # noqa: E402 - imports nothing of numba
+
+os.environ["HIL_RUNTIME_DIR"] = os.path.join(memory_folder(), f"hil-{os.getuid()}-pytest-{os.getpid()}")
 
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
@@ -98,8 +99,8 @@ def pytest_configure(config):
             pass   # the tests of the C board report the build's error themselves
 
 
-# test files whose tests start real-time loops (`hil run`, `play`, `walk`, `calibrate`, `rt-check`,
-# port processes, a twin beside a loop)
+# test files whose tests start real-time loops (`hil run`, `play`, `walk`, `rt-check`, port
+# processes, a run after a calibration, a twin beside a loop); the rest run beside them
 LOOP_MODULES = {"test_bus_runs", "test_c_board_runs", "test_calibration_runs", "test_export", "test_lifecycle_runs",
                 "test_port_process", "test_rtcheck", "test_runtime", "test_twin_live", "test_urdf_runs", "test_zenoh"}
 

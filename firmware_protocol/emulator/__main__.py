@@ -280,7 +280,8 @@ class Runner:
             except InterruptedError:
                 continue
             now = time.monotonic()
-            # late: the time since the last wake-up beyond the sleep asked for (the work between is µs)
+            # late: the time since the last wake-up beyond the sleep asked for and the 1 ms the work
+            # between may take
             self.woke_late = max(0.0, now - last_wake - timeout - 0.001) if last_wake is not None else 0.0
             last_wake = now
             if r:

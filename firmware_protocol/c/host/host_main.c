@@ -464,7 +464,8 @@ int main(int argc, char **argv) {
     int r = select(master + 1, &fds, NULL, NULL, &tv);
     now = mono();
     now_s = now;
-    /* late: the time since the last wake-up beyond the sleep asked for (the work between is µs) */
+    /* late: the time since the last wake-up beyond the sleep asked for and the 1 ms the work
+       between may take */
     woke_late = fmax(0.0, now - last_wake - timeout - 0.001);
     last_wake = now;
     if (r > 0) {

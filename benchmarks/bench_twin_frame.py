@@ -16,6 +16,7 @@ import dearpygui.dearpygui as dpg  # noqa: E402
 import numpy as np  # noqa: E402
 
 from hil import robots  # noqa: E402
+from hil.errors import HilError  # noqa: E402
 from twin.app import TwinApp  # noqa: E402
 
 
@@ -34,7 +35,13 @@ def main() -> None:
     ap.add_argument("--robot", default="humanoid17")
     ap.add_argument("--frames", type=int, default=60)
     args = ap.parse_args()
-    app = TwinApp(robots.load(args.robot), None, title="hil twin — frame parts")
+    if args.frames < 10:
+        raise SystemExit("bench_twin_frame: --frames must be at least 10 (the first five are not counted)")
+    try:
+        model = robots.load(args.robot)
+    except HilError as e:
+        raise SystemExit(f"bench_twin_frame: --robot {args.robot}: {e}") from None
+    app = TwinApp(model, None, title="hil twin — frame parts")
     app.build()
     whole = median_frame_ms(app, args.frames)
     print(f"{args.robot}: {len(dpg.get_all_items())} items; the whole frame {whole:.1f} ms (median)")

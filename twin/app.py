@@ -28,7 +28,6 @@ PANEL_W = 410
 VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
 TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highlighted in the panel
 NAME_COLOR = (235, 235, 240, 255)
-PANEL_BG = (37, 37, 38, 255)          # DearPyGui's own window colour, for the side panel
 DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
 PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
 
@@ -112,16 +111,12 @@ class TwinApp:
         dpg.create_context()
         dpg.create_viewport(title=self.title, width=W, height=H, vsync=False)
         dpg.setup_dearpygui()
-        # software GL fills every pixel itself: anti-aliased edges and a filled backdrop under the
-        # 3-D view are a quarter of each frame's cost (benchmarks/bench_twin.py); the view's
-        # backdrop is the window's own background instead
+        # software GL fills every pixel itself, at about 15 ns a pixel for a filled shape, while the
+        # viewport's clear costs almost nothing: the window and the side panel have no filled
+        # background (the clear colour shows through, the panel keeps its border), and edges are
+        # not anti-aliased (benchmarks/bench_twin_frame.py)
         dpg.configure_app(anti_aliased_lines=False, anti_aliased_fill=False)
-        with dpg.theme() as backdrop:
-            with dpg.theme_component(dpg.mvAll):
-                dpg.add_theme_color(dpg.mvThemeCol_WindowBg, S.BACKGROUND)
-        with dpg.theme() as panel_bg:
-            with dpg.theme_component(dpg.mvAll):
-                dpg.add_theme_color(dpg.mvThemeCol_ChildBg, PANEL_BG)
+        dpg.set_viewport_clear_color(S.BACKGROUND)
         with dpg.window(tag="main", no_title_bar=True, no_scrollbar=True, no_move=True):
             with dpg.group(horizontal=True):
                 with dpg.drawlist(width=VIEW_W, height=VIEW_H, tag="view"):
@@ -129,11 +124,10 @@ class TwinApp:
                                         cull_mode=dpg.mvCullMode_Front):
                         with dpg.draw_node(tag="world"):
                             pass
-                with dpg.child_window(width=PANEL_W, height=VIEW_H, tag="panel"):
+                with dpg.child_window(width=PANEL_W, height=VIEW_H, tag="panel", border=True):
                     self._build_panel()
-        dpg.bind_item_theme("main", backdrop)
-        dpg.bind_item_theme("panel", panel_bg)
         dpg.set_primary_window("main", True)
+        dpg.configure_item("main", no_background=True)   # set after: the primary window brings its own
         dpg.set_clip_space("scene", 0, 0, VIEW_W, VIEW_H, -1.0, 1.0)
         floor = float(self.model.meta.get("floor_z_m", 0.0)) if not self.humanoid else 0.0
         step = grid_step(self.model)
@@ -683,6 +677,8 @@ class TwinApp:
         total = 0
         last = t0
         count = 0
+        period = 1.0 / max_fps
+        due = t0   # frames are due on one clock, so a sleep's overshoot is not lost from every frame
         self.frame_times: list[float] = []   # s per frame: reading the loop, the scene and rendering
         while dpg.is_dearpygui_running():
             start = time.monotonic()
@@ -702,9 +698,9 @@ class TwinApp:
                 last = now
             if duration_s is not None and now - t0 > duration_s:
                 break
-            spare = 1.0 / max_fps - (now - start)
-            if spare > 0:
-                time.sleep(spare)
+            due = max(due + period, now - period)   # a frame late by more than a period is not caught up
+            if due > now:
+                time.sleep(due - now)
         elapsed = time.monotonic() - t0
         print(f"twin: {total} frames in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.1f} fps average)", flush=True)
 

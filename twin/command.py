@@ -26,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--names", action="store_true", help="show every joint's name in the view (also a checkbox)")
     p.add_argument("--frame-times", metavar="FILE.json", help="write each frame's time (s) at exit (benchmarks)")
     p.add_argument("--duration", type=float, help="close after this many seconds")
-    p.add_argument("--max-fps", type=float, default=30.0, help="frame-rate cap (keeps a core free for the loop)")
+    p.add_argument("--max-fps", type=float, default=60.0,
+                   help="frame-rate cap (default 60; the twin keeps off the loop's CPU whatever the rate; a lower "
+                        "cap leaves more of the others to your programs)")
     p.add_argument("--zenoh", nargs="?", const="", metavar="LOCATOR",
                    help="a robot on another machine, through its `hil run --zenoh` bridge (pip install -e "
                         "'.[zenoh]'): found by scouting, or at LOCATOR (e.g. tcp/192.168.1.20:7447)")

@@ -16,28 +16,36 @@ import numpy as np
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".numba_cache"))
 
 from hil import robots  # noqa: E402
-from hil.motion import walking  # noqa: E402
+from hil.motion import contacts, walking  # noqa: E402
 from hil.motion.limits import check_limits  # noqa: E402
 
 
 def support_band(res, hl: float, hw: float, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per sample, the extent along `axis` (0 x, 1 y) of the soles the plan has on the ground."""
-    corners = np.array([[sx * hl, sy * hw, 0, 1] for sx in (-1, 1) for sy in (-1, 1)]).T
+    """Per sample, the extent along `axis` (0 x, 1 y) of what the plan has on the ground (whole
+    soles, or the one corner of a foot on its toe or heel)."""
     lo, hi = np.zeros(len(res.t)), np.zeros(len(res.t))
     for k in range(len(res.t)):
-        feet = [f for f, code in ((0, 2), (1, 1)) if res.support[k] != code]
-        pts = np.hstack([(res.feet_w[k, f] @ corners)[axis] for f in feet])
-        lo[k], hi[k] = pts.min(), pts.max()
+        pts = []
+        for f, (side, kind) in enumerate(zip("lr", contacts.decode(int(res.support[k])))):
+            for _, x, y in contacts.corners(side, kind, hl, hw):
+                pts.append((res.feet_w[k, f] @ [x, y, 0, 1])[axis])
+        lo[k], hi[k] = min(pts), max(pts)
     return lo, hi
 
 
 def knee_from_straight(model, res) -> np.ndarray:
+    """Per sample, each knee's angle from straight (deg), (N, 2) for left and right."""
+    return np.column_stack([np.degrees(res.q[:, model.joint_index(f"{s}_knee")] - model.lower[model.joint_index(f"{s}_knee")])
+                            for s in "lr"])
+
+
+def support_knee(model, res) -> np.ndarray:
     """The support knee's angle from straight (deg) per sample (NaN in double support)."""
+    both = knee_from_straight(model, res)
     out = np.full(len(res.t), np.nan)
-    for code, side in ((1, "l"), (2, "r")):
-        j = model.joint_index(f"{side}_knee")
-        on = res.support == code
-        out[on] = np.degrees(res.q[on, j] - model.lower[j])
+    for k, (left, right) in enumerate(contacts.decode(int(c)) for c in res.support):
+        if contacts.AIR in (left, right):
+            out[k] = both[k, 0] if right == contacts.AIR else both[k, 1]
     return out
 
 
@@ -78,14 +86,18 @@ def main() -> None:
         ax.set_title(f"{label}: {res.summary().split(', ', 1)[1].split(', peak')[0]}", fontsize=8)
         ax.set_ylabel("COM height (mm)")
         ax = axes[1, col]
-        ax.plot(t, knee_from_straight(model, res), color="tab:purple")
-        ax.set_ylabel("support knee from\nstraight (deg)")
+        knees = knee_from_straight(model, res)
+        ax.plot(t, knees[:, 0], color="tab:blue", lw=0.6, label="left")
+        ax.plot(t, knees[:, 1], color="tab:orange", lw=0.6, label="right")
+        ax.plot(t, support_knee(model, res), color="tab:purple", lw=2, label="the support knee")
+        ax.set_ylabel("knees from\nstraight (deg)")
+        ax.legend(fontsize=7, loc="upper right")
         ax.set_ylim(bottom=0)
         for row, axis, name in ((2, 0, "x"), (3, 1, "y")):
             ax = axes[row, col]
             lo, hi = support_band(res, hl, hw, axis)
             ax.fill_between(t, lo * 1e3, hi * 1e3, color="tab:green", alpha=0.25, lw=0,
-                            label="support region (soles down)")
+                            label="support region (what touches the ground)")
             ax.plot(t, res.zmp_w[:, axis] * 1e3, color="tab:red", lw=1, label="ZMP (from the joint motion)")
             ax.plot(t, res.com_w[:, axis] * 1e3, color="0.4", lw=0.8, label="COM")
             ax.set_ylabel(f"{name} (mm)")

@@ -25,7 +25,13 @@ def register(sub) -> None:
     s.add_argument("--turn", type=float, default=0.0, help="turn per step (degrees)")
     s.add_argument("--period", type=float, default=0.8, help="time per step (s)")
     s.add_argument("--lift", type=float, default=0.012, help="swing foot clearance (m)")
-    s.add_argument("--knee-stretched", action="store_true", help="walk as tall as the legs allow")
+    s.add_argument("--knee-stretched", action="store_true",
+                   help="walk as tall as the legs allow (paper 002); forwards, the feet roll: toe-off and heel strike")
+    roll = s.add_mutually_exclusive_group()
+    roll.add_argument("--heel-toe", dest="heel_toe", action="store_const", const=True,
+                      help="the feet roll on the ground in any walk: each lifts off from its toe and lands on its heel")
+    roll.add_argument("--flat-feet", dest="heel_toe", action="store_const", const=False,
+                      help="the soles stay flat while they are down, --knee-stretched too")
     s.add_argument("--rate", type=float, help="sample rate = loop rate, Hz (default: the robot's)")
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
@@ -63,7 +69,7 @@ def run(args) -> int:
     writable_file(args.motion_out, "--motion-out")
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
                                 turn_deg=args.turn, period=args.period, lift=args.lift,
-                                knee_stretched=args.knee_stretched, rate_hz=rate)
+                                knee_stretched=args.knee_stretched, heel_toe=args.heel_toe, rate_hz=rate)
     res = walking.plan(model, params, _progress_printer())
     print(res.summary())
     out = trajectory_out(args, "hil-walk-", "walk.npz")

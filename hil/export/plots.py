@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from hil.errors import HilError
+from hil.motion import contacts
 from hil.motion.walking import WalkParams, check_walk
 from hil.safety import FLAG_NAMES
 
@@ -30,7 +31,7 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> float | None:
     """Draws the ZMP over the soles on the ground; returns the worst margin (m), None without a walk."""
 
     moving = np.flatnonzero(data["loop_flags"] & 4)
-    if len(moving) < 20 or "support" not in data.dtype.names or np.any(data["support"][moving] > 2):
+    if len(moving) < 20 or "support" not in data.dtype.names or not contacts.is_valid(data["support"][moving]).all():
         return None   # no motion, or one that does not say which foot it stands on
     # the motion's own clock: the loop advances it one nominal period per moving cycle whatever the
     # wall clock did, so the commands are evenly spaced on it (on the wall clock's jittered times a

@@ -12,7 +12,8 @@ Format (TOML; JSON with the same keys works too)::
 
     [[keyframe]]
     duration_s = 0.6               # time to reach this keyframe from the previous one
-    support = "both"               # optional: "left", "right" or "both" (the foot the robot stands on)
+    support = "both"               # optional: "left", "right" or "both" (the foot the robot stands on),
+                                   # or each foot's contact, e.g. "l_toe+r_flat" (hil.motion.contacts)
     joints = { r_shoulder_roll = 80.0, r_elbow = 40.0 }   # degrees; others keep their previous value
     mirror_to = "left"             # optional: also set the other side's joints to the same values
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from hil.errors import ConfigError
 from hil.inputs import read_text
+from hil.motion import contacts
 from hil.motion.walking import WalkParams, check_walk
 
 
@@ -87,8 +89,7 @@ class KeyframeMotion:
         support polygon, and feet on the ground must not slide (ConfigError otherwise)."""
 
         t, Q = self.trajectory(rate_hz)
-        code = {"both": 0, "left": 1, "right": 2}
-        support = np.array([code[self.support_at(x) or "both"] for x in t])
+        support = np.array([contacts.parse(self.support_at(x) or "both") for x in t])
         hl, hw = model.sole_half
         res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0,
                          self.name)
@@ -167,8 +168,11 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
         if not (math.isfinite(dur) and dur > 0):
             raise ConfigError(f"{w}: duration_s must be positive, got {kf.get('duration_s')!r}")
         support = kf.get("support")
-        if support is not None and support not in ("left", "right", "both"):
-            raise ConfigError(f"{w}: support must be left, right or both, got {support!r}")
+        if support is not None:
+            try:
+                code = contacts.parse(support if isinstance(support, str) else repr(support))
+            except ValueError as e:
+                raise ConfigError(f"{w}: {e}") from None
         joints = kf.get("joints", {})
         if not isinstance(joints, dict):
             raise ConfigError(f"{w}: joints must be a table of joint = degrees")
@@ -194,8 +198,8 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
                 raise ConfigError(f"{w}: joint {jname} = {val:g}° is outside its range "
                                   f"[{math.degrees(model.lower[i]):.1f}, {math.degrees(model.upper[i]):.1f}]°")
             q[i] = rad
-        if swap and support in ("left", "right"):
-            support = "right" if support == "left" else "left"
+        if support is not None:
+            support = contacts.name(contacts.mirror(code) if swap else code)
         t += dur
         out.append(Keyframe(t, q, support))
     dynamic = bool(data.get("dynamic", False))
@@ -232,6 +236,6 @@ def from_walk(res, model, name: str, frame_s: float = 0.01):
     frames = []
     for tk in np.arange(frame_s, res.t[-1] + 1e-9, frame_s):
         k = int(min(round(tk * rate), len(res.t) - 1))
-        sup = {0: "both", 1: "left", 2: "right"}[int(res.support[k])]
+        sup = contacts.name(int(res.support[k]))
         frames.append(Keyframe(float(res.t[k]), res.q[k].copy(), sup))
     return KeyframeMotion(name, model.name, "cubic", frames, res.q[0].copy(), dynamic=True)

@@ -21,6 +21,8 @@ import numpy as np
 from hil.errors import InputError, UnreachableError
 from hil.kinematics.floating import FloatingBase, inverse_transform
 from hil.kinematics.ik import LMSolver, Task
+from hil.motion import contacts
+from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
 from hil.safety import SafetyChecker
 
@@ -46,6 +48,12 @@ class WalkParams:
                                   # the bent-knee stance little height to spare for sideways shifts
     zmp_inset: float = 0.0        # single-support ZMP moved this far from the sole centre towards
                                   # the inner edge (m): a smaller support region, less sway
+    heel_toe: bool | None = None  # the feet roll: toe-off and heel strike on the ground (paper 002's
+                                  # minimal support region); None: in a knee-stretched walk forwards
+    contact_pitch_deg: float = 3.0   # the sole's pitch at lift-off (heel up) and touchdown (toe up)
+    heel_fraction: float = 0.4    # of each double support: the front foot turns down about its heel
+    toe_fraction: float = 0.4     # and, at its end, the rear foot turns up about its toe
+    zmp_power: float = 3.0        # N of paper 002's eq. 1 (the single-support ZMP, heel to toe)
 
 
 @dataclass
@@ -67,6 +75,7 @@ class WalkResult:
     report: list[str] = field(default_factory=list)
     com_ref: np.ndarray | None = None
     contact_error: float = 0.0    # largest height (or depth) of a sole corner while the plan has it down (m)
+    lowest: np.ndarray | None = None   # per sample, the lowest sole corner (m)
 
     def save(self, path: str) -> None:
         np.savez(path, t=self.t, q=self.q, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
@@ -218,6 +227,10 @@ def refuse_unsafe(model, res: WalkResult) -> None:
         raise UnreachableError(f"walk: refused: the planned ZMP leaves {model.name}'s support polygon "
                                f"({1e3 * res.margin[k]:.1f} mm) at t = {res.t[k]:.3f} s; try a shorter stride, "
                                "a longer --period, or a home pose the robot walks from (docs/robots.md)")
+    if res.min_foot_z < -CONTACT_TOLERANCE:
+        k = int(np.argmin(res.lowest))
+        raise UnreachableError(f"walk: refused: a sole corner goes {-1e3 * res.min_foot_z:.3f} mm into the ground "
+                               f"at t = {res.t[k]:.3f} s; try a larger --lift or a shorter stride")
     if res.contact_error > CONTACT_TOLERANCE or res.slide > SLIDE_TOLERANCE:
         raise UnreachableError(f"walk: refused: a foot on the ground is {1e3 * res.contact_error:.3f} mm off it "
                                f"or slides {1e3 * res.slide:.3f} mm; try a shorter stride or a longer --period")
@@ -237,14 +250,31 @@ def _leg_can_yaw(model) -> bool:
     return any(abs(J[5, i]) > 0.5 for i in legs)
 
 
-def _generate(model, params: WalkParams, progress=None) -> WalkResult:
-    p = params
+def _rolls(p: WalkParams) -> bool:
+    """Whether the feet roll on the ground (toe-off and heel strike): as asked, or by default in a
+    knee-stretched walk forwards (paper 002's proposed method; sideways, backwards and turning
+    steps keep the soles flat while they are down)."""
+    if p.heel_toe is not None:
+        return bool(p.heel_toe)
+    return p.knee_stretched and p.stride > 0 and p.side == 0 and p.turn_deg == 0
+
+
+def _check_params(model, p: WalkParams) -> None:
     if p.turn_deg and not _leg_can_yaw(model):
         raise InputError(f"walk: {model.name}'s legs have no hip-yaw joint (hip roll, hip pitch, knee, ankle pitch, "
                          "ankle roll), so a foot cannot turn relative to the other while both are down: turning "
                          "needs --turn 0 (the paper's 5-joint legs); walk sideways with --side instead")
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
+    if _rolls(p) and not (0.5 <= p.contact_pitch_deg <= 20 and p.zmp_power >= 1 and p.heel_fraction > 0
+                          and p.toe_fraction > 0 and p.heel_fraction + p.toe_fraction <= 0.9):
+        raise InputError("walk: toe-off and heel strike need contact_pitch_deg in [0.5, 20], zmp_power ≥ 1, and "
+                         "heel_fraction, toe_fraction > 0 with heel_fraction + toe_fraction ≤ 0.9")
+
+
+def _generate(model, params: WalkParams, progress=None) -> WalkResult:
+    p = params
+    _check_params(model, p)
     dt = 1.0 / p.rate_hz
     q0 = model.home.copy()
     base = FloatingBase(model, "l_sole", q0)
@@ -254,10 +284,43 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     com0 = base.com(q0)
     zc = float(com0[2])
     hl, hw = model.sole_half
+    gait = _Gait(p, _footsteps(p, W_l, W_r, width), W_l, W_r, dt, hl, hw)
+    t = gait.t
+    com_xy = preview_com(gait.zmp_ref, dt, zc - p.crouch, com0[:2])
+    # COM height: down to the walking height during the first settle, back up during the last
+    ramp_in = np.clip(t / p.settle, 0, 1)
+    ramp_out = np.clip((t[-1] + dt - t) / p.settle, 0, 1)
+    blend = np.minimum(ramp_in, ramp_out)
+    blend = blend * blend * (3 - 2 * blend)
+    gait.com = np.column_stack([com_xy, zc - p.crouch * blend])
+    gait.q0 = q0
+    solver_model = _with_contact_frames(model)
+    # knee-stretched (paper 002): the COM height is not asked for; in single support the one
+    # freedom left, the support knee, follows a smooth profile down to a few degrees short of
+    # straight at mid-stance (in double support the feet, COM and attitude fix it)
+    if not p.knee_stretched:
+        Q, worst = _solve_samples(solver_model, p, gait, None, progress)
+    else:   # as straight as this step allows: a longer or wider step leaves the swing foot out of reach
+        for dip in STRETCH_DIPS:
+            Q, worst = _solve_samples(solver_model, p, gait, _KneeStretch(solver_model, p, gait, dip), progress)
+            if worst <= 1e-4:
+                break
+    if worst > 1e-4:
+        step = (f"stride (now {p.stride * 100:.1f} cm)" if p.stride or not p.side
+                else f"side step (now {p.side * 100:.1f} cm)")
+        stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
+        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
+                               f"{step} or a longer period{stretched}")
+    res = check_walk(model, t, Q, gait.support, gait.zmp_ref, p, hl, hw, worst, _label(p))
+    res.com_ref = gait.com
+    return res
 
-    # footsteps: (side, world pose). Forward, the right foot swings first; sideways, the foot on the
-    # side of travel does and leads by one step (the stance opens, then the other foot closes it):
-    # a foot that stepped toward the other by the step's travel would land on it
+
+def _footsteps(p: WalkParams, W_l: np.ndarray, W_r: np.ndarray, width: float) -> list[tuple[str, np.ndarray]]:
+    """(side, world pose of the sole where it lands), one per step. Forward, the right foot swings
+    first; sideways, the foot on the side of travel does and leads by one step (the stance opens,
+    then the other foot closes it): a foot that stepped toward the other by the step's travel
+    would land on it."""
     mid = (W_l[:3, 3] + W_r[:3, 3]) / 2
     yaw = 0.0
     cx, cy = mid[0], mid[1]
@@ -271,106 +334,276 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
         cy += adv * math.sin(yaw) + p.side * math.cos(yaw)
         leads = p.side != 0 and (side == "l") == (p.side > 0)
         off = (width / 2 if side == "l" else -width / 2) + (p.side if leads else 0.0)
-        T = _yaw_T(cx - off * math.sin(yaw), cy + off * math.cos(yaw), yaw)
-        steps.append((side, T))
+        steps.append((side, _yaw_T(cx - off * math.sin(yaw), cy + off * math.cos(yaw), yaw)))
         side = "l" if side == "r" else "r"
     if p.steps % 2 == 1:  # bring the feet together at the end
         off = width / 2 if side == "l" else -width / 2
         steps.append((side, _yaw_T(cx - off * math.sin(yaw), cy + off * math.cos(yaw), yaw)))
+    return steps
 
-    # timeline
-    T_ds = p.period * p.double_support
-    T_ss = p.period - T_ds
-    phases = [("both", None, p.settle)]
-    for i_step, (s_side, T) in enumerate(steps):
-        phases.append(("single", (s_side, T), T_ss))
-        phases.append(("both", None, T_ds if i_step < len(steps) - 1 else p.settle))
-    times = np.cumsum([0.0] + [ph[2] for ph in phases])
-    t = np.arange(0.0, times[-1], dt)
-    N = len(t)
 
-    # ZMP reference and per-sample support/foot targets
-    def sole_point(T, dx, foot=None):
-        dy = 0.0 if foot is None else (-p.zmp_inset if foot == "l" else p.zmp_inset)
+FEET = ("l", "r")
+
+
+class _Gait:
+    """The walk's timeline, sample by sample: what each foot touches (`support`, codes of
+    hil.motion.contacts), the sole the kinematic tree is rooted at (`root`: a sole flat on the
+    ground, switched when the other is the only flat one), each sole's planned world pose and
+    heading, the ZMP reference, and the target of the other foot's task. A walk whose feet roll
+    (toe-off, heel strike) plans each swing from where the solution put the foot at lift-off."""
+
+    def __init__(self, p: WalkParams, steps, W_l: np.ndarray, W_r: np.ndarray, dt: float, hl: float, hw: float):
+        self.p, self.hl, self.hw, self.dt = p, hl, hw, dt
+        self.rolls = _rolls(p)
+        T_ds = p.period * p.double_support
+        self.T_toe, self.T_heel = p.toe_fraction * T_ds, p.heel_fraction * T_ds
+        phases = [("both", None, p.settle)]
+        for i, (side, T) in enumerate(steps):
+            phases.append(("single", (side, T), p.period - T_ds))
+            phases.append(("both", None, T_ds if i < len(steps) - 1 else p.settle))
+        self.phases = phases
+        self.times = times = np.cumsum([0.0] + [ph[2] for ph in phases])
+        self.t = t = np.arange(0.0, times[-1], dt)
+        N = len(t)
+        self.ph_of = np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(phases) - 1)
+        self.contact = np.full((N, 2), FLAT, dtype=np.int64)
+        self.sole = np.zeros((N, 2, 4, 4))        # each sole's planned world pose (in the air: see `task_pose`)
+        self.yaw = np.zeros((N, 2))
+        self.swing_pose = np.zeros((N, 2, 4, 4))  # a rolling walk's swing: the heel corner's pose, filled at lift-off
+        self._landing: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}   # k_lift -> (foot, landing corner, k_td)
+        self.com = np.zeros((N, 3))
+        self.q0 = None
+        held = {"l": W_l.copy(), "r": W_r.copy()}
+        self.held_at_phase = []
+        for kind, info, _ in phases:
+            self.held_at_phase.append({f: held[f].copy() for f in FEET})
+            if kind == "single":
+                held[info[0]] = info[1]
+        self._feet()
+        if self.rolls:
+            self._rolling_feet()
+        self.single = (self.contact == AIR).any(axis=1)
+        self.support = np.array([contacts.encode(int(a), int(b)) for a, b in self.contact], dtype=np.int64)
+        self.root = self._roots()
+        self.zmp_ref = self._zmp_rolling() if self.rolls else self._zmp_flat()
+
+    # ------------------------------------------------------------------ feet
+    def _feet(self) -> None:
+        """Soles flat where they stand; the swing foot in the air on `_swing` (lifted, pitched)."""
+        p = self.p
+        for k, tk in enumerate(self.t):
+            i = self.ph_of[k]
+            kind, info, dur = self.phases[i]
+            held = self.held_at_phase[i]
+            for f, side in enumerate(FEET):
+                self.sole[k, f] = held[side]
+                self.yaw[k, f] = _heading(held[side])
+            if kind == "single":
+                sw, T_new = info
+                f = FEET.index(sw)
+                u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
+                self.contact[k, f] = AIR
+                self.sole[k, f] = _swing(held[sw], T_new, u, p.lift, math.radians(p.toe_heel_deg), self.hl)
+                self.yaw[k, f] = _heading(self.sole[k, f])
+
+    def _rolling_feet(self) -> None:
+        """Toe-off at the end of the double support before each swing (the foot turns up about its
+        inner toe corner) and heel strike at the start of the one after (it lands on its outer
+        heel corner and turns down about it), with one smooth pitch and roll from flat to flat."""
+        pitch = math.radians(self.p.contact_pitch_deg)
+        t = self.t
+        for i, (kind, info, dur) in enumerate(self.phases):
+            if kind != "single":
+                continue
+            side, T_land = info
+            f = FEET.index(side)
+            T_lift = self.held_at_phase[i][side]
+            t_lo, t_td = self.times[i], self.times[i + 1]
+            t_a, t_b = t_lo - self.T_toe, t_td + self.T_heel
+            # the toe rises with the pitch still growing at lift-off and the heel comes down from
+            # touchdown at speed, each from or to rest: about constant acceleration, a third less
+            # than stopping at lift-off and touchdown would take
+            knots_pitch = [(t_a, 0.0, 0.0), (t_lo, pitch, 2 * pitch / self.T_toe),
+                           (t_td, -pitch, 2 * pitch / self.T_heel), (t_b, 0.0, 0.0)]
+            knots_roll = [(t_a, 0.0, 0.0), (t_lo, contacts.edge_roll(side, TOE), 0.0),
+                          (t_td, contacts.edge_roll(side, HEEL), 0.0), (t_b, 0.0, 0.0)]
+            toe = _corner_T(side, TOE, self.hl, self.hw)
+            heel = _corner_T(side, HEEL, self.hl, self.hw)
+            for k in np.flatnonzero((t >= t_a) & (t < t_b)):
+                R = _pitch_roll(_hermite(knots_pitch, t[k]), _hermite(knots_roll, t[k]))
+                if t[k] < t_lo:      # on the toe: turned about the toe corner
+                    self.contact[k, f] = TOE
+                    self.sole[k, f] = T_lift @ toe @ R @ inverse_transform(toe)
+                elif t[k] < t_td:    # in the air: the heel corner's path is made at lift-off
+                    self.sole[k, f] = _yaw_T(0, 0, self.yaw[k, f]) @ R
+                else:                # on the heel: turned about the heel corner
+                    self.contact[k, f] = HEEL
+                    self.sole[k, f] = T_land @ heel @ R @ inverse_transform(heel)
+            k_lift = int(np.searchsorted(t, t_lo))
+            self._landing[k_lift] = (f, T_land @ heel, int(np.searchsorted(t, t_td)))
+
+    def _roots(self) -> np.ndarray:
+        """Per sample the foot (0 left, 1 right) the tree is rooted at: a flat one; when both are
+        flat, the one that was (paper 000: the root changes when support does)."""
+        root = np.zeros(len(self.t), dtype=np.int64)
+        r = 0
+        for k, (a, b) in enumerate(self.contact):
+            if a == FLAT and b != FLAT:
+                r = 0
+            elif b == FLAT and a != FLAT:
+                r = 1
+            root[k] = r
+        return root
+
+    # ------------------------------------------------------------------ ZMP reference
+    def _sole_point(self, T: np.ndarray, dx: float, side: str | None = None) -> np.ndarray:
+        dy = 0.0 if side is None else (-self.p.zmp_inset if side == "l" else self.p.zmp_inset)
         return (T @ [dx, dy, 0, 1])[:2]
 
-    zmp_ref = np.zeros((N, 2))
-    support = np.zeros(N, dtype=np.int64)
-    foot_T = {"l": np.zeros((N, 4, 4)), "r": np.zeros((N, 4, 4))}
-    zmp_prev = (W_l[:2, 3] + W_r[:2, 3]) / 2
-    ph_of = np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(phases) - 1)
-    # ZMP at the end of each phase: on the stance sole's heel at the start of single support, its
-    # toe at the end; between the feet at the very end
-    cur = {"l": W_l.copy(), "r": W_r.copy()}
-    zmp_at_end = []
-    for i, (kind, info, dur) in enumerate(phases):
-        if kind == "single":
-            sw, T_new = info
-            st = "l" if sw == "r" else "r"
-            zmp_at_end.append(sole_point(cur[st], p.zmp_heel_toe, st))
-            cur[sw] = T_new
-        else:
-            nxt = next((ph for ph in phases[i + 1:] if ph[0] == "single"), None)
-            if nxt is None:
-                zmp_at_end.append((cur["l"][:2, 3] + cur["r"][:2, 3]) / 2)
+    def _zmp_flat(self) -> np.ndarray:
+        """Flat feet: heel to toe along the stance sole in single support (±zmp_heel_toe), handed
+        over smoothly in double support."""
+        p = self.p
+        ends = []   # the ZMP at the end of each phase
+        for i, (kind, info, _) in enumerate(self.phases):
+            held = self.held_at_phase[i]
+            if kind == "single":
+                st = "l" if info[0] == "r" else "r"
+                ends.append(self._sole_point(held[st], p.zmp_heel_toe, st))
             else:
-                sw = nxt[1][0]
-                st = "l" if sw == "r" else "r"
-                zmp_at_end.append(sole_point(cur[st], -p.zmp_heel_toe, st))
-    cur = {"l": W_l.copy(), "r": W_r.copy()}
-    start_of_phase = {}
-    for i, (kind, info, dur) in enumerate(phases):
-        start_of_phase[i] = {"l": cur["l"].copy(), "r": cur["r"].copy()}
-        if kind == "single":
-            cur[info[0]] = info[1]
-    for k in range(N):
-        i = ph_of[k]
-        kind, info, dur = phases[i]
-        u = min(1.0, max(0.0, (t[k] - times[i]) / dur))
-        feet_now = start_of_phase[i]
-        z_start = zmp_at_end[i - 1] if i > 0 else zmp_prev
-        if kind == "both":
-            support[k] = 0
-            s = u * u * (3 - 2 * u)
-            zmp_ref[k] = z_start + s * (zmp_at_end[i] - z_start)
-            foot_T["l"][k] = feet_now["l"]
-            foot_T["r"][k] = feet_now["r"]
-        else:
-            sw, T_new = info
-            st = "l" if sw == "r" else "r"
-            support[k] = 1 if st == "l" else 2
-            Ts = feet_now[st]
-            zmp_ref[k] = sole_point(Ts, -p.zmp_heel_toe + 2 * p.zmp_heel_toe * u, st)
-            foot_T[st][k] = Ts
-            foot_T[sw][k] = _swing(feet_now[sw], T_new, u, p.lift, math.radians(p.toe_heel_deg), hl)
+                nxt = self.phases[i + 1][1] if i + 1 < len(self.phases) else None
+                if nxt is None:
+                    ends.append((held["l"][:2, 3] + held["r"][:2, 3]) / 2)
+                else:
+                    st = "l" if nxt[0] == "r" else "r"
+                    ends.append(self._sole_point(held[st], -p.zmp_heel_toe, st))
+        ref = np.zeros((len(self.t), 2))
+        first = (self.held_at_phase[0]["l"][:2, 3] + self.held_at_phase[0]["r"][:2, 3]) / 2
+        for k, tk in enumerate(self.t):
+            i = self.ph_of[k]
+            kind, info, dur = self.phases[i]
+            u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
+            start = ends[i - 1] if i > 0 else first
+            if kind == "both":
+                ref[k] = start + u * u * (3 - 2 * u) * (ends[i] - start)
+            else:
+                st = "l" if info[0] == "r" else "r"
+                ref[k] = self._sole_point(self.held_at_phase[i][st], p.zmp_heel_toe * (2 * u - 1), st)
+        return ref
 
-    com_xy = preview_com(zmp_ref, dt, zc - p.crouch, com0[:2])
-    # COM height: down to the walking height during the first settle, back up during the last
-    ramp_in = np.clip(t / p.settle, 0, 1)
-    ramp_out = np.clip((times[-1] - t) / p.settle, 0, 1)
-    blend = np.minimum(ramp_in, ramp_out)
-    blend = blend * blend * (3 - 2 * blend)
-    z_walk = zc - p.crouch * blend
-    plan = _Targets(t, support, foot_T, com_xy, z_walk, q0)
-    # knee-stretched (paper 002): the COM height is not asked for; in single support the one
-    # freedom left, the support knee, follows a smooth profile down to a few degrees short of
-    # straight at mid-stance (in double support the feet, COM and attitude fix it)
-    if not p.knee_stretched:
-        Q, worst = _solve_samples(model, p, plan, None, progress)
-    else:   # as straight as this step allows: a longer or wider step leaves the swing foot out of reach
-        for dip in STRETCH_DIPS:
-            Q, worst = _solve_samples(model, p, plan, _KneeStretch(model, p, plan, dip), progress)
-            if worst <= 1e-4:
-                break
-    if worst > 1e-4:
-        step = (f"stride (now {p.stride * 100:.1f} cm)" if p.stride or not p.side
-                else f"side step (now {p.side * 100:.1f} cm)")
-        stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
-        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
-                               f"{step} or a longer period{stretched}")
-    res = check_walk(model, t, Q, support, zmp_ref, p, hl, hw, worst, _label(p))
-    res.com_ref = np.column_stack([com_xy, plan.z])
-    return res
+    def _zmp_rolling(self) -> np.ndarray:
+        """Paper 002's reference: in single support from the heel point x_K to the toe point x_S of
+        the stance sole as x_S − (x_S − x_K)(1 − t/T)^N (eq. 1: it leaves the heel quickly and
+        comes to rest at the toe); in double support from the rear toe point to the front heel
+        point, smoothly. The points lie as far apart as the sole allows (zmp_heel_toe inside its
+        ends), but no farther than the body advances in single support: the ZMP never goes back."""
+        p, hl = self.p, self.hl
+        travel = min(2 * (hl - p.zmp_heel_toe), abs(p.stride) * (1 - p.double_support))
+        x_toe, x_heel = travel / 2, -travel / 2
+        ends = []
+        for i, (kind, info, _) in enumerate(self.phases):
+            held = self.held_at_phase[i]
+            if kind == "single":
+                st = "l" if info[0] == "r" else "r"
+                ends.append(self._sole_point(held[st], x_toe, st))
+            elif i + 1 < len(self.phases):
+                st = "l" if self.phases[i + 1][1][0] == "r" else "r"
+                ends.append(self._sole_point(held[st], x_heel, st))
+            else:
+                ends.append((held["l"][:2, 3] + held["r"][:2, 3]) / 2)
+        ref = np.zeros((len(self.t), 2))
+        first = (self.held_at_phase[0]["l"][:2, 3] + self.held_at_phase[0]["r"][:2, 3]) / 2
+        for k, tk in enumerate(self.t):
+            i = self.ph_of[k]
+            kind, info, dur = self.phases[i]
+            u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
+            start = ends[i - 1] if i > 0 else first
+            if kind == "both":
+                ref[k] = start + u ** 3 * (10 - 15 * u + 6 * u * u) * (ends[i] - start)
+            else:
+                st = "l" if info[0] == "r" else "r"
+                x = x_toe - (x_toe - x_heel) * (1.0 - u) ** p.zmp_power
+                ref[k] = self._sole_point(self.held_at_phase[i][st], x, st)
+        return ref
+
+    # ------------------------------------------------------------------ the other foot's task
+    def task_kind(self, k: int) -> str:
+        """What the foot that is not the root does at sample k: "both" (flat), "toe", "heel", "air"."""
+        c = self.contact[k, 1 - self.root[k]]
+        return {FLAT: "both", TOE: "toe", HEEL: "heel", AIR: "air"}[int(c)]
+
+    def task_pose(self, k: int) -> np.ndarray:
+        """World pose of the other foot's task frame at sample k (see `_walk_solver`)."""
+        f = 1 - self.root[k]
+        c = self.contact[k, f]
+        if c in (TOE, HEEL):
+            return self.sole[k, f] @ _corner_T(FEET[f], int(c), self.hl, self.hw)
+        if c == AIR and self.rolls:
+            return self.swing_pose[k, f]
+        return self.sole[k, f]
+
+    def begin_swing(self, k: int, heel_now: np.ndarray, heel_before: np.ndarray) -> None:
+        """At lift-off (sample k) of a rolling walk: the swing of the heel corner from where it is
+        (`heel_now`, its world position at sample k − 1; `heel_before` at k − 2: it is moving,
+        the foot turns about its toe) to where it lands at rest, lifted by `lift` between; its
+        pitch and roll follow the planned ones."""
+        if k not in self._landing:
+            return
+        f, T_heel_land, k_td = self._landing[k]
+        p0, p1 = heel_now, T_heel_land[:3, 3]
+        t0, t1 = self.t[k - 1], self.t[k_td]
+        v0 = (heel_now - heel_before) / self.dt * (t1 - t0)   # per unit of u
+        for kk in range(k, k_td):
+            u = (self.t[kk] - t0) / (t1 - t0)
+            h10, h01 = u - 6 * u**3 + 8 * u**4 - 3 * u**5, 10 * u**3 - 15 * u**4 + 6 * u**5
+            T = self.sole[kk, f].copy()   # its heading, pitch and roll
+            T[:3, 3] = p0 + h10 * v0 + h01 * (p1 - p0)
+            T[2, 3] += self.p.lift * 16 * u * u * (1 - u) ** 2   # lifting at once: the toe is still turning down
+            self.swing_pose[kk, f] = T
+
+    def lifts_off(self, k: int) -> bool:
+        return self.rolls and k in self._landing
+
+
+def _with_contact_frames(model):
+    """The model with a frame at each sole corner a foot on its toe or heel touches with (kept on
+    the model: the walk solvers' tasks are set on these frames)."""
+    out = model.meta.get("_walk_model")
+    if out is None:
+        hl, hw = model.sole_half
+        out = model.meta["_walk_model"] = model.with_frames(
+            {contacts.corner_frame(s, c): (f"{s}_sole", _corner_T(s, c, hl, hw)) for s in FEET for c in (TOE, HEEL)})
+    return out
+
+
+def _corner_T(side: str, kind: int, hl: float, hw: float) -> np.ndarray:
+    """The touching corner of a sole on its toe or heel, as a pose in the sole's frame."""
+    _, x, y = contacts.corners(side, kind, hl, hw)[0]
+    return _yaw_T(x, y, 0.0)
+
+
+def _pitch_roll(pitch: float, roll: float) -> np.ndarray:
+    """Ry(pitch) · Rx(roll) as a (4, 4): + pitch lowers the toe, + roll lowers the right side."""
+    cp, sp, cr, sr = math.cos(pitch), math.sin(pitch), math.cos(roll), math.sin(roll)
+    T = np.eye(4)
+    T[:3, :3] = [[cp, sp * sr, sp * cr], [0, cr, -sr], [-sp, cp * sr, cp * cr]]
+    return T
+
+
+def _hermite(knots, t: float) -> float:
+    """A piecewise quintic through knots (time, value, rate), zero accelerations at each knot."""
+    for (t0, p0, v0), (t1, p1, v1) in zip(knots, knots[1:]):
+        if t <= t1:
+            break
+    T = t1 - t0
+    u = min(1.0, max(0.0, (t - t0) / T))
+    h00, h10 = 1 - 10 * u**3 + 15 * u**4 - 6 * u**5, u - 6 * u**3 + 8 * u**4 - 3 * u**5
+    h01, h11 = 10 * u**3 - 15 * u**4 + 6 * u**5, -4 * u**3 + 7 * u**4 - 3 * u**5
+    return h00 * p0 + h10 * v0 * T + h01 * p1 + h11 * v1 * T
+
+
+def _heading(T: np.ndarray) -> float:
+    return math.atan2(T[1, 0], T[0, 0])
 
 
 KNEE_SHORT_OF_STRAIGHT = math.radians(2.0)   # a stretched knee stops here: straight, the leg is singular
@@ -378,34 +611,28 @@ KNEE_SHORT_OF_STRAIGHT = math.radians(2.0)   # a stretched knee stops here: stra
 STRETCH_DIPS = tuple(math.radians(d) for d in (2.5, 5.0, 10.0, 20.0))
 
 
-@dataclass
-class _Targets:
-    """What the joint solution follows, per sample: support, both soles' world poses, the COM."""
-    t: np.ndarray
-    support: np.ndarray
-    foot_T: dict
-    xy: np.ndarray
-    z: np.ndarray
-    q0: np.ndarray
-
-
-def _walk_solver(model, p: WalkParams, root: str, mode: str, ahead: bool = False) -> LMSolver:
-    """Prioritised LM rooted at the stance sole (the support contact is exact by construction).
+def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False) -> LMSolver:
+    """Prioritised LM rooted at a flat sole (the root's contact is exact by construction).
     Priority 1: the COM (in a stretched walk's single support without its height, which the
-    support knee's profile sets), the body's attitude and the other foot (in contact or swinging)."""
-    other = "r_sole" if root == "l_sole" else "l_sole"
-    stretch = p.knee_stretched and mode == "single"
+    support knee's profile sets), the body's attitude and the other foot: flat, its pose
+    ("both"); on its toe or heel, the touching corner's position and the sole's pitch and roll
+    (its heading is free: a 5-joint leg cannot set it too, and the corner is a point contact);
+    in the air, the sole's position (a rolling walk: its heel corner's), pitch and roll."""
+    other = "r" if root == "l_sole" else "l"
+    stretch = p.knee_stretched and kind == "air"
     tasks = [Task("com", np.zeros(3), mask="x y" if stretch else "position", priority=1, ref=root),
              Task(model.base_frame, np.eye(4), mask="orientation", priority=1, ref=root)]
-    # ε per sample (paper 002, eqs. 2-3): when the swing foot becomes a contact the error asked
-    # for in one step stays small: no jumps. A swinging foot follows its moving target without it,
-    # and so does a double support solved ahead from a pose a step away.
-    eps = 0.0005 if mode == "both" and not ahead else 0.0
-    # with 5-joint legs, COM (3), attitude (2) and the other foot (5) use all ten leg joints, so
-    # the other foot shares priority 1; a 5-joint leg cannot set the yaw of a pitched swing foot
-    # independently: in the air the foot is constrained in position, roll and pitch only
-    mask = "pose" if mode == "both" else "x y z rx ry"
-    tasks.append(Task(other, np.eye(4), mask=mask, priority=1, ref=root, max_error_step=eps))
+    # ε per sample (paper 002, eqs. 2-3): when a foot becomes a contact, or its contact changes,
+    # the error asked for in one step stays small: no jumps. A swinging foot follows its moving
+    # target without it, and so does a double support solved ahead from a pose a step away.
+    eps = 0.0005 if kind != "air" and not ahead else 0.0
+    if kind == "both":
+        frame, mask = f"{other}_sole", "pose"
+    elif kind == "air":
+        frame, mask = (f"{other}_heel_contact" if _rolls(p) else f"{other}_sole"), "x y z rx ry"
+    else:
+        frame, mask = contacts.corner_frame(other, TOE if kind == "toe" else HEEL), "x y z rx ry"
+    tasks.append(Task(frame, np.eye(4), mask=mask, priority=1, ref=root, max_error_step=eps))
     # arms and head keep their pose: they are not needed, and their tiny COM Jacobian columns
     # would otherwise be used as nearly singular directions
     q0 = model.home
@@ -421,18 +648,16 @@ class _KneeStretch:
     solving that double support ahead), with matching speeds at both ends; the swing knee stays
     clear of straight."""
 
-    def __init__(self, model, p: WalkParams, plan: _Targets, dip: float) -> None:
-        self.model, self.p, self.plan, self.dip = model, p, plan, dip
-        self.joint = {side: model.joint_index(f"{side}_knee") for side in "lr"}
+    def __init__(self, model, p: WalkParams, gait: _Gait, dip: float) -> None:
+        self.model, self.p, self.gait, self.dip = model, p, gait, dip
+        self.joint = {side: model.joint_index(f"{side}_knee") for side in FEET}
         self.profile: dict[int, float] = {}
-        self.ahead: dict[str, LMSolver] = {}
+        self.ahead: dict[tuple[str, str], LMSolver] = {}
 
     def bounds(self, k: int, Q: np.ndarray, root: str) -> dict[int, tuple[float, float]]:
-        m, sup = self.model, self.plan.support
-        out = {}
-        for side, j in self.joint.items():
-            out[j] = (m.lower[j] + KNEE_SHORT_OF_STRAIGHT, m.upper[j])
-        if sup[k] == 0:
+        m = self.model
+        out = {j: (m.lower[j] + KNEE_SHORT_OF_STRAIGHT, m.upper[j]) for j in self.joint.values()}
+        if not self.gait.single[k]:
             return out
         if k not in self.profile:
             self._plan_stance(k, Q, root)
@@ -441,15 +666,15 @@ class _KneeStretch:
         return out
 
     def _plan_stance(self, k0: int, Q: np.ndarray, root: str) -> None:
-        sup, dt = self.plan.support, self.plan.t[1] - self.plan.t[0]
+        single, dt = self.gait.single, self.gait.dt
         k1 = k0
-        while k1 < len(sup) and sup[k1] == sup[k0]:
+        while k1 < len(single) and single[k1]:
             k1 += 1
         j = self.joint[root[0]]
         a = max(k0 - 1, 0)
         th_s = Q[a, j]
         v_s = (Q[a, j] - Q[a - 1, j]) / dt if a >= 1 else 0.0
-        if k1 + 1 < len(sup) and sup[k1] == 0:
+        if k1 + 1 < len(single) and not single[k1]:
             q1 = self._double_support_at(k1, Q[a], root)
             q2 = self._double_support_at(k1 + 1, q1, root)
             th_e, v_e = q1[j], (q2[j] - q1[j]) / dt
@@ -466,56 +691,54 @@ class _KneeStretch:
         inner = bump > 0.05
         A = max(0.0, float(np.min((H[inner] - floor) / bump[inner]))) if inner.any() else 0.0
         for i, kk in enumerate(range(a + 1, k1 + 1)):
-            if kk < len(sup) and sup[kk] == sup[k0]:
+            if kk < len(single) and single[kk]:
                 self.profile[kk] = float(max(H[i] - A * bump[i], self.model.lower[j] + KNEE_SHORT_OF_STRAIGHT))
 
     def _double_support_at(self, k: int, q_start: np.ndarray, root: str) -> np.ndarray:
-        if root not in self.ahead:
-            self.ahead[root] = _walk_solver(self.model, self.p, root, "both", ahead=True)
-        s = self.ahead[root]
+        kind = self.gait.task_kind(k)
+        if (root, kind) not in self.ahead:
+            self.ahead[root, kind] = _walk_solver(self.model, self.p, root, kind, ahead=True)
+        s = self.ahead[root, kind]
         for j in self.joint.values():
             s.lower[j] = self.model.lower[j] + KNEE_SHORT_OF_STRAIGHT
-        _set_targets(s, self.plan, k, root)
+        _set_targets(s, self.gait, k, root)
         return s.solve(np.clip(q_start, s.lower, s.upper), max_iter=400).q
 
 
-def _set_targets(s: LMSolver, plan: _Targets, k: int, root: str) -> None:
-    W_root = plan.foot_T["l" if root == "l_sole" else "r"][k]
+def _set_targets(s: LMSolver, gait: _Gait, k: int, root: str) -> None:
+    W_root = gait.sole[k, FEET.index(root[0])]
     inv_root = inverse_transform(W_root)
-    com_t = np.array([plan.xy[k, 0], plan.xy[k, 1], plan.z[k]])
-    s.set_target(0, (inv_root @ np.append(com_t, 1.0))[:3])
-    s.set_target(1, inv_root @ _body_attitude(plan.foot_T, k))
-    s.set_target(2, inv_root @ plan.foot_T["r" if root == "l_sole" else "l"][k])
+    s.set_target(0, (inv_root @ np.append(gait.com[k], 1.0))[:3])
+    s.set_target(1, inv_root @ _body_attitude(gait.yaw[k]))
+    s.set_target(2, inv_root @ gait.task_pose(k))
 
 
-def _solve_samples(model, p: WalkParams, plan: _Targets, knees: _KneeStretch | None, progress=None):
-    """The joint angles, sample by sample, continuing from the previous sample (the root changes
-    when the support does, paper 000); (Q, worst priority-1 residual)."""
+def _solve_samples(model, p: WalkParams, gait: _Gait, knees: _KneeStretch | None, progress=None):
+    """The joint angles, sample by sample, continuing from the previous sample, rooted at the
+    sole `gait.root` names (paper 000: the root changes when the support does); (Q, worst
+    priority-1 residual)."""
     solvers: dict = {}
-    q = plan.q0.copy()
-    N = len(plan.t)
+    q = gait.q0.copy()
+    N = len(gait.t)
     Q = np.zeros((N, model.n))
     worst = 0.0
-    root = "l_sole"
     tick = max(N // 10, 1)
     for k in range(N):
         if progress is not None and k % tick == 0:
             progress(k / N)
-        sup = plan.support[k]
-        if sup == 1:
-            root = "l_sole"
-        elif sup == 2:
-            root = "r_sole"
-        # in double support keep the last root (paper 000: the root changes when support changes)
-        mode = "both" if sup == 0 else "single"
-        key = (root, mode)
-        if key not in solvers:
-            solvers[key] = _walk_solver(model, p, root, mode)
-        s = solvers[key]
+        root = f"{FEET[gait.root[k]]}_sole"
+        kind = gait.task_kind(k)
+        if (root, kind) not in solvers:
+            solvers[root, kind] = _walk_solver(model, p, root, kind)
+        s = solvers[root, kind]
         if knees is not None:
             for j, (lo, hi) in knees.bounds(k, Q, root).items():
                 s.lower[j], s.upper[j] = lo, hi
-        _set_targets(s, plan, k, root)
+        if gait.lifts_off(k):   # the swing starts where the heel corner is, as it moves
+            heel = [_world_point(model, gait, Q, kk, root, f"{FEET[1 - gait.root[k]]}_heel_contact")
+                    for kk in (k - 1, k - 2)]
+            gait.begin_swing(k, *heel)
+        _set_targets(s, gait, k, root)
         res = s.solve(np.clip(q, s.lower, s.upper))
         q = res.q
         Q[k] = q
@@ -523,12 +746,18 @@ def _solve_samples(model, p: WalkParams, plan: _Targets, knees: _KneeStretch | N
     return Q, worst
 
 
-def _body_attitude(foot_T: dict, k: int) -> np.ndarray:
+def _world_point(model, gait: _Gait, Q: np.ndarray, k: int, root: str, frame: str) -> np.ndarray:
+    """World position of `frame` at solved sample k, through the root sole's planned pose."""
+    F = model.fk_frames(Q[k])
+    body = gait.sole[k, FEET.index(root[0])] @ inverse_transform(F[model.frame_index(root)])
+    return (body @ F[model.frame_index(frame)])[:3, 3]
+
+
+def _body_attitude(yaws: np.ndarray) -> np.ndarray:
     """The body upright, turned to the mean heading of the two feet."""
-    yaw_l = math.atan2(foot_T["l"][k][1, 0], foot_T["l"][k][0, 0])
-    yaw_r = math.atan2(foot_T["r"][k][1, 0], foot_T["r"][k][0, 0])
     R = np.eye(4)
-    R[:3, :3] = _yaw_T(0, 0, math.atan2(math.sin(yaw_l) + math.sin(yaw_r), math.cos(yaw_l) + math.cos(yaw_r)))[:3, :3]
+    R[:3, :3] = _yaw_T(0, 0, math.atan2(math.sin(yaws[0]) + math.sin(yaws[1]),
+                                        math.cos(yaws[0]) + math.cos(yaws[1])))[:3, :3]
     return R
 
 
@@ -538,7 +767,7 @@ def _label(p: WalkParams) -> str:
         moves.append(f"{100 * p.side:.1f} cm to the {'left' if p.side > 0 else 'right'}")
     if p.turn_deg:
         moves.append(f"turning {p.turn_deg:.0f}°")
-    return f"{p.steps} steps of {', '.join(moves)}"
+    return f"{p.steps} steps of {', '.join(moves)}" + (", toe-off and heel strike" if _rolls(p) else "")
 
 
 def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, hl: float) -> np.ndarray:
@@ -550,30 +779,35 @@ def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, 
     dy = (y1 - y0 + math.pi) % (2 * math.pi) - math.pi
     yaw = y0 + s * dy
     z = lift * math.sin(math.pi * u) ** 2
-    # toe-off (heel up, rotate about the toe) early, heel-strike (toe up) late; zero at both ends
+    # toe-off (heel up, rotate about the toe) early, heel-strike (toe up) late; zero at both ends.
+    # Pitched about the sole centre, a toe or heel dips by hl·sin θ while the lift rises: near
+    # both ends lift·sin²(πu) stays above it while sin(pitch) ≤ lift / (2 hl), so the pitch is
+    # held under that (with a tenth to spare)
+    pitch = min(pitch, 0.9 * math.asin(min(1.0, lift / (2 * hl))))
     theta = pitch * math.sin(2 * math.pi * u) * math.sin(math.pi * u)
     T = _yaw_T(p[0], p[1], yaw)
     c, sn = math.cos(theta), math.sin(theta)
-    # pitched about the sole centre; the lift (≥ half a foot length × sin θ) keeps the toe and heel
-    # above the ground, and the pose stays smooth through θ = 0
     T = T @ np.array([[c, 0, sn, 0], [0, 1, 0, 0], [-sn, 0, c, 0], [0, 0, 0, 1.0]])
     T[2, 3] += z
     return T
 
 
 def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, label) -> WalkResult:
-    """The checks, from the joint angles alone (FK through the root-switching floating base)."""
+    """The checks, from the joint angles alone (FK through the root-switching floating base) and
+    what the plan says touches the ground (`support`, codes of hil.motion.contacts)."""
     N = len(t)
     dt = t[1] - t[0]
+    feet_contacts = [contacts.decode(int(c)) for c in support]
     base = FloatingBase(model, "l_sole", Q[0])
     feet = np.zeros((N, 2, 4, 4))
     com = np.zeros((N, 3))
     li, ri = model.frame_index("l_sole"), model.frame_index("r_sole")
     for k in range(N):
-        want = {1: "l_sole", 2: "r_sole"}.get(int(support[k]))
+        left, right = feet_contacts[k]
+        want = "l_sole" if left == FLAT and right != FLAT else "r_sole" if right == FLAT and left != FLAT else None
         if want and want != base.support:
-            # the new support sole's world pose is where it stood at the last sample both feet
-            # were down: in this sample the old support foot has already begun to lift
+            # the new root sole's world pose is where it stood at the last sample it was flat
+            # beside the other: in this sample the other foot has already begun to roll or lift
             base.switch(want, Q[max(k - 1, 0)])
         F = base.body_pose(Q[k]) @ model.fk_frames(Q[k])[[li, ri]]
         feet[k] = F
@@ -583,40 +817,43 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
     acc = np.zeros_like(com)
     acc[h:-h] = (com[2 * h:] - 2 * com[h:-h] + com[:-2 * h]) / (h * dt) ** 2
     zmp = com[:, :2] - com[:, 2:3] * acc[:, :2] / (G + acc[:, 2:3])
-    corners = np.array([[sx * hl, sy * hw, 0, 1] for sx in (-1, 1) for sy in (-1, 1)])
-    # the plan says which feet are down (0 both, 1 left, 2 right); a foot that is down must lie flat
-    # on the ground (`contact_error`: its corners' largest height or depth) and must not move
-    down = np.column_stack([support != 2, support != 1])
+    # the plan says which corners of each sole are down: they must lie on the ground
+    # (`contact_error`: their largest height or depth) and must not move while they stay down
+    # (`slide`); every corner must stay above the ground (`min_foot_z`); the ZMP must stay inside
+    # what is down (`margin`)
+    names = [[nm for nm, _, _ in contacts.corners(side, FLAT, hl, hw)] for side in FEET]
+    corners = np.array([[x, y, 0, 1] for _, x, y in contacts.corners("l", FLAT, hl, hw)]).T
+    down_names = {(f, c): [nm for nm, _, _ in contacts.corners(FEET[f], c, hl, hw)] for f in range(2) for c in range(4)}
     margin = np.zeros(N)
-    min_z = math.inf
+    lowest = np.zeros(N)
     contact_error = 0.0
+    slide = 0.0
+    anchor: dict[str, np.ndarray] = {}
     for k in range(N):
         pts = []
+        held = set()
         for f in range(2):
-            C = (feet[k, f] @ corners.T).T
-            min_z = min(min_z, C[:, 2].min())
-            if down[k, f]:
-                contact_error = max(contact_error, float(np.abs(C[:, 2]).max()))
-                pts.append(C[:, :2])
-        margin[k] = _hull_margin(np.vstack(pts), zmp[k])
-    slide = 0.0
-    for f in range(2):
-        anchor = None
-        for k in range(N):
-            if down[k, f]:
-                if anchor is None:
-                    anchor = feet[k, f][:3, 3].copy()
-                slide = max(slide, float(np.linalg.norm(feet[k, f][:3, 3] - anchor)))
-            else:
-                anchor = None
+            C = (feet[k, f] @ corners)[:3].T
+            lowest[k] = min(lowest[k], float(C[:, 2].min())) if f else float(C[:, 2].min())
+            for nm in down_names[f, feet_contacts[k][f]]:
+                c = C[names[f].index(nm)]
+                contact_error = max(contact_error, abs(float(c[2])))
+                pts.append(c[:2])
+                held.add(nm)
+                if nm not in anchor:
+                    anchor[nm] = c.copy()
+                slide = max(slide, float(np.linalg.norm(c - anchor[nm])))
+        for nm in [nm for nm in anchor if nm not in held]:
+            del anchor[nm]
+        margin[k] = _hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
     qd = np.diff(Q, axis=0) / dt
     sp = float(np.max(np.abs(qd) / model.velocity_limit))
     knee_dev, short = _support_knees(model, Q, support)
     # the first and last h samples have no second difference: they take their neighbours' value
     margin[:h] = margin[h]
     margin[-h:] = margin[-h - 1]
-    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(min_z), sp, knee_dev, short,
-                     float(worst), [label], contact_error=contact_error)
+    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(lowest.min()), sp, knee_dev, short,
+                     float(worst), [label], contact_error=contact_error, lowest=lowest)
     return res
 
 
@@ -631,10 +868,11 @@ def _support_knees(model, Q, support) -> tuple[float, float]:
     short = 0.0
     k_l, k_r = model.joint_index("l_knee"), model.joint_index("r_knee")
     straight = math.degrees(model.lower[k_l])  # the knee's range ends at (just short of) straight
-    runs = np.flatnonzero(np.diff(np.concatenate([[0], (support > 0).astype(int), [0]])))
+    in_air = np.array([AIR in contacts.decode(int(c)) for c in support])
+    runs = np.flatnonzero(np.diff(np.concatenate([[0], in_air.astype(int), [0]])))
     for a, b in zip(runs[::2], runs[1::2]):
         mid_k = (a + b) // 2
-        side = "l" if support[mid_k] == 1 else "r"
+        side = "l" if contacts.decode(int(support[mid_k]))[0] != AIR else "r"
         kj = k_l if side == "l" else k_r
         knee_dev = max(knee_dev, math.degrees(Q[mid_k, kj]) - straight)
         # hip-pitch axis to ankle-pitch axis distance, against the same with the knee straight

@@ -428,17 +428,34 @@ class RobotModel:
         T = np.asarray(tool_offset, float)
         if T.shape != (4, 4) or not np.all(np.isfinite(T)):
             raise InputError(f"{self.name}: tool offset must be a finite (4, 4) transform")
+        return self._copy(self._extra_frames(), T)
+
+    def with_frames(self, frames: Mapping[str, tuple[str, np.ndarray]]) -> "RobotModel":
+        """A copy of this model with more named frames: name → (an existing frame, offset (4, 4)
+        from it), e.g. the corners of a sole for a task on one of them."""
+        extra = self._extra_frames()
+        for fname, (on, offset) in frames.items():
+            f = self.frame_index(on)
+            extra[fname] = (int(self.frame_link[f]), self._offsets[f] @ np.asarray(offset, float))
+        return self._copy(extra, self.tool_offset)
+
+    def _extra_frames(self) -> dict[str, tuple[int, np.ndarray]]:
+        """The named frames beyond the base and links as the constructor takes them (tool offset out)."""
         frames = {}
         for f in range(self.n + 1, len(self.frame_names)):
             off = self._offsets[f]
             if self.frame_names[f] == self.tool_frame:
                 off = off @ np.linalg.inv(self.tool_offset)
             frames[self.frame_names[f]] = (int(self.frame_link[f]), off)
-        # solvers cached in meta (keys starting with "_") belong to this model's tool: not copied
+        return frames
+
+    def _copy(self, frames: dict, tool_offset: np.ndarray) -> "RobotModel":
+        # solvers cached in meta (keys starting with "_") belong to this model's frames: not copied
         meta = {k: v for k, v in self.meta.items() if not k.startswith("_")}
         out = RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
-            self.poses, self.shapes, self._mt[:, K.MT_MASS], self._mt[:, K.MT_COM:K.MT_COM + 3], meta, T, self.source)
+            self.poses, self.shapes, self._mt[:, K.MT_MASS], self._mt[:, K.MT_COM:K.MT_COM + 3], meta, tool_offset,
+            self.source)
         out.spec = self.spec
         return out
 

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from hil.errors import InputError
+from hil.motion import contacts
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
 from hil.motion.walking import WalkParams, check_walk
@@ -112,7 +113,7 @@ class Trajectory(MotionSource):
         self.q = q
         self.duration = float(self.t[-1])
         self.name = name
-        self.support: np.ndarray | None = None   # per sample 0 both, 1 left, 2 right (a walk's)
+        self.support: np.ndarray | None = None   # per sample what touches the ground (a walk's; hil.motion.contacts)
         self.note = ""                          # what was done to it to make it followable (said at start)
         self.time_scale = 1.0                   # how much slower than written it runs (keyframe motions)
 
@@ -133,7 +134,7 @@ class Trajectory(MotionSource):
             raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         if claim and support is not None and model is not None:
             traj.dynamic_balance_checked = verify_dynamic_balance(model, traj, support, path)
-        if support is not None and support.shape == traj.t.shape and np.all(np.isin(support, (0, 1, 2))):
+        if support is not None and support.shape == traj.t.shape and np.all(contacts.is_valid(support)):
             traj.support = support.astype(np.int64)
         return traj
 
@@ -163,9 +164,9 @@ def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: 
     inside the support polygon throughout, InputError naming the first place it does not."""
 
     t, Q = traj.t, traj.q
-    if support.shape != t.shape or len(t) < 3 or not np.all(np.isin(support, (0, 1, 2))):
-        raise InputError(f"{where}: 'support' must hold 0 (both), 1 (left) or 2 (right) for each of the "
-                         f"{len(t)} samples")
+    if support.shape != t.shape or len(t) < 3 or not np.all(contacts.is_valid(support)):
+        raise InputError(f"{where}: 'support' must hold a support code (0 both, 1 left, 2 right, or one of "
+                         f"hil.motion.contacts' for a foot on its toe or heel) for each of the {len(t)} samples")
     dt = np.diff(t)
     if dt.min() <= 0 or dt.max() - dt.min() > 1e-9 * max(1.0, dt.max()):
         raise InputError(f"{where}: a walk's samples must be evenly spaced in time")
@@ -211,8 +212,8 @@ def make_motion(spec: str | None, model) -> MotionSource:
             note = f"slowed to {100 / k:.0f} % of its written speed: {report.worst}"
         traj = Trajectory(t, q, name=motion.name)
         traj.note, traj.time_scale = note, k
-        code = {"both": 0, "left": 1, "right": 2}
-        traj.support = np.array([code.get(motion.support_at(x) or "", 3) for x in t], dtype=np.int64)
+        traj.support = np.array([contacts.parse(s) if s else contacts.UNKNOWN
+                                 for s in (motion.support_at(x) for x in t)], dtype=np.int64)
         if motion.dynamic:
             motion.check_dynamic(model, rate)  # the ZMP computed back from this very motion
             traj.dynamic_balance_checked = True

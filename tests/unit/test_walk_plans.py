@@ -31,8 +31,9 @@ def test_the_zmp_comes_from_the_finest_central_difference(walk6):
 
 
 @pytest.mark.slow
-def test_a_100_step_walk_ends_where_its_footsteps_say(hum):
-    res = walking.plan(hum, walking.WalkParams(steps=100, stride=0.03), say=lambda s: None)
+@pytest.mark.parametrize("stretched", [False, True], ids=["bent-knee", "knee-stretched, feet rolling"])
+def test_a_100_step_walk_ends_where_its_footsteps_say(hum, stretched):
+    res = walking.plan(hum, walking.WalkParams(steps=100, stride=0.03, knee_stretched=stretched), say=lambda s: None)
     assert np.isfinite(res.margin).all() and res.margin.min() > 0.003
     moved = res.feet_w[-1, :, :3, 3] - res.feet_w[0, :, :3, 3]
     # the right foot starts with half a stride, the left ends with one: left 99 strides, right 98.5
@@ -62,12 +63,16 @@ OPTIONS = [dict(), dict(stride=-0.02), dict(stride=0.0, side=0.02), dict(stride=
            dict(steps=1), dict(steps=3, stride=0.05), dict(turn_deg=8.0), dict(stride=0.12, steps=2)]
 
 
+GAITS = {"bent-knee": dict(), "knee-stretched": dict(knee_stretched=True), "heel-toe": dict(heel_toe=True)}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("gait", GAITS)
 @pytest.mark.parametrize("options", OPTIONS, ids=[",".join(f"{k}={v}" for k, v in o.items()) or "default"
                                                   for o in OPTIONS])
-def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options):
+def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options, gait):
     try:
-        res = walking.plan(hum, walking.WalkParams(**{"steps": 4, **options}), say=lambda s: None)
+        res = walking.plan(hum, walking.WalkParams(**{"steps": 4, **options, **GAITS[gait]}), say=lambda s: None)
     except (UnreachableError, InputError) as e:
         assert "walk:" in str(e) and any(w in str(e) for w in ("try", "use", "needs")), e
         return
@@ -75,4 +80,4 @@ def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options):
     bad, flags = SafetyChecker(hum, balance=False).check_path(res.q)
     assert bad == -1, SafetyChecker(hum).explain(int(flags[bad]), res.q[bad])
     assert check_limits(hum, res.t, res.q).time_scale <= 1.0
-    assert res.margin.min() > 0 and res.contact_error <= 1e-8 and res.slide <= 1e-8
+    assert res.margin.min() > 0 and res.contact_error <= 1e-8 and res.slide <= 1e-8 and res.min_foot_z >= -1e-9

@@ -1,6 +1,6 @@
 """The bent-knee and the knee-stretched walk side by side: figures for benchmarks/README.md and the
-figure docs/walk-bent-vs-stretched.png (COM height, support knee, ZMP against the support region
-over time, each computed back from the planned joint angles by the plan's own check).
+figure docs/walk-bent-vs-stretched.png (COM height, knees, ZMP against the support region, the soles'
+pitch over time, each computed back from the planned joint angles by the plan's own check).
 
 Run: `python benchmarks/fig_walks.py [--steps 6] [--out docs/walk-bent-vs-stretched.png]`
 (needs matplotlib: `pip install -e '.[plot]'`).
@@ -78,7 +78,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: as above
 
-    fig, axes = plt.subplots(4, 2, figsize=(12, 10), sharex="col")
+    fig, axes = plt.subplots(5, 2, figsize=(12, 12), sharex="col")
     for col, (label, res) in enumerate(walks.items()):
         t = res.t
         ax = axes[0, col]
@@ -102,7 +102,16 @@ def main() -> None:
             ax.plot(t, res.com_w[:, axis] * 1e3, color="0.4", lw=0.8, label="COM")
             ax.set_ylabel(f"{name} (mm)")
         axes[2, col].legend(fontsize=7, loc="upper left")
-        axes[3, col].set_xlabel("t (s)")
+        ax = axes[4, col]
+        for f, (side, colour) in enumerate((("left", "tab:blue"), ("right", "tab:orange"))):
+            F = res.feet_w[:, f]
+            pitch = np.degrees(np.arctan2(-F[:, 2, 0], np.hypot(F[:, 0, 0], F[:, 1, 0])))
+            down = np.array([contacts.decode(int(c))[f] != contacts.AIR for c in res.support])
+            ax.plot(t, np.where(down, pitch, np.nan), color=colour, lw=1.5, label=f"{side} sole, on the ground")
+            ax.plot(t, np.where(down, np.nan, pitch), color=colour, lw=0.5, ls=":")
+        ax.set_ylabel("sole pitch (deg)\n+ heel up")
+        ax.legend(fontsize=7, loc="upper left")
+        axes[4, col].set_xlabel("t (s)")
     fig.suptitle(f"humanoid17, {args.steps} steps of 3 cm: bent-knee and knee-stretched walks "
                  "(each slowed to its joints' limits by `hil walk`)", fontsize=10)
     fig.tight_layout()

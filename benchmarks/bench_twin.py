@@ -2,9 +2,9 @@
 loop's jitter with and without the twin attached, in one run.
 
 Rounds: `hil run --robot R --dry-run --headless --rate 1000 --enable --motion demo` alone, then the
-same with `hil twin --attach NAME --max-fps 1000` (uncapped, to see what it can do) beside it.
-Needs an X display or Xvfb (run it under `xvfb-run -a`). Run:
-`xvfb-run -a python benchmarks/bench_twin.py [--robot humanoid17] [--seconds 15]`.
+same with `hil twin --attach NAME --max-fps 1000` (uncapped, to see what it can do; `--max-fps 60`
+for the twin's default) beside it. Needs an X display or Xvfb (run it under `xvfb-run -a`). Run:
+`xvfb-run -a -s "-screen 0 1280x720x24" python benchmarks/bench_twin.py [--robot humanoid17] [--seconds 15] [--max-fps F]`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 HIL = [sys.executable, "-m", "hil.cli"]
 
 
-def loop_round(robot: str, seconds: float, folder: str, twin: bool) -> tuple[dict, list[float]]:
+def loop_round(robot: str, seconds: float, folder: str, twin: bool, max_fps: float = 1000.0) -> tuple[dict, list[float]]:
     stats = os.path.join(folder, f"stats-{int(twin)}.json")
     run = subprocess.Popen(HIL + ["run", "--robot", robot, "--dry-run", "--headless", "--rate", "1000", "--enable",
                                   "--motion", "demo", "--duration", str(seconds + (8 if twin else 0)),
@@ -41,7 +41,7 @@ def loop_round(robot: str, seconds: float, folder: str, twin: bool) -> tuple[dic
         name = client.name
         client.close()
         out = os.path.join(folder, "frames.json")
-        subprocess.run(HIL + ["twin", "--attach", name, "--max-fps", "1000", "--duration", str(seconds),
+        subprocess.run(HIL + ["twin", "--attach", name, "--max-fps", str(max_fps), "--duration", str(seconds),
                               "--frame-times", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
         with open(out) as f:
             frames = json.load(f)
@@ -54,12 +54,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--robot", default="humanoid17")
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--max-fps", type=float, default=1000.0, help="the twin's cap (default: uncapped, to see what it can do)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         alone, _ = loop_round(args.robot, args.seconds, folder, twin=False)
-        beside, frames = loop_round(args.robot, args.seconds, folder, twin=True)
+        beside, frames = loop_round(args.robot, args.seconds, folder, twin=True, max_fps=args.max_fps)
     ft = np.array(frames[5:]) * 1e3   # the first frames build the scene
-    print(f"twin ({args.robot}, 1280×720, software GL, uncapped): {len(ft)} frames, {1e3 / ft.mean():.1f} fps mean; "
+    cap = "uncapped" if args.max_fps >= 1000 else f"capped at {args.max_fps:g} fps"
+    print(f"twin ({args.robot}, 1280×720, software GL, {cap}): {len(frames)} frames in {args.seconds:g} s "
+          f"({len(frames) / args.seconds:.1f} fps), {1e3 / ft.mean():.1f} fps of frame time; "
           f"frame time p50 {np.percentile(ft, 50):.1f} ms, p95 {np.percentile(ft, 95):.1f} ms, "
           f"p99 {np.percentile(ft, 99):.1f} ms, max {ft.max():.1f} ms")
     for label, s in (("loop alone", alone), ("loop with the twin", beside)):

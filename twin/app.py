@@ -117,6 +117,9 @@ class TwinApp:
         # not anti-aliased (benchmarks/bench_twin_frame.py)
         dpg.configure_app(anti_aliased_lines=False, anti_aliased_fill=False)
         dpg.set_viewport_clear_color(S.BACKGROUND)
+        with dpg.theme() as unfilled:
+            with dpg.theme_component(dpg.mvAll):
+                dpg.add_theme_color(dpg.mvThemeCol_ChildBg, (0, 0, 0, 0))
         with dpg.window(tag="main", no_title_bar=True, no_scrollbar=True, no_move=True):
             with dpg.group(horizontal=True):
                 with dpg.drawlist(width=VIEW_W, height=VIEW_H, tag="view"):
@@ -126,6 +129,7 @@ class TwinApp:
                             pass
                 with dpg.child_window(width=PANEL_W, height=VIEW_H, tag="panel", border=True):
                     self._build_panel()
+        dpg.bind_item_theme("panel", unfilled)
         dpg.set_primary_window("main", True)
         dpg.configure_item("main", no_background=True)   # set after: the primary window brings its own
         dpg.set_clip_space("scene", 0, 0, VIEW_W, VIEW_H, -1.0, 1.0)

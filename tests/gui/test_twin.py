@@ -115,6 +115,18 @@ def test_humanoid_drawn_standing_on_its_sole(xdisplay, tmp_path):
     assert near(img, px([0.2, 0.3, 0.45]), S.BACKGROUND, radius=0, tol=10)
 
 
+def test_nothing_fills_the_window_or_the_panel_behind_what_they_show(xdisplay, tmp_path):
+    # under software GL a filled background costs about 15 ns a pixel, every frame (half a frame
+    # for the window's): the viewport's clear colour shows through both instead
+    from twin import app as A
+    from twin import scene as S
+
+    img = shot(tmp_path, "puma560")
+    panel_x = A.VIEW_W + 2 * PAD + 40
+    for xy in ((panel_x, A.H - 40), (panel_x + 200, A.H - 60), (A.W - 40, A.H // 2 + 80), (4, A.H - 4)):
+        assert near(img, xy, S.BACKGROUND, radius=0, tol=2), (xy, img[xy[1], xy[0]])
+
+
 def test_no_display_gives_a_clear_message(tmp_path):
     env = dict(os.environ)
     env.pop("DISPLAY", None)

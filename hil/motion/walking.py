@@ -370,7 +370,7 @@ class _Gait:
         self.sole = np.zeros((N, 2, 4, 4))        # each sole's planned world pose (in the air: see `task_pose`)
         self.yaw = np.zeros((N, 2))
         self.swing_pose = np.zeros((N, 2, 4, 4))  # a rolling walk's swing: the heel corner's pose, filled at lift-off
-        self._landing: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}   # k_lift -> (foot, landing corner, k_td)
+        self._landing: dict[int, tuple[int, np.ndarray, int]] = {}   # k_lift -> (foot, landing corner, k_td)
         self.com = np.zeros((N, 3))
         self.q0 = None
         held = {"l": W_l.copy(), "r": W_r.copy()}
@@ -385,7 +385,7 @@ class _Gait:
         self.single = (self.contact == AIR).any(axis=1)
         self.support = np.array([contacts.encode(int(a), int(b)) for a, b in self.contact], dtype=np.int64)
         self.root = self._roots()
-        self.zmp_ref = self._zmp_rolling() if self.rolls else self._zmp_flat()
+        self.zmp_ref = self._zmp_reference()
 
     # ------------------------------------------------------------------ feet
     def _feet(self) -> None:
@@ -460,55 +460,41 @@ class _Gait:
         dy = 0.0 if side is None else (-self.p.zmp_inset if side == "l" else self.p.zmp_inset)
         return (T @ [dx, dy, 0, 1])[:2]
 
-    def _zmp_flat(self) -> np.ndarray:
-        """Flat feet: heel to toe along the stance sole in single support (±zmp_heel_toe), handed
-        over smoothly in double support."""
+    def _zmp_reference(self) -> np.ndarray:
+        """In single support along the stance sole from a heel point to a toe point, in double
+        support from the rear sole's toe point to the front sole's heel point. Flat feet: the points
+        ±zmp_heel_toe from the sole's centre, passed at a constant speed, handed over by a
+        smoothstep. Rolling feet, paper 002's reference: x_S − (x_S − x_K)(1 − t/T)^N from the heel
+        point x_K to the toe point x_S (eq. 1: it leaves the heel quickly and comes to rest at the
+        toe), the points as far apart as the sole allows (zmp_heel_toe inside its ends) but no
+        farther than the body advances in single support, so the ZMP never goes back."""
         p = self.p
+        if self.rolls:
+            travel = min(2 * (self.hl - p.zmp_heel_toe), abs(p.stride) * (1 - p.double_support))
+            heel, toe = -travel / 2, travel / 2
+
+            def along(u: float) -> float:
+                return 1.0 - (1.0 - u) ** p.zmp_power
+
+            def hand_over(u: float) -> float:
+                return u ** 3 * (10 - 15 * u + 6 * u * u)
+        else:
+            heel, toe = -p.zmp_heel_toe, p.zmp_heel_toe
+
+            def along(u: float) -> float:
+                return u
+
+            def hand_over(u: float) -> float:
+                return u * u * (3 - 2 * u)
         ends = []   # the ZMP at the end of each phase
         for i, (kind, info, _) in enumerate(self.phases):
             held = self.held_at_phase[i]
             if kind == "single":
                 st = "l" if info[0] == "r" else "r"
-                ends.append(self._sole_point(held[st], p.zmp_heel_toe, st))
-            else:
-                nxt = self.phases[i + 1][1] if i + 1 < len(self.phases) else None
-                if nxt is None:
-                    ends.append((held["l"][:2, 3] + held["r"][:2, 3]) / 2)
-                else:
-                    st = "l" if nxt[0] == "r" else "r"
-                    ends.append(self._sole_point(held[st], -p.zmp_heel_toe, st))
-        ref = np.zeros((len(self.t), 2))
-        first = (self.held_at_phase[0]["l"][:2, 3] + self.held_at_phase[0]["r"][:2, 3]) / 2
-        for k, tk in enumerate(self.t):
-            i = self.ph_of[k]
-            kind, info, dur = self.phases[i]
-            u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
-            start = ends[i - 1] if i > 0 else first
-            if kind == "both":
-                ref[k] = start + u * u * (3 - 2 * u) * (ends[i] - start)
-            else:
-                st = "l" if info[0] == "r" else "r"
-                ref[k] = self._sole_point(self.held_at_phase[i][st], p.zmp_heel_toe * (2 * u - 1), st)
-        return ref
-
-    def _zmp_rolling(self) -> np.ndarray:
-        """Paper 002's reference: in single support from the heel point x_K to the toe point x_S of
-        the stance sole as x_S − (x_S − x_K)(1 − t/T)^N (eq. 1: it leaves the heel quickly and
-        comes to rest at the toe); in double support from the rear toe point to the front heel
-        point, smoothly. The points lie as far apart as the sole allows (zmp_heel_toe inside its
-        ends), but no farther than the body advances in single support: the ZMP never goes back."""
-        p, hl = self.p, self.hl
-        travel = min(2 * (hl - p.zmp_heel_toe), abs(p.stride) * (1 - p.double_support))
-        x_toe, x_heel = travel / 2, -travel / 2
-        ends = []
-        for i, (kind, info, _) in enumerate(self.phases):
-            held = self.held_at_phase[i]
-            if kind == "single":
-                st = "l" if info[0] == "r" else "r"
-                ends.append(self._sole_point(held[st], x_toe, st))
+                ends.append(self._sole_point(held[st], toe, st))
             elif i + 1 < len(self.phases):
                 st = "l" if self.phases[i + 1][1][0] == "r" else "r"
-                ends.append(self._sole_point(held[st], x_heel, st))
+                ends.append(self._sole_point(held[st], heel, st))
             else:
                 ends.append((held["l"][:2, 3] + held["r"][:2, 3]) / 2)
         ref = np.zeros((len(self.t), 2))
@@ -519,11 +505,10 @@ class _Gait:
             u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
             start = ends[i - 1] if i > 0 else first
             if kind == "both":
-                ref[k] = start + u ** 3 * (10 - 15 * u + 6 * u * u) * (ends[i] - start)
+                ref[k] = start + hand_over(u) * (ends[i] - start)
             else:
                 st = "l" if info[0] == "r" else "r"
-                x = x_toe - (x_toe - x_heel) * (1.0 - u) ** p.zmp_power
-                ref[k] = self._sole_point(self.held_at_phase[i][st], x, st)
+                ref[k] = self._sole_point(self.held_at_phase[i][st], heel + (toe - heel) * along(u), st)
         return ref
 
     # ------------------------------------------------------------------ the other foot's task

@@ -22,6 +22,7 @@ from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import scene as S
 
 W, H = 1280, 720
+GROUND_TOUCH = 0.0008   # a sole corner this low touches the ground (m): below a rolling sole's lifted corner
 # DearPyGui's clip-space mapping shows only half of the nominal field of view (see scene.project)
 FOV = math.radians(75)
 PANEL_W = 410
@@ -575,7 +576,8 @@ class TwinApp:
             self._ground_marks(Tw)
 
     def _ground_marks(self, Tw: np.ndarray) -> None:
-        """Support polygon (soles on the ground), COM and ZMP ground projections."""
+        """Support polygon (the sole corners on the ground: a foot rolling on its toe or heel
+        touches with one), COM and ZMP ground projections."""
 
         dpg.delete_item("ground_marks", children_only=True)
         m = self.model
@@ -583,9 +585,10 @@ class TwinApp:
         pts = []
         for sole in ("l_sole", "r_sole"):
             T = self.base.frame_pose(self.q_meas, sole)
-            if T[2, 3] < 0.003:
-                for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1)):
-                    pts.append((T @ [sx * hl, sy * hw, 0, 1])[:2])
+            for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1)):
+                corner = T @ [sx * hl, sy * hw, 0, 1]
+                if corner[2] < GROUND_TOUCH:
+                    pts.append(corner[:2])
         if len(pts) >= 3:
             pts = np.array(pts)
             c = pts.mean(axis=0)

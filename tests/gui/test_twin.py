@@ -115,6 +115,31 @@ def test_humanoid_drawn_standing_on_its_sole(xdisplay, tmp_path):
     assert near(img, px([0.2, 0.3, 0.45]), S.BACKGROUND, radius=0, tol=10)
 
 
+def test_the_support_polygon_joins_the_sole_corners_on_the_ground(xdisplay, tmp_path):
+    # mid toe-off of the right foot in a knee-stretched walk: its heel is up, its inner toe corner
+    # down; the polygon runs through that corner and not through the heel's (as the planner counts)
+    from hil.kinematics.floating import FloatingBase
+    from hil.motion import contacts, walking
+
+    m = robots.load("humanoid17")
+    res = walking.generate(m, walking.WalkParams(steps=2, knee_stretched=True))
+    on_toe = np.flatnonzero(res.support == contacts.encode(contacts.FLAT, contacts.TOE))
+    q = res.q[on_toe[len(on_toe) * 2 // 3]]
+    img = shot(tmp_path, "humanoid17", np.degrees(q))
+    T = FloatingBase(m, "l_sole", m.home).frame_pose(q, "r_sole")   # where the twin puts it
+    hl, hw = m.sole_half
+    px = projector("humanoid17")
+    polygon = (250, 250, 120)
+
+    def ground(x, y):
+        p = T @ [x, y, 0, 1]
+        assert p[2] > 0.001 or abs(p[2]) < 1e-9   # a heel corner up, the toe corner down
+        return px([p[0], p[1], 0.001])
+    assert near(img, ground(hl, hw), polygon, radius=2)            # the inner toe corner
+    for y in (hw, -hw):                                            # the heel's corners
+        assert not near(img, ground(-hl, y), polygon, radius=2)
+
+
 def test_nothing_fills_the_window_or_the_panel_behind_what_they_show(xdisplay, tmp_path):
     # under software GL a filled background costs about 15 ns a pixel, every frame (half a frame
     # for the window's): the viewport's clear colour shows through both instead

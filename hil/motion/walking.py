@@ -594,6 +594,7 @@ def _heading(T: np.ndarray) -> float:
 KNEE_SHORT_OF_STRAIGHT = math.radians(2.0)   # a stretched knee stops here: straight, the leg is singular
 # how far short of straight the support knee dips at mid-stance: the first of these the step allows
 STRETCH_DIPS = tuple(math.radians(d) for d in (2.5, 5.0, 10.0, 20.0))
+STRETCH_RAMP = 0.45   # of the stance, for the support knee to reach its dip and to leave it
 
 
 def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False) -> LMSolver:
@@ -629,7 +630,7 @@ def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False
 class _KneeStretch:
     """The knees of a knee-stretched walk, sample by sample: in single support the support knee is
     held on a profile that leaves where the double support put it, dips to a few degrees short of
-    straight at mid-stance and arrives where the next double support will want it (found by
+    straight through mid-stance and arrives where the next double support will want it (found by
     solving that double support ahead), with matching speeds at both ends; the swing knee stays
     clear of straight."""
 
@@ -672,7 +673,8 @@ class _KneeStretch:
         h00, h10 = 1 - 10 * u**3 + 15 * u**4 - 6 * u**5, u - 6 * u**3 + 8 * u**4 - 3 * u**5
         h01, h11 = 10 * u**3 - 15 * u**4 + 6 * u**5, -4 * u**3 + 7 * u**4 - 3 * u**5
         H = h00 * th_s + h10 * v_s * T + h01 * th_e + h11 * v_e * T   # quintic, zero accelerations at the ends
-        bump = (16 * u * u * (1 - u) ** 2) ** 2                     # 1 at mid-stance, flat at both ends
+        # 1 through the middle tenth of the stance, down to 0 smoothly at both ends
+        bump = np.minimum(_smooth(u / STRETCH_RAMP), _smooth((1 - u) / STRETCH_RAMP))
         inner = bump > 0.05
         A = max(0.0, float(np.min((H[inner] - floor) / bump[inner]))) if inner.any() else 0.0
         for i, kk in enumerate(range(a + 1, k1 + 1)):
@@ -688,6 +690,12 @@ class _KneeStretch:
             s.lower[j] = self.model.lower[j] + KNEE_SHORT_OF_STRAIGHT
         _set_targets(s, self.gait, k, root)
         return s.solve(np.clip(q_start, s.lower, s.upper), max_iter=400).q
+
+
+def _smooth(x: np.ndarray) -> np.ndarray:
+    """0 → 1 as x goes 0 → 1 (quintic: zero speed and acceleration at both ends), flat outside."""
+    x = np.clip(x, 0.0, 1.0)
+    return x ** 3 * (10 - 15 * x + 6 * x * x)
 
 
 def _set_targets(s: LMSolver, gait: _Gait, k: int, root: str) -> None:

@@ -151,6 +151,33 @@ def connectors(model, min_gap: float = 0.002) -> list:
     return out
 
 
+def _lowest_z(shape) -> float:
+    if shape.kind == "capsule":
+        return min(shape.p0[2], shape.p1[2]) - shape.radius
+    return shape.p0[2] - shape.half[2]
+
+
+def pelvis(model, min_gap: float = 0.002) -> list:
+    """A humanoid's visual-only pelvis: a box under the base link's geometry, as wide as the hips
+    (the joints that hang below it, two or more) and as deep as their links are thick, down to the
+    hips. Nothing for other robots, or where the base's shapes reach the hips already."""
+    if model.kind != "humanoid":
+        return []
+    base = [sh for sh in model.shapes if sh.link == -1]
+    if not base:
+        return []
+    bottom = min(_lowest_z(sh) for sh in base)
+    hips = [(j, np.asarray(joint.placement, float)[:3, 3]) for j, joint in enumerate(model.joints)
+            if joint.parent == -1 and np.asarray(joint.placement, float)[2, 3] < bottom - min_gap]
+    if len(hips) < 2:
+        return []
+    P = np.array([p for _, p in hips])
+    r = max(_thickness(sh) for j, _ in hips for sh in model.shapes if sh.link == j)
+    lo = np.array([P[:, 0].mean() - r, P[:, 1].min() - r, P[:, 2].min()])
+    hi = np.array([P[:, 0].mean() + r, P[:, 1].max() + r, bottom])
+    return [Shape(-1, "box", tuple((lo + hi) / 2), (0.0, 0.0, 0.0), half=tuple((hi - lo) / 2), name="pelvis join")]
+
+
 def orbit_view(yaw: float, pitch: float, dist: float, target) -> tuple[np.ndarray, np.ndarray]:
     """Camera eye and target (z up) for an orbit camera."""
     t = np.asarray(target, float)
@@ -214,7 +241,7 @@ class RobotDrawing:
         self.shade: dict[int, list[float]] = {}
         self.solid = solid
         self.color = color
-        joins = connectors(model)
+        joins = connectors(model) + pelvis(model)
         links = sorted({s.link for s in list(model.shapes) + joins})
         at_home = model.fk_frames(model.home)
         for link in links:

@@ -113,6 +113,10 @@ def test_humanoid_drawn_standing_on_its_sole(xdisplay, tmp_path):
     assert near(img, px(torso[:3]), S.MEASURED)
     assert near(img, px(head), S.MEASURED)
     assert near(img, px([0.2, 0.3, 0.45]), S.BACKGROUND, radius=0, tol=10)
+    # a pelvis between the hips joins the torso to the legs (drawn only: not a collision shape)
+    pelvis = base.frame_pose(m.home, "body") @ [0.028, 0, -0.055, 1]
+    assert near(img, px(pelvis[:3]), S.MEASURED, radius=1)
+    assert not any(sh.name.startswith("pelvis") for sh in m.shapes)
 
 
 def test_the_support_polygon_joins_the_sole_corners_on_the_ground(xdisplay, tmp_path):

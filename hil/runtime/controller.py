@@ -85,6 +85,9 @@ class Controller:
         self.safety_counts: dict[str, int] = {}
         self.safety_total = 0
         self.pending_actions: list[Action] = []
+        # what moved the robot toward safety by itself (not a request taken from the mailbox in its
+        # turn) since the loop last dropped the requests posted before it: see `handle`
+        self.overtaken_by = ""
         self.motion_run = False   # the run is for a motion (`--exit-when-done`): is it finished?
         self.motion_done = False
         self.board_state = 1
@@ -95,8 +98,11 @@ class Controller:
         self._out = Output(None, True)
 
     # ------------------------------------------------------------------ events in
-    def handle(self, ev: Ev, payload=None, start_after: bool = False, why: str = "") -> Step:
-        """Feed one event (a request, a completion, a link event); returns the lifecycle's step."""
+    def handle(self, ev: Ev, payload=None, start_after: bool = False, why: str = "", queued: bool = False) -> Step:
+        """Feed one event (a request, a completion, a link event); returns the lifecycle's step.
+        `queued`: a request taken from the mailbox in its turn. Any other event that takes the
+        robot to DISABLED, FAULT, ESTOP or DISCONNECTED sets `overtaken_by`: the requests still
+        waiting in the mailbox were made before it, by a user who had not seen it."""
         if ev == Ev.JOG:
             q = np.asarray(payload, dtype=np.float64)
             if q.shape != (self.model.n,) or not np.all(np.isfinite(q)):
@@ -104,6 +110,8 @@ class Controller:
                 return Step(ev, self.life.mode, self.life.mode, self.life.activity, refused="bad target")
         step = self.life.handle(ev, start_after)
         self._after(step, payload, why)
+        if not queued and step.mode != step.before and step.mode in (DISABLED, FAULT, ESTOP, DISCONNECTED):
+            self.overtaken_by = step.event.value
         return step
 
     def link_lost(self, why: str) -> Step:

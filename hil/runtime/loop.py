@@ -45,7 +45,7 @@ from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after
                                   steal_fraction)
 from hil.runtime.recorder import Recorder
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
-                                LoopStatus, Request, SharedState, unlink_block)
+                                MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
 from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
 from hil.safety import SafetyChecker
 
@@ -65,6 +65,7 @@ HEADLESS_HOLD_S = 3.0
 # Identical event lines within this many seconds are counted, not repeated.
 EVENT_REPEAT_S = 1.0
 
+TOWARD_MOTION = frozenset({Request.ENABLE, Request.CLEAR_FAULT, Request.JOG, Request.START_MOTION})
 REQUEST_EVENTS = {Request.ENABLE: Ev.ENABLE, Request.DISABLE: Ev.DISABLE, Request.CLEAR_FAULT: Ev.CLEAR_FAULT,
                   Request.JOG: Ev.JOG, Request.START_MOTION: Ev.START, Request.STOP_MOTION: Ev.STOP,
                   Request.ESTOP: Ev.ESTOP}
@@ -420,6 +421,8 @@ class Loop:
             self._requests()
             mode_before = ctl.life.mode
             out = ctl.cycle(wake, sample if ctl.life.mode != DISCONNECTED else None, clock.in_row)
+            if ctl.overtaken_by:
+                self._drop_overtaken()
             if ctl.life.mode == FAULT and mode_before != FAULT:  # which joint, and what to do: off this thread
                 self.actions.submit("describe", self.link.describe_faults)
             if out.actions:
@@ -490,13 +493,9 @@ class Loop:
             name = signal.Signals(sig).name if sig in set(STOP_SIGNALS) else "a stop request"
             self._estop(f"{name} to hil")
             self._stop(f"{name} received")
+        self._drop_overtaken()
         for kind, payload in self.shared.take():
-            if kind == Request.SHUTDOWN:
-                self._stop("shutdown requested")
-            elif kind == Request.ESTOP:
-                self._estop("the mailbox")
-            else:
-                self.ctl.handle(REQUEST_EVENTS[kind], payload)
+            self._request(kind, payload)
         for key, value, error, at in self.actions.done():
             if key == "reconnect":
                 self._reconnect_done(value, error, at)
@@ -505,6 +504,33 @@ class Loop:
                     self.event(f"board fault: {value}")
             else:
                 self.ctl.completed(key, error, at)
+        self._drop_overtaken()
+
+    def _request(self, kind: Request, payload) -> None:
+        if kind == Request.SHUTDOWN:
+            self._stop("shutdown requested")
+        elif kind == Request.ESTOP:
+            self._estop("the mailbox", queued=True)
+        else:
+            self.ctl.handle(REQUEST_EVENTS[kind], payload, queued=True)
+
+    def _drop_overtaken(self) -> None:
+        """Once the robot went toward safety by itself (a fault, an e-stop from outside the mailbox,
+        overruns, a lost link): the requests to move that still wait in the mailbox were made
+        before it, by a user who had not seen it, and are dropped; the ones toward safety
+        (disable, stop, e-stop, shutdown) are carried out."""
+        overtaken, self.ctl.overtaken_by = self.ctl.overtaken_by, ""
+        if not overtaken or self.shared.words[C_HEAD] == self.shared.words[C_TAIL]:
+            return
+        dropped = 0
+        for kind, payload in self.shared.take(limit=MAILBOX_SLOTS):
+            if kind in TOWARD_MOTION:
+                dropped += 1
+            else:
+                self._request(kind, payload)
+        if dropped:
+            self.event(f"{overtaken}: {dropped} request{'s' if dropped > 1 else ''} to enable, clear a fault, jog or "
+                       "start, posted before it, dropped: ask again")
 
     def _reconnect_done(self, info, error: str | None, at: float) -> None:
         if error is not None:
@@ -516,8 +542,8 @@ class Loop:
         self.event(f"reconnected to board {info.uid} (boot id {info.boot_id:08x}); it stays disabled until "
                    "you enable it")
 
-    def _estop(self, source: str) -> None:
-        self.ctl.handle(Ev.ESTOP, why=source)
+    def _estop(self, source: str, queued: bool = False) -> None:
+        self.ctl.handle(Ev.ESTOP, why=source, queued=queued)
         actions, self.ctl.pending_actions = self.ctl.pending_actions, []
         self._carry_out(actions)
         sent = "ESTOP sent to the board" if Action.SEND_ESTOP in actions else \

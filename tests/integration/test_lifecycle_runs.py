@@ -109,6 +109,32 @@ def test_an_estop_forgets_a_queued_jog(tmp_path):
     assert "jog refused" in out, out
 
 
+def test_requests_made_before_an_estop_are_dropped_not_carried_out(tmp_path):
+    """Clear-fault and enable requests still waiting in the mailbox when the e-stop is pressed were
+    made before it: the robot stays e-stopped (they would have cleared it and enabled it again)."""
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--enable",
+                     "--no-realtime")
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.mode == 4, timeout_s=10)
+        os.kill(client.pid, signal.SIGSTOP)   # the loop takes no request meanwhile
+        try:
+            for _ in range(5):
+                client.clear_fault()
+                client.enable()
+            client.estop()                    # the e-stop word: pressed last, seen first
+        finally:
+            os.kill(client.pid, signal.SIGCONT)
+        assert client.wait(lambda s: s.mode == 7, timeout_s=5)
+        time.sleep(1.0)
+        s = client.snapshot()
+        assert s.mode == 7 and s.board_state == ESTOP, (s.mode, s.board_state)
+        client.shutdown()
+    finally:
+        out = finish(proc)
+    assert "e-stop: 10 requests to enable, clear a fault, jog or start, posted before it, dropped" in out, out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_to_hil_alone_ends_the_run_like_ctrl_c(tmp_path, sig):
     """Repro 3: SIGTERM killed only `hil run`, SIGINT to it alone e-stopped but ran on."""
@@ -219,7 +245,16 @@ def test_a_request_flood_changes_neither_threads_nor_state(tmp_path):
         client.shutdown()
     finally:
         out = finish(proc)
-    assert out.count("enable: DISABLED → ENABLING") == 1, out
+    # the flood enabled it once; on a busy machine the loop (without real-time scheduling) can miss
+    # enough deadlines to disable itself, and the flood, still running, then enables it once more
+    enables = 0
+    for line in out.splitlines():
+        if "enable: DISABLED → ENABLING" in line:
+            enables += 1
+            assert enables == 1, out
+        elif "→ DISABLED" in line and "missed deadlines" in line:
+            enables = 0
+    assert "enable: DISABLED → ENABLING" in out, out
 
 
 def test_a_crc_valid_state_with_the_wrong_joint_count_is_counted_and_dropped(emulator, tmp_path):

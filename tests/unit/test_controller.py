@@ -158,6 +158,21 @@ def test_missed_deadlines_hold_then_disable():
     assert Action.SEND_DISABLE in b.actions
 
 
+def test_going_to_safety_by_itself_overtakes_the_requests_made_before():
+    # the loop drops the requests to move still waiting in the mailbox when this is set
+    b = enabled_bench()
+    assert b.ctl.overtaken_by == ""
+    b.run(1, misses=51)                                   # overruns: disabled by itself
+    assert b.ctl.overtaken_by == "missed deadlines: disable"
+    b.ctl.overtaken_by = ""
+    b.ctl.handle(Ev.ENABLE, queued=True)
+    b.run(20)
+    b.ctl.handle(Ev.DISABLE, queued=True)                 # a request in its turn: nothing overtaken
+    assert b.ctl.life.mode == Mode.DISABLED and b.ctl.overtaken_by == ""
+    b.ctl.handle(Ev.ESTOP, why="the twin")                # the e-stop word, not the mailbox
+    assert b.ctl.overtaken_by == "e-stop"
+
+
 def test_a_long_hold_forgets_intent_when_headless():
     b = enabled_bench(motion=Demo(robots.load("puma560")), hold_timeout_s=0.1)
     b.run(300)

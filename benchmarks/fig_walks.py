@@ -58,10 +58,20 @@ def knee_through_mid_stance(model, res, share: float = 0.3) -> float:
                for a, b in zip(edges[::2], edges[1::2]))
 
 
+def knees_in_double_support(model, res) -> tuple[float, float]:
+    """Both knees from straight over the double supports between the steps (deg): mean and largest."""
+    both = knee_from_straight(model, res)
+    down = np.array([contacts.AIR not in contacts.decode(int(c)) for c in res.support])
+    steps = np.flatnonzero(~down)
+    between = down & (np.arange(len(down)) > steps[0]) & (np.arange(len(down)) < steps[-1])
+    return float(both[between].mean()), float(both[between].max())
+
+
 def figures(model, label: str, res) -> str:
     rep = check_limits(model, res.t, res.q)
+    ds_mean, ds_max = knees_in_double_support(model, res)
     return (f"| {label} | {res.t[-1]:.1f} s | {1e3 * res.margin.min():.1f} mm | {res.knee_mid_stance_deg:.1f}° / "
-            f"{knee_through_mid_stance(model, res):.1f}° | "
+            f"{knee_through_mid_stance(model, res):.1f}° | {ds_mean:.0f}° / {ds_max:.0f}° | "
             f"{1e3 * np.ptp(res.com_w[:, 2]):.1f} mm | {100 * rep.speed_ratio:.0f} % | "
             f"{100 * rep.accel_ratio:.0f} % | {res.contact_error:.1e} m / {res.slide:.1e} m |")
 
@@ -78,9 +88,10 @@ def main() -> None:
     for label, stretched in (("bent-knee", False), ("knee-stretched", True)):
         walks[label] = walking.plan(model, walking.WalkParams(steps=args.steps, knee_stretched=stretched),
                                     say=lambda s: None)
-    print("| walk | duration | ZMP margin ≥ | support knee from straight: at mid-stance / through its middle 30 % | COM height range "
+    print("| walk | duration | ZMP margin ≥ | support knee from straight: at mid-stance / through its middle 30 % "
+          "| knees in double support, mean / largest | COM height range "
           "| peak joint speed / limit | peak joint acceleration / limit | feet down: off the ground / slide |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, res in walks.items():
         print(figures(model, label, res))
 

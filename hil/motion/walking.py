@@ -37,15 +37,18 @@ class WalkParams:
     side: float = 0.0             # sideways advance per step (m), + to the left
     turn_deg: float = 0.0         # yaw per step (degrees)
     period: float = 0.8           # time per step (s)
-    double_support: float = 0.25  # fraction of the period with both feet down
+    double_support: float | None = None   # fraction of the period with both feet down; None: 0.25, or 0.4 in
+                                          # a knee-stretched walk whose feet roll (down and up in it)
     lift: float = 0.012           # swing foot clearance (m)
     toe_heel_deg: float = 8.0     # toe-off and heel-strike pitch of the swing sole (degrees)
     knee_stretched: bool = False  # leave COM height free and stretch the support knee
     rate_hz: float = 200.0
     settle: float = 0.8           # time before the first and after the last step (s)
     zmp_heel_toe: float = 0.01    # ZMP travel along the support sole in single support (m)
-    crouch: float = 0.008         # COM lowered by this much while walking (m): the short thighs give
-                                  # the bent-knee stance little height to spare for sideways shifts
+    crouch: float | None = None   # COM lowered by this much while walking (m; in double support only when
+                                  # knee-stretched): the short thighs give the stance little height to spare
+                                  # for sideways shifts. None: 8 mm, or 3 mm in a knee-stretched walk whose
+                                  # feet roll, where the step allows (else 8 mm)
     zmp_inset: float = 0.0        # single-support ZMP moved this far from the sole centre towards
                                   # the inner edge (m): a smaller support region, less sway
     heel_toe: bool | None = None  # the feet roll: toe-off and heel strike on the ground (paper 002's
@@ -76,6 +79,7 @@ class WalkResult:
     com_ref: np.ndarray | None = None
     contact_error: float = 0.0    # largest height (or depth) of a sole corner while the plan has it down (m)
     lowest: np.ndarray | None = None   # per sample, the lowest sole corner (m)
+    params: "WalkParams | None" = None  # what it was planned with, every default filled in
 
     def save(self, path: str) -> None:
         np.savez(path, t=self.t, q=self.q, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
@@ -189,7 +193,24 @@ def generate(model, params: WalkParams, progress=None) -> WalkResult:
     straight), then smoothed from below and followed; the support knee is then close to straight
     through mid-stance and the COM rises and falls with the legs.
     """
-    return _generate(model, params, progress)
+    p = params
+    tall = p.knee_stretched and _rolls(p)   # the double supports can stand taller with rolling feet
+    if p.double_support is None:
+        p = replace(p, double_support=STRETCHED_DOUBLE_SUPPORT if tall else DOUBLE_SUPPORT)
+    if p.crouch is not None:
+        return _generate(model, p, progress)
+    crouches = STRETCHED_CROUCHES if tall else (CROUCH,)
+    for crouch in crouches[:-1]:   # the double supports as tall as the step allows
+        try:
+            return _generate(model, replace(p, crouch=crouch), progress)
+        except UnreachableError:
+            pass
+    return _generate(model, replace(p, crouch=crouches[-1]), progress)
+
+
+DOUBLE_SUPPORT, STRETCHED_DOUBLE_SUPPORT = 0.25, 0.4
+CROUCH = 0.008
+STRETCHED_CROUCHES = (0.003, CROUCH)
 
 
 CONTACT_TOLERANCE = 1e-6   # a sole the plan has down may lie this far off the ground (m)
@@ -204,11 +225,13 @@ def plan(model, params: WalkParams, progress=None, say=print) -> WalkResult:
     inside what touches the ground, feet down lying flat and not sliding, and the loop's own
     checks (limits, floor, self-collision) on every pose. `say` hears each replanning."""
     res = generate(model, params, progress)
-    for _ in range(3):   # slower until the joints' speed and acceleration limits hold
+    for attempt in range(6):   # slower until the joints' speed and acceleration limits hold
         report = check_limits(model, res.t, res.q)
         if report.time_scale <= 1.0:
             break
-        params = replace(params, period=params.period * report.time_scale * 1.02)
+        # a longer step is not the same motion slowed down (the settles keep their time, the COM
+        # and the knees are planned again): the ratio can fall short, so each try asks for more
+        params = replace(params, period=params.period * report.time_scale * (1.02 + 0.02 * attempt))
         say(f"walk: {report.worst}: planned again with a {params.period:.2f} s step period")
         res = generate(model, params, progress)
     else:
@@ -313,6 +336,7 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
                                f"{step} or a longer period{stretched}")
     res = check_walk(model, t, Q, gait.support, gait.zmp_ref, p, hl, hw, worst, _label(p))
     res.com_ref = gait.com
+    res.params = p
     return res
 
 
@@ -594,7 +618,7 @@ def _heading(T: np.ndarray) -> float:
 KNEE_SHORT_OF_STRAIGHT = math.radians(2.0)   # a stretched knee stops here: straight, the leg is singular
 # how far short of straight the support knee dips at mid-stance: the first of these the step allows
 STRETCH_DIPS = tuple(math.radians(d) for d in (2.5, 5.0, 10.0, 20.0))
-STRETCH_RAMP = 0.45   # of the stance, for the support knee to reach its dip and to leave it
+STRETCH_RAMP = 0.45   # of the stance, for the support knee to reach its dip and to leave it (feet rolling)
 
 
 def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False) -> LMSolver:
@@ -673,8 +697,10 @@ class _KneeStretch:
         h00, h10 = 1 - 10 * u**3 + 15 * u**4 - 6 * u**5, u - 6 * u**3 + 8 * u**4 - 3 * u**5
         h01, h11 = 10 * u**3 - 15 * u**4 + 6 * u**5, -4 * u**3 + 7 * u**4 - 3 * u**5
         H = h00 * th_s + h10 * v_s * T + h01 * th_e + h11 * v_e * T   # quintic, zero accelerations at the ends
-        # 1 through the middle tenth of the stance, down to 0 smoothly at both ends
-        bump = np.minimum(_smooth(u / STRETCH_RAMP), _smooth((1 - u) / STRETCH_RAMP))
+        if self.gait.rolls:   # 1 through the middle tenth of the stance, down to 0 smoothly at both ends
+            bump = np.minimum(_smooth(u / STRETCH_RAMP), _smooth((1 - u) / STRETCH_RAMP))
+        else:                 # 1 at mid-stance only: held longer, the swing knee of a flat-footed walk
+            bump = (16 * u * u * (1 - u) ** 2) ** 2   # (its outcome) bends sharply and the walk slows down
         inner = bump > 0.05
         A = max(0.0, float(np.min((H[inner] - floor) / bump[inner]))) if inner.any() else 0.0
         for i, kk in enumerate(range(a + 1, k1 + 1)):

@@ -150,9 +150,9 @@ def test_the_touching_corner_stays_put_and_lands_and_lifts_at_rest(walk_rolling,
 
 
 def test_single_support_zmp_follows_eq_1():
-    p = walking.WalkParams(steps=2, knee_stretched=True)
     model = __import__("hil.robots", fromlist=["load"]).load("humanoid17")
-    res = walking.generate(model, p)
+    res = walking.generate(model, walking.WalkParams(steps=2, knee_stretched=True))
+    p = res.params
     N, travel = p.zmp_power, abs(p.stride) * (1 - p.double_support)
     T_ss = p.period * (1 - p.double_support)
     checked = 0
@@ -168,7 +168,7 @@ def test_single_support_zmp_follows_eq_1():
         np.testing.assert_allclose(local[0], x_s - (x_s - x_k) * (1 - u) ** N, atol=1e-12)
         np.testing.assert_allclose(local[1], 0.0, atol=1e-12)
         checked += on.sum()
-    assert checked > 200
+    assert checked > 150
 
 
 def test_rolling_feet_reach_a_stride_flat_feet_cannot(hum):

@@ -287,6 +287,9 @@ def _check_params(model, p: WalkParams) -> None:
         raise InputError(f"walk: {model.name}'s legs have no hip-yaw joint (hip roll, hip pitch, knee, ankle pitch, "
                          "ankle roll), so a foot cannot turn relative to the other while both are down: turning "
                          "needs --turn 0 (the paper's 5-joint legs); walk sideways with --side instead")
+    if p.knee_stretched and not {"l_knee", "r_knee"} <= set(model.joint_names):
+        raise InputError(f"walk: --knee-stretched holds the support knee on a profile, and knows humanoid17's knees "
+                         f"(l_knee, r_knee); {model.name} has no joints of those names: walk without it")
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
     if _rolls(p) and not (0.5 <= p.contact_pitch_deg <= 20 and p.zmp_power >= 1 and p.heel_fraction > 0

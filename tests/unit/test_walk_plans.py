@@ -81,3 +81,12 @@ def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options, gait
     assert bad == -1, SafetyChecker(hum).explain(int(flags[bad]), res.q[bad])
     assert check_limits(hum, res.t, res.q).time_scale <= 1.0
     assert res.margin.min() > 0 and res.contact_error <= 1e-8 and res.slide <= 1e-8 and res.min_foot_z >= -1e-9
+
+
+def test_knee_stretched_walking_says_which_knees_it_knows():
+    pytest.importorskip("example_robot_data")
+    import hil.robots as robots
+
+    g1 = robots.load("examples/g1.toml")   # a humanoid from its URDF: left_knee_joint, right_knee_joint
+    with pytest.raises(InputError, match="humanoid17's knees .* g1 has no joints of those names"):
+        walking.generate(g1, walking.WalkParams(steps=2, knee_stretched=True))

@@ -84,7 +84,6 @@ def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options, gait
 
 
 def test_knee_stretched_walking_says_which_knees_it_knows():
-    pytest.importorskip("example_robot_data")
     import hil.robots as robots
 
     g1 = robots.load("examples/g1.toml")   # a humanoid from its URDF: left_knee_joint, right_knee_joint

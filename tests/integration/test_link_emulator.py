@@ -39,7 +39,10 @@ def test_handshake(emulator, kind, n):
 
 
 def test_thousand_command_state_cycles(emulator):
-    emu = emulator("--kind", "puma6", "--noise-deg", "0")
+    # the board's watchdog set long: this loop is plain Python, and on a busy machine it can stall
+    # longer than the default allows, which stops the board short of the target (its own tests
+    # are elsewhere)
+    emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
     with Link.connect(emu.path) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
@@ -56,7 +59,7 @@ def test_thousand_command_state_cycles(emulator):
         assert link.stats.tx_commands == 1000
         assert link.stats.rx_states >= 990
         assert link.decoder.stats.dropped == 0 and link.decode_stats.bad_payload == 0
-        assert s.state == M.BoardState.ENABLED or s.faults & M.Fault.WATCHDOG
+        assert s.state == M.BoardState.ENABLED, s
         np.testing.assert_allclose(s.q, target, atol=2e-4)
 
 

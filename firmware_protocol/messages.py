@@ -302,6 +302,8 @@ class CmdPos(Message):
 
     MSG_ID: ClassVar[int] = 0x20
     FMT: ClassVar[struct.Struct] = _CMD_HEAD
+    PER_JOINT: ClassVar[int] = 4     # bytes per joint after FMT; the joint count is byte N_AT
+    N_AT: ClassVar[int] = 0
     pos_urad: np.ndarray
     mask: int = 0xFFFFFFFF
     flags: int = 0
@@ -330,6 +332,8 @@ class CmdPvf(Message):
 
     MSG_ID: ClassVar[int] = 0x21
     FMT: ClassVar[struct.Struct] = _CMD_HEAD
+    PER_JOINT: ClassVar[int] = PVF_DTYPE.itemsize
+    N_AT: ClassVar[int] = 0
     joints: np.ndarray  # PVF_DTYPE records
     mask: int = 0xFFFFFFFF
     flags: int = 0
@@ -360,6 +364,8 @@ class State(Message):
 
     MSG_ID: ClassVar[int] = 0x30
     FMT: ClassVar[struct.Struct] = _STATE_HEAD
+    PER_JOINT: ClassVar[int] = STATE_JOINT_DTYPE.itemsize
+    N_AT: ClassVar[int] = 11
     t_us: int
     echo_seq: int
     state: int
@@ -396,6 +402,8 @@ class StateRaw(Message):
 
     MSG_ID: ClassVar[int] = 0x31
     FMT: ClassVar[struct.Struct] = _RAW_HEAD
+    PER_JOINT: ClassVar[int] = 4
+    N_AT: ClassVar[int] = 8
     t_us: int
     raw_ticks: np.ndarray
 

@@ -161,7 +161,8 @@ def c_emulator_binary() -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if fresh():
             return str(binary)
-        r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "host", f"BUILD={c_build_dir()}"],
+        r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "host", f"BUILD={c_build_dir()}",
+                            f"PYTHON={sys.executable}"],
                            capture_output=True, text=True)
     if r.returncode != 0 or not binary.exists():
         raise InputError(f"building the C firmware failed (make -C {C_SOURCES} host):\n{r.stderr.strip()[-2000:]}")

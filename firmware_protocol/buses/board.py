@@ -27,6 +27,7 @@ import numpy as np
 import serial
 
 from firmware_protocol import messages as M
+from firmware_protocol.board_behaviour import Effect, Request, react
 from firmware_protocol.board_data import BoardInfo, JointMap, StateSample
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.servo_bus import CycleCost, Reading, ServoError, Wire, error_text, wire_time_s
@@ -48,7 +49,7 @@ LATCHING = int(ServoError.OVERLOAD | ServoError.OVERHEAT | ServoError.VOLTAGE | 
                | ServoError.SHOCK | ServoError.HARDWARE | ServoError.WATCHDOG)
 STALE, TORQUE_ON, LIMIT, STEP = (int(M.JointFlag.STALE), int(M.JointFlag.TORQUE_ON), int(M.JointFlag.LIMIT),
                                  int(M.JointFlag.STEP))
-SERVO_BUS = int(M.Fault.SERVO_BUS)
+SERVO_BUS, WATCHDOG = int(M.Fault.SERVO_BUS), int(M.Fault.WATCHDOG)
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ class BusBoard:
             self._estop_pending = False
             self._io(self.bus.torque_off_all)
         if self.state == M.BoardState.ENABLED and now - self._last_cmd_at > self.config.command_timeout_ms * 1e-3:
-            self._fault(M.Fault.WATCHDOG)   # hold: goals stop; the servos keep the last one
+            self._fault(WATCHDOG)   # hold: goals stop; the servos keep the last one
         if self._watchdog_armed and self.state == M.BoardState.ENABLED:
             self._check_servo_watchdogs(now - self._last_cycle)
         fresh, self._cmd_fresh = self._cmd_fresh, False
@@ -375,7 +376,7 @@ class BusBoard:
         tripped = self._io(self.bus.watchdog_tripped, self.ids)
         if tripped:
             self._stopped_by_watchdog = (tripped, silent_s)
-            self._fault(M.Fault.WATCHDOG)
+            self._fault(WATCHDOG)
 
     def _write_goals(self, b: np.ndarray) -> None:
         goals = []
@@ -428,11 +429,15 @@ class BusBoard:
         self._publish(now)
 
     def _fault(self, faults: int) -> None:
+        """The command watchdog (WATCHDOG alone) or what the servos report, as the board table says."""
         if not faults & ~self.faults and self.state in (M.BoardState.FAULT, M.BoardState.ESTOP):
             return
-        self.faults |= int(faults)
-        if self.state != M.BoardState.ESTOP:
-            self.state = M.BoardState.FAULT
+        request = Request.WATCHDOG if faults == WATCHDOG and self.state == M.BoardState.ENABLED else Request.HW_FAULT
+        self._take_reaction(react(request, self.state, self.faults, int(faults)))
+
+    def _take_reaction(self, r) -> None:
+        """The table's state and faults; its torque-off is the caller's bus write."""
+        self.state, self.faults = r.state, r.faults
 
     def _publish(self, now: float) -> None:
         n = self.config.n
@@ -458,8 +463,7 @@ class BusBoard:
     # ------------------------------------------------------------------ transactions
     def estop(self, reason: int = 0) -> None:
         """Torque off on every servo at once (or on the next cycle, if one is on the bus now); latched."""
-        self.faults |= int(M.Fault.ESTOP)
-        self.state = M.BoardState.ESTOP
+        self._take_reaction(react(Request.ESTOP, self.state, self.faults))
         if self._lock.acquire(timeout=0.05):
             try:
                 self._io(self.bus.torque_off_all)
@@ -472,11 +476,11 @@ class BusBoard:
             self._estop_pending = True
 
     def enable(self, joint_mask: int = 0xFFFFFFFF) -> None:
-        """Targets := measured, then torque on (SPEC.md ENABLE). Refused unless DISABLED."""
+        """Targets := measured, then torque on (SPEC.md ENABLE); the board table says when."""
         with self._lock:
-            if self.state != M.BoardState.DISABLED:
-                raise CommandRejectedError(errno.EPERM, f"{self.port}: ENABLE: BAD_STATE (board is "
-                                                        f"{M.BoardState(self.state).name})")
+            reaction = self._allowed(Request.ENABLE, "ENABLE")
+            if not reaction.effects & Effect.SEED_TARGETS:
+                return   # already enabled: nothing changes
             readings = self._io(self.bus.read_present, self.ids)
             for _ in range(2):   # a reply lost on the bus is asked again before enable gives up
                 again = [i for i in self.ids if i not in readings]
@@ -500,23 +504,33 @@ class BusBoard:
             if self.cls.has_watchdog and self.config.watchdog_ms > 0:
                 self._watchdog_armed = self._io(self.bus.arm_watchdog, self.ids, self.config.watchdog_ms * 1e-3)
             self._last_cmd_at = time.monotonic()
-            self.state = M.BoardState.ENABLED
+            self._take_reaction(reaction)
             self._cycle(force_read=True)
+
+    def _allowed(self, request: Request, name: str, bits: int = 0):
+        """The table's reaction, or CommandRejectedError naming the result as a board's ACK would."""
+        r = react(request, self.state, self.faults, bits)
+        if not r.ok:
+            raise CommandRejectedError(errno.EPERM, f"{self.port}: board refused {name}: {r.result.name} (board is "
+                                                    f"{M.BoardState(self.state).name})")
+        return r
 
     def disable(self, joint_mask: int = 0xFFFFFFFF) -> None:
         with self._lock:
-            self._io(self.bus.set_torque, self.ids, False)
+            r = self._allowed(Request.DISABLE, "DISABLE")
+            self._io(self.bus.set_torque, self.ids, False)   # whatever the state: torque off is always safe
             for js in self._joints:
                 js.torque = False
                 js.target = None
-            if self.state == M.BoardState.ENABLED:
-                self.state = M.BoardState.DISABLED
+            self._take_reaction(r)
             self._cycle(force_read=True)
 
     def clear_faults(self, fault_mask: int = 0xFFFFFFFF) -> None:
         """Clear latched faults: servos that report an error are recovered (rebooted where the bus
-        can), torque goes off, and the board is DISABLED — never ENABLED."""
+        can), torque goes off, and the board is DISABLED — never ENABLED — once no latched fault
+        (e-stop, watchdog) is left."""
         with self._lock:
+            r = self._allowed(Request.CLEAR_FAULT, "CLEAR_FAULT", int(fault_mask))
             for j, js in zip(self.config.joints, self._joints):
                 if js.errors:
                     self._io(self.bus.recover, j.servo_id)
@@ -526,11 +540,9 @@ class BusBoard:
                 js.torque = False
                 js.target = None
                 js.stale = 0
-            self.faults &= ~int(fault_mask)
+            self._take_reaction(r)
             if not self.faults & M.Fault.WATCHDOG:
                 self._stopped_by_watchdog = ([], 0.0)
-            if self.state in (M.BoardState.FAULT, M.BoardState.ESTOP):
-                self.state = M.BoardState.DISABLED
             self._cycle(force_read=True)
 
     # ------------------------------------------------------------------ for tools (calibration)

@@ -1,29 +1,11 @@
 /* SPEC.md §4–§7 on the board: messages, the state machine, the command watchdog, board-side
  * limits and step clamp, parameters, time sync, heartbeat. Integers only; all state in *b. */
+#define HIL_WANT_RULES
 #include "hil_fw.h"
 #include "hal.h"
-#include "hil_schema.h"
 
 #include <string.h>
 
-enum {
-  M_HELLO = 0x01, M_HELLO_REPLY = 0x02, M_HEARTBEAT = 0x03, M_ACK = 0x04, M_TSYNC_REQ = 0x05, M_TSYNC_RESP = 0x06,
-  M_ENABLE = 0x10, M_DISABLE = 0x11, M_ESTOP = 0x12, M_CLEAR_FAULT = 0x13, M_HOME = 0x14, M_REBOOT = 0x15,
-  M_CMD_POS = 0x20, M_CMD_PVF = 0x21, M_STATE = 0x30, M_STATE_RAW = 0x31,
-  M_PARAM_GET = 0x40, M_PARAM_SET = 0x41, M_PARAM_VALUE = 0x42, M_PARAM_SAVE = 0x43
-};
-enum { ACK_OK = 0, ACK_BAD_STATE = 1, ACK_OUT_OF_RANGE = 2, ACK_UNKNOWN_PARAM = 3, ACK_READ_ONLY = 4,
-       ACK_UNSUPPORTED = 6, ACK_BAD_MAGIC = 7 };
-enum { P_ZERO_OFFSET = 0x0001, P_POS_MIN = 0x0002, P_POS_MAX = 0x0003, P_VEL_MAX = 0x0004, P_MAX_STEP = 0x0006,
-       P_DIRECTION = 0x0007, P_TARGET = 0x0030, P_CMD_TIMEOUT_MS = 0x0100, P_WATCHDOG_ACTION = 0x0101,
-       P_RELAX_AFTER_MS = 0x0102, P_IDLE_STATE_HZ = 0x0103, P_LINK_TIMEOUT_MS = 0x0104, P_RAW_STREAM = 0x0105,
-       P_RX_DROPPED = 0x0106 };
-enum { T_I32 = 0, T_U32 = 1 };
-#define FLAG_ACK_REQ 0x01u
-#define FLAG_RETX 0x02u
-#define JOINT_ALL 0xFEu
-#define REBOOT_MAGIC 0x52424F54u
-#define SAVE_MAGIC 0x53415645u
 #define WATCHDOG_HOLD 1u
 
 /* ------------------------------------------------------------------ byte helpers (no packed structs) */
@@ -87,7 +69,7 @@ static void send_state(struct hil_board *b) {
     *q++ = (uint8_t)temp[j];
     *q++ = (uint8_t)(flags[j] | b->jflags[j] | (torque(b) ? HIL_J_TORQUE_ON : 0));
   }
-  send(b, M_STATE, p, (size_t)(q - p));
+  send(b, HIL_M_STATE, p, (size_t)(q - p));
 }
 
 static void send_heartbeat(struct hil_board *b) {
@@ -96,7 +78,7 @@ static void send_heartbeat(struct hil_board *b) {
   p[1] = 0;
   wr32(p + 2, b->boot_id);
   wr32(p + 6, b->faults);
-  send(b, M_HEARTBEAT, p, sizeof p);
+  send(b, HIL_M_HEARTBEAT, p, sizeof p);
 }
 
 /* a reply to a transaction: sent, and kept for a retransmission of the same seq (SPEC §5) */
@@ -116,21 +98,38 @@ static void reply(struct hil_board *b, uint16_t rx_seq, int txn, uint8_t msg_id,
 
 static void ack(struct hil_board *b, uint8_t msg_id, uint16_t seq, int txn, uint8_t result) {
   uint8_t p[4] = {msg_id, (uint8_t)seq, (uint8_t)(seq >> 8), result};
-  reply(b, seq, txn, M_ACK, p, sizeof p);
+  reply(b, seq, txn, HIL_M_ACK, p, sizeof p);
 }
 
 /* ------------------------------------------------------------------ the state machine */
-/* the actuators' own position in the command frame: ENABLE never makes a joint jump */
-static void seed_targets(struct hil_board *b) { hal_command_frame(b->target, b->n_joints); }
-
 static void drive(struct hil_board *b) { hal_write_joints(b->target, b->n_joints, torque(b)); }
 
-static void estop(struct hil_board *b) {
-  b->state = HIL_ESTOP;
-  b->faults |= HIL_F_ESTOP;
-  hal_command_frame(b->target, b->n_joints);
-  drive(b);
+/* The board table (board_behaviour.py, generated into hil_generated.h): the ACK result of
+ * `req` in this state, and — when it is OK — the new state, faults and effects carried out.
+ * `bits`: the faults to clear (CLEAR_FAULT) or that the hardware reports (HW_FAULT). */
+static uint8_t react(struct hil_board *b, uint8_t req, uint32_t bits) {
+  const struct hil_rule *r = &HIL_RULES[req][b->state < HIL_N_STATES ? b->state : HIL_BOOT];
+  if (r->refused_by & b->faults) return HIL_ACK_BAD_STATE;
+  if (r->result != HIL_ACK_OK) return r->result;
+  uint32_t after = b->faults | r->latch;
+  if (req == HIL_REQ_CLEAR_FAULT) after &= ~bits;
+  if (req == HIL_REQ_HW_FAULT) after |= bits;
+  uint8_t next = r->next;
+  if (next == HIL_NEXT_UNCHANGED) next = b->state;
+  if (next == HIL_NEXT_DISABLED_WHEN_CLEAR) next = (after & HIL_LATCHED_FAULTS) ? b->state : HIL_DISABLED;
+  uint8_t fx = r->effects;
+  if (req == HIL_REQ_CLEAR_FAULT && next == b->state) fx = 0;   /* still latched: nothing moves */
+  uint8_t changed = next != b->state;
+  b->faults = after;
+  b->state = next;
+  /* the actuators' own position in the command frame: torque on never makes a joint jump */
+  if (fx & (HIL_FX_SEED_TARGETS | HIL_FX_HOLD_HERE)) hal_command_frame(b->target, b->n_joints);
+  if (fx & HIL_FX_FEED_WATCHDOG) b->t_last_cmd = b->now;
+  if (changed || (fx & (HIL_FX_SEED_TARGETS | HIL_FX_HOLD_HERE | HIL_FX_TORQUE_OFF))) drive(b);
+  return r->result;
 }
+
+static void estop(struct hil_board *b) { react(b, HIL_REQ_ESTOP, 0); }
 
 static void apply(struct hil_board *b, const uint8_t *pos, size_t stride, uint32_t mask) {
   for (uint8_t j = 0; j < b->n_joints; j++) {
@@ -160,8 +159,9 @@ static void on_command(struct hil_board *b, const uint8_t *p, uint16_t seq, size
     b->faults |= HIL_F_CMD_REJECTED;
     return;
   }
-  b->t_last_cmd = b->now;
-  if (b->state == HIL_ENABLED && !(flags & 1u)) {
+  uint8_t applies = HIL_RULES[HIL_REQ_COMMAND][b->state < HIL_N_STATES ? b->state : HIL_BOOT].effects & HIL_FX_APPLY;
+  react(b, HIL_REQ_COMMAND, 0);
+  if (applies && !(flags & 1u)) {
     apply(b, p + 6, stride, mask);
     b->echo_seq = seq;
     b->applied++;
@@ -172,16 +172,16 @@ static void on_command(struct hil_board *b, const uint8_t *p, uint16_t seq, size
 /* ------------------------------------------------------------------ parameters */
 static uint8_t param_value(struct hil_board *b, uint16_t pid, uint8_t joint, uint8_t result, uint8_t *out) {
   uint32_t v = 0;
-  uint8_t type = T_U32;
+  uint8_t type = HIL_T_U32;
   int board = 1;
   switch (pid) {
-    case P_CMD_TIMEOUT_MS: v = b->cmd_timeout_ms; break;
-    case P_IDLE_STATE_HZ: v = b->idle_state_hz; break;
-    case P_RAW_STREAM: v = b->raw_stream; break;
-    case P_WATCHDOG_ACTION: v = b->watchdog_action; break;
-    case P_LINK_TIMEOUT_MS: v = b->link_timeout_ms; break;
-    case P_RELAX_AFTER_MS: v = b->relax_after_ms; break;
-    case P_RX_DROPPED: {
+    case HIL_P_CMD_TIMEOUT_MS: v = b->cmd_timeout_ms; break;
+    case HIL_P_IDLE_STATE_HZ: v = b->idle_state_hz; break;
+    case HIL_P_RAW_STREAM: v = b->raw_stream; break;
+    case HIL_P_WATCHDOG_ACTION: v = b->watchdog_action; break;
+    case HIL_P_LINK_TIMEOUT_MS: v = b->link_timeout_ms; break;
+    case HIL_P_RELAX_AFTER_MS: v = b->relax_after_ms; break;
+    case HIL_P_RX_DROPPED: {
       const struct hil_rx_stats *r = &b->rx.stats, *m = &b->stats;
       v = r->crc + r->cobs + r->too_short + r->too_long + r->version + r->reserved_flags + m->unknown_id +
           m->bad_payload + m->cmd_rejected;
@@ -190,20 +190,20 @@ static uint8_t param_value(struct hil_board *b, uint16_t pid, uint8_t joint, uin
     default: board = 0;
   }
   if (!board) {
-    type = T_I32;
+    type = HIL_T_I32;
     if (joint >= b->n_joints) {
-      result = ACK_OUT_OF_RANGE;
+      result = HIL_ACK_OUT_OF_RANGE;
     } else {
       const struct hil_joint_cfg *c = &b->joint[joint];
       switch (pid) {
-        case P_TARGET: v = (uint32_t)b->target[joint]; break;
-        case P_POS_MIN: v = (uint32_t)c->pos_min_urad; break;
-        case P_POS_MAX: v = (uint32_t)c->pos_max_urad; break;
-        case P_VEL_MAX: v = (uint32_t)c->vel_max_mrad_s; break;
-        case P_MAX_STEP: v = (uint32_t)c->max_step_urad; break;
-        case P_ZERO_OFFSET: v = 0; break;
-        case P_DIRECTION: v = 1; break;
-        default: result = ACK_UNKNOWN_PARAM;
+        case HIL_P_TARGET: v = (uint32_t)b->target[joint]; break;
+        case HIL_P_POS_MIN: v = (uint32_t)c->pos_min_urad; break;
+        case HIL_P_POS_MAX: v = (uint32_t)c->pos_max_urad; break;
+        case HIL_P_VEL_MAX: v = (uint32_t)c->vel_max_mrad_s; break;
+        case HIL_P_MAX_STEP: v = (uint32_t)c->max_step_urad; break;
+        case HIL_P_ZERO_OFFSET: v = 0; break;
+        case HIL_P_DIRECTION: v = 1; break;
+        default: result = HIL_ACK_UNKNOWN_PARAM;
       }
     }
   }
@@ -220,22 +220,22 @@ static uint8_t param_set(struct hil_board *b, const uint8_t *p, uint8_t *out) {
   uint8_t joint = p[2];
   int32_t value = (int32_t)rd32(p + 4);
   switch (pid) {
-    case P_CMD_TIMEOUT_MS:
-      if (value < 10 || value > 1000) return param_value(b, pid, joint, ACK_OUT_OF_RANGE, out);
+    case HIL_P_CMD_TIMEOUT_MS:
+      if (value < 10 || value > 1000) return param_value(b, pid, joint, HIL_ACK_OUT_OF_RANGE, out);
       b->cmd_timeout_ms = (uint32_t)value;
       break;
-    case P_RAW_STREAM: b->raw_stream = value != 0; break;
-    case P_POS_MIN: case P_POS_MAX: case P_MAX_STEP: case P_VEL_MAX:
-      if (b->state == HIL_ENABLED) return param_value(b, pid, joint, ACK_BAD_STATE, out);
-      if (joint >= b->n_joints) return param_value(b, pid, joint, ACK_OUT_OF_RANGE, out);
-      if (pid == P_POS_MIN) b->joint[joint].pos_min_urad = value;
-      else if (pid == P_POS_MAX) b->joint[joint].pos_max_urad = value;
-      else if (pid == P_MAX_STEP) b->joint[joint].max_step_urad = value < 0 ? -value : value;
+    case HIL_P_RAW_STREAM: b->raw_stream = value != 0; break;
+    case HIL_P_POS_MIN: case HIL_P_POS_MAX: case HIL_P_MAX_STEP: case HIL_P_VEL_MAX:
+      if (react(b, HIL_REQ_SET_LIMITS, 0) != HIL_ACK_OK) return param_value(b, pid, joint, HIL_ACK_BAD_STATE, out);
+      if (joint >= b->n_joints) return param_value(b, pid, joint, HIL_ACK_OUT_OF_RANGE, out);
+      if (pid == HIL_P_POS_MIN) b->joint[joint].pos_min_urad = value;
+      else if (pid == HIL_P_POS_MAX) b->joint[joint].pos_max_urad = value;
+      else if (pid == HIL_P_MAX_STEP) b->joint[joint].max_step_urad = value < 0 ? -value : value;
       else b->joint[joint].vel_max_mrad_s = value;
       break;
-    default: return param_value(b, pid, joint, ACK_READ_ONLY, out);
+    default: return param_value(b, pid, joint, HIL_ACK_READ_ONLY, out);
   }
-  return param_value(b, pid, joint, ACK_OK, out);
+  return param_value(b, pid, joint, HIL_ACK_OK, out);
 }
 
 /* ------------------------------------------------------------------ parameter storage */
@@ -296,92 +296,74 @@ static void on_frame(void *ctx, const uint8_t *body, size_t len) {
   uint16_t seq = rd16(body + 2);
   const uint8_t *p = body + 4;
   size_t n = len - HIL_MIN_BODY;
-  int txn = (flags & FLAG_ACK_REQ) != 0;
+  int txn = (flags & HIL_FLAG_ACK_REQ) != 0;
   uint8_t out[48];
   b->t_last_rx = b->now;
   int ok = hil_payload_ok(id, p, n);
   if (ok < 0) { b->stats.unknown_id++; return; }
   if (ok == 0) { b->stats.bad_payload++; return; }   /* a known message, too short to decode */
-  if (txn && (flags & FLAG_RETX) && replay(b, seq)) return;
+  if (txn && (flags & HIL_FLAG_RETX) && replay(b, seq)) return;
   switch (id) {
-    case M_HELLO: {
+    case HIL_M_HELLO: {
       uint8_t *q = out;
       *q++ = HIL_PROTOCOL_MAJOR; *q++ = HIL_PROTOCOL_MINOR; *q++ = b->kind; *q++ = b->n_joints;
       *q++ = HIL_FW_MAJOR; *q++ = HIL_FW_MINOR; q = wr16(q, HIL_FW_PATCH); q = wr32(q, 0);
       q = wr32(q, HIL_SCHEMA_HASH); q = wr32(q, b->boot_id); q = wr32(q, rd32(p + 6));
       q = wr32(q, b->capabilities); *q++ = HIL_MAX_BODY;
       hal_unique_id(q); q += 12;
-      send(b, M_HELLO_REPLY, out, (size_t)(q - out));
+      send(b, HIL_M_HELLO_REPLY, out, (size_t)(q - out));
       return;
     }
-    case M_CMD_POS: on_command(b, p, seq, 4); return;
-    case M_CMD_PVF: on_command(b, p, seq, 8); return;
-    case M_HEARTBEAT: return;
-    case M_ESTOP: estop(b); send_state(b); return;
-    case M_ENABLE:
-      if (b->state == HIL_FAULT || b->state == HIL_ESTOP || b->state == HIL_BOOT ||
-          (b->faults & HIL_F_NOT_HOMED)) {            /* incremental encoders: HOME first */
-        ack(b, id, seq, txn, ACK_BAD_STATE);
-        return;
+    case HIL_M_CMD_POS: on_command(b, p, seq, 4); return;
+    case HIL_M_CMD_PVF: on_command(b, p, seq, 8); return;
+    case HIL_M_HEARTBEAT: return;
+    case HIL_M_ESTOP: estop(b); send_state(b); return;
+    case HIL_M_ENABLE: ack(b, id, seq, txn, react(b, HIL_REQ_ENABLE, 0)); return;
+    case HIL_M_DISABLE: ack(b, id, seq, txn, react(b, HIL_REQ_DISABLE, 0)); return;
+    case HIL_M_CLEAR_FAULT: ack(b, id, seq, txn, react(b, HIL_REQ_CLEAR_FAULT, rd32(p))); return;
+    case HIL_M_REBOOT: {
+      if (rd32(p) != HIL_REBOOT_MAGIC) { ack(b, id, seq, txn, HIL_ACK_BAD_MAGIC); return; }
+      uint8_t result = HIL_RULES[HIL_REQ_REBOOT][b->state < HIL_N_STATES ? b->state : HIL_BOOT].result;
+      ack(b, id, seq, txn, result);
+      if (result == HIL_ACK_OK) hal_reset();
+      return;
+    }
+    case HIL_M_HOME: {
+      if (b->kind != HIL_KIND_PUMA6) { ack(b, id, seq, txn, HIL_ACK_UNSUPPORTED); return; }
+      uint8_t result = react(b, HIL_REQ_HOME, 0);
+      if (result == HIL_ACK_OK) {
+        if (hal_home(rd32(p), p[4]) != 0) { ack(b, id, seq, txn, HIL_ACK_UNSUPPORTED); return; }
+        b->faults &= ~(uint32_t)HIL_F_NOT_HOMED;
+        hal_command_frame(b->target, b->n_joints);
       }
-      if (b->state != HIL_ENABLED) {
-        seed_targets(b);
-        b->state = HIL_ENABLED;
-        b->t_last_cmd = b->now;
-        drive(b);
-      }
-      ack(b, id, seq, txn, ACK_OK);
+      ack(b, id, seq, txn, result);
       return;
-    case M_DISABLE:
-      if (b->state == HIL_ENABLED) { b->state = HIL_DISABLED; drive(b); }
-      ack(b, id, seq, txn, ACK_OK);
-      return;
-    case M_CLEAR_FAULT:
-      b->faults &= ~rd32(p);
-      if ((b->state == HIL_FAULT || b->state == HIL_ESTOP) && !(b->faults & (HIL_F_ESTOP | HIL_F_WATCHDOG))) {
-        b->state = HIL_DISABLED;
-        drive(b);
-      }
-      ack(b, id, seq, txn, ACK_OK);
-      return;
-    case M_REBOOT:
-      if (rd32(p) != REBOOT_MAGIC) { ack(b, id, seq, txn, ACK_BAD_MAGIC); return; }
-      if (b->state == HIL_ENABLED) { ack(b, id, seq, txn, ACK_BAD_STATE); return; }
-      ack(b, id, seq, txn, ACK_OK);
-      hal_reset();
-      return;
-    case M_HOME:
-      if (b->kind != HIL_KIND_PUMA6) { ack(b, id, seq, txn, ACK_UNSUPPORTED); return; }
-      if (b->state != HIL_DISABLED) { ack(b, id, seq, txn, ACK_BAD_STATE); return; }
-      if (hal_home(rd32(p), p[4]) != 0) { ack(b, id, seq, txn, ACK_UNSUPPORTED); return; }
-      b->faults &= ~(uint32_t)HIL_F_NOT_HOMED;
-      hal_command_frame(b->target, b->n_joints);
-      ack(b, id, seq, txn, ACK_OK);
-      return;
-    case M_TSYNC_REQ: {
+    }
+    case HIL_M_TSYNC_REQ: {
       uint8_t *q = wr64(out, rd64(p));
       q = wr64(q, t_us(b));
       q = wr64(q, hal_micros());
-      send(b, M_TSYNC_RESP, out, (size_t)(q - out));
+      send(b, HIL_M_TSYNC_RESP, out, (size_t)(q - out));
       return;
     }
-    case M_PARAM_GET: {
+    case HIL_M_PARAM_GET: {
       uint16_t pid = rd16(p);
-      if (p[2] == JOINT_ALL) {
-        for (uint8_t j = 0; j < b->n_joints; j++) send(b, M_PARAM_VALUE, out, param_value(b, pid, j, ACK_OK, out));
+      if (p[2] == HIL_JOINT_ALL) {
+        for (uint8_t j = 0; j < b->n_joints; j++) send(b, HIL_M_PARAM_VALUE, out, param_value(b, pid, j, HIL_ACK_OK, out));
       } else {
-        reply(b, seq, txn, M_PARAM_VALUE, out, param_value(b, pid, p[2], ACK_OK, out));
+        reply(b, seq, txn, HIL_M_PARAM_VALUE, out, param_value(b, pid, p[2], HIL_ACK_OK, out));
       }
       return;
     }
-    case M_PARAM_SET:
-      reply(b, seq, txn, M_PARAM_VALUE, out, param_set(b, p, out));
+    case HIL_M_PARAM_SET:
+      reply(b, seq, txn, HIL_M_PARAM_VALUE, out, param_set(b, p, out));
       return;
-    case M_PARAM_SAVE:
-      if (rd32(p) != SAVE_MAGIC) { ack(b, id, seq, txn, ACK_BAD_MAGIC); return; }
-      if (b->state != HIL_DISABLED) { ack(b, id, seq, txn, ACK_BAD_STATE); return; }
-      ack(b, id, seq, txn, save_params(b) == 0 ? ACK_OK : ACK_UNSUPPORTED);
+    case HIL_M_PARAM_SAVE: {
+      if (rd32(p) != HIL_SAVE_MAGIC) { ack(b, id, seq, txn, HIL_ACK_BAD_MAGIC); return; }
+      uint8_t result = react(b, HIL_REQ_PARAM_SAVE, 0);
+      ack(b, id, seq, txn, result != HIL_ACK_OK ? result : (save_params(b) == 0 ? HIL_ACK_OK : HIL_ACK_UNSUPPORTED));
       return;
+    }
     default:
       return;                                      /* the board's own messages: nothing to do */
   }
@@ -426,14 +408,7 @@ void hil_board_rx(struct hil_board *b, const uint8_t *data, size_t len, uint64_t
   hil_stream_feed(&b->rx, data, len, on_frame, b);
 }
 
-void hil_board_fault(struct hil_board *b, uint32_t faults) {
-  b->faults |= faults;
-  if (b->state == HIL_ENABLED) {
-    b->state = HIL_FAULT;
-    hal_command_frame(b->target, b->n_joints);
-    drive(b);
-  }
-}
+void hil_board_fault(struct hil_board *b, uint32_t faults) { react(b, HIL_REQ_HW_FAULT, faults); }
 
 void hil_board_estop(struct hil_board *b) {
   if (b->state != HIL_ESTOP) estop(b);
@@ -445,11 +420,8 @@ void hil_board_tick(struct hil_board *b, uint64_t now_us) {
   b->now = now_us;
   if (b->state == HIL_ENABLED && now_us - b->t_last_cmd > (uint64_t)b->cmd_timeout_ms * 1000u) {
     /* the host went quiet: latch the fault and hold where the joints are */
-    b->state = HIL_FAULT;
-    b->faults |= HIL_F_WATCHDOG;
+    react(b, HIL_REQ_WATCHDOG, 0);
     b->watchdog_trips++;
-    hal_command_frame(b->target, b->n_joints);
-    drive(b);
     send_state(b);
   } else if (torque(b)) {
     drive(b);

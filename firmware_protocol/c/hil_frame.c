@@ -1,4 +1,5 @@
 /* SPEC.md §2 framing: CRC-32/ISO-HDLC, COBS, the receiver rules. No allocation, no floats. */
+#define HIL_WANT_PAYLOAD_SIZES
 #include "hil_fw.h"
 
 #include <string.h>
@@ -67,7 +68,7 @@ int hil_check_body(const uint8_t *body, size_t len) {
   if (len < HIL_MIN_BODY) return HIL_BODY_SHORT;
   if (hil_crc32(body, len - 4) != rd32(body + len - 4)) return HIL_BODY_CRC;
   if ((body[0] >> 4) != HIL_PROTOCOL_MAJOR) return HIL_BODY_VERSION;
-  if (body[0] & 0x0Cu) return HIL_BODY_FLAGS;
+  if (body[0] & HIL_FLAG_RESERVED) return HIL_BODY_FLAGS;
   return HIL_BODY_OK;
 }
 
@@ -111,23 +112,13 @@ void hil_stream_feed(struct hil_stream *s, const uint8_t *data, size_t len, hil_
 
 int hil_payload_ok(uint8_t msg_id, const uint8_t *p, size_t len) {
   /* the fixed part of each message (SPEC §4), then the per-joint part of the streaming ones */
-  size_t need;
-  switch (msg_id) {
-    case 0x01: need = 10; break;  case 0x02: need = 41; break;  case 0x03: need = 10; break;
-    case 0x04: need = 4; break;   case 0x05: need = 8; break;   case 0x06: need = 24; break;
-    case 0x07: need = 1; break;   case 0x10: need = 5; break;   case 0x11: need = 4; break;
-    case 0x12: need = 1; break;   case 0x13: need = 4; break;   case 0x14: need = 5; break;
-    case 0x15: need = 4; break;   case 0x40: need = 3; break;   case 0x41: need = 8; break;
-    case 0x42: need = 9; break;   case 0x43: need = 4; break;
-    case 0x20: case 0x21: case 0x30: case 0x31: {
-      size_t head = msg_id == 0x30 ? 18 : (msg_id == 0x31 ? 10 : 6);
-      size_t each = msg_id == 0x20 ? 4 : (msg_id == 0x21 ? 8 : (msg_id == 0x30 ? 10 : 4));
-      size_t at_n = msg_id == 0x30 ? 11 : (msg_id == 0x31 ? 8 : 0);
-      if (len < head) return 0;
-      uint8_t n = p[at_n];
-      return n <= HIL_MAX_JOINTS && len >= head + each * n;
-    }
-    default: return -1;
+  for (int i = 0; i < HIL_N_MESSAGES; i++) {
+    const struct hil_payload_size *m = &HIL_PAYLOAD_SIZES[i];
+    if (m->msg_id != msg_id) continue;
+    if (len < m->fixed) return 0;
+    if (m->n_at < 0) return 1;
+    uint8_t n = p[m->n_at];
+    return n <= HIL_MAX_JOINTS && len >= (size_t)m->fixed + (size_t)m->per_joint * n;
   }
-  return len >= need;
+  return -1;
 }

@@ -14,32 +14,16 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define HIL_PROTOCOL_MAJOR 1
-#define HIL_PROTOCOL_MINOR 0
+#include "hil_generated.h"   /* message ids, states, faults, flags, limits: from the Python side */
+
 #define HIL_FW_MAJOR 1
 #define HIL_FW_MINOR 0
 #define HIL_FW_PATCH 0
-#define HIL_MAX_JOINTS 22          /* a STATE with more joints would exceed the 254-byte body */
-#define HIL_MAX_BODY 254
-#define HIL_MIN_BODY 8             /* header 4 + CRC 4 */
 #define HIL_RX_BUF 258             /* one COBS chunk: body + code byte + slack */
 #define HIL_TX_BUF 262             /* one wire frame: 0x00 + COBS(body) + 0x00 */
 #define HIL_TXN_CACHE 8            /* SPEC §5: the last 8 transactions' replies */
 #define HIL_TXN_REPLY 16           /* bytes of a stored reply payload (ACK 4, PARAM_VALUE 9) */
 
-/* SPEC §4.2 state, §4.3 faults and joint flags */
-enum { HIL_BOOT = 0, HIL_DISABLED = 1, HIL_ENABLED = 2, HIL_FAULT = 3, HIL_ESTOP = 4, HIL_HOMING = 5 };
-enum {
-  HIL_F_ESTOP = 1u << 0, HIL_F_WATCHDOG = 1u << 1, HIL_F_LINK_LOST = 1u << 2, HIL_F_UNDERVOLT = 1u << 3,
-  HIL_F_OVERTEMP = 1u << 4, HIL_F_SERVO_BUS = 1u << 5, HIL_F_ENCODER = 1u << 6, HIL_F_NOT_HOMED = 1u << 7,
-  HIL_F_CMD_REJECTED = 1u << 8, HIL_F_BROWNOUT_SEEN = 1u << 9, HIL_F_RX_OVERRUN = 1u << 10,
-  HIL_F_PARAMS_DEFAULTED = 1u << 11, HIL_F_AMP_FAULT = 1u << 12
-};
-enum {
-  HIL_J_STALE = 1u << 0, HIL_J_OVERTEMP = 1u << 1, HIL_J_OVERLOAD = 1u << 2, HIL_J_LIMIT = 1u << 3,
-  HIL_J_ENCODER = 1u << 4, HIL_J_VOLTAGE = 1u << 5, HIL_J_TORQUE_ON = 1u << 6, HIL_J_STEP = 1u << 7
-};
-enum { HIL_KIND_HUMANOID17 = 1, HIL_KIND_PUMA6 = 2 };
 /* HELLO_REPLY capabilities: bit 0 STATE_RAW, bit 1 positions are the commanded output (open loop) */
 enum { HIL_CAP_STATE_RAW = 1u << 0, HIL_CAP_POSITION_ESTIMATED = 1u << 1 };
 

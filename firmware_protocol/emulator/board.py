@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
+from firmware_protocol.board_behaviour import Effect, Request, react
 from firmware_protocol.frame import FLAG_ACK_REQ, FLAG_RETX, PROTOCOL_MAJOR, PROTOCOL_MINOR, Frame
 
 FW_VERSION = (1, 0, 0)
@@ -72,6 +73,10 @@ class BoardConfig:
             raise ValueError("board uid must be 12 bytes")
 
 
+_TRANSACTIONS = {M.Enable: Request.ENABLE, M.Disable: Request.DISABLE, M.ClearFault: Request.CLEAR_FAULT,
+                 M.Reboot: Request.REBOOT, M.Home: Request.HOME, M.ParamSave: Request.PARAM_SAVE}
+
+
 class StreamFrame(bytes):
     """Wire bytes of a streaming frame (STATE): may be dropped when the TX queue is full."""
 
@@ -106,7 +111,6 @@ class Board:
     rx_refused: int = 0         # chunks the receiver refused: set by the runner, which decodes the frames
     applied: int = 0
     watchdog_trips: int = 0
-    homed: bool = True
     txn_cache: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -201,7 +205,6 @@ class Board:
         return M.Ack(frame.msg_id, frame.seq, int(result)).encode(self._next_seq())
 
     def _handle(self, msg: M.Message, frame: Frame) -> list[bytes]:
-        S = M.BoardState
         c = self.config
         if isinstance(msg, M.Hello):
             reply = M.HelloReply(PROTOCOL_MAJOR, PROTOCOL_MINOR, int(c.kind),
@@ -214,8 +217,7 @@ class Board:
                 self.cmd_rejected += 1
                 self.faults |= M.Fault.CMD_REJECTED
                 return []
-            self.last_cmd = self.rx_now
-            if self.state == S.ENABLED and not msg.flags & 1:
+            if self._react(Request.COMMAND).effects & Effect.APPLY and not msg.flags & 1:
                 self._apply(pos.astype(np.float64) * 1e-6, msg.mask)
                 self.echo_seq = frame.seq
                 self.applied += 1
@@ -223,40 +225,11 @@ class Board:
         if isinstance(msg, M.Heartbeat):
             return []
         if isinstance(msg, M.Estop):
-            self._estop()
+            self._react(Request.ESTOP)
             return [self.state_frame()]
-        if isinstance(msg, M.Enable):
-            if self.state in (S.FAULT, S.ESTOP, S.BOOT):
-                return [self._ack(frame, M.AckResult.BAD_STATE)]
-            if self.state != S.ENABLED:
-                self.target_b = self.command_frame()  # seed targets from the servos' own position: no jump
-                self.state = S.ENABLED
-                self.last_cmd = self.rx_now
-            return [self._ack(frame, M.AckResult.OK)]
-        if isinstance(msg, M.Disable):
-            if self.state == S.ENABLED:
-                self.state = S.DISABLED
-                self.qd[:] = 0.0
-            return [self._ack(frame, M.AckResult.OK)]
-        if isinstance(msg, M.ClearFault):
-            self.faults &= ~msg.fault_mask
-            if self.state in (S.FAULT, S.ESTOP) and not self.faults & (M.Fault.ESTOP | M.Fault.WATCHDOG):
-                self.state = S.DISABLED
-            return [self._ack(frame, M.AckResult.OK)]
-        if isinstance(msg, M.Reboot):
-            if msg.magic != M.REBOOT_MAGIC:
-                return [self._ack(frame, M.AckResult.BAD_MAGIC)]
-            if self.state == S.ENABLED:
-                return [self._ack(frame, M.AckResult.BAD_STATE)]
-            ack = self._ack(frame, M.AckResult.OK)
-            self.boot(self.rx_now)
-            return [ack]
-        if isinstance(msg, M.Home):
-            if c.kind != M.BoardKind.PUMA6:
-                return [self._ack(frame, M.AckResult.UNSUPPORTED)]
-            self.homed = True
-            self.faults &= ~M.Fault.NOT_HOMED
-            return [self._ack(frame, M.AckResult.OK)]
+        request = _TRANSACTIONS.get(type(msg))
+        if request is not None:
+            return self._transaction(request, msg, frame)
         if isinstance(msg, M.TimeSyncReq):
             t2 = self.t_us(self.rx_now)
             return [M.TimeSyncResp(msg.t1_host_us, t2, self.t_us(self.rx_now)).encode(self._next_seq())]
@@ -265,11 +238,34 @@ class Board:
             return [self._param_value(msg.param_id, j).encode(self._next_seq()) for j in joints]
         if isinstance(msg, M.ParamSet):
             return [self._param_set(msg).encode(self._next_seq())]
-        if isinstance(msg, M.ParamSave):
-            if msg.magic != M.SAVE_MAGIC:
-                return [self._ack(frame, M.AckResult.BAD_MAGIC)]
-            return [self._ack(frame, M.AckResult.OK if self.state == S.DISABLED else M.AckResult.BAD_STATE)]
         return []
+
+    def _transaction(self, request: Request, msg: M.Message, frame: Frame) -> list[bytes]:
+        """ENABLE, DISABLE, CLEAR_FAULT, REBOOT, HOME, PARAM_SAVE: the answer from the one table."""
+        magic = {Request.REBOOT: M.REBOOT_MAGIC, Request.PARAM_SAVE: M.SAVE_MAGIC}.get(request)
+        if magic is not None and msg.magic != magic:
+            return [self._ack(frame, M.AckResult.BAD_MAGIC)]
+        if request == Request.HOME and self.config.kind != M.BoardKind.PUMA6:
+            return [self._ack(frame, M.AckResult.UNSUPPORTED)]
+        reaction = self._react(request, msg.fault_mask if request == Request.CLEAR_FAULT else 0)
+        ack = self._ack(frame, reaction.result)
+        if reaction.ok and request == Request.HOME:
+            self.faults &= ~M.Fault.NOT_HOMED
+        if reaction.effects & Effect.RESET:
+            self.boot(self.rx_now)
+        return [ack]
+
+    def _react(self, request: Request, bits: int = 0):
+        """Take the table's reaction: state, faults, and what it does to the servos."""
+        r = react(request, self.state, self.faults, bits)
+        self.state, self.faults = r.state, r.faults
+        if r.effects & (Effect.SEED_TARGETS | Effect.HOLD_HERE):
+            self.target_b = self.command_frame()   # from the servos' own position: no jump
+        if r.effects & (Effect.TORQUE_OFF | Effect.HOLD_HERE):
+            self.qd[:] = 0.0
+        if r.effects & Effect.FEED_WATCHDOG:
+            self.last_cmd = self.rx_now
+        return r
 
     def _apply(self, target_b: np.ndarray, mask: int) -> None:
         c = self.config
@@ -286,12 +282,6 @@ class Board:
                 v = self.target_b[j] + math.copysign(c.max_step_rad, step)
                 self.jflags[j] |= M.JointFlag.STEP
             self.target_b[j] = v
-
-    def _estop(self) -> None:
-        self.state = M.BoardState.ESTOP
-        self.faults |= M.Fault.ESTOP
-        self.qd[:] = 0.0  # brakes / torque off: motion stops where it is
-        self.target_b = self.command_frame()
 
     def _param_value(self, pid: int, joint: int, result: int = 0) -> M.ParamValue:
         c = self.config
@@ -323,8 +313,9 @@ class Board:
         elif msg.param_id == P.RAW_STREAM:
             self.raw_stream = bool(value)
         elif msg.param_id in (P.POS_MIN, P.POS_MAX, P.MAX_STEP, P.VEL_MAX):
-            if self.state == M.BoardState.ENABLED:
-                return self._param_value(msg.param_id, msg.joint, M.AckResult.BAD_STATE)
+            refused = react(Request.SET_LIMITS, self.state, self.faults).result
+            if refused:
+                return self._param_value(msg.param_id, msg.joint, refused)
             if not 0 <= msg.joint < c.n_joints:
                 return self._param_value(msg.param_id, msg.joint, M.AckResult.OUT_OF_RANGE)
             j = msg.joint
@@ -361,11 +352,8 @@ class Board:
         out: list[bytes] = []
         if self.state == M.BoardState.ENABLED and (now - self.last_cmd) * 1000.0 > self.cmd_timeout_ms:
             # the host went quiet: latch the fault and hold where the joints are
-            self.state = M.BoardState.FAULT
-            self.faults |= M.Fault.WATCHDOG
+            self._react(Request.WATCHDOG)
             self.watchdog_trips += 1
-            self.target_b = self.command_frame()
-            self.qd[:] = 0.0
             out.append(self.state_frame())
         if now - self.last_cmd > 1.0 / max(self.config.idle_state_hz, 0.1) and \
                 now - self.last_idle_state >= 1.0 / max(self.config.idle_state_hz, 0.1):

@@ -9,6 +9,7 @@ import random
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import zlib
 
@@ -135,9 +136,18 @@ def test_the_c_and_python_receivers_decide_the_same_on_a_million_streams():
           f"{rejected} rejected")
 
 
-def test_the_c_schema_hash_is_the_message_tables():
-    text = (C_SOURCES / "hil_schema.h").read_text()
-    assert f"0x{M.SCHEMA_HASH:08X}u" in text
+def test_the_c_constants_and_board_table_are_generated_from_the_python_ones(tmp_path):
+    """hil_generated.h is exactly what messages.py, frame.py and board_behaviour.py say today, and
+    `make`'s check refuses a stale one."""
+    from firmware_protocol import c_header
+
+    text = (C_SOURCES / "hil_generated.h").read_text()
+    assert text == c_header.render(), "run `python -m firmware_protocol.c_header`"
+    assert f"#define HIL_SCHEMA_HASH 0x{M.SCHEMA_HASH:08X}u" in text
+    assert c_header.main(["--check"]) == 0
+    stale = tmp_path / "hil_generated.h"
+    stale.write_text(text.replace("HIL_ACK_BAD_STATE = 1", "HIL_ACK_BAD_STATE = 9"))
+    assert c_header.main(["--check", "--out", str(stale)]) == 1
 
 
 def test_bad_input_never_moves_a_joint_outside_its_limits_and_is_counted():
@@ -178,7 +188,8 @@ def test_bad_input_never_moves_a_joint_outside_its_limits_and_is_counted():
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
                     reason="needs arm-none-eabi-gcc (Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi)")
 def test_the_arm_ports_build_and_fit_a_32k_ram_256k_flash_mcu(tmp_path):
-    r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "arm", f"BUILD={tmp_path}"], capture_output=True, text=True)
+    r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "arm", f"BUILD={tmp_path}", f"PYTHON={sys.executable}"],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     sizes = {}
     for line in r.stdout.splitlines():
@@ -201,7 +212,8 @@ def test_the_arm_ports_build_and_fit_a_32k_ram_256k_flash_mcu(tmp_path):
         # the host link is USB: the OTG_FS interrupt (IRQ 67) reaches its handler
         otg = struct.unpack_from("<I", binary.read_bytes(), 4 * (16 + 67))[0]
         assert otg == addr["OTG_FS_IRQHandler"] | 1, name
-    uart = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "arm", f"BUILD={tmp_path / 'uart'}", "HOST_LINK=uart"],
+    uart = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "arm", f"BUILD={tmp_path / 'uart'}", "HOST_LINK=uart",
+                           f"PYTHON={sys.executable}"],
                           capture_output=True, text=True)
     assert uart.returncode == 0, uart.stdout + uart.stderr
     nm = subprocess.run(["arm-none-eabi-nm", str(tmp_path / "uart" / "humanoid17-stm32f401.elf")],

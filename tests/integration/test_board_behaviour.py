@@ -1,0 +1,130 @@
+"""One board behaviour: the Python board model, the C firmware's host build and a servo-bus board
+(BusBoard over the Dynamixel 2.0 emulator) answer the same request sequences with the same
+replies and end in the same states, each over a real pty; and the table they all read keeps the
+lifecycle's two rules."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from firmware_protocol import messages as M
+from firmware_protocol.board_behaviour import TABLE, Effect, Request, react
+from firmware_protocol.buses.board import BusBoard
+from firmware_protocol.errors import CommandRejectedError
+from firmware_protocol.link import Link
+from hil import board_config, emulator_launch, robots
+from tests.conftest import HAVE_C_TOOLS
+
+S = M.BoardState
+# (what to do, its argument): every answer and the state after it are compared across the boards
+SEQUENCES = {
+    "enable and disable twice": [("enable",), ("enable",), ("disable",), ("disable",)],
+    "enable in e-stop, then clear": [("enable",), ("estop",), ("enable",), ("disable",), ("clear", 0xFFFFFFFF),
+                                     ("enable",), ("estop",), ("estop",), ("clear", 0xFFFFFFFF), ("clear", 0xFFFFFFFF)],
+    "clear leaving the e-stop latched": [("enable",), ("estop",), ("clear", int(M.Fault.WATCHDOG)),
+                                         ("enable",), ("clear", int(M.Fault.ESTOP)), ("enable",)],
+    "the watchdog": [("enable",), ("silence",), ("enable",), ("disable",), ("clear", int(M.Fault.ESTOP)),
+                     ("clear", int(M.Fault.WATCHDOG)), ("enable",), ("disable",)],
+    "clear while enabled and disabled": [("clear", 0xFFFFFFFF), ("enable",), ("clear", 0xFFFFFFFF), ("disable",)],
+}
+
+
+def _answer(fn) -> str:
+    try:
+        fn()
+        return "OK"
+    except CommandRejectedError as e:
+        return next((r.name for r in M.AckResult if r.name in str(e)), str(e))
+
+
+def _state_after(board, since: float) -> tuple[str, int]:
+    """The board state (and latched ESTOP/WATCHDOG bits) in a STATE sampled after `since`."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        board.send_positions(np.zeros(board.info.n_joints), hold=True)   # any command brings a STATE
+        s = board.latest()
+        if s is not None and s.t_host > since:
+            return S(s.state).name, s.faults & int(M.Fault.ESTOP | M.Fault.WATCHDOG)
+        time.sleep(0.005)
+    raise AssertionError("no STATE after the request")
+
+
+def _run(board, steps) -> list[tuple]:
+    out = []
+    for step in steps:
+        kind = step[0]
+        if kind == "silence":   # no command for longer than the board's watchdog
+            time.sleep(0.4)
+            answer = "-"
+        else:
+            fn = {"enable": board.enable, "disable": board.disable, "estop": board.estop,
+                  "clear": lambda: board.clear_faults(step[1])}[kind]
+            answer = _answer(fn)
+        out.append((kind, answer, *_state_after(board, time.monotonic())))
+    return out
+
+
+@pytest.fixture(scope="module")
+def boards():
+    """The three boards for humanoid17, each in its own emulator process on a pty."""
+    model = robots.load("humanoid17")
+    made, emus = {}, []
+    impls = ["python", "c"] if HAVE_C_TOOLS else ["python"]
+    for impl in impls:
+        emu = emulator_launch.start_emulator(model, impl=impl, watchdog_ms=100)
+        emus.append(emu)
+        made[impl] = Link.connect(emu.path, expect_joints=model.n)
+    bus = board_config.resolve(model, "dynamixel2", None)
+    emu = emulator_launch.start_bus_emulator(bus, model)
+    emus.append(emu)
+    made["bus"] = BusBoard.connect(emu.path, bus, expect_joints=model.n)
+    made["bus"].start_cycling()
+    try:
+        yield made
+    finally:
+        for b in made.values():
+            b.close()
+        for e in emus:
+            e.stop()
+
+
+@pytest.mark.parametrize("name", list(SEQUENCES))
+def test_the_three_boards_answer_alike(boards, name):
+    runs = {}
+    for impl, board in boards.items():
+        board.clear_faults(0xFFFFFFFF)
+        board.disable()
+        runs[impl] = _run(board, SEQUENCES[name])
+    first = runs["python"]
+    for impl, run in runs.items():
+        assert run == first, f"{impl} differs from the Python board:\n{run}\n{first}"
+    # and what they agree on is the table's answer
+    state, faults = S.DISABLED, 0
+    for (kind, answer, st, latched), step in zip(first, SEQUENCES[name]):
+        req = {"enable": Request.ENABLE, "disable": Request.DISABLE, "estop": Request.ESTOP,
+               "clear": Request.CLEAR_FAULT, "silence": Request.WATCHDOG}[kind]
+        r = react(req, state, faults, step[1] if len(step) > 1 else 0)
+        if kind != "silence":
+            assert answer == r.result.name
+        state, faults = r.state, r.faults
+        assert (st, latched) == (state.name, faults & int(M.Fault.ESTOP | M.Fault.WATCHDOG)), step
+
+
+def test_only_a_host_s_enable_turns_torque_on_and_an_estop_always_stops():
+    """Rule 1 and 2 on the board: no request but ENABLE leads to ENABLED; an e-stop from any state
+    ends in ESTOP with its fault latched; a clear never enables; nothing leaves ESTOP but a clear."""
+    for req, row in TABLE.items():
+        for state, rule in row.items():
+            r = react(req, state, 0)
+            if r.state == S.ENABLED and state != S.ENABLED:
+                assert req == Request.ENABLE and state == S.DISABLED
+            if req == Request.ESTOP:
+                assert r.state == S.ESTOP and r.faults & M.Fault.ESTOP and r.effects & Effect.TORQUE_OFF
+            if state == S.ESTOP and r.state != S.ESTOP:
+                assert req in (Request.CLEAR_FAULT, Request.REBOOT), (req, r)
+    assert react(Request.ENABLE, S.DISABLED, int(M.Fault.NOT_HOMED)).result == M.AckResult.BAD_STATE
+    assert react(Request.CLEAR_FAULT, S.ESTOP, int(M.Fault.ESTOP), int(M.Fault.WATCHDOG)).state == S.ESTOP
+    assert react(Request.WATCHDOG, S.ENABLED, 0).state == S.FAULT

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
-from firmware_protocol.messages import AckResult, BoardState, Fault
+from firmware_protocol.messages import AckResult, BoardState, Fault, JointFlag
 
 
 class Request(IntEnum):
@@ -151,3 +151,21 @@ def torque_on(state: int, faults: int, holds_on_watchdog: bool) -> bool:
         return True
     return holds_on_watchdog and state == BoardState.FAULT and bool(faults & Fault.WATCHDOG) \
         and not faults & Fault.ESTOP
+
+
+LIMIT_FLAG, STEP_FLAG = int(JointFlag.LIMIT), int(JointFlag.STEP)
+
+
+def clamp_target(target: float, previous: float, lower: float, upper: float, max_step: float) -> tuple[float, int]:
+    """A commanded target as a board applies it (SPEC.md §4.3): into [lower, upper] (jflag LIMIT),
+    then no farther than `max_step` from the previous target (jflag STEP). Returns (target, jflags)."""
+    flags = 0
+    if target < lower or target > upper:
+        target = min(max(target, lower), upper)
+        flags |= LIMIT_FLAG
+    step = target - previous
+    if step > max_step:
+        target, flags = previous + max_step, flags | STEP_FLAG
+    elif step < -max_step:
+        target, flags = previous - max_step, flags | STEP_FLAG
+    return target, flags

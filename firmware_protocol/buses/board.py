@@ -27,7 +27,7 @@ import numpy as np
 import serial
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_behaviour import Effect, Request, react
+from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react
 from firmware_protocol.board_data import BoardInfo, JointMap, StateSample
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.servo_bus import CycleCost, Reading, ServoError, Wire, error_text, wire_time_s
@@ -47,8 +47,7 @@ JFLAG_OF_ERROR = tuple((int(e), int(f)) for e, f in (
 # errors the servo acts on by itself (cuts torque, or will): the board stops driving and faults
 LATCHING = int(ServoError.OVERLOAD | ServoError.OVERHEAT | ServoError.VOLTAGE | ServoError.ENCODER
                | ServoError.SHOCK | ServoError.HARDWARE | ServoError.WATCHDOG)
-STALE, TORQUE_ON, LIMIT, STEP = (int(M.JointFlag.STALE), int(M.JointFlag.TORQUE_ON), int(M.JointFlag.LIMIT),
-                                 int(M.JointFlag.STEP))
+STALE, TORQUE_ON = int(M.JointFlag.STALE), int(M.JointFlag.TORQUE_ON)
 SERVO_BUS, WATCHDOG = int(M.Fault.SERVO_BUS), int(M.Fault.WATCHDOG)
 
 
@@ -380,22 +379,12 @@ class BusBoard:
 
     def _write_goals(self, b: np.ndarray) -> None:
         goals = []
-        step = self.config.max_step_rad
         for k, (j, js) in enumerate(zip(self.config.joints, self._joints)):
-            target = float(b[k])
-            flags = 0
-            if not math.isfinite(target):
+            if not math.isfinite(b[k]):
                 continue
-            if target < j.min_rad or target > j.max_rad:
-                target = min(j.max_rad, max(j.min_rad, target))
-                flags |= LIMIT
             prev = js.target if js.target is not None else js.b
-            if abs(target - prev) > step:
-                target = prev + math.copysign(step, target - prev)
-                flags |= STEP
-            js.target = target
-            js.flags = flags
-            goals.append((j.servo_id, j.ticks(target)))
+            js.target, js.flags = clamp_target(float(b[k]), prev, j.min_rad, j.max_rad, self.config.max_step_rad)
+            goals.append((j.servo_id, j.ticks(js.target)))
         self._io(self.bus.write_goals, goals)
         self._applied_seq = self._cmd_seq
 

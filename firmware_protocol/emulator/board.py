@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_behaviour import Effect, Request, react
+from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react
 from firmware_protocol.frame import FLAG_ACK_REQ, FLAG_RETX, PROTOCOL_MAJOR, PROTOCOL_MINOR, Frame
 
 FW_VERSION = (1, 0, 0)
@@ -271,17 +271,10 @@ class Board:
         c = self.config
         self.jflags[:] &= ~np.uint8(M.JointFlag.LIMIT | M.JointFlag.STEP)
         for j in range(c.n_joints):
-            if not mask >> j & 1:
-                continue
-            v = target_b[j]
-            if v < c.lower[j] or v > c.upper[j]:
-                v = min(max(v, c.lower[j]), c.upper[j])
-                self.jflags[j] |= M.JointFlag.LIMIT
-            step = v - self.target_b[j]
-            if abs(step) > c.max_step_rad:
-                v = self.target_b[j] + math.copysign(c.max_step_rad, step)
-                self.jflags[j] |= M.JointFlag.STEP
-            self.target_b[j] = v
+            if mask >> j & 1:
+                self.target_b[j], flags = clamp_target(float(target_b[j]), float(self.target_b[j]), c.lower[j],
+                                                       c.upper[j], c.max_step_rad)
+                self.jflags[j] |= flags
 
     def _param_value(self, pid: int, joint: int, result: int = 0) -> M.ParamValue:
         c = self.config

@@ -20,7 +20,7 @@ import numpy as np
 from hil.errors import ConfigError, InputError
 from hil.inputs import read_text
 from hil.kinematics.rotations import rpy_matrix
-from hil.robots import urdf
+from hil.robots import servos, urdf
 from hil.robots.model import Joint, RobotModel, Shape
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -57,6 +57,8 @@ def load(name: str | Path) -> RobotModel:
     else:
         model = _load_toml(path)
     model.spec = key if shipped else str(path.resolve())
+    if "servo" in model.meta:   # its numbers checked now, not when a plan or a physics run needs them
+        servos.servo_table(model)
     _cache[key] = model
     return model
 
@@ -301,6 +303,7 @@ def _build(data: dict, source: str) -> RobotModel:
 
     masses = np.zeros(n + 1)
     coms = np.zeros((n + 1, 3))
+    inertias: dict[int, np.ndarray] = {}
     for k, entry in enumerate(data.get("mass", [])):
         w = f"{where} [[mass]] #{k + 1}"
         link = _get(entry, "link", w, str)
@@ -309,13 +312,17 @@ def _build(data: dict, source: str) -> RobotModel:
             raise ConfigError(f"{w}: mass_kg must be ≥ 0")
         in_base = bool(entry.get("in_base_at_zero", False))
         c = _vec(_get(entry, "com", w), 3, w + ".com") * scale
-        items = [(link, c)]
+        inertia = _inertia(entry, w)
+        items = [(link, c, inertia)]
         if entry.get("mirror", False):
-            items.append((mirrored_link(link), S3 @ c))
-        for lk, cc in items:
+            items.append((mirrored_link(link), S3 @ c, None if inertia is None else S3 @ inertia @ S3))
+        for lk, cc, ii in items:
             li = link_index(lk, w)
             masses[li + 1] = m
             coms[li + 1] = to_link(li, cc, in_base)
+            if ii is not None:
+                R = T_zero[li][:3, :3] if in_base and li >= 0 else np.eye(3)
+                inertias[li + 1] = R.T @ ii @ R
     if masses.sum() <= 0:
         raise ConfigError(f"{where}: total mass must be positive ([[mass]] entries)")
 
@@ -347,11 +354,33 @@ def _build(data: dict, source: str) -> RobotModel:
     meta["scale_m_per_unit"] = scale
     if meta_dh is not None:
         meta["dh"] = meta_dh
-    for key in ("workspace", "balance", "wire"):
+    for key in ("workspace", "balance", "wire", "servo"):
         if key in data:
             meta[key] = data[key]
+    model = RobotModel(name, joints, frames, tool_frame, base_frame, link_names, home, poses, shapes,
+                       masses, coms, meta, None, source)
+    if not inertias:
+        return model
+    full = model.inertias.copy()   # the box estimate where an entry gives none
+    for row, tensor in inertias.items():
+        full[row] = tensor
     return RobotModel(name, joints, frames, tool_frame, base_frame, link_names, home, poses, shapes,
-                      masses, coms, meta, None, source)
+                      masses, coms, meta, None, source, full)
+
+
+def _inertia(entry: dict, where: str) -> np.ndarray | None:
+    """A [[mass]] entry's `inertia_kgm2` (about its centre of mass): [Ixx, Iyy, Izz] or
+    [Ixx, Iyy, Izz, Ixy, Ixz, Iyz], kg·m², in the frame its `com` is given in; None if absent."""
+    if "inertia_kgm2" not in entry:
+        return None
+    v = entry["inertia_kgm2"]
+    if not isinstance(v, list) or len(v) not in (3, 6) or not all(isinstance(x, (int, float)) for x in v):
+        raise ConfigError(f"{where}: inertia_kgm2 must be [Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] (kg·m²)")
+    a = [float(x) for x in v] + [0.0] * (6 - len(v))
+    I = np.array([[a[0], a[3], a[4]], [a[3], a[1], a[5]], [a[4], a[5], a[2]]])
+    if not np.all(np.isfinite(I)) or np.linalg.eigvalsh(I).min() < -1e-12:
+        raise ConfigError(f"{where}: inertia_kgm2 {v} is not a physical inertia (finite, positive semi-definite)")
+    return I
 
 
 def joint_names_index(joints: list[Joint], name: str) -> int:

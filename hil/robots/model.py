@@ -52,6 +52,37 @@ class Joint:
 
 
 _NDARRAY = np.ndarray
+
+
+def _shape_extent(shapes) -> tuple[np.ndarray, np.ndarray] | None:
+    """The box (min, max corners, link frame) around a link's shapes."""
+    pts = []
+    for s in shapes:
+        if s.kind == "box":
+            h = np.asarray(s.half)
+            pts += [np.asarray(s.p0) - h, np.asarray(s.p0) + h]
+        else:
+            for p in (s.p0, s.p1):
+                pts += [np.asarray(p) - s.radius, np.asarray(p) + s.radius]
+    if not pts:
+        return None
+    a = np.array(pts)
+    return a.min(axis=0), a.max(axis=0)
+
+
+def box_inertia(mass: float, shapes) -> np.ndarray:
+    """The inertia (3, 3) about its centre of mass of a solid of `mass` filling the box around a
+    link's shapes (a 1 cm cube where it has none): the estimate for a link whose data gives none."""
+    ext = _shape_extent(shapes)
+    x, y, z = np.maximum(ext[1] - ext[0], 1e-3) if ext is not None else np.full(3, 0.01)
+    return np.diag([mass / 12.0 * (y * y + z * z), mass / 12.0 * (x * x + z * z), mass / 12.0 * (x * x + y * y)])
+
+
+def inertia_rows(inertias: np.ndarray) -> np.ndarray:
+    """(n + 1, 3, 3) tensors as the dynamics kernels' rows: Ixx, Iyy, Izz, Ixy, Ixz, Iyz."""
+    I = np.asarray(inertias, dtype=np.float64)
+    return np.ascontiguousarray(np.stack([I[:, 0, 0], I[:, 1, 1], I[:, 2, 2], I[:, 0, 1], I[:, 0, 2], I[:, 1, 2]],
+                                         axis=1))
 _F64 = np.dtype(np.float64)
 _POSE_BLOCK = 32  # tool poses allocated together by `fk` (see `kinematics_calls`)
 _empty = np.empty  # module-level binding: `np.empty` costs an extra ~140 ns attribute lookup on numpy 2
@@ -216,6 +247,7 @@ class RobotModel:
         meta: Mapping[str, object] | None = None,
         tool_offset: np.ndarray | None = None,
         source: str = "",
+        inertias: np.ndarray | None = None,
     ) -> None:
         self.name = name
         self.source = source
@@ -286,6 +318,17 @@ class RobotModel:
         self._mt = mt
         self.masses = mt[:, 0].copy()
         self.total_mass = float(self.masses.sum())
+        # each link's inertia about its centre of mass, link frame (kg·m²): given, else the box estimate
+        if inertias is None:
+            by_link: dict[int, list] = {}
+            for sh in self.shapes:
+                by_link.setdefault(sh.link, []).append(sh)
+            inertias = np.array([box_inertia(float(masses[i]), by_link.get(i - 1, [])) for i in range(self.n + 1)])
+        inertias = np.asarray(inertias, dtype=np.float64)
+        if inertias.shape != (self.n + 1, 3, 3) or not np.all(np.isfinite(inertias)):
+            raise InputError(f"{name}: inertias must be {self.n + 1} finite (3, 3) tensors (the base, then each link)")
+        self.inertias = inertias.copy()
+        self._it = inertia_rows(inertias)
         self._qshape = (self.n,)
 
     def __getattr__(self, name: str):
@@ -455,7 +498,7 @@ class RobotModel:
         out = RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
             self.poses, self.shapes, self._mt[:, K.MT_MASS], self._mt[:, K.MT_COM:K.MT_COM + 3], meta, tool_offset,
-            self.source)
+            self.source, self.inertias)
         out.spec = self.spec
         return out
 

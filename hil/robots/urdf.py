@@ -390,9 +390,11 @@ def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
     return None
 
 
-def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:
+def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per model link (the base first): mass, centre of mass and inertia about it (link frame),
+    the URDF links fixed to it added together (parallel axis theorem)."""
     n = len(parts.joints)
-    mass, moment = np.zeros(n + 1), np.zeros((n + 1, 3))
+    pieces: list[list[tuple[float, np.ndarray, np.ndarray]]] = [[] for _ in range(n + 1)]
     for link in robot.links:
         if link.name not in parts.placed or link.inertial is None or not link.inertial.mass:
             continue
@@ -400,18 +402,29 @@ def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:
         if not (math.isfinite(m) and m >= 0):
             raise ConfigError(f"link {link.name!r}: mass {m!r} must be finite and not negative")
         idx, offset = parts.placed[link.name]
-        com = (offset @ (np.eye(4) if link.inertial.origin is None else link.inertial.origin))[:3, 3]
-        mass[idx + 1] += m
-        moment[idx + 1] += m * com
-    coms = np.divide(moment, mass[:, None], out=np.zeros_like(moment), where=mass[:, None] > 0)
-    return mass, coms
+        T = offset @ (np.eye(4) if link.inertial.origin is None else link.inertial.origin)
+        I = np.zeros((3, 3)) if link.inertial.inertia is None else np.asarray(link.inertial.inertia, float)
+        if I.shape != (3, 3) or not np.all(np.isfinite(I)):
+            raise ConfigError(f"link {link.name!r}: its <inertia> is not six finite numbers")
+        pieces[idx + 1].append((m, T[:3, 3], T[:3, :3] @ I @ T[:3, :3].T))
+    mass, coms, inertias = np.zeros(n + 1), np.zeros((n + 1, 3)), np.zeros((n + 1, 3, 3))
+    for row, parts_of in enumerate(pieces):
+        total = sum(m for m, _, _ in parts_of)
+        if total <= 0:
+            continue
+        c = sum(m * p for m, p, _ in parts_of) / total
+        mass[row], coms[row] = total, c
+        for m, p, I in parts_of:
+            d = p - c
+            inertias[row] += I + m * (float(d @ d) * np.eye(3) - np.outer(d, d))
+    return mass, coms, inertias
 
 
 SIDE_ROBOT_KEYS = {"name", "urdf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
-SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame"}
+SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo"}
 
 
-CACHE_VERSION = 1   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 2   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
@@ -481,7 +494,7 @@ def _to_json(a: dict) -> dict:
                       j.acceleration_limit] for j in a["joints"]]
     out["frames"] = {k: [link, off.tolist()] for k, (link, off) in a["frames"].items()}
     out["shapes"] = [[s.link, s.kind, list(s.p0), list(s.p1), s.radius, list(s.half), s.name] for s in a["shapes"]]
-    for key in ("home", "masses", "coms"):
+    for key in ("home", "masses", "coms", "inertias"):
         out[key] = np.asarray(a[key]).tolist()
     out["poses"] = {k: v.tolist() for k, v in a["poses"].items()}
     return out
@@ -494,7 +507,7 @@ def _from_json(d: dict) -> dict:
     out["frames"] = {k: (int(link), np.array(off)) for k, (link, off) in d["frames"].items()}
     out["shapes"] = [Shape(int(li), kind, tuple(p0), tuple(p1), float(r), tuple(half), name)
                      for li, kind, p0, p1, r, half, name in d["shapes"]]
-    for key in ("home", "masses", "coms"):
+    for key in ("home", "masses", "coms", "inertias"):
         out[key] = np.array(d[key], dtype=float)
     out["poses"] = {k: np.array(v, dtype=float) for k, v in d["poses"].items()}
     return out
@@ -515,7 +528,7 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
     robot = parse(path)
     parts = _parts(robot, path, side_path, overrides)
     shapes, boxes = _placed_shapes(robot, parts, path)
-    masses, coms = _masses(robot, parts)
+    masses, coms, inertias = _masses(robot, parts)
     zero = _link_poses_at_zero(parts.joints)
     frames: dict[str, tuple[int, np.ndarray]] = {
         name: parts.placed[name] for name in parts.order if name != parts.base and name not in parts.link_names}
@@ -547,10 +560,12 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
     meta["workspace"] = {"reach_m": float(ws.get("reach_m", _reach(parts.joints, frames[tool], zero)))}
     if "balance" in side:
         meta["balance"] = _table(side, "balance", side_path)
+    if "servo" in side:
+        meta["servo"] = _table(side, "servo", side_path)
     name = cfg.get("name", robot.name or Path(path).stem)
     return dict(name=str(name), joints=parts.joints, frames=frames, tool_frame=tool, base_frame=parts.base,
                 link_names=parts.link_names, home=home, poses=poses, shapes=shapes, masses=masses, coms=coms,
-                meta=meta, source=side_path)
+                meta=meta, source=side_path, inertias=inertias)
 
 
 def _table(side: dict, key: str, side_path: str) -> dict:

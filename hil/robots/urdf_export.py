@@ -3,9 +3,9 @@ Pinocchio, MuJoCo, Isaac): `hil urdf --robot R`.
 
 Every link of the model is a URDF link whose frame is the model's (the joint's origin is the
 model's placement, its axis the model's), every named frame a link on a fixed joint, so FK of the
-file equals `model.fk_frames`. Inertias are those of a uniform solid filling the box around the
-link's shapes (the model has masses and centres of mass, not inertias); capsules are written as a
-cylinder and two spheres (URDF has no capsule), boxes as boxes, for collision and visual alike.
+file equals `model.fk_frames`, and masses, centres of mass and inertias are the model's, so its
+dynamics equal `hil.dynamics`'; capsules are written as a cylinder and two spheres (URDF has no
+capsule), boxes as boxes, for collision and visual alike.
 """
 
 from __future__ import annotations
@@ -63,29 +63,12 @@ def _geometry(shape) -> list[str]:
     return out
 
 
-def _extent(shapes) -> tuple[np.ndarray, np.ndarray] | None:
-    pts = []
-    for s in shapes:
-        if s.kind == "box":
-            h = np.asarray(s.half)
-            pts += [np.asarray(s.p0) - h, np.asarray(s.p0) + h]
-        else:
-            for p in (s.p0, s.p1):
-                pts += [np.asarray(p) - s.radius, np.asarray(p) + s.radius]
-    if not pts:
-        return None
-    a = np.array(pts)
-    return a.min(axis=0), a.max(axis=0)
-
-
-def _inertial(mass: float, com: np.ndarray, shapes) -> str:
-    """A solid box of the link's mass filling the box around its shapes (1 cm where it has none)."""
-    ext = _extent(shapes)
-    size = np.maximum(ext[1] - ext[0], 1e-3) if ext is not None else np.full(3, 0.01)
-    x, y, z = size
-    ixx, iyy, izz = (mass / 12.0 * (y * y + z * z), mass / 12.0 * (x * x + z * z), mass / 12.0 * (x * x + y * y))
+def _inertial(mass: float, com: np.ndarray, inertia: np.ndarray) -> str:
+    """The link's mass, centre of mass and inertia about it (the model's own, link frame)."""
+    I = inertia
     return (f'<inertial>{_point_origin(com)}<mass value="{_num(mass)}"/>'
-            f'<inertia ixx="{_num(ixx)}" ixy="0" ixz="0" iyy="{_num(iyy)}" iyz="0" izz="{_num(izz)}"/></inertial>')
+            f'<inertia ixx="{_num(I[0, 0])}" ixy="{_num(I[0, 1])}" ixz="{_num(I[0, 2])}" iyy="{_num(I[1, 1])}" '
+            f'iyz="{_num(I[1, 2])}" izz="{_num(I[2, 2])}"/></inertial>')
 
 
 def to_urdf(model) -> str:
@@ -101,8 +84,8 @@ def to_urdf(model) -> str:
     def link(name: str, index: int | None) -> None:
         body = []
         if index is not None:
-            if masses[index + 1] > 0:
-                body.append(_inertial(float(masses[index + 1]), coms[index + 1], by_link.get(index, [])))
+            if masses[index + 1] > 0 or model.inertias[index + 1].any():
+                body.append(_inertial(float(masses[index + 1]), coms[index + 1], model.inertias[index + 1]))
             for s in by_link.get(index, []):
                 for g in _geometry(s):
                     body += [f"<visual>{g}</visual>", f"<collision>{g}</collision>"]

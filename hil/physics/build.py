@@ -1,0 +1,213 @@
+"""A MuJoCo model of any hil robot, built from its `RobotModel` (nothing written per robot).
+
+Every link is a body placed as the model places it, turning about its joint's axis (a hinge with
+the model's limits); its mass, centre of mass and inertia are the model's (`RobotModel.inertias`,
+the numbers `hil urdf` writes and `hil.dynamics` uses); its shapes are its geoms (capsules and
+boxes). A humanoid gets a free base standing on a floor (it can tip over and fall), an arm is
+fixed to the ground. Each joint has a position servo with the robot's servo numbers
+(`hil.robots.servos`): stiffness, damping, armature, friction and the torque it can give.
+
+Geoms collide with the floor only: hil checks self-collision itself, and the links' capsules
+overlap at their joints by design. The soles have the friction and contact settings of rubber on
+a hard floor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hil.errors import InputError
+
+TIMESTEP_S = 0.0005
+FLOOR_FRICTION = (1.0, 0.005, 0.0001)      # sliding, torsional, rolling
+ROBOT_GEOM, FLOOR_GEOM = 2, 1              # contype/conaffinity bits: robot ↔ floor only
+MIN_MASS_KG = 1e-4                         # MuJoCo refuses a moving body without mass
+MIN_INERTIA = 1e-9
+
+
+def _mujoco():
+    try:
+        import mujoco
+    except ImportError:
+        raise InputError("--physics needs MuJoCo: pip install -e '.[physics]' (or pip install mujoco)") from None
+    return mujoco
+
+
+def _quat(R: np.ndarray) -> list[float]:
+    """Unit quaternion (w, x, y, z) of a rotation matrix."""
+    m = R
+    t = m[0, 0] + m[1, 1] + m[2, 2]
+    if t > 0:
+        s = math.sqrt(t + 1.0) * 2
+        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
+    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
+        s = math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2]) * 2
+        q = [(m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s]
+    elif m[1, 1] > m[2, 2]:
+        s = math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2]) * 2
+        q = [(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s]
+    else:
+        s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
+        q = [(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s]
+    n = math.sqrt(sum(x * x for x in q))
+    return [x / n for x in q]
+
+
+@dataclass
+class PhysicsModel:
+    """The compiled MuJoCo model and where hil's joints and frames are in it."""
+
+    model: object              # mujoco.MjModel
+    floating: bool
+    qpos_of_joint: np.ndarray  # qpos index of each hil joint
+    dof_of_joint: np.ndarray   # qvel index of each hil joint
+    base_body: int
+    site_of_frame: dict        # hil frame name → MuJoCo site id
+    home_qpos: np.ndarray
+    servo: object              # hil.robots.servos.ServoTable used
+
+
+def _add_inertial(body, mass: float, com, inertia: np.ndarray) -> None:
+    body.mass = max(float(mass), MIN_MASS_KG)
+    body.ipos = [float(c) for c in com]
+    I = np.array(inertia, dtype=float)
+    if mass < MIN_MASS_KG or np.trace(I) < 3 * MIN_INERTIA:
+        I = np.eye(3) * MIN_INERTIA
+    # MuJoCo needs a physical tensor (each principal moment ≤ the sum of the other two)
+    w, V = np.linalg.eigh(I)
+    w = np.maximum(w, MIN_INERTIA)
+    for k in range(3):
+        w[k] = min(w[k], w[(k + 1) % 3] + w[(k + 2) % 3])
+    I = V @ np.diag(w) @ V.T
+    body.fullinertia = [I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]
+    body.explicitinertial = True
+
+
+def _add_shape(mujoco, body, shape, sole: bool) -> None:
+    g = body.add_geom()
+    g.name = f"geom_{shape.name}" if shape.name else ""
+    if shape.kind == "box":
+        g.type = mujoco.mjtGeom.mjGEOM_BOX
+        g.size = [max(float(h), 1e-4) for h in shape.half]
+        g.pos = [float(v) for v in shape.p0]
+    else:
+        p0, p1 = np.asarray(shape.p0, float), np.asarray(shape.p1, float)
+        if np.linalg.norm(p1 - p0) < 1e-9:
+            g.type = mujoco.mjtGeom.mjGEOM_SPHERE
+            g.size = [max(float(shape.radius), 1e-4), 0, 0]
+            g.pos = [float(v) for v in p0]
+        else:
+            g.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+            g.fromto = [*map(float, p0), *map(float, p1)]
+            g.size = [max(float(shape.radius), 1e-4), 0, 0]
+    g.contype, g.conaffinity = ROBOT_GEOM, FLOOR_GEOM
+    g.mass = 0.0
+    g.density = 0.0
+    g.friction = list(FLOOR_FRICTION)
+    g.condim = 4 if sole else 3
+
+
+def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
+    """Compile `robot` (a hil RobotModel) into MuJoCo with its servo table (default: its own)."""
+    mujoco = _mujoco()
+    from hil.robots.servos import servo_table
+
+    servo = servo or servo_table(robot)
+    spec = mujoco.MjSpec()
+    spec.modelname = robot.name
+    spec.compiler.degree = False   # joint ranges in radians, as everything in hil
+    spec.option.timestep = TIMESTEP_S
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.gravity = [0.0, 0.0, -9.81]
+    floating = robot.kind == "humanoid"
+    world = spec.worldbody
+    base = world.add_body()
+    base.name = robot.base_frame
+    if floating:
+        base.add_freejoint()
+    masses, coms = robot.masses, robot.tables[1][:, 1:4]
+    _add_inertial(base, masses[0], coms[0], robot.inertias[0])
+    by_link: dict[int, list] = {}
+    for sh in robot.shapes:
+        by_link.setdefault(sh.link, []).append(sh)
+    soles = {name for name in ("l_foot", "r_foot")}
+    for sh in by_link.get(-1, []):
+        _add_shape(mujoco, base, sh, False)
+    bodies = [base]
+    for i, j in enumerate(robot.joints):
+        parent = bodies[0] if j.parent < 0 else bodies[1 + j.parent]
+        b = parent.add_body()
+        b.name = robot.link_names[i]
+        b.pos = [float(v) for v in j.placement[:3, 3]]
+        b.quat = _quat(j.placement[:3, :3])
+        _add_inertial(b, masses[i + 1], coms[i + 1], robot.inertias[i + 1])
+        hinge = b.add_joint()
+        hinge.name = j.name
+        hinge.type = mujoco.mjtJoint.mjJNT_HINGE
+        hinge.axis = [float(v) for v in j.axis]
+        hinge.range = [float(j.lower), float(j.upper)]
+        hinge.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+        s = servo.joint(i)
+        hinge.damping = [s.damping_nms_per_rad, 0.0, 0.0]   # (MuJoCo 4: linear, then two higher terms)
+        hinge.armature = s.armature_kgm2
+        hinge.frictionloss = s.friction_nm
+        for sh in by_link.get(i, []):
+            _add_shape(mujoco, b, sh, sh.name in soles)
+        bodies.append(b)
+    sites = {}
+    for f in range(robot.n + 1, len(robot.frame_names)):
+        name = robot.frame_names[f]
+        link, offset = robot.frame_offset(name)
+        site = bodies[0 if link < 0 else link + 1].add_site()
+        site.name = name
+        site.pos = [float(v) for v in offset[:3, 3]]
+        site.quat = _quat(offset[:3, :3])
+        sites[name] = site
+    for i, j in enumerate(robot.joints):
+        s = servo.joint(i)
+        a = spec.add_actuator()
+        a.name = j.name
+        a.target = j.name
+        a.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        a.set_to_position(kp=s.kp_nm_per_rad)
+        a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        a.forcerange = [-s.torque_limit_nm, s.torque_limit_nm]
+        a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+    if floor if floor is not None else True:
+        ground = world.add_geom()
+        ground.name = "floor"
+        ground.type = mujoco.mjtGeom.mjGEOM_PLANE
+        ground.size = [0, 0, 0.05]
+        ground.pos = [0, 0, float(robot.meta.get("floor_z_m", 0.0)) if not floating else 0.0]
+        ground.contype, ground.conaffinity = FLOOR_GEOM, ROBOT_GEOM
+        ground.friction = list(FLOOR_FRICTION)
+    try:
+        m = spec.compile()
+    except Exception as e:   # MuJoCo's own error text says which element
+        raise InputError(f"{robot.name}: MuJoCo cannot build this robot: {e}") from None
+    qpos_of = np.array([m.jnt_qposadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
+    dof_of = np.array([m.jnt_dofadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
+    home = m.qpos0.copy()
+    home[qpos_of] = robot.home
+    if floating:
+        home[0:3] = 0.0, 0.0, _standing_height(robot)
+        home[3:7] = 1.0, 0.0, 0.0, 0.0
+    return PhysicsModel(m, floating, qpos_of, dof_of, m.body(robot.base_frame).id,
+                        {k: m.site(k).id for k in sites}, home, servo)
+
+
+def _standing_height(robot) -> float:
+    """How high the base stands at home with its lowest sole on the floor (z = 0)."""
+    q = robot.home
+    lows = []
+    hl, hw = robot.sole_half
+    for sole in ("l_sole", "r_sole"):
+        T = robot.fk_frame(q, sole)
+        for sx in (-hl, hl):
+            for sy in (-hw, hw):
+                lows.append((T @ np.array([sx, sy, 0.0, 1.0]))[2])
+    return -min(lows)

@@ -1,0 +1,175 @@
+"""Servo models as data: what each joint's servo does, for physics and for plans.
+
+A robot's TOML (or a URDF robot's side file) and a board config may carry a `[servo]` table:
+
+    [servo]                          # every joint
+    preset = "XL430-W250"            # a preset from data/servos.toml, or the numbers themselves:
+    kp_nm_per_rad = 20.0             # stiffness: torque = kp · (target − angle)
+    damping_nms_per_rad = 0.1
+    armature_kgm2 = 0.004            # the motor's inertia seen at the joint
+    friction_nm = 0.05               # Coulomb friction
+    torque_limit_nm = 1.5            # the most it gives (stall)
+    torque_speed = [3.3, 10.0]       # optional: full torque up to 3.3 rad/s, none at 10 rad/s
+
+    [servo.joint.l_knee]             # one joint: the same keys, over the table above
+    torque_limit_nm = 2.0
+
+A robot without a table gets the `ideal` preset: a stiff servo that declares no stiffness, so
+plans carry no compliance compensation for it (`ServoTable.declared`). Units SI.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hil.errors import ConfigError
+
+PRESETS_FILE = Path(__file__).resolve().parent / "data" / "servos.toml"
+NUMBER_KEYS = ("kp_nm_per_rad", "damping_nms_per_rad", "armature_kgm2", "friction_nm", "torque_limit_nm")
+KEYS = {*NUMBER_KEYS, "preset", "torque_speed", "joint"}
+
+
+@dataclass(frozen=True)
+class Servo:
+    """One joint's servo, SI units; `preset` names where the numbers came from."""
+
+    kp_nm_per_rad: float
+    damping_nms_per_rad: float
+    armature_kgm2: float
+    friction_nm: float
+    torque_limit_nm: float
+    torque_speed: tuple[float, float] | None = None   # (full torque up to, none at) rad/s
+    preset: str = ""
+
+    def available_torque(self, speed: float) -> float:
+        """The most torque (N·m) the servo gives turning at `speed` rad/s (its torque–speed line)."""
+        if self.torque_speed is None:
+            return self.torque_limit_nm
+        full, zero = self.torque_speed
+        s = abs(speed)
+        if s <= full:
+            return self.torque_limit_nm
+        return self.torque_limit_nm * max(0.0, (zero - s) / (zero - full))
+
+
+@dataclass(frozen=True)
+class ServoTable:
+    """Every joint's servo, in the model's joint order; `declared`: from the robot's (or the
+    board config's) own data, not the ideal default."""
+
+    joint_names: tuple[str, ...]
+    servos: tuple[Servo, ...]
+    declared: bool
+    source: str = ""
+
+    def joint(self, i: int) -> Servo:
+        return self.servos[i]
+
+    def column(self, key: str):
+        import numpy as np
+
+        return np.array([getattr(s, key) for s in self.servos], dtype=float)
+
+    def summary(self) -> str:
+        names = sorted({s.preset or "custom" for s in self.servos})
+        return f"{', '.join(names)} ({self.source})" if self.source else ", ".join(names)
+
+
+_PRESETS: dict | None = None
+
+
+def presets() -> dict[str, Servo]:
+    """The shipped presets by name."""
+    global _PRESETS
+    if _PRESETS is None:
+        data = tomllib.loads(PRESETS_FILE.read_text())
+        _PRESETS = {name: _servo(values, f"{PRESETS_FILE.name} [{name}]", name) for name, values in data.items()}
+    return _PRESETS
+
+
+def _number(value, key: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (key in ("kp_nm_per_rad", "torque_limit_nm") and v <= 0):
+        need = "a positive number" if key in ("kp_nm_per_rad", "torque_limit_nm") else "a number ≥ 0"
+        raise ConfigError(f"{where}: {key} = {value!r} must be {need} (SI units: see docs/physics.md)")
+    return v
+
+
+def _torque_speed(value, where: str) -> tuple[float, float]:
+    if not (isinstance(value, list) and len(value) == 2):
+        raise ConfigError(f"{where}: torque_speed must be [full torque up to (rad/s), no torque at (rad/s)]")
+    a, b = (_number(v, "torque_speed", where) for v in value)
+    if not a < b:
+        raise ConfigError(f"{where}: torque_speed = {value}: the first speed must be below the second")
+    return a, b
+
+
+def _servo(values: dict, where: str, name: str = "", base: Servo | None = None) -> Servo:
+    """A servo from a table's keys, over `base` (a preset the table names, or the level above)."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: must be a table of servo numbers")
+    unknown = set(values) - KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}; keys are {', '.join(sorted(KEYS - {'joint'}))}")
+    if "preset" in values:
+        p = values["preset"]
+        table = presets()
+        if p not in table:
+            raise ConfigError(f"{where}: preset {p!r} is not one of {', '.join(sorted(table))}")
+        base = table[p]
+    got = {k: _number(values[k], k, where) for k in NUMBER_KEYS if k in values}
+    if base is None:
+        missing = [k for k in NUMBER_KEYS if k not in got]
+        if missing:
+            raise ConfigError(f"{where}: needs {', '.join(missing)} (or a preset)")
+        return Servo(**got, torque_speed=_torque_speed(values["torque_speed"], where) if "torque_speed" in values
+                     else None, preset=name)
+    out = replace(base, **got)
+    if "torque_speed" in values:
+        out = replace(out, torque_speed=_torque_speed(values["torque_speed"], where))
+    if got and "preset" not in values:
+        label = base.preset
+        if label in ("", "ideal"):
+            label = "custom"
+        elif not label.endswith(" (adjusted)") and label != "custom":
+            label += " (adjusted)"
+        out = replace(out, preset=label)
+    return out
+
+
+def parse_table(data, joint_names, where: str, base: "ServoTable | None" = None) -> ServoTable:
+    """A `[servo]` table over `base` (None: the ideal preset for every joint)."""
+    ideal = presets()["ideal"]
+    servos = list(base.servos) if base is not None else [ideal] * len(joint_names)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: [servo] must be a table")
+    top = {k: v for k, v in data.items() if k != "joint"}
+    if top:
+        servos = [_servo(top, f"{where} [servo]", base=s if "preset" not in top else None) for s in servos]
+    per = data.get("joint", {})
+    if not isinstance(per, dict):
+        raise ConfigError(f"{where}: [servo.joint.NAME] tables, one per joint")
+    for jname, values in per.items():
+        if jname not in joint_names:
+            raise ConfigError(f"{where}: [servo.joint.{jname}]: no joint of that name ({', '.join(joint_names)})")
+        k = list(joint_names).index(jname)
+        servos[k] = _servo(values, f"{where} [servo.joint.{jname}]", base=servos[k] if "preset" not in values
+                           else None)
+    return ServoTable(tuple(joint_names), tuple(servos), True, where)
+
+
+def servo_table(model, board_servo: dict | None = None, board_where: str = "") -> ServoTable:
+    """The servo model of every joint: the robot's `[servo]` table, then a board config's over it."""
+    data = model.meta.get("servo")
+    if data is None and board_servo is None:
+        return ServoTable(model.joint_names, tuple([presets()["ideal"]] * model.n), False, "")
+    table = parse_table(data, model.joint_names, model.source or model.name) if data is not None else None
+    if board_servo is not None:
+        table = parse_table(board_servo, model.joint_names, board_where, table)
+    return table
+

@@ -68,9 +68,29 @@ class JointMap:
 
 
 @dataclass(frozen=True, slots=True)
+class Imu:
+    """A board's IMU reading (SI): orientation in the world as a unit quaternion w, x, y, z; angular
+    rate (rad/s) and acceleration (m/s², gravity included) in the body frame."""
+
+    quat: np.ndarray
+    gyro: np.ndarray
+    acc: np.ndarray
+
+    @classmethod
+    def from_wire(cls, record) -> "Imu":
+        """From a STATE's IMU block (messages.IMU_DTYPE)."""
+        return cls(record["quat"] / M.IMU_QUAT_SCALE, record["gyro_mrad_s"] * 1e-3, record["acc_mm_s2"] * 1e-3)
+
+    def tilt(self) -> float:
+        """How far the body's z axis leans from the world's vertical (rad)."""
+        w, x, y, z = self.quat / max(float(np.linalg.norm(self.quat)), 1e-12)
+        return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y), -1.0, 1.0)))
+
+
+@dataclass(frozen=True, slots=True)
 class StateSample:
     """One measured state, in the joint frame (radians, rad/s); `t_host` is time.monotonic() at
-    reception, `t_board_us` the board's sample instant."""
+    reception, `t_board_us` the board's sample instant; `imu` from a board that has one."""
 
     t_host: float
     t_board_us: int
@@ -83,6 +103,7 @@ class StateSample:
     current_mA: np.ndarray
     jflags: np.ndarray
     supply_mV: int
+    imu: Imu | None = None
 
 
 @dataclass

@@ -37,7 +37,10 @@ def _constants() -> list[str]:
            f"#define HIL_FLAG_RESERVED 0x{F.FLAG_RESERVED:02X}u", f"#define HIL_MAX_JOINTS {M.MAX_JOINTS}",
            f"#define HIL_JOINT_BOARD 0x{M.JOINT_BOARD:02X}u", f"#define HIL_JOINT_ALL 0x{M.JOINT_ALL:02X}u",
            f"#define HIL_REBOOT_MAGIC 0x{M.REBOOT_MAGIC:08X}u", f"#define HIL_SAVE_MAGIC 0x{M.SAVE_MAGIC:08X}u",
-           f"#define HIL_SCHEMA_HASH 0x{M.SCHEMA_HASH:08X}u"]
+           f"#define HIL_SCHEMA_HASH 0x{M.SCHEMA_HASH:08X}u",
+           f"#define HIL_MAX_PAYLOAD {M.MAX_PAYLOAD}",
+           f"#define HIL_IMU_BYTES {M.IMU_DTYPE.itemsize}   /* appended to STATE: u8 flags, i16 quat[4], gyro[3], acc[3] */",
+           f"#define HIL_IMU_QUAT_SCALE {int(M.IMU_QUAT_SCALE)}"]
     return out
 
 

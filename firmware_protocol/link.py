@@ -30,7 +30,7 @@ import serial.tools.list_ports
 
 from firmware_protocol import link_timing
 from firmware_protocol import messages as M
-from firmware_protocol.board_data import BoardInfo, JointMap, LinkStats, StateSample
+from firmware_protocol.board_data import BoardInfo, Imu, JointMap, LinkStats, StateSample
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError, ReplyTimeoutError
 from firmware_protocol.frame import FLAG_RETX, FrameDecoder
 from firmware_protocol.handshake import hello
@@ -206,7 +206,8 @@ class Link:
             sample = StateSample(now, msg.t_us, seq, msg.echo_seq, msg.state, msg.faults, jm.to_joint(b),
                                  jm.velocity_to_joint(msg.joints["vel_mrad_s"] * 1e-3),
                                  msg.joints["current_mA"].astype(float),
-                                 msg.joints["jflags"].copy(), msg.supply_mV)
+                                 msg.joints["jflags"].copy(), msg.supply_mV,
+                                 None if msg.imu is None else Imu.from_wire(msg.imu))
             self._count_state_seq(seq)
             if msg.t_us + 1_000_000 < self._last_board_t:
                 self._board_reset("the board clock jumped back")

@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from firmware_protocol.errors import ProtocolError
-from firmware_protocol.frame import FLAG_ACK_REQ, Frame, encode_frame
+from firmware_protocol.frame import FLAG_ACK_REQ, MAX_BODY, MIN_BODY, Frame, encode_frame
 
 
 class BoardKind(IntEnum):
@@ -355,6 +355,27 @@ class CmdPvf(Message):
 STATE_JOINT_DTYPE = np.dtype([("pos_urad", "<i4"), ("vel_mrad_s", "<i2"), ("current_mA", "<i2"),
                               ("temp_C", "i1"), ("jflags", "u1")])
 _STATE_HEAD = struct.Struct("<QHBBIH")
+# appended to STATE after the joints by a board with an IMU (SPEC.md §4.3): orientation in the
+# world as a unit quaternion w, x, y, z (× 2¹⁴), angular rate (mrad/s) and acceleration (mm/s²)
+# in the body frame; flags bit 0: valid
+IMU_DTYPE = np.dtype([("flags", "u1"), ("quat", "<i2", (4,)), ("gyro_mrad_s", "<i2", (3,)), ("acc_mm_s2", "<i2", (3,))])
+IMU_QUAT_SCALE = 16384.0
+MAX_PAYLOAD = MAX_BODY - MIN_BODY   # a body less its header and CRC
+
+
+def imu_fits(n_joints: int) -> bool:
+    """Whether a STATE of this many joints has room for the IMU block (up to 20 joints)."""
+    return _STATE_HEAD.size + STATE_JOINT_DTYPE.itemsize * n_joints + IMU_DTYPE.itemsize <= MAX_PAYLOAD
+
+
+def imu_record(quat, gyro_rad_s, acc_m_s2) -> np.ndarray:
+    """The IMU block of a STATE from SI values (clipped to what the fields hold)."""
+    r = np.zeros((), dtype=IMU_DTYPE)
+    r["flags"] = 1
+    r["quat"] = np.clip(np.round(np.asarray(quat, float) * IMU_QUAT_SCALE), -32768, 32767)
+    r["gyro_mrad_s"] = np.clip(np.round(np.asarray(gyro_rad_s, float) * 1e3), -32768, 32767)
+    r["acc_mm_s2"] = np.clip(np.round(np.asarray(acc_m_s2, float) * 1e3), -32768, 32767)
+    return r
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -372,21 +393,29 @@ class State(Message):
     faults: int
     supply_mV: int
     joints: np.ndarray  # STATE_JOINT_DTYPE records
+    imu: np.ndarray | None = None   # an IMU_DTYPE record, from a board with an IMU
 
     def payload(self) -> bytes:
         j = np.asarray(self.joints, dtype=STATE_JOINT_DTYPE)
-        return _STATE_HEAD.pack(self.t_us, self.echo_seq, self.state, j.shape[0], self.faults,
-                                self.supply_mV) + j.tobytes()
+        out = _STATE_HEAD.pack(self.t_us, self.echo_seq, self.state, j.shape[0], self.faults,
+                               self.supply_mV) + j.tobytes()
+        if self.imu is not None and imu_fits(j.shape[0]):
+            out += np.asarray(self.imu, dtype=IMU_DTYPE).tobytes()
+        return out
 
     @classmethod
     def decode(cls, payload: bytes) -> "State":
         if len(payload) < _STATE_HEAD.size:
             raise ProtocolError("STATE: payload too short")
         t_us, echo, state, n, faults, supply = _STATE_HEAD.unpack_from(payload, 0)
-        if n > MAX_JOINTS or len(payload) < _STATE_HEAD.size + STATE_JOINT_DTYPE.itemsize * n:
+        end = _STATE_HEAD.size + STATE_JOINT_DTYPE.itemsize * n
+        if n > MAX_JOINTS or len(payload) < end:
             raise ProtocolError(f"STATE: {n} joints do not fit {len(payload)} bytes")
         joints = np.frombuffer(payload, dtype=STATE_JOINT_DTYPE, count=n, offset=_STATE_HEAD.size)
-        return cls(t_us, echo, state, faults, supply, joints)
+        imu = None
+        if len(payload) >= end + IMU_DTYPE.itemsize and payload[end] & 1:
+            imu = np.frombuffer(payload, dtype=IMU_DTYPE, count=1, offset=end)[0]
+        return cls(t_us, echo, state, faults, supply, joints, imu)
 
     @property
     def n(self) -> int:
@@ -495,6 +524,7 @@ def _schema_text() -> str:
     for mid, cls in sorted(MESSAGES.items()):
         lines.append(f"{mid:02x} {cls.__name__} {cls.FMT.format} ack={int(cls.ACK)}")
     lines.append(f"state_joint {STATE_JOINT_DTYPE.descr}")
+    lines.append(f"state_imu {IMU_DTYPE.descr}")
     lines.append(f"pvf {PVF_DTYPE.descr}")
     return "\n".join(lines)
 

@@ -31,12 +31,12 @@ from firmware_protocol.buses import BUSES, bus_class, dynamixel1, dynamixel2, fe
 from firmware_protocol.buses.board import BusConfig, ServoJoint
 from hil.errors import InputError
 from hil.inputs import read_text
+from hil.robots.servos import servo_table
 
 BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
 TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
             "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "fast_sync_read", "description",
-            "defaults",
-            "joint"}
+            "defaults", "joint", "servo"}
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model"}
 
 
@@ -162,6 +162,9 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
                 raise InputError(f"{path}: {key} = {data[key]!r} must be true or false")
             extra[key] = data[key]
     joints = tuple(by_name[n] for n in model.joint_names)
+    if "servo" in data:   # the kit's servos as a physics model (hil.robots.servos): checked now
+        servo_table(model, data["servo"], str(path))
+        extra["servo"] = data["servo"]
     return BusConfig(model.name, bus, baud, joints, echo=echo, source=str(path), **extra)
 
 
@@ -239,6 +242,10 @@ def to_toml(config: BusConfig, note: str = "") -> str:
     for key in ("ics_read_command", "fast_sync_read"):
         if getattr(config, key):
             lines.append(f"{key} = true")
+    if config.servo:
+        lines += ["", "[servo]"] + [f"{k} = {_toml_value(v)}" for k, v in config.servo.items() if k != "joint"]
+        for name, values in (config.servo.get("joint") or {}).items():
+            lines += ["", f"[servo.joint.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
     for j in config.joints:
         lines += ["", "[[joint]]", f'name = "{j.name}"', f"servo_id = {j.servo_id}",
                   f"ticks_per_rad = {j.ticks_per_rad:.6f}", f"zero_tick = {j.zero_tick}", f"direction = {j.direction}",
@@ -246,3 +253,11 @@ def to_toml(config: BusConfig, note: str = "") -> str:
         if j.model:
             lines.append(f'model = "{j.model}"')
     return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return f"{v:g}" if isinstance(v, float) else str(v)

@@ -169,10 +169,36 @@ def c_emulator_binary() -> str:
     return str(binary)
 
 
-def emulator_argv(model, impl: str = "python", **options) -> list[str]:
+def physics_prefix(model, bus_config=None) -> list[str]:
+    """The start of an emulator command line with the robot in physics behind it (hil.physics.emulate);
+    the emulator's own options follow."""
+    check_physics()
+    argv = [sys.executable, "-P", "-m", "hil.physics.emulate", "--robot", model.spec]
+    if bus_config is not None:
+        argv += ["--bus", bus_config.bus]
+        if not bus_config.shipped:
+            argv += ["--board-config", bus_config.source]
+    return argv + ["--"]
+
+
+def check_physics() -> None:
+    """InputError, saying what to install, when MuJoCo is not there."""
+    try:
+        import mujoco  # noqa: F401 - lazy: an optional extra, asked for only by --physics
+    except ImportError:
+        raise InputError("--physics needs MuJoCo, which is not installed: pip install -e '.[physics]' "
+                         "(or pip install mujoco)") from None
+
+
+def emulator_argv(model, impl: str = "python", physics: bool = False, **options) -> list[str]:
     """The whole command line that starts the emulator for this model: the Python board model, or
-    the C firmware's host build (`impl="c"`), which take the same options. -P: the current folder
-    (a hil checkout, say) must not shadow the installed package."""
+    the C firmware's host build (`impl="c"`), which take the same options; with `physics` the Python
+    board model with the robot in MuJoCo behind it. -P: the current folder (a hil checkout, say)
+    must not shadow the installed package."""
+    if physics:
+        if impl != "python":
+            raise InputError("--physics runs the Python board model with MuJoCo behind it; leave out --emulator c")
+        return [*physics_prefix(model), *emulator_args(model, **options)]
     if impl == "c":
         if board_kind(model) == "servos":
             raise InputError(f"{model.name}: the C firmware's host build has the puma6 and humanoid17 boards; a robot "
@@ -252,11 +278,13 @@ def check_fault(spec: str) -> None:
 
 def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: float | None = None,
                       return_delay_us: float | None = None, link: str | None = None,
-                      parent_pid: int | None = None) -> list[str]:
+                      parent_pid: int | None = None, physics: bool = False) -> list[str]:
     """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
-    its servos at the robot's home pose, at the config's baud rate, echoing if the config says so."""
+    its servos at the robot's home pose, at the config's baud rate, echoing if the config says so;
+    with `physics` the servos' joints in MuJoCo (hil.physics.emulate)."""
 
-    argv = [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator", "--bus", config.bus,
+    head = physics_prefix(model, config) if physics else [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator"]
+    argv = [*head, "--bus", config.bus,
             "--servos", json.dumps(emulated_servos(config, model)), "--baud", str(config.baud if baud is None else baud)]
     if echo if echo is not None else bool(config.echo):
         argv.append("--echo")

@@ -92,6 +92,7 @@ class BusConfig:
     fast_sync_read: bool = False       # Dynamixel 2.0: one combined reply (recent X-series firmware only)
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
+    servo: dict | None = None          # the kit's servos as a physics model ([servo] table: hil.robots.servos)
 
     @property
     def where(self) -> str:

@@ -45,21 +45,30 @@ class SimServo:
     velocity: float = 0.0
     temperature: float = 31.0
     voltage: float = 7.4
+    current_mA: float = 0.0    # what it reports as its current (a plant behind it sets it)
 
     def heard(self) -> None:
         self.quiet_s = 0.0
 
-    def step(self, dt: float) -> None:
-        # A real servo's MCU watches the bus without pause; the emulator's own stalls on a busy host
-        # (the select wakes every 2 ms) are not the host's silence, so a step counts at most 10 ms.
+    def goal_ticks(self) -> float:
+        """The goal it drives to: inside its own position limits."""
+        return min(self.hi, max(self.lo, self.goal))
+
+    def watch(self, dt: float) -> None:
+        """Its bus watchdog's count. A real servo's MCU watches the bus without pause; the
+        emulator's own stalls on a busy host (the select wakes every 2 ms) are not the host's
+        silence, so a step counts at most 10 ms."""
         self.quiet_s += min(dt, 0.010)
         if self.torque and self.watchdog_ticks and self.quiet_s > self.watchdog_ticks * 0.02:
             self.watchdog_tripped = True
+
+    def step(self, dt: float) -> None:
+        """The kinematic motor: toward the goal at vmax while torque is on."""
+        self.watch(dt)
         if not self.torque or self.hw_error:
             self.velocity = 0.0
             return
-        goal = min(self.hi, max(self.lo, self.goal))
-        err = goal - self.position
+        err = self.goal_ticks() - self.position
         move = max(-self.vmax * dt, min(self.vmax * dt, err))
         self.position += move
         self.velocity = move / dt if dt > 0 else 0.0
@@ -136,8 +145,10 @@ FEETECH_TABLE = Table((3, 2), 5, 40, (42, 2), (56, 2), (58, 2), (62, 1), 63, 7, 
 class RegisterServo:
     """A SimServo behind a control table: reads see the present values, writes drive the motor."""
 
-    def __init__(self, sim: SimServo, table: Table, firmware: int = 45, big_endian: bool = False) -> None:
+    def __init__(self, sim: SimServo, table: Table, firmware: int = 45, big_endian: bool = False,
+                 current_unit_mA: float | None = None) -> None:
         self.sim, self.t = sim, table
+        self.current_unit_mA = current_unit_mA
         self.big_endian = big_endian
         self.mem = bytearray(table.size)
         self._put(table.model, sim.model)
@@ -175,6 +186,8 @@ class RegisterServo:
             v = (-v) | (1 << t.velocity_sign_bit)
         self._put(t.velocity, v)
         self._put(t.voltage, int(round(s.voltage * 10)))
+        if t.current is not None and self.current_unit_mA:
+            self._put(t.current, int(round(s.current_mA / self.current_unit_mA)))
         self.mem[t.temperature] = int(s.temperature)
         self.mem[t.torque] = 1 if s.torque else 0
         if t.hw_error is not None:
@@ -223,6 +236,11 @@ def _status_flags(hw_error: int) -> int:
     return hw_error & 0x25
 
 
+def _dxl2_current_unit(model: int) -> float | None:
+    m = dynamixel2.MODELS.get(model)
+    return None if m is None else m.current_unit_mA
+
+
 class Responder:
     """Bytes in, (delay, bytes) replies out, for one bus."""
 
@@ -248,7 +266,8 @@ class Responder:
 class Dxl2Responder(Responder):
     def __init__(self, servos, return_delay_s) -> None:
         super().__init__(servos, return_delay_s)
-        self.regs = {i: RegisterServo(s, DXL2_TABLE) for i, s in servos.items()}
+        self.regs = {i: RegisterServo(s, DXL2_TABLE, current_unit_mA=_dxl2_current_unit(s.model))
+                     for i, s in servos.items()}
 
     def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
         alert = 0x80 if self.servos[i].hw_error else 0
@@ -319,8 +338,9 @@ class SumResponder(Responder):
         self.sync_read = sync_read
         self.flags_of = flags_of
         be = {m.number for m in feetech.MODELS.values() if m.big_endian}
-        self.regs = {i: RegisterServo(s, table, big_endian=(table is FEETECH_TABLE and s.model in be))
-                     for i, s in servos.items()}
+        unit = feetech.CURRENT_UNIT_MA if table is FEETECH_TABLE else None
+        self.regs = {i: RegisterServo(s, table, big_endian=(table is FEETECH_TABLE and s.model in be),
+                                      current_unit_mA=unit) for i, s in servos.items()}
 
     def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
         return dynamixel1.packet(i, error | self.flags_of(self.servos[i].hw_error), data)
@@ -542,6 +562,7 @@ class Emulator:
     faults: list[Fault] = field(default_factory=list)
     strict_baud: bool = True   # bytes sent at another rate are noise to the servos: no reply
     ignored_bytes: int = 0
+    plant: object | None = None   # a firmware_protocol.plant.ServoBridge: the servos' joints in physics
 
     def _wrong_baud(self, master: int) -> bool:
         if not (self.strict_baud and self.baud):
@@ -574,8 +595,13 @@ class Emulator:
                     s.hw_error |= HW_BITS[f.kind]
                     if f.kind == "overload":
                         s.torque = False   # as the servo's Shutdown setting does
-            for s in self.servos.values():
-                s.step(now - last)
+            if self.plant is None:
+                for s in self.servos.values():
+                    s.step(now - last)
+            else:
+                for s in self.servos.values():
+                    s.watch(now - last)
+                self.plant.step(self.servos, now)
             last = now
             if not ready:
                 continue
@@ -644,7 +670,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, bridge_for=None) -> int:
+    """`bridge_for(servos)`: a firmware_protocol.plant.ServoBridge that drives the servos' joints
+    (e.g. in physics, hil.physics.emulate); default each servo's kinematic motor."""
     args = parser().parse_args(argv)
     try:
         servos = build_servos(json.loads(args.servos))
@@ -661,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
     signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults,
-                   strict_baud=not args.any_baud)
+                   strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos))
     try:
         return emu.run(master, lambda: bool(stopping))
     finally:

@@ -24,6 +24,10 @@ void hal_command_frame(int32_t *pos_urad, uint8_t n);
 /* Drive the joints: targets in µrad (already clamped to the limits); `enabled` 0: torque off /
  * brakes on. Called after every change and every servo period while enabled. */
 void hal_write_joints(const int32_t *target_urad, uint8_t n, uint8_t enabled);
+/* The IMU, where the board has one: orientation in the world (unit quaternion w, x, y, z times
+ * HIL_IMU_QUAT_SCALE), angular rate (mrad/s) and acceleration (mm/s²) in the body frame. Returns 0
+ * without one (STATE then carries no IMU block). */
+int hal_read_imu(int16_t quat[4], int16_t gyro_mrad_s[3], int16_t acc_mm_s2[3]);
 /* The supply voltage in mV. */
 uint16_t hal_supply_mv(void);
 /* The MCU's 96-bit unique id. */

@@ -49,7 +49,7 @@ static uint8_t torque(const struct hil_board *b) {
 }
 
 static void send_state(struct hil_board *b) {
-  uint8_t p[18 + 10 * HIL_MAX_JOINTS];
+  uint8_t p[HIL_MAX_PAYLOAD];
   int32_t pos[HIL_MAX_JOINTS];
   int16_t vel[HIL_MAX_JOINTS], cur[HIL_MAX_JOINTS];
   int8_t temp[HIL_MAX_JOINTS];
@@ -68,6 +68,13 @@ static void send_state(struct hil_board *b) {
     q = wr16(q, (uint16_t)cur[j]);
     *q++ = (uint8_t)temp[j];
     *q++ = (uint8_t)(flags[j] | b->jflags[j] | (torque(b) ? HIL_J_TORQUE_ON : 0));
+  }
+  int16_t quat[4], gyro[3], acc[3];
+  if ((size_t)(q - p) + HIL_IMU_BYTES <= HIL_MAX_PAYLOAD && hal_read_imu(quat, gyro, acc)) {
+    *q++ = 1;   /* the IMU block (SPEC §4.3): valid */
+    for (int i = 0; i < 4; i++) q = wr16(q, (uint16_t)quat[i]);
+    for (int i = 0; i < 3; i++) q = wr16(q, (uint16_t)gyro[i]);
+    for (int i = 0; i < 3; i++) q = wr16(q, (uint16_t)acc[i]);
   }
   send(b, HIL_M_STATE, p, (size_t)(q - p));
 }

@@ -17,7 +17,10 @@
 #define HIL_JOINT_ALL 0xFEu
 #define HIL_REBOOT_MAGIC 0x52424F54u
 #define HIL_SAVE_MAGIC 0x53415645u
-#define HIL_SCHEMA_HASH 0x5AD35A73u
+#define HIL_SCHEMA_HASH 0x6845593Bu
+#define HIL_MAX_PAYLOAD 246
+#define HIL_IMU_BYTES 21   /* appended to STATE: u8 flags, i16 quat[4], gyro[3], acc[3] */
+#define HIL_IMU_QUAT_SCALE 16384
 
 enum {
   HIL_BOOT = 0,

@@ -319,11 +319,15 @@ class Runner:
         return msg.encode(self.board._next_seq())
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, plant_for=None) -> int:
+    """`plant_for(config)`: the joints behind the board (a firmware_protocol.plant.Plant; default
+    the kinematic servo model), e.g. a physics simulation (hil.physics.emulate)."""
     args = parser().parse_args(argv)
     if args.watchdog_ms is not None and not 10 <= args.watchdog_ms <= 1000:
         raise SystemExit(f"emulator: --watchdog-ms {args.watchdog_ms} is outside 10 … 1000 (SPEC.md)")
     config = build_config(args)
+    if plant_for is not None:
+        config.plant = plant_for(config)
     faults = Faults.parse(args.fault)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)

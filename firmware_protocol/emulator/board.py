@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react
+from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react, torque_on
 from firmware_protocol.frame import FLAG_ACK_REQ, FLAG_RETX, PROTOCOL_MAJOR, PROTOCOL_MINOR, Frame
+from firmware_protocol.plant import LagPlant, Plant
 
 FW_VERSION = (1, 0, 0)
 CAPABILITIES = 0x1  # bit 0: STATE_RAW available
@@ -49,6 +50,7 @@ class BoardConfig:
     cmd_timeout_ms: int = 50
     idle_state_hz: float = 10.0
     seed: int | None = None
+    plant: Plant | None = None               # the joints: None, the kinematic servo model (LagPlant)
 
     def __post_init__(self) -> None:
         n = self.n_joints
@@ -71,6 +73,10 @@ class BoardConfig:
             self.uid = os.urandom(12)
         if len(self.uid) != 12:
             raise ValueError("board uid must be 12 bytes")
+        if self.plant is None:
+            self.plant = LagPlant(self.initial, self.vmax, self.tau_s)
+        elif self.plant.n != n:
+            raise ValueError(f"the plant has {self.plant.n} joints, the board {n}")
 
 
 _TRANSACTIONS = {M.Enable: Request.ENABLE, M.Disable: Request.DISABLE, M.ClearFault: Request.CLEAR_FAULT,
@@ -94,8 +100,6 @@ class Board:
     boot_id: int = 0
     state: int = M.BoardState.DISABLED
     faults: int = 0
-    q: np.ndarray = field(init=False)           # physical joint angles (rad)
-    qd: np.ndarray = field(init=False)
     target_b: np.ndarray = field(init=False)    # targets in the board frame (rad)
     jflags: np.ndarray = field(init=False)
     echo_seq: int = 0
@@ -116,10 +120,19 @@ class Board:
     def __post_init__(self) -> None:
         c = self.config
         self.rng = np.random.default_rng(c.seed)
-        self.q = c.initial.copy()
-        self.qd = np.zeros(c.n_joints)
+        self.plant = c.plant
+        self.holds_on_watchdog = c.kind != M.BoardKind.PUMA6   # SPEC.md §7: PUMA6 brakes, servos hold
         self.jflags = np.zeros(c.n_joints, dtype=np.uint8)
         self.boot(self.now)
+
+    @property
+    def q(self) -> np.ndarray:
+        """The physical joint angles (rad), from the plant."""
+        return self.plant.q
+
+    @property
+    def qd(self) -> np.ndarray:
+        return self.plant.qd
 
     # --------------------------------------------------------------- life cycle
     def boot(self, now: float) -> None:
@@ -131,7 +144,7 @@ class Board:
         self.now = now
         self.rx_now = now
         self.target_b = self.command_frame()
-        self.qd[:] = 0.0
+        self.plant.stop_here()
         self.txn_cache.clear()
         self.last_cmd = now
         self.cmd_timeout_ms = self.config.cmd_timeout_ms
@@ -166,12 +179,13 @@ class Board:
         j = np.zeros(c.n_joints, dtype=M.STATE_JOINT_DTYPE)
         j["pos_urad"] = np.clip(np.round(self.measured_b() * 1e6), -2**31, 2**31 - 1).astype(np.int32)
         j["vel_mrad_s"] = np.clip(np.round(c.signs * self.qd * 1e3), -32768, 32767).astype(np.int16)
-        err = self.to_physical(self.target_b) - self.q if self.state == M.BoardState.ENABLED else np.zeros(c.n_joints)
-        j["current_mA"] = np.clip(np.round(err * 2000.0), -32768, 32767).astype(np.int16)
+        on = self.torque_on()
+        j["current_mA"] = np.clip(np.round(self.plant.effort * 1000.0), -32768, 32767).astype(np.int16) if on \
+            else 0
         j["temp_C"] = 35
-        torque = M.JointFlag.TORQUE_ON if self.state == M.BoardState.ENABLED else 0
-        j["jflags"] = self.jflags | torque
-        msg = M.State(self.t_us(), self.echo_seq, int(self.state), int(self.faults), c.supply_mV, j)
+        j["jflags"] = self.jflags | (M.JointFlag.TORQUE_ON if on else 0)
+        msg = M.State(self.t_us(), self.echo_seq, int(self.state), int(self.faults), c.supply_mV, j,
+                      M.imu_record(*imu) if (imu := self.plant.imu()) is not None and M.imu_fits(c.n_joints) else None)
         out = StreamFrame(msg.encode(self._next_seq()))
         if self.raw_stream:
             ticks = np.round(self.q / c.resolution_rad).astype(np.int32) if c.resolution_rad > 0 else \
@@ -262,7 +276,7 @@ class Board:
         if r.effects & (Effect.SEED_TARGETS | Effect.HOLD_HERE):
             self.target_b = self.command_frame()   # from the servos' own position: no jump
         if r.effects & (Effect.TORQUE_OFF | Effect.HOLD_HERE):
-            self.qd[:] = 0.0
+            self.plant.stop_here()
         if r.effects & Effect.FEED_WATCHDOG:
             self.last_cmd = self.rx_now
         return r
@@ -325,22 +339,19 @@ class Board:
         return self._param_value(msg.param_id, msg.joint)
 
     # ----------------------------------------------------------------- time
-    def step(self, dt: float) -> None:
-        """Advance the servo model by dt seconds: first-order lag towards the target, rate-limited."""
-        c = self.config
-        if self.state != M.BoardState.ENABLED or dt <= 0:
-            self.qd[:] = 0.0
-            return
-        target_p = self.to_physical(self.target_b)
-        alpha = min(1.0, dt / c.tau_s) if c.tau_s > 0 else 1.0
-        dq = np.clip((target_p - self.q) * alpha, -c.vmax * dt, c.vmax * dt)
-        self.q += dq
-        self.qd = dq / dt
+    def torque_on(self) -> bool:
+        """Whether the servos are driven now (ENABLED, or a humanoid holding after its watchdog)."""
+        return torque_on(self.state, self.faults, self.holds_on_watchdog)
+
+    def step(self, now: float) -> None:
+        """Advance the joints to `now`: the plant follows the targets while the servos are on."""
+        on = self.torque_on()
+        self.plant.drive(self.to_physical(self.target_b), np.full(self.config.n_joints, on))
+        self.plant.advance(now)
 
     def tick(self, now: float) -> list[bytes]:
         """Advance to `now`: servo model, watchdog, idle STATE and 1 Hz HEARTBEAT."""
-        dt = now - self.now
-        self.step(dt)
+        self.step(now)
         self.now = now
         out: list[bytes] = []
         if self.state == M.BoardState.ENABLED and (now - self.last_cmd) * 1000.0 > self.cmd_timeout_ms:

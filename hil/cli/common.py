@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 
 from hil.errors import InputError
@@ -40,8 +41,26 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
     s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
     s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy; see the README)")
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
+    add_compensation_option(s)
     add_bus_options(s)
     add_emulator_option(s)
+
+
+def add_compensation_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--no-compensation", action="store_true",
+                   help="send the planned joint angles as they are: no compliance compensation (by default the "
+                        "commands add what soft servos sag under the torques the motion needs, where the robot's "
+                        "servos declare a stiffness: docs/physics.md)")
+
+
+def servo_for(args, model):
+    """The servos a run drives, as a physics model: the board config's [servo] table over the
+    robot's (hil.robots.servos), the robot's own without --bus/--board-config."""
+    from hil import board_config
+    from hil.robots.servos import servo_table
+
+    bus = board_config.resolve(model, getattr(args, "bus", None), getattr(args, "board_config", None))
+    return servo_table(model, getattr(bus, "servo", None), getattr(bus, "source", ""))
 
 
 BUS_HELP = ("drive a servo bus instead of a hil board: dynamixel2, dynamixel1, feetech, kondo-ics, ssc32 or maestro "
@@ -52,6 +71,9 @@ def add_emulator_option(s: argparse.ArgumentParser) -> None:
     s.add_argument("--emulator", choices=("python", "c"), default="python",
                    help="with --dry-run: the Python board model, or the C reference firmware's host build "
                         "(built with make and gcc on first use)")
+    s.add_argument("--physics", action="store_true",
+                   help="with --dry-run: the robot in rigid-body physics behind the emulator (MuJoCo: gravity, "
+                        "contacts, servos that sag, a humanoid that can fall; pip install -e '.[physics]')")
 
 
 def add_bus_options(s: argparse.ArgumentParser) -> None:
@@ -76,7 +98,8 @@ def floats(text: str, n: int, what: str) -> list[float]:
 
 def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str | None:
     """Where a planned trajectory is saved: --out, else a fresh temporary file when it is about to
-    run on a robot (the loop process reads it from disk), else nowhere."""
+    run on a robot (the loop process reads it from disk; `run_planned` removes it after the run),
+    else nowhere."""
     if args.out is None and (args.dry_run or args.port):
         return os.path.join(tempfile.mkdtemp(prefix=prefix), filename)
     return args.out
@@ -84,11 +107,24 @@ def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str 
 
 def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None = None,
                 path_file: str | None = None) -> int:
-    """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done."""
+    """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done. A
+    trajectory written to a temporary folder for the run (no --out) is removed after it."""
+    from hil.runtime import supervisor
+
+    temporary = getattr(args, "out", "") is None and motion_path and os.path.basename(
+        os.path.dirname(motion_path)).startswith(("hil-walk-", "hil-path-"))
+    try:
+        return _run(args, robot, motion_path, rate, path_file)
+    finally:
+        if temporary:
+            shutil.rmtree(os.path.dirname(motion_path), ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None, path_file: str | None) -> int:
     from hil.runtime import supervisor
 
     return supervisor.run(supervisor.RunRequest(
         robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator))
+        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation))

@@ -37,6 +37,8 @@ def register(sub) -> None:
     s.add_argument("--baud", type=float, help="pace the emulated wire at this baud (default 1000000; 0: no pacing)")
     s.add_argument("--latency-ms", type=float, help="extra latency per frame (16 emulates an FTDI default; default 0)")
     s.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees (default: the board's own)")
+    s.add_argument("--physics", action="store_true",
+                   help="the robot in rigid-body physics behind the emulator (MuJoCo; pip install -e '.[physics]')")
     s.set_defaults(func=run)
 
 
@@ -51,9 +53,9 @@ def run(args) -> int:
     emulator_launch.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
     for spec in args.fault or ():
         emulator_launch.check_fault(spec)
-    argv = emulator_launch.emulator_argv(model, impl=args.impl, offsets_deg=offsets, reverse=reverse, faults=args.fault or (), uid=args.uid,
-                                   link=args.link, baud=args.baud, latency_ms=args.latency_ms,
-                                   noise_deg=args.noise_deg)
+    argv = emulator_launch.emulator_argv(model, impl=args.impl, physics=args.physics, offsets_deg=offsets,
+                                         reverse=reverse, faults=args.fault or (), uid=args.uid, link=args.link,
+                                         baud=args.baud, latency_ms=args.latency_ms, noise_deg=args.noise_deg)
     if reverse:
         print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
     sys.stdout.flush()
@@ -80,7 +82,8 @@ def _bus(args, model) -> int:
         number(args.baud, "--baud", 0, 2e7)
     emulator_launch.check_emulator_options(None, args.link, None, None, None)
     argv = emulator_launch.bus_emulator_argv(config, model, faults=args.fault or (), echo=args.echo or None,
-                                       baud=args.baud, return_delay_us=args.return_delay_us, link=args.link)
+                                             baud=args.baud, return_delay_us=args.return_delay_us, link=args.link,
+                                             physics=args.physics)
     print(f"servo bus config: {config.source}", file=sys.stderr)
     sys.stdout.flush()
     os.execv(argv[0], argv)  # it prints the pty path (stdout) and its bus, servos and baud (stderr)

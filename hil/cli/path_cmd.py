@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, floats, run_planned, trajectory_out
-from hil.errors import InputError
+from hil.cli.common import add_command, add_run_target, floats, run_planned, servo_for, trajectory_out
+from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
 
 
@@ -45,9 +45,15 @@ def run(args) -> int:
     tool[:3, 3] = np.array(floats(args.tool_mm, 3, "--tool-mm x,y,z")) * 1e-3
     plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate)
     print(plan.summary())
+    from hil.motion.torques import torque_plan
+
+    torques = torque_plan(model, plan.t, plan.q, None, servo_for(args, model), not args.no_compensation)
+    if torques.over():
+        raise UnreachableError(torques.refusal(args.file) + "; lower the feed (F) or place the work nearer the base")
+    print(torques.summary())
     out = trajectory_out(args, "hil-path-", "traj.npz")
     if out:
-        plan.save(out)
+        plan.save(out, torques)
         print(f"trajectory: {out} (t, q, p_prog, line)")
     if not (args.dry_run or args.port):
         return 0

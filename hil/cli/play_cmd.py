@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, run_planned
+from hil.cli.common import add_command, add_run_target, run_planned, servo_for
 from hil.errors import HilError, InputError, UnreachableError
 from hil.inputs import number, read_text
 
@@ -32,7 +32,8 @@ def run(args) -> int:
     if not args.file.endswith((".toml", ".json", ".npz")):
         raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
     model = robots.load(args.robot or _robot_named_in(args.file))
-    motion = make_motion(args.file, model)  # validates the file (errors name keyframe and joint)
+    # validates the file (errors name keyframe and joint), plans its torques and compensation
+    motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation)
     dynamic = getattr(motion, "dynamic_balance_checked", False)
     # every sample, with the checks the loop applies (a walk's balance is its ZMP, checked at load)
     checker = SafetyChecker(model, balance=False if dynamic else None)
@@ -44,6 +45,8 @@ def run(args) -> int:
     if getattr(motion, "note", ""):
         print(f"{args.file}: {motion.note}")
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
+    if motion.torques is not None:
+        print(motion.torques.summary())
     if not (args.dry_run or args.port):
         return 0
     return run_planned(args, model.spec, args.file)

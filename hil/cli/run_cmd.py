@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import ROBOT_HELP, add_bus_options, add_command, add_emulator_option
+from hil.cli.common import ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option, servo_for
 
 
 def register(sub) -> None:
@@ -45,6 +45,7 @@ def register(sub) -> None:
                    help="where the serial port's reads and writes run: a process of their own (default: the loop "
                         "shares no GIL with them), a thread of the loop's process, or the loop itself")
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
+    add_compensation_option(s)
     add_bus_options(s)
     add_emulator_option(s)
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
@@ -71,12 +72,15 @@ def run(args) -> int:
         enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
         keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
         calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
+        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
         zenoh_control=args.zenoh_control)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:
-        motion = make_motion(args.motion, model)  # a bad motion file is refused before anything starts
+        # a bad motion file is refused before anything starts
+        motion = make_motion(args.motion, model, servo_for(args, model), not args.no_compensation)
         if getattr(motion, "note", ""):
             print(f"{args.motion}: {motion.note}")
+        if getattr(motion, "torques", None) is not None:
+            print(f"{args.motion}: {motion.torques.summary()}")
     return supervisor.run(req)

@@ -53,10 +53,13 @@ class Plan:
     tool_offset: np.ndarray
     feed_note: str = ""      # where the programmed feed was slowed for the joints' limits, if anywhere
 
-    def save(self, path: str) -> None:
-        np.savez(path, t=self.t, q=self.q, p_prog=self.p_prog, line=self.line,
+    def save(self, path: str, torques=None) -> None:
+        """The plan as a trajectory file; with `torques` (a TorquePlan) `q` holds the compensated
+        commands and `q_plan` the plan, `tau` the servos' torques."""
+        extra = {} if torques is None else {"q_plan": self.q, "tau": torques.tau}
+        np.savez(path, t=self.t, q=self.q if torques is None else torques.q_cmd, p_prog=self.p_prog, line=self.line,
                  workpiece_T=self.workpiece_T, workpiece_half=self.workpiece_half, tool_offset=self.tool_offset,
-                 branch=np.array(self.branch))
+                 branch=np.array(self.branch), **extra)
 
     def summary(self) -> str:
         return (f"plan: {len(self.t)} samples, {self.duration:.2f} s, chord ≤ {self.chord_mm:g} mm, branch "

@@ -27,6 +27,10 @@ from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT
 
 FRICTION_SPEED = 0.05   # rad/s: below this the friction a servo must overcome fades in (no sign flip at rest)
+REST_PAD = 4            # samples of rest added before and after a motion for its derivatives: plans start
+                        # and end at rest, and one-sided differences at the ends would say otherwise
+SMOOTH_S = 0.1          # torques are averaged over this window: a servo cannot follow faster changes, and the
+                        # contact split changes abruptly where a foot lifts or lands
 
 
 @dataclass
@@ -45,11 +49,24 @@ class MotionTorques:
 
 
 def _derivatives(x: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """First and second time derivatives of samples (N, …), second order in the middle."""
-    if len(x) < 3:
+    """First and second time derivatives of samples (N, …) of a motion at rest before and after."""
+    if len(x) < 2:
         return np.zeros_like(x), np.zeros_like(x)
-    v = np.gradient(x, dt, axis=0)
-    return v, np.gradient(v, dt, axis=0)
+    padded = np.concatenate([np.repeat(x[:1], REST_PAD, axis=0), x, np.repeat(x[-1:], REST_PAD, axis=0)])
+    v = np.gradient(padded, dt, axis=0)
+    a = np.gradient(v, dt, axis=0)
+    return v[REST_PAD:-REST_PAD], a[REST_PAD:-REST_PAD]
+
+
+def _smoothed(x: np.ndarray, dt: float) -> np.ndarray:
+    """A centred moving average over SMOOTH_S (the ends held)."""
+    k = max(1, int(round(SMOOTH_S / dt)) | 1)
+    if k == 1 or len(x) < 2:
+        return x
+    pad = k // 2
+    padded = np.concatenate([np.repeat(x[:1], pad, axis=0), x, np.repeat(x[-1:], pad, axis=0)])
+    c = np.cumsum(np.concatenate([np.zeros((1,) + x.shape[1:]), padded]), axis=0)
+    return (c[k:] - c[:-k]) / k
 
 
 def _log_rotation(R: np.ndarray) -> np.ndarray:
@@ -64,8 +81,6 @@ def _log_rotation(R: np.ndarray) -> np.ndarray:
 def body_poses(model, Q: np.ndarray, feet: list[tuple[int, int]]) -> np.ndarray:
     """The body's world pose per sample (N, 4, 4): rooted at a sole the plan has flat on the ground
     (the left when both are), switching where the flat sole changes (hil.motion.contacts codes)."""
-    from hil.motion.contacts import FLAT
-
     base = FloatingBase(model, "l_sole", Q[0])
     out = np.empty((len(Q), 4, 4))
     for k in range(len(Q)):
@@ -86,7 +101,7 @@ def _body_motion(T: np.ndarray, dt: float) -> np.ndarray:
         a, b = max(k - 1, 0), min(k + 1, N - 1)
         if b > a:
             omega_w[k] = _log_rotation(T[b, :3, :3] @ T[a, :3, :3].T) / ((b - a) * dt)
-    alpha_w = np.gradient(omega_w, dt, axis=0) if N >= 3 else np.zeros_like(omega_w)
+    alpha_w, _ = _derivatives(omega_w, dt)
     _, acc_w = _derivatives(T[:, :3, 3], dt)
     acc_w = acc_w - np.array([0.0, 0.0, -GRAVITY])
     rows = np.empty((N, 9))
@@ -169,3 +184,88 @@ def compensated(servo, Q: np.ndarray, tau_servo: np.ndarray, lower: np.ndarray, 
 def world_body(model, q, world_T_sole, sole: str = "l_sole") -> np.ndarray:
     """The body's world pose when `sole` stands at `world_T_sole` (4, 4)."""
     return world_T_sole @ inverse_transform(model.fk_frame(q, sole))
+
+
+# The compensation is given with a margin toward the stiff side: a robot that sags a little more
+# than planned (its servos softer, its links heavier than the model says) lands its swing foot early
+# and on an edge, which tips it, while one that stands a little taller does not. Measured in
+# MuJoCo (benchmarks/README.md, "Compliance compensation"): humanoid17's walks stay up with servos
+# 20 % softer or 25 % stiffer, links 15 % lighter or heavier, 30 % less friction at 1.5×, and fall
+# with the softer or heavier robots at 1×.
+COMPENSATION_MARGIN = 1.5
+# what a plan may ask of a servo: its available torque at that speed, less this share for the
+# disturbances the plan does not know of
+TORQUE_RESERVE = 0.1
+
+
+def joint_group(name: str) -> str:
+    """A joint's group in summaries: legs, arms, wrist, head or the joint's own name."""
+    for group, words in (("legs", ("hip", "knee", "ankle")), ("arms", ("shoulder", "elbow", "waist")),
+                         ("wrist", ("wrist", "flange", "gripper", "hand")), ("head", ("head", "neck"))):
+        if any(w in name for w in words):
+            return group
+    return name
+
+
+@dataclass
+class TorquePlan:
+    """A planned motion's torques and the commands that carry its compliance compensation."""
+
+    t: np.ndarray
+    q_plan: np.ndarray            # where the joints should be (N, n)
+    q_cmd: np.ndarray             # what the servos are told (N, n): q_plan + margin · τ/kp, or q_plan
+    tau: np.ndarray               # what each servo must give (N, n), N·m
+    available: np.ndarray         # what each servo can give at that speed (N, n), N·m
+    compensated: bool
+    servo: object
+    joint_names: tuple
+
+    def worst(self) -> tuple[int, int, float, float]:
+        """(sample, joint, |τ| N·m, available N·m) of the highest share of the available torque."""
+        ratio = np.abs(self.tau) / np.maximum(self.available, 1e-9)
+        k, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        return int(k), int(j), float(abs(self.tau[k, j])), float(self.available[k, j])
+
+    def over(self) -> bool:
+        """Whether some sample asks more than a servo gives (less the reserve)."""
+        k, j, tau, avail = self.worst()
+        return tau > (1.0 - TORQUE_RESERVE) * avail
+
+    def refusal(self, what: str) -> str:
+        k, j, tau, avail = self.worst()
+        return (f"{what}: refused: {self.joint_names[j]} needs {tau:.2f} N·m at t = {self.t[k]:.2f} s, more than "
+                f"its servo gives ({avail:.2f} N·m{' at that speed' if avail < self.servo.joint(j).torque_limit_nm else ''}, "
+                f"{100 * TORQUE_RESERVE:.0f} % kept in reserve)")
+
+    def summary(self) -> str:
+        """One line: the peak torque per joint group against its servos' limit; the compensation."""
+        peak = np.abs(self.tau).max(axis=0)
+        groups: dict[str, list[int]] = {}
+        for j, name in enumerate(self.joint_names):
+            groups.setdefault(joint_group(name), []).append(j)
+        parts = []
+        for g, js in groups.items():
+            j = max(js, key=lambda i: peak[i] / self.servo.joint(i).torque_limit_nm)
+            parts.append(f"{g} {peak[j]:.2f} N·m ({100 * peak[j] / self.servo.joint(j).torque_limit_nm:.0f} % of "
+                         f"{self.servo.joint(j).torque_limit_nm:g})")
+        comp = (f"compliance compensation on ({self.servo.summary().split(' (')[0]}, targets + {COMPENSATION_MARGIN:g} × τ/kp, "
+                f"up to {np.degrees(np.abs(self.q_cmd - self.q_plan).max()):.1f}°)" if self.compensated
+                else "no compliance compensation" + ("" if self.servo.declared else " (the servos declare no stiffness)"))
+        return "torques: peak " + ", ".join(parts) + "; " + comp
+
+
+def torque_plan(model, t, Q, support, servo, compensate: bool = True) -> TorquePlan:
+    """The torques a motion needs of each servo, what they can give at each moment, and (when
+    `compensate` and the servos declare a stiffness) the commands that make soft servos follow."""
+    t = np.asarray(t, dtype=np.float64)
+    Q = np.asarray(Q, dtype=np.float64)
+    dt = float(t[1] - t[0]) if len(t) > 1 else 1.0
+    mt = motion_torques(model, t, Q, support if model.kind == "humanoid" else None)
+    tau = _smoothed(servo_torques(servo, Q, mt.tau, dt), dt)
+    QD, _ = _derivatives(Q, dt)
+    available = np.array([[servo.joint(j).available_torque(QD[k, j]) for j in range(model.n)]
+                          for k in range(len(t))]) if any(s.torque_speed for s in servo.servos) \
+        else np.broadcast_to(servo.column("torque_limit_nm"), Q.shape).copy()
+    on = compensate and servo.declared
+    q_cmd = compensated(servo, Q, COMPENSATION_MARGIN * tau, model.lower, model.upper) if on else Q.copy()
+    return TorquePlan(t, Q, q_cmd, tau, available, on, servo, tuple(model.joint_names))

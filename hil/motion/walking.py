@@ -24,6 +24,8 @@ from hil.kinematics.ik import LMSolver, Task
 from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
+from hil.motion.torques import TorquePlan, torque_plan
+from hil.robots.servos import servo_table
 from hil.safety import SafetyChecker
 
 G = 9.81
@@ -80,10 +82,18 @@ class WalkResult:
     contact_error: float = 0.0    # largest height (or depth) of a sole corner while the plan has it down (m)
     lowest: np.ndarray | None = None   # per sample, the lowest sole corner (m)
     params: "WalkParams | None" = None  # what it was planned with, every default filled in
+    torques: "TorquePlan | None" = None  # the servos' torques and the compensated commands (`plan`)
+
+    @property
+    def q_cmd(self) -> np.ndarray:
+        """What the servos are told (N, n): the joint angles plus the compliance compensation."""
+        return self.q if self.torques is None else self.torques.q_cmd
 
     def save(self, path: str) -> None:
-        np.savez(path, t=self.t, q=self.q, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
-                 zmp_ref=self.zmp_ref, dynamic_balance_checked=np.array(True))
+        """t, the commands `q` (compensated), the plan `q_plan`, the torques `tau`, support, COM, ZMP."""
+        extra = {} if self.torques is None else {"q_plan": self.q, "tau": self.torques.tau}
+        np.savez(path, t=self.t, q=self.q_cmd, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
+                 zmp_ref=self.zmp_ref, dynamic_balance_checked=np.array(True), **extra)
 
     def summary(self) -> str:
         knee = "" if math.isnan(self.knee_mid_stance_deg) else (
@@ -214,33 +224,59 @@ STRETCHED_CROUCHES = (0.003, CROUCH)
 
 
 CONTACT_TOLERANCE = 1e-6   # a sole the plan has down may lie this far off the ground (m)
+FLAT_PITCH = 1e-6          # a rolling sole pitched less than this (rad) lies flat
 SLIDE_TOLERANCE = 1e-6     # and move this far while it is down (m)
 
 
-def plan(model, params: WalkParams, progress=None, say=print) -> WalkResult:
+def plan(model, params: WalkParams, progress=None, say=print, servo=None, compensate: bool = True) -> WalkResult:
     """A walk the robot can follow, or UnreachableError naming the first sample that fails.
 
     Planned (`generate`), then planned again with a longer step period while the joints' speed or
-    acceleration limits are exceeded, then checked sample by sample as the loop checks: the ZMP
-    inside what touches the ground, feet down lying flat and not sliding, and the loop's own
-    checks (limits, floor, self-collision) on every pose. `say` hears each replanning."""
+    acceleration limits are exceeded, or the torques it asks of the servos (`servo`, default the
+    robot's own table) are more than they give; then checked sample by sample as the loop checks:
+    the ZMP inside what touches the ground, feet down lying flat and not sliding, and the loop's own
+    checks (limits, floor, self-collision) on every pose. Its commands carry the compliance
+    compensation (`compensate`, where the servos declare a stiffness). `say` hears each replanning."""
+    servo = servo or servo_table(model)
     res = generate(model, params, progress)
-    for attempt in range(6):   # slower until the joints' speed and acceleration limits hold
-        report = check_limits(model, res.t, res.q)
-        if report.time_scale <= 1.0:
+    for attempt in range(6):   # slower until the joints' speed, acceleration and torque limits hold
+        res.torques = torque_plan(model, res.t, res.q, res.support, servo, compensate)
+        report = _limits(model, res)
+        if report.time_scale <= 1.0 and not res.torques.over():
             break
         # a longer step is not the same motion slowed down (the settles keep their time, the COM
         # and the knees are planned again): the ratio can fall short, so each try asks for more
-        params = replace(params, period=params.period * report.time_scale * (1.02 + 0.02 * attempt))
-        say(f"walk: {report.worst}: planned again with a {params.period:.2f} s step period")
+        if report.time_scale > 1.0:
+            scale, why = report.time_scale, report.worst
+        else:
+            k, j, tau, avail = res.torques.worst()
+            scale, why = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}"
+        params = replace(params, period=params.period * scale * (1.02 + 0.02 * attempt))
+        say(f"walk: {why}: planned again with a {params.period:.2f} s step period")
         res = generate(model, params, progress)
     else:
-        report = check_limits(model, res.t, res.q)
+        res.torques = torque_plan(model, res.t, res.q, res.support, servo, compensate)
+        report = _limits(model, res)
         if report.time_scale > 1.0:
             raise UnreachableError(f"walk: refused: the joints cannot follow it ({report.worst}); try a shorter "
                                    "stride or a longer --period")
+        if res.torques.over():
+            raise UnreachableError(res.torques.refusal("walk") + "; try a shorter stride or a longer --period")
     refuse_unsafe(model, res)
+    checker = SafetyChecker(model, balance=False)   # the commands as the loop will check them
+    bad, flags = checker.check_path(res.q_cmd)
+    if bad >= 0:
+        raise UnreachableError(f"walk: refused: the compensated command at t = {res.t[bad]:.3f} s: "
+                               + "; ".join(checker.explain(int(flags[bad]), res.q_cmd[bad]))
+                               + "; try --no-compensation or a smaller step")
     return res
+
+
+def _limits(model, res: WalkResult):
+    """The joints' speed and acceleration against their limits: the plan's and the commands' (with
+    their compensation), whichever is worse."""
+    plan, cmd = check_limits(model, res.t, res.q), check_limits(model, res.t, res.q_cmd)
+    return plan if plan.time_scale >= cmd.time_scale else cmd
 
 
 def refuse_unsafe(model, res: WalkResult) -> None:
@@ -457,7 +493,10 @@ class _Gait:
             toe = _corner_T(side, TOE, self.hl, self.hw)
             heel = _corner_T(side, HEEL, self.hl, self.hw)
             for k in np.flatnonzero((t >= t_a) & (t < t_b)):
-                R = _pitch_roll(_hermite(knots_pitch, t[k]), _hermite(knots_roll, t[k]))
+                pitch_k = _hermite(knots_pitch, t[k])
+                if abs(pitch_k) < FLAT_PITCH and not t_lo <= t[k] < t_td:
+                    continue   # at either end of the roll the sole lies flat (within the numbers' precision)
+                R = _pitch_roll(pitch_k, _hermite(knots_roll, t[k]))
                 if t[k] < t_lo:      # on the toe: turned about the toe corner
                     self.contact[k, f] = TOE
                     self.sole[k, f] = T_lift @ toe @ R @ inverse_transform(toe)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.errors import InputError
+from hil.robots.servos import servo_table
 
 TIMESTEP_S = 0.0005
 FLOOR_FRICTION = (1.0, 0.005, 0.0001)      # sliding, torsional, rolling
@@ -30,7 +31,7 @@ MIN_INERTIA = 1e-9
 
 def _mujoco():
     try:
-        import mujoco
+        import mujoco   # lazy: an optional extra; hil without it never builds a physics model
     except ImportError:
         raise InputError("--physics needs MuJoCo: pip install -e '.[physics]' (or pip install mujoco)") from None
     return mujoco
@@ -113,8 +114,6 @@ def _add_shape(mujoco, body, shape, sole: bool) -> None:
 def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
     """Compile `robot` (a hil RobotModel) into MuJoCo with its servo table (default: its own)."""
     mujoco = _mujoco()
-    from hil.robots.servos import servo_table
-
     servo = servo or servo_table(robot)
     spec = mujoco.MjSpec()
     spec.modelname = robot.name

@@ -3,7 +3,7 @@
 A robot's TOML (or a URDF robot's side file) and a board config may carry a `[servo]` table:
 
     [servo]                          # every joint
-    preset = "XL430-W250"            # a preset from data/servos.toml, or the numbers themselves:
+    preset = "XL430-W250"            # a preset from data/servos/presets.toml, or the numbers themselves:
     kp_nm_per_rad = 20.0             # stiffness: torque = kp · (target − angle)
     damping_nms_per_rad = 0.1
     armature_kgm2 = 0.004            # the motor's inertia seen at the joint
@@ -25,11 +25,14 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from hil.errors import ConfigError
 
-PRESETS_FILE = Path(__file__).resolve().parent / "data" / "servos.toml"
+PRESETS_FILE = Path(__file__).resolve().parent / "data" / "servos" / "presets.toml"
 NUMBER_KEYS = ("kp_nm_per_rad", "damping_nms_per_rad", "armature_kgm2", "friction_nm", "torque_limit_nm")
-KEYS = {*NUMBER_KEYS, "preset", "torque_speed", "joint"}
+OPTIONAL_KEYS = ("torque_per_amp_nm",)
+KEYS = {*NUMBER_KEYS, *OPTIONAL_KEYS, "preset", "torque_speed", "joint"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Servo:
     torque_limit_nm: float
     torque_speed: tuple[float, float] | None = None   # (full torque up to, none at) rad/s
     preset: str = ""
+    torque_per_amp_nm: float = 1.0   # the motor's torque constant at the joint (its current ↔ its torque)
 
     def available_torque(self, speed: float) -> float:
         """The most torque (N·m) the servo gives turning at `speed` rad/s (its torque–speed line)."""
@@ -68,9 +72,7 @@ class ServoTable:
     def joint(self, i: int) -> Servo:
         return self.servos[i]
 
-    def column(self, key: str):
-        import numpy as np
-
+    def column(self, key: str) -> np.ndarray:
         return np.array([getattr(s, key) for s in self.servos], dtype=float)
 
     def summary(self) -> str:
@@ -122,7 +124,9 @@ def _servo(values: dict, where: str, name: str = "", base: Servo | None = None) 
         if p not in table:
             raise ConfigError(f"{where}: preset {p!r} is not one of {', '.join(sorted(table))}")
         base = table[p]
-    got = {k: _number(values[k], k, where) for k in NUMBER_KEYS if k in values}
+    got = {k: _number(values[k], k, where) for k in (*NUMBER_KEYS, *OPTIONAL_KEYS) if k in values}
+    if got.get("torque_per_amp_nm", 1.0) <= 0:
+        raise ConfigError(f"{where}: torque_per_amp_nm must be positive")
     if base is None:
         missing = [k for k in NUMBER_KEYS if k not in got]
         if missing:

@@ -46,6 +46,7 @@ from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after
 from hil.runtime.recorder import Recorder
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
+from hil.robots.servos import servo_table
 from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
 from hil.safety import SafetyChecker
 
@@ -101,6 +102,7 @@ class LoopConfig:
     port_io: str = "process"
     parent_pid: int | None = None  # the `hil` process: the loop ends when it dies
     bus: BusConfig | None = None   # a servo bus (hil/board_config.py) instead of our own protocol
+    compensate: bool = True       # planned motions carry compliance compensation (hil.motion.torques)
     extra: dict = field(default_factory=dict)
 
 
@@ -244,7 +246,9 @@ class Loop:
         self.model = robots.load(cfg.robot)
         self.n = self.model.n
         self.safety = SafetyChecker(self.model)
-        self.motion = make_motion(cfg.motion, self.model)
+        servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,
+                            cfg.bus.source if cfg.bus is not None else "")
+        self.motion = make_motion(cfg.motion, self.model, servo, cfg.compensate)
         self.stats = LoopStats()
         self.tracer = MissTracer(MISSES_KEPT)
         self.stop_reason: str | None = None

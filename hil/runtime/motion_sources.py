@@ -15,7 +15,9 @@ from hil.errors import InputError
 from hil.motion import contacts
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
+from hil.motion.torques import COMPENSATION_MARGIN, torque_plan
 from hil.motion.walking import WalkParams, check_walk
+from hil.robots.servos import servo_table
 
 
 class MotionSource:
@@ -116,6 +118,8 @@ class Trajectory(MotionSource):
         self.support: np.ndarray | None = None   # per sample what touches the ground (a walk's; hil.motion.contacts)
         self.note = ""                          # what was done to it to make it followable (said at start)
         self.time_scale = 1.0                   # how much slower than written it runs (keyframe motions)
+        self.q_plan = self.q                    # where the joints should be (q: what the servos are told)
+        self.torques = None                     # hil.motion.torques.TorquePlan, where computed
 
     @classmethod
     def load(cls, path: str, model=None) -> "Trajectory":
@@ -128,10 +132,13 @@ class Trajectory(MotionSource):
                 traj = cls(f["t"], f["q"], name=path)
                 claim = "dynamic_balance_checked" in f and bool(np.asarray(f["dynamic_balance_checked"]).reshape(-1)[:1].all())
                 support = np.asarray(f["support"]) if "support" in f else None
+                q_plan = np.asarray(f["q_plan"], dtype=np.float64) if "q_plan" in f else None
         except (OSError, KeyError, ValueError, EOFError, TypeError) as e:
             raise InputError(f"{path}: not a trajectory file with arrays t (N,) and q (N, n): {e}") from e
         if model is not None and traj.q.shape[1] != model.n:
             raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
+        if q_plan is not None:
+            traj.q_plan = _checked_plan(model, traj.q, q_plan, path)
         if claim and support is not None and model is not None:
             traj.dynamic_balance_checked = verify_dynamic_balance(model, traj, support, path)
         if support is not None and support.shape == traj.t.shape and np.all(contacts.is_valid(support)):
@@ -159,11 +166,29 @@ class Trajectory(MotionSource):
         return self.q[k] + a * (self.q[k + 1] - self.q[k])
 
 
+def _checked_plan(model, q: np.ndarray, q_plan: np.ndarray, where: str) -> np.ndarray:
+    """A trajectory file's plan beside its commands: the commands may differ from it by no more
+    than a compliance compensation can (COMPENSATION_MARGIN × torque limit / stiffness per joint)."""
+    if not np.all(np.isfinite(q_plan)) or q_plan.shape != q.shape:
+        raise InputError(f"{where}: q_plan must be finite and of q's shape {q.shape}, got {q_plan.shape}")
+    if model is None:
+        return q_plan
+    servo = servo_table(model)
+    bound = COMPENSATION_MARGIN * servo.column("torque_limit_nm") / servo.column("kp_nm_per_rad") + 1e-9
+    over = np.abs(q - q_plan) > bound
+    if over.any():
+        k, j = np.argwhere(over)[0]
+        raise InputError(f"{where}: q differs from q_plan by {np.degrees(abs(q[k, j] - q_plan[k, j])):.2f}° at "
+                         f"sample {k} ({model.joint_names[j]}): more than a compliance compensation can "
+                         f"({np.degrees(bound[j]):.2f}°); q is what the servos are told, q_plan where the joints go")
+    return q_plan
+
+
 def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: str) -> bool:
     """Recompute a walk's ZMP from its joint motion and support annotation; True when it stays
     inside the support polygon throughout, InputError naming the first place it does not."""
 
-    t, Q = traj.t, traj.q
+    t, Q = traj.t, traj.q_plan   # where the joints go (the commands carry the compensation)
     if support.shape != t.shape or len(t) < 3 or not np.all(contacts.is_valid(support)):
         raise InputError(f"{where}: 'support' must hold a support code (0 both, 1 left, 2 right, or one of "
                          f"hil.motion.contacts' for a foot on its toe or heel) for each of the {len(t)} samples")
@@ -182,8 +207,26 @@ def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: 
     return True
 
 
-def make_motion(spec: str | None, model) -> MotionSource:
-    """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q)."""
+def _compensate(traj: Trajectory, model, servo, compensate: bool) -> None:
+    """Plan the trajectory's torques; refuse it if they are more than its servos give; give it the
+    compensated commands (a file that already carries them, with q_plan, keeps its own)."""
+    if len(traj.t) < 3:
+        return
+    servo = servo or servo_table(model)
+    support = traj.support if traj.support is not None and np.all(contacts.is_valid(traj.support)) \
+        else np.zeros(len(traj.t), dtype=np.int64)
+    tp = torque_plan(model, traj.t, traj.q_plan, support, servo, compensate and traj.q_plan is traj.q)
+    if tp.over():
+        raise InputError(tp.refusal(traj.name) + "; slow it down or lighten the load")
+    traj.torques = tp
+    if tp.compensated:
+        traj.q = tp.q_cmd
+
+
+def make_motion(spec: str | None, model, servo=None, compensate: bool = True) -> MotionSource:
+    """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q). Planned
+    motions are checked against the servos' torques (`servo`, default the robot's) and carry the
+    compliance compensation (`compensate`, where the servos declare a stiffness)."""
     if not spec or spec == "hold":
         return Jog()
     if spec == "jog":
@@ -194,10 +237,11 @@ def make_motion(spec: str | None, model) -> MotionSource:
         traj = Trajectory.load(spec, model)
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
-        report = check_limits(model, traj.t, traj.q)
+        report = check_limits(model, traj.t, traj.q_plan)
         if report.first_over_t is not None:   # samples at given times: not ours to slow down
             raise InputError(f"{spec}: refused: from t = {report.first_over_t:.3f} s the joints go faster "
                              f"than their limits; worst: {report.worst}. Plan it slower")
+        _compensate(traj, model, servo, compensate)
         return traj
     if spec.endswith((".toml", ".json")):
         motion = load_motion(spec, model)
@@ -217,6 +261,7 @@ def make_motion(spec: str | None, model) -> MotionSource:
         if motion.dynamic:
             motion.check_dynamic(model, rate)  # the ZMP computed back from this very motion
             traj.dynamic_balance_checked = True
+        _compensate(traj, model, servo, compensate)
         return traj
     raise InputError(f"unknown --motion {spec!r}: use hold, jog, demo, a motion file (.toml/.json) or a "
                      "trajectory .npz (t, q)")

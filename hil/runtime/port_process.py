@@ -32,7 +32,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from firmware_protocol.board_data import StateSample
+from firmware_protocol.board_data import Imu, StateSample
 from firmware_protocol.buses.board import BusConfig
 from firmware_protocol.errors import LinkLostError
 from hil.runtime.realtime import leave_the_loop_cpu, loop_cpu_choice
@@ -42,7 +42,9 @@ from hil.runtime.transport import BoardTransport, ThreadPort, connect_board
 K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
 CTRL_WORDS = 8
 REASON_BYTES = 512
-STATE_SCALARS = 7  # t_host, t_board_us, seq, echo_seq, state, faults, supply_mV
+# t_host, t_board_us, seq, echo_seq, state, faults, supply_mV, IMU valid, quaternion (4), rate (3), acceleration (3)
+STATE_SCALARS = 18
+IMU_AT = 7
 
 
 def _layout(n: int) -> tuple[int, int, int]:
@@ -190,8 +192,14 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
                 sample = link.poll()
                 if sample is not None and sample is not published:
                     published = sample
-                    state[:STATE_SCALARS] = (sample.t_host, sample.t_board_us, sample.seq, sample.echo_seq,
-                                             sample.state, sample.faults, sample.supply_mV)
+                    state[:IMU_AT] = (sample.t_host, sample.t_board_us, sample.seq, sample.echo_seq,
+                                      sample.state, sample.faults, sample.supply_mV)
+                    imu = sample.imu
+                    state[IMU_AT] = imu is not None
+                    if imu is not None:
+                        state[IMU_AT + 1:IMU_AT + 5] = imu.quat
+                        state[IMU_AT + 5:IMU_AT + 8] = imu.gyro
+                        state[IMU_AT + 8:IMU_AT + 11] = imu.acc
                     state[STATE_SCALARS:STATE_SCALARS + n] = sample.q
                     state[STATE_SCALARS + n:STATE_SCALARS + 2 * n] = sample.qd
                     state[STATE_SCALARS + 2 * n:STATE_SCALARS + 3 * n] = sample.current_mA
@@ -301,9 +309,10 @@ class PortLink:
             return self._latest
         self._count = count
         n, k = self.n, STATE_SCALARS
+        imu = Imu(s[IMU_AT + 1:IMU_AT + 5], s[IMU_AT + 5:IMU_AT + 8], s[IMU_AT + 8:IMU_AT + 11]) if s[IMU_AT] else None
         self._latest = StateSample(float(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]), int(s[5]),
                                    s[k:k + n], s[k + n:k + 2 * n], s[k + 2 * n:k + 3 * n], s[k + 3 * n:],
-                                   int(s[6]))
+                                   int(s[6]), imu)
         return self._latest
 
     def send_positions(self, q: np.ndarray, hold: bool = False) -> None:

@@ -91,6 +91,8 @@ class RunRequest:
     bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
     board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
     emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
+    physics: bool = False              # dry-run: the robot in MuJoCo behind the emulator (hil.physics)
+    compensate: bool = True            # planned motions carry compliance compensation (hil.motion.torques)
     zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
     zenoh_config: str | None = None    # Zenoh's own config file
     zenoh_rate_hz: float = 100.0
@@ -125,6 +127,12 @@ def check(req: RunRequest, model, bus=None) -> float:
         raise InputError("--emulator c runs the C firmware's host build for --dry-run; not with --port or --bus")
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
+    if req.physics:
+        if not req.dry_run:
+            raise InputError("--physics puts the robot in physics behind the built-in emulator: use it with --dry-run")
+        if req.emulator != "python":
+            raise InputError("--physics runs the Python board model with MuJoCo behind it; leave out --emulator c")
+        emulator_launch.check_physics()
     _check_zenoh(req)
     writable_file(req.record, "--record")
     writable_file(req.stats_json, "--stats-json")
@@ -163,12 +171,16 @@ def run(req: RunRequest) -> int:
     bus = bus_config(req, model)
     rate = check(req, model, bus)
     emu = None
+    physics = " with the robot in physics (MuJoCo)" if req.physics else ""
     if req.dry_run and bus is not None:
-        emu = emulator_launch.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid())
-        print(f"servo bus config: {bus.source}")
+        emu = emulator_launch.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid(),
+                                                 physics=req.physics)
+        print(f"servo bus config: {bus.source}{physics}")
     elif req.dry_run:
-        emu = emulator_launch.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None, parent_pid=os.getpid())
-        print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else ""))
+        emu = emulator_launch.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None,
+                                             parent_pid=os.getpid(), physics=req.physics)
+        print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else "")
+              + physics)
     name = loop_name(model.name, os.getpid())
     try:
         shared = SharedState(name, model.n, create=True)
@@ -185,7 +197,7 @@ def run(req: RunRequest) -> int:
                      duration_s=req.duration_s, record=req.record, stats_json=req.stats_json, motion=req.motion,
                      enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
-                     parent_pid=os.getpid(), bus=bus, **extra)
+                     parent_pid=os.getpid(), bus=bus, compensate=req.compensate, **extra)
     session = _Run(shared, req, model, headless)
     try:
         session.supervise(cfg)

@@ -10,15 +10,15 @@ ROOT = Path(__file__).resolve().parents[2]
 # lowest first; a module may import its own layer and the ones below
 LAYERS = [
     ("hil._jit", "hil.errors", "hil.inputs"),
-    ("hil.kinematics", "hil.robots"),
+    ("hil.kinematics", "hil.robots", "hil.dynamics"),
     ("hil.motion", "hil.safety", "hil.emulator_launch", "hil.calibration_files", "hil.board_config", "hil.warmup",
-     "hil.remote.session"),
+     "hil.remote.session", "hil.physics"),
     ("hil.runtime",),
     ("calibration", "twin", "hil.export", "hil.remote"),
     ("hil.cli", "hil.__main__"),
 ]
 PACKAGES = ("hil", "calibration", "twin", "firmware_protocol")
-KERNEL_PACKAGES = ("hil.kinematics", "hil.robots", "hil.safety")
+KERNEL_PACKAGES = ("hil.kinematics", "hil.robots", "hil.safety", "hil.dynamics")
 
 
 def layer_of(module: str) -> int | None:

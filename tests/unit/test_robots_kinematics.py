@@ -272,9 +272,10 @@ def test_com_against_hand_computation_at_zero(humanoid):
 
 def test_puma_com_against_dh_reference(puma):
     rng = np.random.default_rng(8)
-    # link masses and centres of mass as in the data file (link i frame = DH frame i-1 @ Rz(q_i))
-    coms = {2: (17.4, [0.25, 0, 0.15]), 3: (4.8, [0.02, -0.2, 0]), 4: (0.82, [0, 0, 0.44]),
-            5: (0.34, [0, 0, 0]), 6: (0.09, [0, 0, 0.03])}
+    # link masses and centres of mass as in the data file (Armstrong, Khatib & Burdick's; link i
+    # frame = DH frame i-1 @ Rz(q_i))
+    coms = {2: (17.4, [0.068, 0.006, 0.2275]), 3: (4.8, [0, -0.070, 0.014]), 4: (0.82, [0, 0, 0.481]),
+            5: (0.34, [0, 0, 0]), 6: (0.09, [0, 0, 0.032])}
     for q in random_q(puma, rng, 20):
         frames = [np.eye(4)]
         for i in range(6):

@@ -17,6 +17,10 @@ void hal_read_joints(int32_t *pos, int16_t *vel, int16_t *cur, int8_t *temp, uin
 }
 void hal_command_frame(int32_t *pos, uint8_t n) { for (uint8_t j = 0; j < n; j++) pos[j] = 1000 * j; }
 void hal_write_joints(const int32_t *t, uint8_t n, uint8_t on) { (void)t; (void)n; (void)on; }
+int hal_read_imu(int16_t quat[4], int16_t gyro_mrad_s[3], int16_t acc_mm_s2[3]) {
+  (void)quat; (void)gyro_mrad_s; (void)acc_mm_s2;
+  return 0;
+}
 uint16_t hal_supply_mv(void) { return 7400; }
 void hal_unique_id(uint8_t uid[12]) { memset(uid, 1, 12); }
 uint32_t hal_random32(void) { return 42; }

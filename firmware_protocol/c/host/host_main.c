@@ -227,6 +227,11 @@ static double gauss(void) {
 }
 
 uint64_t hal_micros(void) { double t = mono() - t_boot; return t > 0 ? (uint64_t)llround(t * 1e6) : 0; }
+/* the host build simulates no IMU (the physics emulator, hil emulate --physics, has one) */
+int hal_read_imu(int16_t quat[4], int16_t gyro_mrad_s[3], int16_t acc_mm_s2[3]) {
+  (void)quat; (void)gyro_mrad_s; (void)acc_mm_s2;
+  return 0;
+}
 uint16_t hal_supply_mv(void) { return opt.supply_mv; }
 void hal_unique_id(uint8_t uid[12]) { memcpy(uid, opt.uid, 12); }
 uint32_t hal_random32(void) {

@@ -106,6 +106,11 @@ static uint16_t adc_read(int ch) {
 }
 
 /* ------------------------------------------------------------------ the HAL */
+/* no IMU fitted: a port with one (an MPU-6050 on I2C, say) fills these */
+int hal_read_imu(int16_t quat[4], int16_t gyro_mrad_s[3], int16_t acc_mm_s2[3]) {
+  (void)quat; (void)gyro_mrad_s; (void)acc_mm_s2;
+  return 0;
+}
 uint16_t hal_supply_mv(void) { return 7400; }
 int hal_home(uint32_t joint_mask, uint8_t method) { (void)joint_mask; (void)method; return -1; }
 

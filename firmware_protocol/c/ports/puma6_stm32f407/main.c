@@ -93,6 +93,11 @@ static void outputs(void) {
 }
 
 /* ------------------------------------------------------------------ the HAL */
+/* no IMU fitted: a port with one (an MPU-6050 on I2C, say) fills these */
+int hal_read_imu(int16_t quat[4], int16_t gyro_mrad_s[3], int16_t acc_mm_s2[3]) {
+  (void)quat; (void)gyro_mrad_s; (void)acc_mm_s2;
+  return 0;
+}
 uint16_t hal_supply_mv(void) { return 48000; }
 
 void hal_command_frame(int32_t *pos, uint8_t n) {

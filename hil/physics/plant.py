@@ -1,0 +1,148 @@
+"""MuJoCo behind a board's emulator: the `firmware_protocol.plant.Plant` of a physics dry-run.
+
+The emulator's clock drives it: `advance(now)` steps the simulation (0.5 ms steps) up to `now`.
+A robot with a free base is powered up on a stand, as a humanoid is: its base held where it stands
+at home, feet on the floor, until every joint's servo has been on for `STAND_RELEASE_S`; from then on
+it stands on its own feet (disabled or e-stopped later, it falls, as a real one does).
+A process that was not scheduled for a while catches up at most `MAX_CATCH_UP_S`; beyond that the
+world waits with it (slower than real time, never a burst of hundreds of steps).
+
+Servos: a position servo per joint (`hil.physics.build`) whose stiffness is switched off with its
+torque (a humanoid's joints go limp: it can fall), or, on a robot with brakes (the PUMA's), held
+where it is. Each joint's torque–speed line, where its servo has one, limits the torque at its
+speed every step. The IMU is the base body's: orientation, angular rate and acceleration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_protocol.plant import Plant
+from hil.physics.build import PhysicsModel, _mujoco
+
+MAX_CATCH_UP_S = 0.05
+STAND_RELEASE_S = 0.5
+
+
+class PhysicsPlant(Plant):
+    """A robot in MuJoCo (see the module docstring); `brakes`: joints hold when torque goes off."""
+
+    def __init__(self, pm: PhysicsModel, initial: np.ndarray | None = None, brakes: bool = False) -> None:
+        mujoco = _mujoco()
+        self.mj = mujoco
+        self.pm = pm
+        self.m = pm.model
+        self.d = mujoco.MjData(self.m)
+        self.d.qpos[:] = pm.home_qpos
+        if initial is not None:
+            self.d.qpos[pm.qpos_of_joint] = initial
+        self.n = len(pm.qpos_of_joint)
+        self.brakes = brakes
+        self.kp = self.m.actuator_gainprm[:, 0].copy()
+        self.limit = self.m.actuator_forcerange[:, 1].copy()
+        servo = pm.servo
+        self.speed_line = [s.torque_speed for s in servo.servos]
+        self.has_speed_line = any(line is not None for line in self.speed_line)
+        self.torque = np.zeros(self.n, dtype=bool)
+        self.d.ctrl[:] = self.d.qpos[pm.qpos_of_joint]
+        self._apply_torque()
+        mujoco.mj_forward(self.m, self.d)
+        self.t: float | None = None
+        self.steps = 0
+        self.q = self.d.qpos[pm.qpos_of_joint].copy()
+        self.qd = np.zeros(self.n)
+        self.effort = np.zeros(self.n)
+        self.on_stand = pm.floating
+        self.stand_qpos = self.d.qpos[:7].copy()
+        self.all_on_since: float | None = None
+
+    # ------------------------------------------------------------------ servos
+    def _apply_torque(self) -> None:
+        """Stiffness on where the torque is on; off (limp) or braked where it is off."""
+        on = self.torque | self.brakes
+        kp = np.where(on, self.kp, 0.0)
+        self.m.actuator_gainprm[:, 0] = kp
+        self.m.actuator_biasprm[:, 1] = -kp
+
+    def drive(self, target: np.ndarray, torque: np.ndarray) -> None:
+        torque = np.asarray(torque, dtype=bool)
+        if not np.array_equal(torque, self.torque):
+            newly_off = self.torque & ~torque
+            self.torque = torque.copy()
+            if self.brakes and newly_off.any():   # brakes: held where each joint is now
+                self.d.ctrl[newly_off] = self.d.qpos[self.pm.qpos_of_joint][newly_off]
+            self._apply_torque()
+        on = self.torque
+        self.d.ctrl[on] = np.asarray(target, dtype=np.float64)[on]
+
+    def stop_here(self) -> None:
+        self.d.ctrl[:] = self.d.qpos[self.pm.qpos_of_joint]
+
+    # ------------------------------------------------------------------ time
+    def advance(self, now: float) -> None:
+        if self.t is None:
+            self.t = now
+        dt = self.m.opt.timestep
+        if now - self.t > MAX_CATCH_UP_S:
+            self.t = now - MAX_CATCH_UP_S
+        mj, m, d = self.mj, self.m, self.d
+        if self.on_stand:
+            self._stand(now)
+        while self.t + dt <= now:
+            if self.has_speed_line:
+                self._speed_limits()
+            mj.mj_step(m, d)
+            if self.on_stand:
+                d.qpos[:7] = self.stand_qpos
+                d.qvel[:6] = 0.0
+            self.t += dt
+            self.steps += 1
+        pm = self.pm
+        self.q = d.qpos[pm.qpos_of_joint].copy()
+        self.qd = d.qvel[pm.dof_of_joint].copy()
+        self.effort = d.actuator_force.copy()
+
+    def _stand(self, now: float) -> None:
+        """Off the stand once every servo has held for STAND_RELEASE_S."""
+        if not self.torque.all():
+            self.all_on_since = None
+        elif self.all_on_since is None:
+            self.all_on_since = now
+        elif now - self.all_on_since >= STAND_RELEASE_S:
+            self.on_stand = False
+
+    def _speed_limits(self) -> None:
+        qd = self.d.qvel[self.pm.dof_of_joint]
+        for i, line in enumerate(self.speed_line):
+            if line is None:
+                continue
+            full, zero = line
+            s = abs(qd[i])
+            k = 1.0 if s <= full else max(0.0, (zero - s) / (zero - full))
+            self.m.actuator_forcerange[i, 0] = -self.limit[i] * k
+            self.m.actuator_forcerange[i, 1] = self.limit[i] * k
+
+    # ------------------------------------------------------------------ sensing
+    def imu(self):
+        if not self.pm.floating:
+            return None
+        d, b = self.d, self.pm.base_body
+        R = d.xmat[b].reshape(3, 3)
+        # the free joint: its angular velocity is in the body frame, its linear acceleration (of
+        # the base origin) in the world; an accelerometer feels that minus gravity
+        acc = R.T @ (d.qacc[0:3] - self.m.opt.gravity)
+        return d.xquat[b].copy(), d.qvel[3:6].copy(), acc
+
+    def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """(position (3,), rotation (3, 3)) of the base in the world."""
+        b = self.pm.base_body
+        return self.d.xpos[b].copy(), self.d.xmat[b].reshape(3, 3).copy()
+
+    def contacts(self) -> list[tuple[np.ndarray, float]]:
+        """Where the robot touches the floor: (point (3,), normal force N) per contact."""
+        out = []
+        f = np.zeros(6)
+        for i in range(self.d.ncon):
+            self.mj.mj_contactForce(self.m, self.d, i, f)
+            out.append((self.d.contact[i].pos.copy(), float(f[0])))
+        return out

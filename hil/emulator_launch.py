@@ -169,11 +169,13 @@ def c_emulator_binary() -> str:
     return str(binary)
 
 
-def physics_prefix(model, bus_config=None) -> list[str]:
+def physics_prefix(model, bus_config=None, truth: str | None = None) -> list[str]:
     """The start of an emulator command line with the robot in physics behind it (hil.physics.emulate);
-    the emulator's own options follow."""
+    the emulator's own options follow. `truth`: where it writes what the robot did, at its exit."""
     check_physics()
     argv = [sys.executable, "-P", "-m", "hil.physics.emulate", "--robot", model.spec]
+    if truth:
+        argv += ["--truth", truth]
     if bus_config is not None:
         argv += ["--bus", bus_config.bus]
         if not bus_config.shipped:
@@ -190,7 +192,8 @@ def check_physics() -> None:
                          "(or pip install mujoco)") from None
 
 
-def emulator_argv(model, impl: str = "python", physics: bool = False, **options) -> list[str]:
+def emulator_argv(model, impl: str = "python", physics: bool = False, truth: str | None = None,
+                  **options) -> list[str]:
     """The whole command line that starts the emulator for this model: the Python board model, or
     the C firmware's host build (`impl="c"`), which take the same options; with `physics` the Python
     board model with the robot in MuJoCo behind it. -P: the current folder (a hil checkout, say)
@@ -198,7 +201,7 @@ def emulator_argv(model, impl: str = "python", physics: bool = False, **options)
     if physics:
         if impl != "python":
             raise InputError("--physics runs the Python board model with MuJoCo behind it; leave out --emulator c")
-        return [*physics_prefix(model), *emulator_args(model, **options)]
+        return [*physics_prefix(model, truth=truth), *emulator_args(model, **options)]
     if impl == "c":
         if board_kind(model) == "servos":
             raise InputError(f"{model.name}: the C firmware's host build has the puma6 and humanoid17 boards; a robot "
@@ -278,12 +281,13 @@ def check_fault(spec: str) -> None:
 
 def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: float | None = None,
                       return_delay_us: float | None = None, link: str | None = None,
-                      parent_pid: int | None = None, physics: bool = False) -> list[str]:
+                      parent_pid: int | None = None, physics: bool = False, truth: str | None = None) -> list[str]:
     """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
     its servos at the robot's home pose, at the config's baud rate, echoing if the config says so;
     with `physics` the servos' joints in MuJoCo (hil.physics.emulate)."""
 
-    head = physics_prefix(model, config) if physics else [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator"]
+    head = physics_prefix(model, config, truth) if physics else \
+        [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator"]
     argv = [*head, "--bus", config.bus,
             "--servos", json.dumps(emulated_servos(config, model)), "--baud", str(config.baud if baud is None else baud)]
     if echo if echo is not None else bool(config.echo):

@@ -47,6 +47,9 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
 
 
 def add_compensation_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--no-stabiliser", action="store_true",
+                   help="a humanoid's motions without the balance stabiliser (by default, where the board has an IMU, "
+                        "the ankles lean the body back toward the attitude the motion plans)")
     s.add_argument("--no-compensation", action="store_true",
                    help="send the planned joint angles as they are: no compliance compensation (by default the "
                         "commands add what soft servos sag under the torques the motion needs, where the robot's "
@@ -127,4 +130,5 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
         robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation))
+        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation,
+        stabilise=not args.no_stabiliser))

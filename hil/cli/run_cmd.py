@@ -72,7 +72,8 @@ def run(args) -> int:
         enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
         keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
         calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
+        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation,
+        stabilise=not args.no_stabiliser, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
         zenoh_control=args.zenoh_control)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))

@@ -11,6 +11,7 @@ prints first is the pty's path, as the other emulators do.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
@@ -26,17 +27,20 @@ from hil.physics.plant import PhysicsPlant
 from hil.robots.servos import servo_table
 
 
-def _board_plant(model, servo):
+def _board_plant(model, servo, made: list):
     def plant_for(config):
         pm = build(model, servo)
-        return PhysicsPlant(pm, np.asarray(config.initial, dtype=float), brakes=config.kind == M.BoardKind.PUMA6)
+        plant = PhysicsPlant(pm, np.asarray(config.initial, dtype=float), brakes=config.kind == M.BoardKind.PUMA6)
+        made.append(plant)
+        return plant
     return plant_for
 
 
-def _bus_bridge(model, servo, config):
+def _bus_bridge(model, servo, config, made: list):
     def bridge_for(servos):
         pm = build(model, servo)
         plant = PhysicsPlant(pm, model.home.copy())
+        made.append(plant)
         joints = config.joints
         kt = [s.torque_per_amp_nm for s in servo.servos]
         return ServoBridge(plant, [j.servo_id for j in joints], [j.ticks_per_rad for j in joints],
@@ -50,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--robot", required=True, help="the robot (a shipped name, a URDF or a robot .toml)")
     p.add_argument("--bus", help="a servo bus kind: its emulator instead of our board's")
     p.add_argument("--board-config", help="the robot ↔ servo mapping (default: the one shipped for --bus)")
+    p.add_argument("--truth", metavar="FILE", help="at exit, write what the robot's body did (JSON: fell, when, "
+                                                   "largest tilt, travel): the run's report reads it")
     return p
 
 
@@ -65,9 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     except HilError as e:
         print(f"physics emulator: {message(e)}", file=sys.stderr)
         return 2
-    if bus is not None:
-        return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus))
-    return board_emulator.main(theirs, plant_for=_board_plant(model, servo))
+    made: list[PhysicsPlant] = []
+    try:
+        if bus is not None:
+            return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus, made))
+        return board_emulator.main(theirs, plant_for=_board_plant(model, servo, made))
+    finally:
+        if args.truth and made:
+            with open(args.truth, "w") as f:
+                json.dump(made[0].truth(), f)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from hil.physics.build import PhysicsModel, _mujoco
 
 MAX_CATCH_UP_S = 0.05
 STAND_RELEASE_S = 0.5
+FALL_TILT_DEG = 50.0     # as the loop judges a fall from the IMU (hil.runtime.balance)
 
 
 class PhysicsPlant(Plant):
@@ -55,6 +56,11 @@ class PhysicsPlant(Plant):
         self.on_stand = pm.floating
         self.stand_qpos = self.d.qpos[:7].copy()
         self.all_on_since: float | None = None
+        # the truth, for the run's report (`truth()`): what the robot's body did in physics
+        self.max_tilt_deg = 0.0
+        self.fell_at: float | None = None
+        self.released_at: float | None = None
+        self.start_xy: np.ndarray | None = None
 
     # ------------------------------------------------------------------ servos
     def _apply_torque(self) -> None:
@@ -101,6 +107,8 @@ class PhysicsPlant(Plant):
         self.q = d.qpos[pm.qpos_of_joint].copy()
         self.qd = d.qvel[pm.dof_of_joint].copy()
         self.effort = d.actuator_force.copy()
+        if pm.floating and not self.on_stand:
+            self._judge(now)
 
     def _stand(self, now: float) -> None:
         """Off the stand once every servo has held for STAND_RELEASE_S."""
@@ -110,6 +118,23 @@ class PhysicsPlant(Plant):
             self.all_on_since = now
         elif now - self.all_on_since >= STAND_RELEASE_S:
             self.on_stand = False
+            self.released_at = now
+            self.start_xy = self.d.qpos[0:2].copy()
+
+    def _judge(self, now: float) -> None:
+        R = self.d.xmat[self.pm.base_body].reshape(3, 3)
+        tilt = float(np.degrees(np.arccos(np.clip(R[2, 2], -1.0, 1.0))))
+        self.max_tilt_deg = max(self.max_tilt_deg, tilt)
+        if self.fell_at is None and tilt > FALL_TILT_DEG:
+            self.fell_at = now
+
+    def truth(self) -> dict:
+        """What the robot's body did in physics since it left its stand (JSON-ready): fell (and
+        when, monotonic seconds), its largest tilt, its base's travel in the world."""
+        travel = [0.0, 0.0] if self.start_xy is None else [float(v) for v in self.d.qpos[0:2] - self.start_xy]
+        return {"released": self.released_at is not None, "released_at": self.released_at,
+                "fell": self.fell_at is not None, "fell_at": self.fell_at,
+                "max_tilt_deg": round(self.max_tilt_deg, 2), "base_travel_m": travel, "steps": self.steps}
 
     def _speed_limits(self) -> None:
         qd = self.d.qvel[self.pm.dof_of_joint]

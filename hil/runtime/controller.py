@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol.messages import fault_names
+from hil.runtime.balance import BalanceWatch, Stabiliser
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
 from hil.safety import HELD as HELD_FLAG
 from hil.safety import I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
@@ -58,8 +59,11 @@ class Output:
 class Controller:
     """The per-cycle decision for one robot: lifecycle + motion + safety."""
 
-    def __init__(self, model, safety, motion, policy: Policy, event=None) -> None:
+    def __init__(self, model, safety, motion, policy: Policy, event=None, stabilise: bool = True) -> None:
         self.model = model
+        self.balance = BalanceWatch(model)
+        self.stabiliser = Stabiliser(model) if stabilise else None
+        self.imu = None
         self.safety = safety
         self.motion = motion
         self.policy = policy
@@ -205,6 +209,8 @@ class Controller:
         if sample is not None and sample.t_host > self._fresh_after:
             self._have_state = True
             self.q_meas = sample.q
+            if sample.imu is not None and sample.imu is not self.imu:
+                self._watch_balance(sample.imu)
             state = sample.state
             self.board_state = state
             t_board = sample.t_board_us
@@ -238,6 +244,14 @@ class Controller:
         else:
             out.command, out.hold = self.q_cmd, life.mode not in ENABLED_MODES
         return out
+
+    def _watch_balance(self, imu) -> None:
+        """A new IMU reading: tilt, travel, and a fall (toward safety, said once)."""
+        self.imu = imu
+        life = self.life
+        support = self.motion.support_at(self.motion_t) if life.activity == MOTION else 3
+        if self.balance.update(self.now, imu, self.q_meas, support):
+            self.handle(Ev.FELL, why=f"its body tilted {math.degrees(self.balance.tilt):.0f}° from upright")
 
     def _mode_age(self) -> float:
         """Seconds since the current mode began (0 in the first cycle that sees it)."""
@@ -280,6 +294,10 @@ class Controller:
             q_target = self.q_cmd  # hold where the command is while deadlines are missed
         elif life.activity == MOTION:
             q_target = self.motion.target(self.motion_t)
+            if self.stabiliser is not None and self.imu is not None and self.stabiliser.usable:
+                t = self.motion_t
+                q_target = q_target + self.stabiliser.correction(self.motion.plan_target(t), self.imu,
+                                                                 self.motion.support_at(t))
         elif life.activity == JOG:
             q_target = self.jog_target
         else:

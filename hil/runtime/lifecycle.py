@@ -74,6 +74,7 @@ class Ev(Enum):
     HOLD_TIMEOUT = "held too long"
     SIGNAL = "signal"
     PARENT_DIED = "parent died"
+    FELL = "the robot fell"
 
 
 USER_EVENTS = frozenset({Ev.ENABLE, Ev.DISABLE, Ev.START, Ev.JOG, Ev.STOP, Ev.CLEAR_FAULT, Ev.ESTOP})
@@ -242,10 +243,11 @@ class Lifecycle:
             if self.clearing:
                 self._to_safety(Mode.DISABLED)
             return []
-        if ev == Ev.OVERRUN_DISABLE:
+        if ev in (Ev.OVERRUN_DISABLE, Ev.FELL):
             if self.mode in ENABLED_MODES or self.mode == Mode.ENABLING:
                 self._to_safety(Mode.DISABLED)
                 return [Action.SEND_DISABLE]
+            self._forget()
             return []
         return self._enabled_event(ev)
 

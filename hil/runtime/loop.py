@@ -103,6 +103,7 @@ class LoopConfig:
     parent_pid: int | None = None  # the `hil` process: the loop ends when it dies
     bus: BusConfig | None = None   # a servo bus (hil/board_config.py) instead of our own protocol
     compensate: bool = True       # planned motions carry compliance compensation (hil.motion.torques)
+    stabilise: bool = True        # a humanoid's motions lean back on what its IMU says (runtime.balance)
     extra: dict = field(default_factory=dict)
 
 
@@ -276,7 +277,7 @@ class Loop:
         T = 1.0 / cfg.rate_hz
         policy = Policy(T, cfg.ramp_fraction, cfg.hold_after_misses, cfg.disable_after_misses,
                         hold_timeout_s=HEADLESS_HOLD_S if cfg.headless else None)
-        self.ctl = Controller(self.model, self.safety, self.motion, policy, self.event)
+        self.ctl = Controller(self.model, self.safety, self.motion, policy, self.event, stabilise=cfg.stabilise)
         # compile (or load from the cache) every kernel the cycle uses now, not in the first cycle
         q = self.model.home.copy()
         self.safety.step(q, q.copy(), T, 1.0, q.copy(), q.copy())
@@ -435,6 +436,9 @@ class Loop:
                 t_w = time.monotonic()
                 self._send(out)
                 wire += time.monotonic() - t_w
+            if ctl.balance.fell_at is not None and self.stop_reason is None:
+                self._stop(f"the robot fell at t = {ctl.balance.fell_at - self.t0:.2f} s (its body tilted "
+                           f"{math.degrees(ctl.balance.tilt):.0f}° from upright)", failed=True)
             if cfg.exit_when_done:
                 self._check_end()
             cycle_us = (time.monotonic() - wake) * 1e6
@@ -626,7 +630,7 @@ class Loop:
                       | (mode == HELD) << 3 | int(mode) << 4)
         support = ctl.motion.support_at(ctl.motion_t) if loop_flags & 4 else 3
         self.recorder.append(wake - self.t0, ctl.q_cmd, sample.q, ctl.q_target, sample.state, sample.faults,
-                             flags, stale, period_us, cycle_us, loop_flags, support)
+                             flags, stale, period_us, cycle_us, loop_flags, support, sample.current_mA, sample.imu)
 
     def _publish_stats(self, T_us: float) -> None:
         window = int(1e6 / T_us)  # the last second only: the whole history would cost a deadline
@@ -697,5 +701,11 @@ class Loop:
             "missed_deadlines_at": [[round(t, 6), round(us, 1)] for t, us in st.missed_at],
             **self.tracer.report(),
         }
+        if ctl.balance.seen:   # a board with an IMU (the physics emulator's): what the robot's body did
+            physics = ctl.balance.report()
+            if physics["fell_at_s"] is not None:
+                physics["fell_at_s"] = round(physics["fell_at_s"] - self.t0, 3)
+            physics["stabiliser"] = "on" if ctl.stabiliser is not None and ctl.stabiliser.usable else "off"
+            stats["physics"] = physics
         with open(cfg.stats_json, "w") as f:
             json.dump(stats, f, indent=1)

@@ -39,6 +39,10 @@ class MotionSource:
         """The foot the motion stands on at t: 0 both, 1 left, 2 right, 3 not said (recorded per cycle)."""
         return 3
 
+    def plan_target(self, t: float) -> np.ndarray:
+        """Where the joints should be at t (the target less any compliance compensation)."""
+        return self.target(t)
+
 
 class Hold(MotionSource):
     """Stay at the pose the robot was in when the motion started (the default)."""
@@ -156,14 +160,20 @@ class Trajectory(MotionSource):
         return int(self.support[k])
 
     def target(self, t: float) -> np.ndarray:
+        return self._at(self.q, t)
+
+    def plan_target(self, t: float) -> np.ndarray:
+        return self._at(self.q_plan, t)
+
+    def _at(self, Q: np.ndarray, t: float) -> np.ndarray:
         if t <= 0.0:
-            return self.q[0]
+            return Q[0]
         if t >= self.duration:
-            return self.q[-1]
+            return Q[-1]
         k = int(np.searchsorted(self.t, t, side="right")) - 1
         t0, t1 = self.t[k], self.t[k + 1]
         a = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
-        return self.q[k] + a * (self.q[k + 1] - self.q[k])
+        return Q[k] + a * (Q[k + 1] - Q[k])
 
 
 def _checked_plan(model, q: np.ndarray, q_plan: np.ndarray, where: str) -> np.ndarray:
@@ -207,20 +217,53 @@ def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: 
     return True
 
 
-def _compensate(traj: Trajectory, model, servo, compensate: bool) -> None:
-    """Plan the trajectory's torques; refuse it if they are more than its servos give; give it the
-    compensated commands (a file that already carries them, with q_plan, keeps its own)."""
+def _compensate(traj: Trajectory, model, servo, compensate: bool, refuse: bool = True):
+    """Plan the trajectory's torques and give it the compensated commands (a file that already
+    carries them, with q_plan, keeps its own); with `refuse`, InputError when they are more than its
+    servos give. Returns the TorquePlan."""
     if len(traj.t) < 3:
-        return
+        return None
     servo = servo or servo_table(model)
     support = traj.support if traj.support is not None and np.all(contacts.is_valid(traj.support)) \
         else np.zeros(len(traj.t), dtype=np.int64)
     tp = torque_plan(model, traj.t, traj.q_plan, support, servo, compensate and traj.q_plan is traj.q)
-    if tp.over():
+    if tp.over() and refuse:
         raise InputError(tp.refusal(traj.name) + "; slow it down or lighten the load")
     traj.torques = tp
     if tp.compensated:
         traj.q = tp.q_cmd
+    return tp
+
+
+def _keyframe_motion(spec: str, model, servo, compensate: bool) -> Trajectory:
+    """A keyframe motion sampled at the robot's rate, slowed (its keyframe times stretched) until the
+    joints' speed, acceleration and torque limits hold, its torques planned and compensated."""
+    motion = load_motion(spec, model)
+    rate = float(model.meta.get("default_rate_hz", 200))
+    t, q = motion.trajectory(rate)
+    report = check_limits(model, t, q)
+    note, k = "", 1.0
+    if report.time_scale > 1.0:   # slower until the joints' speed and acceleration limits hold
+        k = report.time_scale * 1.01
+        note = f"slowed to {100 / k:.0f} % of its written speed: {report.worst}"
+    for attempt in range(8):      # and until its servos give the torques it needs
+        scaled = motion.time_scaled(k) if k != 1.0 else motion
+        t, q = scaled.trajectory(rate)
+        traj = Trajectory(t, q, name=motion.name)
+        traj.note, traj.time_scale = note, k
+        traj.support = np.array([contacts.parse(s) if s else contacts.UNKNOWN
+                                 for s in (scaled.support_at(x) for x in t)], dtype=np.int64)
+        tp = _compensate(traj, model, servo, compensate, refuse=attempt == 7)
+        if tp is None or not tp.over():
+            break
+        _, j, tau, avail = tp.worst()
+        k *= 1.15
+        note = (f"slowed to {100 / k:.0f} % of its written speed: {model.joint_names[j]} needs {tau:.2f} N·m, its "
+                f"servo gives {avail:.2f} at that speed")
+    if motion.dynamic:
+        scaled.check_dynamic(model, rate)  # the ZMP computed back from this very motion
+        traj.dynamic_balance_checked = True
+    return traj
 
 
 def make_motion(spec: str | None, model, servo=None, compensate: bool = True) -> MotionSource:
@@ -244,24 +287,6 @@ def make_motion(spec: str | None, model, servo=None, compensate: bool = True) ->
         _compensate(traj, model, servo, compensate)
         return traj
     if spec.endswith((".toml", ".json")):
-        motion = load_motion(spec, model)
-        rate = float(model.meta.get("default_rate_hz", 200))
-        t, q = motion.trajectory(rate)
-        report = check_limits(model, t, q)
-        note, k = "", 1.0
-        if report.time_scale > 1.0:   # slower until the joints' speed and acceleration limits hold
-            k = report.time_scale * 1.01
-            motion = motion.time_scaled(k)
-            t, q = motion.trajectory(rate)
-            note = f"slowed to {100 / k:.0f} % of its written speed: {report.worst}"
-        traj = Trajectory(t, q, name=motion.name)
-        traj.note, traj.time_scale = note, k
-        traj.support = np.array([contacts.parse(s) if s else contacts.UNKNOWN
-                                 for s in (motion.support_at(x) for x in t)], dtype=np.int64)
-        if motion.dynamic:
-            motion.check_dynamic(model, rate)  # the ZMP computed back from this very motion
-            traj.dynamic_balance_checked = True
-        _compensate(traj, model, servo, compensate)
-        return traj
+        return _keyframe_motion(spec, model, servo, compensate)
     raise InputError(f"unknown --motion {spec!r}: use hold, jog, demo, a motion file (.toml/.json) or a "
                      "trajectory .npz (t, q)")

@@ -3,7 +3,9 @@
 The file is a standard `.npy` array of records (`np.load(path)`), one row per cycle:
 `t` (s), `q_cmd`, `q_meas`, `q_target` (rad, n each), `board_state`, `faults`, `safety_flags`,
 `stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running), `period_us`, `cycle_us`, `support` (the
-foot the running motion stands on: 0 both, 1 left, 2 right, 3 not said). Robot, joint names and rate are in `<path>.json` beside it,
+foot the running motion stands on: 0 both, 1 left, 2 right, 3 not said), `current_mA` (n: each
+servo's current, its load), `imu_quat` (w, x, y, z) and `imu_gyro` (rad/s) of a board with an IMU
+(NaN without one). Robot, joint names and rate are in `<path>.json` beside it,
 the run's event lines in `<path>.events.jsonl` (one `{"t": s, "text": …}` per line, same clock as `t`).
 
 A writer thread appends rows in chunks (every 0.1 s or 512 rows) and, after each chunk, rewrites
@@ -31,7 +33,8 @@ from hil.errors import InputError
 def record_dtype(n: int) -> np.dtype:
     return np.dtype([("t", "<f8"), ("q_cmd", "<f8", (n,)), ("q_meas", "<f8", (n,)), ("q_target", "<f8", (n,)),
                      ("board_state", "u1"), ("faults", "<u4"), ("safety_flags", "<u4"), ("stale", "u1"),
-                     ("loop_flags", "u1"), ("period_us", "<f4"), ("cycle_us", "<f4"), ("support", "u1")])
+                     ("loop_flags", "u1"), ("period_us", "<f4"), ("cycle_us", "<f4"), ("support", "u1"),
+                     ("current_mA", "<f4", (n,)), ("imu_quat", "<f4", (4,)), ("imu_gyro", "<f4", (3,))])
 
 
 def _header_len(dtype: np.dtype) -> int:
@@ -67,7 +70,9 @@ class Recorder:
                       "q_target": np.zeros((C, n)), "board_state": np.zeros(C, np.uint8),
                       "faults": np.zeros(C, np.uint32), "safety_flags": np.zeros(C, np.uint32),
                       "stale": np.zeros(C, np.uint8), "loop_flags": np.zeros(C, np.uint8), "period_us": np.zeros(C, np.float32),
-                      "cycle_us": np.zeros(C, np.float32), "support": np.zeros(C, np.uint8)}
+                      "cycle_us": np.zeros(C, np.float32), "support": np.zeros(C, np.uint8),
+                      "current_mA": np.zeros((C, n), np.float32), "imu_quat": np.full((C, 4), np.nan, np.float32),
+                      "imu_gyro": np.full((C, 3), np.nan, np.float32)}
         self._fill = 0
         self._last_handoff = time.monotonic()
         self._q: queue.Queue = queue.Queue()
@@ -82,7 +87,8 @@ class Recorder:
         self.closed = False
 
     def append(self, t: float, q_cmd, q_meas, q_target, board_state: int, faults: int, safety_flags: int,
-               stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0, support: int = 3) -> None:
+               stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0, support: int = 3,
+               current_mA=0.0, imu=None) -> None:
         """Add one cycle's row (called by the loop; a few slice writes, no allocation)."""
         c = self._cols
         i = self._fill
@@ -98,10 +104,14 @@ class Recorder:
         c["period_us"][i] = period_us
         c["cycle_us"][i] = cycle_us
         c["support"][i] = support
+        c["current_mA"][i] = current_mA
+        if imu is not None:
+            c["imu_quat"][i] = imu.quat
+            c["imu_gyro"][i] = imu.gyro
+        else:
+            c["imu_quat"][i] = np.nan
+            c["imu_gyro"][i] = np.nan
         self._fill = i + 1
-        now = time.monotonic()
-        if self._fill >= self.CHUNK_ROWS or now - self._last_handoff >= self.CHUNK_S:
-            self._handoff(now)
         now = time.monotonic()
         if self._fill >= self.CHUNK_ROWS or now - self._last_handoff >= self.CHUNK_S:
             self._handoff(now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import math
 import multiprocessing as mp
 import os
@@ -23,7 +24,7 @@ from hil.remote.session import load_config, secured
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
-                                SharedState, loop_name, progress_text)
+                                SharedState, loop_name, progress_text, runtime_dir)
 from hil.runtime.twin_launch import start_twin
 from hil.safety import flag_names
 
@@ -93,6 +94,7 @@ class RunRequest:
     emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
     physics: bool = False              # dry-run: the robot in MuJoCo behind the emulator (hil.physics)
     compensate: bool = True            # planned motions carry compliance compensation (hil.motion.torques)
+    stabilise: bool = True             # a humanoid's motions lean back on its IMU (hil.runtime.balance)
     zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
     zenoh_config: str | None = None    # Zenoh's own config file
     zenoh_rate_hz: float = 100.0
@@ -172,13 +174,14 @@ def run(req: RunRequest) -> int:
     rate = check(req, model, bus)
     emu = None
     physics = " with the robot in physics (MuJoCo)" if req.physics else ""
+    truth = os.path.join(runtime_dir(), f"physics-{os.getpid()}.json") if req.physics else None
     if req.dry_run and bus is not None:
         emu = emulator_launch.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid(),
-                                                 physics=req.physics)
+                                                 physics=req.physics, truth=truth)
         print(f"servo bus config: {bus.source}{physics}")
     elif req.dry_run:
         emu = emulator_launch.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None,
-                                             parent_pid=os.getpid(), physics=req.physics)
+                                             parent_pid=os.getpid(), physics=req.physics, truth=truth)
         print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else "")
               + physics)
     name = loop_name(model.name, os.getpid())
@@ -197,12 +200,15 @@ def run(req: RunRequest) -> int:
                      duration_s=req.duration_s, record=req.record, stats_json=req.stats_json, motion=req.motion,
                      enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
-                     parent_pid=os.getpid(), bus=bus, compensate=req.compensate, **extra)
+                     parent_pid=os.getpid(), bus=bus, compensate=req.compensate,
+                     stabilise=req.stabilise, **extra)
     session = _Run(shared, req, model, headless)
     try:
         session.supervise(cfg)
     finally:
         session.close(emu)
+        if truth is not None:
+            session.physics_report(truth)
     return session.code
 
 
@@ -220,6 +226,7 @@ class _Run:
         self.ever_ran = False
         self.last_event = 0
         self.started = time.time()
+        self.started_mono = time.monotonic()
         self.tty = sys.stdout.isatty()
 
     def _on_signal(self, signum, frame) -> None:
@@ -306,6 +313,39 @@ class _Run:
         if self.signal is not None and self.code == 0:
             self.code = 128 + self.signal  # as a shell reports a run ended by that signal
 
+    def physics_report(self, path: str) -> None:
+        """A physics dry-run: what the emulator saw the robot's body do, said in one line, added to
+        the stats file, and a fall made the run's failure (exit code 1)."""
+        truth = _read_truth(path)
+        if truth is None or not truth.get("released"):
+            return
+        if truth["fell"]:
+            when = truth["fell_at"] - self.started_mono
+            print(f"hil run: the robot fell in physics at t = {when:.2f} s (the emulator's verdict; largest tilt "
+                  f"{truth['max_tilt_deg']:.0f}°)", file=sys.stderr)
+            if self.code == 0:
+                self.code = 1
+        else:
+            dx, dy = truth["base_travel_m"]
+            print(f"physics: the robot stayed up (largest tilt {truth['max_tilt_deg']:.1f}°, its base travelled "
+                  f"{1e3 * dx:.0f} mm forward and {1e3 * dy:.0f} mm left)")
+        stats = self.req.stats_json
+        if stats and _written_since(stats, self.started):
+            try:
+                with open(stats) as f:
+                    data = json.load(f)
+                report = data.setdefault("physics", {"imu": False})
+                report["emulator"] = {k: v for k, v in truth.items() if k not in ("fell_at", "released_at")}
+                report["emulator"]["fell_at_s"] = None if truth["fell_at"] is None else \
+                    round(truth["fell_at"] - self.started_mono, 3)
+                if not report.get("imu"):   # the host had no IMU (a servo bus): the emulator's word is the report
+                    report.update(fell=truth["fell"], max_tilt_deg=truth["max_tilt_deg"],
+                                  base_travel_m=truth["base_travel_m"], fell_at_s=report["emulator"]["fell_at_s"])
+                with open(stats, "w") as f:
+                    json.dump(data, f, indent=1)
+            except (OSError, ValueError):
+                pass
+
     def close(self, emu) -> None:
         for sig, handler in getattr(self, "_old", {}).items():
             signal.signal(sig, handler)
@@ -328,6 +368,20 @@ class _Run:
             print(f"recording: {req.record} (load with numpy.load; {req.record}.json beside it says what it holds)")
         if _written_since(req.stats_json, self.started):
             print(f"timing statistics: {req.stats_json}")
+
+
+def _read_truth(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return data if isinstance(data, dict) else None
 
 
 def _written_since(path: str | None, t: float) -> bool:

@@ -68,10 +68,12 @@ TABLE = {
     Ev.HOLD_TIMEOUT: only({}),
     Ev.SIGNAL: everywhere(ESTOP),
     Ev.PARENT_DIED: everywhere(ESTOP),
+    Ev.FELL: only({ING: OFF, RAMP: OFF, ACT: OFF, HELD: OFF}),
 }
 # events after which no intent may be left, wherever they take effect
 FORGETTING = {Ev.DISABLE, Ev.ESTOP, Ev.SAW_DISABLED, Ev.SAW_FAULT, Ev.SAW_ESTOP, Ev.REBOOT, Ev.LINK_LOST,
-              Ev.RECONNECTED, Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT, Ev.OVERRUN_DISABLE, Ev.SIGNAL, Ev.PARENT_DIED}
+              Ev.RECONNECTED, Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT, Ev.OVERRUN_DISABLE, Ev.SIGNAL, Ev.PARENT_DIED,
+              Ev.FELL}
 
 
 def test_the_table_covers_every_event():

@@ -294,10 +294,17 @@ def motion_clock(data, rate_hz: float):
     return np.where(np.cumsum(moving) > 0, t, np.nan)
 
 
-def played_motion(path: str, model):
+def played_motion(path: str, model, servo=None):
     """A keyframe motion as the loop plays it: slowed as `make_motion` slows it to keep the joints'
-    speed and acceleration limits (keyframe times scaled)."""
+    speed, acceleration and torque limits (keyframe times scaled), each keyframe's angles as the
+    servos are told them (with the compliance compensation). `servo`: the run's servo table (a bus
+    config's; default the robot's)."""
+    import dataclasses
+
     from hil.motion.keyframes import load_motion
     from hil.runtime.motion_sources import make_motion
 
-    return load_motion(path, model).time_scaled(make_motion(path, model).time_scale)
+    traj = make_motion(path, model, servo)
+    motion = load_motion(path, model).time_scaled(traj.time_scale)
+    motion.keyframes = [dataclasses.replace(k, q=traj.target(k.time_s).copy()) for k in motion.keyframes]
+    return motion

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from hil import board_config, robots
+from hil.robots.servos import servo_table
 from hil.runtime.recorder import load_recording
 from tests.conftest import bus_emulator, motion_clock, played_motion
 
@@ -30,9 +31,9 @@ def test_a_motion_plays_to_the_end_on_each_bus(tmp_path, bus):
     assert "motion 'wave' done" in r.stdout and f"{bus} at " in r.stdout    # the bus's cycle is said at start
     data, meta = load_recording(str(rec))
     assert meta["position_estimated"] is (bus in ("ssc32", "maestro"))
-    motion = played_motion("examples/wave.toml", MODEL)
-    clock = motion_clock(data, meta["rate_hz"])
     config = board_config.shipped(MODEL, bus)
+    motion = played_motion("examples/wave.toml", MODEL, servo_table(MODEL, config.servo, config.source))
+    clock = motion_clock(data, meta["rate_hz"])
     lo, hi = np.array([j.min_rad for j in config.joints]), np.array([j.max_rad for j in config.joints])
     for k in motion.keyframes[1:]:
         # the servos pass through each keyframe (within the bus's lag), as far as the config's limits let them

@@ -1,0 +1,160 @@
+"""Physics without processes: the MuJoCo model built from hil's own robot model, servo tables as
+data (and their bad input), the compensated walk replayed open-loop on a MuJoCo model built
+independently from `hil urdf`'s file, as an outside check builds it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import hil.robots
+from hil.dynamics import inverse_dynamics
+from hil.errors import ConfigError
+from hil.motion import walking
+from hil.robots.servos import parse_table, servo_table
+from hil.robots.urdf_export import to_urdf
+
+mujoco = pytest.importorskip("mujoco")
+
+from hil.physics.build import build  # noqa: E402 - needs MuJoCo, skipped above without it
+from hil.physics.plant import PhysicsPlant  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def h17():
+    return hil.robots.load("humanoid17")
+
+
+@pytest.mark.parametrize("robot", ["puma560", "humanoid17", "so101"])
+def test_the_physics_model_is_the_robot_model(robot):
+    """Every link where hil's FK puts it, gravity's torques those of hil's inverse dynamics."""
+    model = hil.robots.load(robot)
+    pm = build(model)
+    d = mujoco.MjData(pm.model)
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        q = rng.uniform(model.lower, model.upper)
+        d.qpos[:] = pm.home_qpos
+        d.qpos[pm.qpos_of_joint] = q
+        d.qvel[:] = 0.0
+        mujoco.mj_forward(pm.model, d)
+        base = pm.base_body
+        R0, p0 = d.xmat[base].reshape(3, 3), d.xpos[base]
+        F = model.fk_frames(q)
+        for i, name in enumerate(model.link_names):
+            b = pm.model.body(name).id
+            assert np.allclose(R0.T @ (d.xpos[b] - p0), F[1 + i][:3, 3], atol=1e-9)
+            assert np.allclose(R0.T @ d.xmat[b].reshape(3, 3), F[1 + i][:3, :3], atol=1e-9)
+        if not pm.floating:
+            gravity = inverse_dynamics(model, q, np.zeros(model.n), np.zeros(model.n))
+            assert np.allclose(d.qfrc_bias[pm.dof_of_joint], gravity, atol=1e-9)
+
+
+def test_a_humanoid_stands_on_its_servos_and_falls_limp(h17):
+    """On its stand until its servos hold, then on its feet; torque off, it falls."""
+    plant = PhysicsPlant(build(h17), h17.home.copy())
+    on = np.ones(h17.n, dtype=bool)
+    t = 0.0
+    for _ in range(300):   # 1.5 s with every servo holding home
+        t += 0.005
+        plant.drive(h17.home, on)
+        plant.advance(t)
+    assert not plant.on_stand and plant.imu() is not None
+    assert plant.truth()["max_tilt_deg"] < 5 and not plant.truth()["fell"]
+    assert np.degrees(np.abs(plant.q - h17.home)).max() < 5       # sags, a little
+    for _ in range(400):
+        t += 0.005
+        plant.drive(h17.home, ~on)
+        plant.advance(t)
+    assert plant.truth()["fell"]
+
+
+def test_servo_tables_take_presets_and_refuse_bad_numbers(h17):
+    table = servo_table(h17)
+    assert table.declared and table.joint(0).kp_nm_per_rad == 20.0 and table.joint(0).torque_limit_nm == 1.5
+    knee = parse_table({"preset": "XL430-W250", "joint": {"l_knee": {"torque_limit_nm": 2.5}}}, h17.joint_names, "x")
+    assert knee.joint(h17.joint_index("l_knee")).torque_limit_nm == 2.5
+    assert knee.joint(0).torque_limit_nm == 1.5
+    for bad, says in (({"kp_nm_per_rad": -3}, "positive"), ({"kp_nm_per_rad": math.nan}, "positive"),
+                      ({"preset": "XL999"}, "not one of"), ({"damping": 1}, "unknown key"),
+                      ({"torque_speed": [5, 2]}, "below"), ({"joint": {"nose": {}}}, "no joint")):
+        with pytest.raises(ConfigError, match=says):
+            parse_table({"preset": "XL430-W250", **bad}, h17.joint_names, "the robot file")
+    assert not servo_table(hil.robots.load("examples/g1.toml")).declared   # no [servo]: ideal, no compensation
+
+
+def test_a_servo_s_torque_falls_with_speed_along_its_line():
+    s = parse_table({"preset": "XL330-M288"}, ("j",), "x").joint(0)
+    assert s.available_torque(1.0) == s.torque_limit_nm
+    assert s.available_torque(6.65) == pytest.approx(s.torque_limit_nm / 2)
+    assert s.available_torque(20.0) == 0.0
+
+
+def _independent_model(urdf: str, kp: float, mass: float, friction: float):
+    """humanoid17 as an outside check builds it: hil's URDF loaded by MuJoCo, a free base, a floor,
+    position servos with humanoid17's numbers (kp changed), masses and friction changed."""
+    spec = mujoco.MjSpec.from_file(urdf)
+    spec.option.timestep = 0.0005
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.worldbody.first_body().add_freejoint()
+    floor = spec.worldbody.add_geom()
+    floor.type, floor.size = mujoco.mjtGeom.mjGEOM_PLANE, [0, 0, 1]
+    for g in spec.geoms:
+        g.friction = [friction, 0.005, 0.0001]
+    names = []
+    for j in spec.joints:
+        if j.type == mujoco.mjtJoint.mjJNT_HINGE:
+            j.damping, j.armature, j.frictionloss = [0.1, 0.0, 0.0], 0.004, 0.05
+            a = spec.add_actuator()
+            a.target, a.trntype = j.name, mujoco.mjtTrn.mjTRN_JOINT
+            a.set_to_position(kp=kp)
+            a.forcelimited, a.forcerange = mujoco.mjtLimited.mjLIMITED_TRUE, [-1.5, 1.5]
+            names.append(j.name)
+    m = spec.compile()
+    m.body_mass[:] *= mass
+    m.body_inertia[:] *= mass
+    return m, names
+
+
+def _replay(urdf, t, Q, joint_names, **variation) -> tuple[float, float]:
+    """(x travel of the base in metres, largest tilt in degrees) of commands replayed open loop."""
+    m, names = _independent_model(urdf, **variation)
+    d = mujoco.MjData(m)
+    act = [names.index(n) for n in joint_names]
+    d.qpos[[m.jnt_qposadr[m.joint(n).id] for n in joint_names]] = Q[0]
+    mujoco.mj_forward(m, d)
+    d.qpos[2] -= min(d.geom_xpos[i][2] - m.geom_rbound[i] for i in range(1, m.ngeom))   # onto the floor
+    ctrl = np.zeros(m.nu)
+    ctrl[act] = Q[0]
+    d.ctrl[:] = ctrl
+    for _ in range(4000):
+        mujoco.mj_step(m, d)
+    x0, tilt, per = d.qpos[0], 0.0, int(round((t[1] - t[0]) / m.opt.timestep))
+    for k in range(len(Q)):
+        ctrl[act] = Q[k]
+        d.ctrl[:] = ctrl
+        for _ in range(per):
+            mujoco.mj_step(m, d)
+        w, x, y, z = d.qpos[3:7]
+        tilt = max(tilt, math.degrees(math.acos(max(-1.0, min(1.0, 1 - 2 * (x * x + y * y))))))
+    return d.qpos[0] - x0, tilt
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("knee_stretched", [False, True], ids=["bent", "stretched"])
+def test_the_compensated_walk_holds_on_servos_softer_heavier_or_slipperier_than_planned(h17, tmp_path, knee_stretched):
+    """The commands of a planned walk, replayed open loop in physics built apart from hil (from its
+    URDF): ≥ 90 % of the planned distance, upright, with servos 20 % softer, links 15 % heavier and
+    30 % less friction than planned; without the compensation the soft servos let it fall."""
+    urdf = tmp_path / "h17.urdf"
+    urdf.write_text(to_urdf(h17))
+    res = walking.plan(h17, walking.WalkParams(steps=6, knee_stretched=knee_stretched), say=lambda s: None)
+    planned = res.com_w[-1, 0] - res.com_w[0, 0]
+    for variation in (dict(kp=20.0, mass=1.0, friction=1.0), dict(kp=16.0, mass=1.15, friction=0.7),
+                      dict(kp=25.0, mass=0.85, friction=1.0)):
+        travel, tilt = _replay(str(urdf), res.t, res.q_cmd, h17.joint_names, **variation)
+        assert travel >= 0.9 * planned and tilt < 20, (variation, travel / planned, tilt)
+    travel, tilt = _replay(str(urdf), res.t, res.q, h17.joint_names, kp=16.0, mass=1.15, friction=1.0)
+    assert tilt > 30 or travel < 0.9 * planned

@@ -37,9 +37,11 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> float | None:
     # wall clock did, so the commands are evenly spaced on it (on the wall clock's jittered times a
     # second derivative turns the jitter into metres of ZMP)
     t = np.arange(len(moving)) / rate_hz
-    # the commanded joints: a ZMP is a second derivative, and measured positions carry the encoders'
-    # quantisation (0.09° on a 12-bit servo), which it turns into metres
-    Q = np.ascontiguousarray(data["q_cmd"][moving], dtype=np.float64)
+    # the planned joints (the commands less their compliance compensation; the commands themselves
+    # in an older recording): a ZMP is a second derivative, and measured positions carry the
+    # encoders' quantisation (0.09° on a 12-bit servo), which it turns into metres
+    field = "q_plan" if "q_plan" in data.dtype.names else "q_cmd"
+    Q = np.ascontiguousarray(data[field][moving], dtype=np.float64)
     support = data["support"][moving].astype(np.int64)
     hl, hw = model.sole_half
     res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0, "run")
@@ -56,7 +58,7 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> float | None:
     ax.set_xlabel("x (mm)")
     ax.set_ylabel("y (mm)")
     worst = float(np.min(res.margin))
-    ax.set_title("ZMP of the commanded motion and the soles on the ground (left blue, right orange); "
+    ax.set_title("ZMP of the planned motion and the soles on the ground (left blue, right orange); "
                  f"margin ≥ {worst * 1e3:.1f} mm", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return worst

@@ -630,7 +630,8 @@ class Loop:
                       | (mode == HELD) << 3 | int(mode) << 4)
         support = ctl.motion.support_at(ctl.motion_t) if loop_flags & 4 else 3
         self.recorder.append(wake - self.t0, ctl.q_cmd, sample.q, ctl.q_target, sample.state, sample.faults,
-                             flags, stale, period_us, cycle_us, loop_flags, support, sample.current_mA, sample.imu)
+                             flags, stale, period_us, cycle_us, loop_flags, support, sample.current_mA, sample.imu,
+                             ctl.motion.plan_target(ctl.motion_t) if loop_flags & 4 else None)
 
     def _publish_stats(self, T_us: float) -> None:
         window = int(1e6 / T_us)  # the last second only: the whole history would cost a deadline

@@ -5,7 +5,8 @@ The file is a standard `.npy` array of records (`np.load(path)`), one row per cy
 `stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running), `period_us`, `cycle_us`, `support` (the
 foot the running motion stands on: 0 both, 1 left, 2 right, 3 not said), `current_mA` (n: each
 servo's current, its load), `imu_quat` (w, x, y, z) and `imu_gyro` (rad/s) of a board with an IMU
-(NaN without one). Robot, joint names and rate are in `<path>.json` beside it,
+(NaN without one), `q_plan` (n: where the motion wants the joints; `q_target` is that plus the
+compliance compensation and the stabiliser's lean). Robot, joint names and rate are in `<path>.json` beside it,
 the run's event lines in `<path>.events.jsonl` (one `{"t": s, "text": …}` per line, same clock as `t`).
 
 A writer thread appends rows in chunks (every 0.1 s or 512 rows) and, after each chunk, rewrites
@@ -34,7 +35,8 @@ def record_dtype(n: int) -> np.dtype:
     return np.dtype([("t", "<f8"), ("q_cmd", "<f8", (n,)), ("q_meas", "<f8", (n,)), ("q_target", "<f8", (n,)),
                      ("board_state", "u1"), ("faults", "<u4"), ("safety_flags", "<u4"), ("stale", "u1"),
                      ("loop_flags", "u1"), ("period_us", "<f4"), ("cycle_us", "<f4"), ("support", "u1"),
-                     ("current_mA", "<f4", (n,)), ("imu_quat", "<f4", (4,)), ("imu_gyro", "<f4", (3,))])
+                     ("current_mA", "<f4", (n,)), ("imu_quat", "<f4", (4,)), ("imu_gyro", "<f4", (3,)),
+                     ("q_plan", "<f8", (n,))])
 
 
 def _header_len(dtype: np.dtype) -> int:
@@ -72,7 +74,7 @@ class Recorder:
                       "stale": np.zeros(C, np.uint8), "loop_flags": np.zeros(C, np.uint8), "period_us": np.zeros(C, np.float32),
                       "cycle_us": np.zeros(C, np.float32), "support": np.zeros(C, np.uint8),
                       "current_mA": np.zeros((C, n), np.float32), "imu_quat": np.full((C, 4), np.nan, np.float32),
-                      "imu_gyro": np.full((C, 3), np.nan, np.float32)}
+                      "imu_gyro": np.full((C, 3), np.nan, np.float32), "q_plan": np.zeros((C, n))}
         self._fill = 0
         self._last_handoff = time.monotonic()
         self._q: queue.Queue = queue.Queue()
@@ -88,7 +90,7 @@ class Recorder:
 
     def append(self, t: float, q_cmd, q_meas, q_target, board_state: int, faults: int, safety_flags: int,
                stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0, support: int = 3,
-               current_mA=0.0, imu=None) -> None:
+               current_mA=0.0, imu=None, q_plan=None) -> None:
         """Add one cycle's row (called by the loop; a few slice writes, no allocation)."""
         c = self._cols
         i = self._fill
@@ -105,6 +107,7 @@ class Recorder:
         c["cycle_us"][i] = cycle_us
         c["support"][i] = support
         c["current_mA"][i] = current_mA
+        c["q_plan"][i] = q_target if q_plan is None else q_plan
         if imu is not None:
             c["imu_quat"][i] = imu.quat
             c["imu_gyro"][i] = imu.gyro

@@ -1,0 +1,104 @@
+"""Physics dry-runs through the real processes and ptys: `hil walk/play --dry-run --physics` on
+our board (with its IMU) and on a Dynamixel 2.0 bus (without one), a fall that ends the run with
+exit code 1, and the inputs refused before anything starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hil.runtime.shared import LoopClient, running_loops
+from tests.conftest import wait_for
+
+pytest.importorskip("mujoco")
+
+HIL = [sys.executable, "-m", "hil.cli"]
+
+
+def _stats(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.mark.slow
+def test_a_walk_in_physics_stays_up_and_goes_where_it_was_planned(tmp_path):
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["walk", "--steps", "6", "--dry-run", "--physics", "--headless", "--stats-json",
+                              str(stats)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "compliance compensation on" in r.stdout and "the robot stayed up" in r.stdout
+    physics = _stats(stats)["physics"]
+    assert physics["imu"] and not physics["fell"] and physics["stabiliser"] == "on"
+    assert physics["max_tilt_deg"] < 10
+    # 6 steps of 3 cm: the body's planned travel is 14 cm; leg odometry and the emulator agree it went most of it
+    assert physics["base_travel_m"][0] > 0.11 and physics["emulator"]["base_travel_m"][0] > 0.11
+
+
+@pytest.mark.slow
+def test_a_keyframe_motion_in_physics_stays_up(tmp_path):
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["play", "examples/squat.toml", "--dry-run", "--physics", "--headless",
+                              "--stats-json", str(stats)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not _stats(stats)["physics"]["fell"]
+
+
+@pytest.mark.slow
+def test_a_walk_over_a_dynamixel_bus_into_physics_stays_up(tmp_path):
+    """No IMU on a servo bus: the emulator's own verdict is the report."""
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["walk", "--steps", "4", "--dry-run", "--physics", "--bus", "dynamixel2", "--headless",
+                              "--stats-json", str(stats)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    physics = _stats(stats)["physics"]
+    assert not physics["imu"] and physics["emulator"]["released"] and not physics["fell"]
+
+
+@pytest.mark.slow
+def test_a_robot_that_falls_ends_the_run_with_exit_1_and_says_when(tmp_path):
+    """Enabled, off its stand, then disabled: limp servos let it fall; the loop sees it on the IMU."""
+    stats = tmp_path / "stats.json"
+    before = set(running_loops())
+    proc = subprocess.Popen(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--physics", "--headless", "--enable",
+                                   "--duration", "20", "--stats-json", str(stats)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        name = wait_for(lambda: next(iter(set(running_loops()) - before), None), timeout_s=60)
+        assert name, "no loop started"
+        client = LoopClient(name)
+        assert client.wait(lambda s: int(s.mode) == 4, timeout_s=30), "never active"
+        time.sleep(1.0)   # off the stand (its servos held for half a second)
+        client.disable()
+        client.close()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    assert "the robot fell at t =" in out + err
+    physics = _stats(stats)["physics"]
+    assert physics["fell"] and physics["fell_at_s"] > 0 and physics["max_tilt_deg"] > 50
+
+
+def test_physics_asks_for_the_dry_run_and_for_mujoco(tmp_path):
+    r = subprocess.run(HIL + ["walk", "--physics", "--port", "/dev/null"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--physics" in r.stderr and "--dry-run" in r.stderr, r.stderr
+    # a Python whose MuJoCo cannot be imported: one line saying what to install, nothing started
+    shim = tmp_path / "shim" / "mujoco"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('no MuJoCo here')\n")
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--physics", "--headless"],
+                       capture_output=True, text=True, timeout=120, env={**_env(), "PYTHONPATH": str(shim.parent)})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "pip install -e '.[physics]'" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def _env() -> dict:
+    import os
+
+    return dict(os.environ)

@@ -209,8 +209,9 @@ class Controller:
         if sample is not None and sample.t_host > self._fresh_after:
             self._have_state = True
             self.q_meas = sample.q
-            if sample.imu is not None and sample.imu is not self.imu:
-                self._watch_balance(sample.imu)
+            imu = getattr(sample, "imu", None)   # (a board with an IMU, the physics emulator's)
+            if imu is not None and imu is not self.imu:
+                self._watch_balance(imu)
             state = sample.state
             self.board_state = state
             t_board = sample.t_board_us

@@ -303,6 +303,7 @@ def test_the_shared_block_lives_in_a_private_folder_and_links_are_not_followed(t
 
 def test_trajectory_balance_claims_are_checked(tmp_path):
     from hil.errors import InputError
+    from hil.robots.servos import parse_table
     from hil.runtime.motion_sources import make_motion
 
     model = robots.load("humanoid17")
@@ -312,11 +313,15 @@ def test_trajectory_balance_claims_are_checked(tmp_path):
     bad[:, model.joint_index("l_hip_pitch")] = np.radians(30 * np.sin(np.pi * t))  # leans far out
     bad[:, model.joint_index("r_hip_pitch")] = np.radians(30 * np.sin(np.pi * t))
     np.savez(tmp_path / "claim.npz", t=t, q=bad, dynamic_balance_checked=np.array(True))
-    motion = make_motion(str(tmp_path / "claim.npz"), model)
+    # (servos strong enough for it: its balance is what is under test; its torques are refused too)
+    with pytest.raises(InputError, match="l_ankle_pitch needs .* N·m"):
+        make_motion(str(tmp_path / "claim.npz"), model)
+    strong = parse_table({"preset": "XL430-W250", "torque_limit_nm": 20.0}, model.joint_names, "a test")
+    motion = make_motion(str(tmp_path / "claim.npz"), model, strong)
     assert not motion.dynamic_balance_checked  # no support annotation: the static check applies
     np.savez(tmp_path / "claim2.npz", t=t, q=bad, support=np.zeros(len(t)), dynamic_balance_checked=np.array(True))
     with pytest.raises(InputError, match="ZMP leaves the support polygon"):
-        make_motion(str(tmp_path / "claim2.npz"), model)
+        make_motion(str(tmp_path / "claim2.npz"), model, strong)
     np.savez(tmp_path / "ok.npz", t=t, q=q, support=np.zeros(len(t)), dynamic_balance_checked=np.array(True))
     assert make_motion(str(tmp_path / "ok.npz"), model).dynamic_balance_checked
 

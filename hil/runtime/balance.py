@@ -115,31 +115,44 @@ class Stabiliser:
         self.last = np.zeros(model.n)
 
     def correction(self, q_plan: np.ndarray, imu, support: int) -> np.ndarray:
-        """The ankle change (n,) rad that leans the body back toward the plan's attitude."""
+        """The ankle change (n,) rad that leans the body back toward the plan's attitude (a few tens
+        of µs: it runs every cycle of a humanoid's motion)."""
         out = self.last
         out[:] = 0.0
-        if not self.usable or not contacts.is_valid([support])[0]:
+        if not self.usable or support not in _DOWN:
             return out
-        feet = contacts.decode(support)
-        down = [f for f, kind in zip(FEET, feet) if kind != AIR]
+        down = _DOWN[support]
         if not down:
             return out
         R_meas = quat_matrix(imu.quat)
         # the attitude the plan means: its stance sole flat on the ground, the body on it
         T_sole = self.model.fk_frame(q_plan, down[0])
         R_plan = _level(R_meas @ T_sole[:3, :3]) @ T_sole[:3, :3].T
-        err = R_plan.T @ R_meas                      # the measured body's rotation from the planned one
-        angle = math.acos(max(-1.0, min(1.0, (np.trace(err) - 1.0) / 2.0)))
-        axis = np.array([err[2, 1] - err[1, 2], err[0, 2] - err[2, 0], err[1, 0] - err[0, 1]])
-        e = axis * (0.5 if angle < 1e-9 else angle / (2.0 * math.sin(angle)))   # rotation vector, body frame
-        e[2] = 0.0                                    # heading is not balance
-        rate = np.asarray(imu.gyro, dtype=float).copy()
-        rate[2] = 0.0
-        demand = KP * e + KD * rate                  # how far to turn the body back (its own frame)
+        e = _rotation_vector(R_plan.T @ R_meas)       # the measured body's rotation from the plan's, body frame
+        g = imu.gyro
+        # how far to turn the body back (its own frame); heading is not balance
+        dx = KP * e[0] + KD * float(g[0])
+        dy = KP * e[1] + KD * float(g[1])
+        lim = self.limit
         for foot in down:
-            cols = self.ankles[foot]
-            J = self.model.jacobian(q_plan, foot)[3:6][:, cols]   # the sole's angular velocity per ankle joint
-            # the sole held by the ground, turning the ankles by dq turns the body by −J dq: J dq = demand
-            dq, *_ = np.linalg.lstsq(J, demand, rcond=None)
-            out[cols] = np.clip(dq, -self.limit, self.limit)
+            i, j = self.ankles[foot]
+            J = self.model.jacobian(q_plan, foot)
+            # the sole held by the ground, turning the ankles by dq turns the body by −J dq: J dq = demand,
+            # least squares over the sole's roll and pitch rates (J's angular rows, ankle columns)
+            a0, a1, b0, b1 = J[3, i], J[3, j], J[4, i], J[4, j]
+            det = a0 * b1 - a1 * b0
+            if abs(det) < 1e-9:
+                continue
+            out[i] = min(lim, max(-lim, (b1 * dx - a1 * dy) / det))
+            out[j] = min(lim, max(-lim, (a0 * dy - b0 * dx) / det))
         return out
+
+
+def _rotation_vector(R: np.ndarray) -> tuple[float, float, float]:
+    angle = math.acos(max(-1.0, min(1.0, (R[0, 0] + R[1, 1] + R[2, 2] - 1.0) / 2.0)))
+    k = 0.5 if angle < 1e-9 else angle / (2.0 * math.sin(angle))
+    return k * (R[2, 1] - R[1, 2]), k * (R[0, 2] - R[2, 0]), k * (R[1, 0] - R[0, 1])
+
+
+# support code → the soles on the ground (hil.motion.contacts)
+_DOWN = {c: [f for f, kind in zip(FEET, contacts.decode(c)) if kind != AIR] for c in contacts.VALID_CODES}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from hil.cli.common import add_command
 
 ACTIONS = ("estop", "enable", "disable", "clear-fault", "start", "stop", "shutdown", "status", "list")
@@ -9,7 +11,8 @@ ACTIONS = ("estop", "enable", "disable", "clear-fault", "start", "stop", "shutdo
 
 def register(sub) -> None:
     s = add_command(sub, "ctl", "control a running loop without the twin: e-stop, enable, clear a fault, status",
-                    "Sends a request to a running `hil run` loop, as the twin's buttons do. estop; enable (torque "
+                    "Sends a request to a running `hil run` loop, as the twin's buttons do, and prints the loop's "
+                    "answer (exit code 1 when it refuses, with the reason). estop; enable (torque "
                     "on, holds the measured pose); disable; clear-fault (a latched watchdog or e-stop: the board "
                     "comes back disabled); start / stop the loaded motion (start begins it from its start); "
                     "shutdown the run; status of the loop; list the running loops.",
@@ -40,10 +43,13 @@ def run(args) -> int:
             if client.info().get("position_estimated"):
                 print("measured positions are estimates: the board's servos report no position (open loop)")
             return 0
-        {"estop": client.estop, "enable": client.enable, "disable": client.disable,
-         "clear-fault": client.clear_fault, "start": client.start_motion, "stop": client.stop_motion,
-         "shutdown": client.shutdown}[args.action]()
-        print(f"{args.action} sent to {client.name}; `hil ctl status` shows what the loop made of it")
+        answer = {"estop": client.estop, "enable": client.enable, "disable": client.disable,
+                  "clear-fault": client.clear_fault, "start": client.start_motion, "stop": client.stop_motion,
+                  "shutdown": client.shutdown}[args.action]()
+        if not answer.ok:
+            print(f"hil ctl {args.action}: {client.name}: {answer}", file=sys.stderr)
+            return 1
+        print(f"{client.name}: {answer}")
         return 0
     finally:
         client.close()

@@ -79,17 +79,17 @@ class Bridge:
             return {"ok": False, "reason": f"a request is {{\"kind\": one of estop, {', '.join(REQUESTS)}}}"}
         kind = req["kind"]
         if kind == "estop":
-            self.client.estop()
-            return {"ok": True, "reason": "e-stop set"}
+            answer = self.client.estop()
+            return {"ok": answer.ok, "reason": str(answer)}
         if not self.control:
             return {"ok": False, "reason": f"{kind} refused: this bridge is read-only (the run on the robot's "
                                            "machine needs --zenoh-control, with access control or TLS)"}
         try:
             method = getattr(self.client, REQUESTS[kind])
-            method(np.asarray(req.get("q"), dtype=float)) if kind == "jog" else method()
+            answer = method(np.asarray(req.get("q"), dtype=float)) if kind == "jog" else method()
         except (HilError, TypeError, ValueError) as e:
             return {"ok": False, "reason": f"{kind} refused: {e}"}
-        return {"ok": True, "reason": f"{kind} posted"}
+        return {"ok": answer.ok, "reason": str(answer)}
 
     # ----------------------------------------------------------- publishing
     def wait_for_board(self, timeout_s: float = 60.0) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 
 from hil.errors import HilError, InputError
 from hil.remote import session as Z
-from hil.runtime.shared import Snapshot
+from hil.runtime.shared import Answer, Snapshot
 
 ARRAYS = {"q_cmd", "q_meas", "q_target", "qd_meas", "com", "jitter_hist", "T"}
 
@@ -114,35 +114,36 @@ class ZenohClient:
         raise HilError(f"the bridge of {self.board} did not send its model")
 
     # ------------------------------------------------------------ requests
-    def request(self, kind: str, q=None) -> str:
+    def request(self, kind: str, q=None) -> Answer:
+        """The remote loop's answer (as LoopClient's): the sentence, and `ok` whether accepted."""
         body = {"kind": kind} if q is None else {"kind": kind, "q": np.asarray(q, float).tolist()}
         for reply in self.session.get(Z.key(self.board, Z.REQUEST), payload=json.dumps(body).encode(), timeout=3.0):
             try:
                 answer = json.loads(reply.ok.payload.to_bytes())
-                return str(answer.get("reason", ""))
+                return Answer(str(answer.get("reason", "")), bool(answer.get("ok")))
             except (AttributeError, ValueError):
                 continue
-        return f"{kind}: no answer from {self.board} (the bridge is gone or the network is down)"
+        return Answer(f"{kind}: no answer from {self.board} (the bridge is gone or the network is down)", False)
 
-    def estop(self) -> str:
+    def estop(self) -> Answer:
         return self.request("estop")
 
-    def enable(self) -> str:
+    def enable(self) -> Answer:
         return self.request("enable")
 
-    def disable(self) -> str:
+    def disable(self) -> Answer:
         return self.request("disable")
 
-    def clear_fault(self) -> str:
+    def clear_fault(self) -> Answer:
         return self.request("clear_fault")
 
-    def start_motion(self) -> str:
+    def start_motion(self) -> Answer:
         return self.request("start")
 
-    def stop_motion(self) -> str:
+    def stop_motion(self) -> Answer:
         return self.request("stop")
 
-    def jog(self, q) -> str:
+    def jog(self, q) -> Answer:
         return self.request("jog", q)
 
     def close(self) -> None:

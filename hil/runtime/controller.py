@@ -23,6 +23,7 @@ from firmware_protocol.messages import fault_names
 from hil.runtime.balance import BalanceWatch, Stabiliser
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
 from hil.safety import HELD as HELD_FLAG
+from hil.safety import LIMIT as LIMIT_FLAG
 from hil.safety import I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
 
 BOARD_STATE_EVENT = {1: Ev.SAW_DISABLED, 0: Ev.SAW_DISABLED, 2: Ev.SAW_ENABLED, 3: Ev.SAW_FAULT,
@@ -69,6 +70,7 @@ class Controller:
         self.policy = policy
         self.life = Lifecycle()
         self.say = event or (lambda text: None)
+        self.jog_note = ""
         self.q_cmd = model.home.copy()
         self.q_prev = self.q_cmd.copy()
         self.q_target = self.q_cmd.copy()
@@ -108,15 +110,31 @@ class Controller:
         robot to DISABLED, FAULT, ESTOP or DISCONNECTED sets `overtaken_by`: the requests still
         waiting in the mailbox were made before it, by a user who had not seen it."""
         if ev == Ev.JOG:
-            q = np.asarray(payload, dtype=np.float64)
-            if q.shape != (self.model.n,) or not np.all(np.isfinite(q)):
-                self.say(f"jog refused: {self.model.n} finite joint angles needed")
-                return Step(ev, self.life.mode, self.life.mode, self.life.activity, refused="bad target")
+            refused = self._check_jog(payload)
+            if refused:
+                self.say(f"jog refused: {refused}")
+                return Step(ev, self.life.mode, self.life.mode, self.life.activity, refused=refused)
         step = self.life.handle(ev, start_after)
         self._after(step, payload, why)
         if not queued and step.mode != step.before and step.mode in (DISABLED, FAULT, ESTOP, DISCONNECTED):
             self.overtaken_by = step.event.value
         return step
+
+    def _check_jog(self, payload) -> str:
+        """Why a jog target is refused ("" when it is not): not n finite angles, or a pose the
+        loop's own checks would hold (collision, balance, workspace, floor). Angles beyond a joint's
+        range are clamped to it, said in `jog_note`."""
+        self.jog_note = ""
+        q = np.asarray(payload, dtype=np.float64)
+        if q.shape != (self.model.n,) or not np.all(np.isfinite(q)):
+            return f"{self.model.n} finite joint angles needed"
+        clamped = np.clip(q, self.model.lower, self.model.upper)
+        verdict = self.safety.check(clamped)
+        if verdict.flags & ~LIMIT_FLAG:
+            return "; ".join(r for r in verdict.reasons if not r.startswith("joint limit")) + " (at the target)"
+        if np.any(clamped != q):
+            self.jog_note = "clamped to the joint ranges: " + "; ".join(self.model.limit_violations(q))
+        return ""
 
     def link_lost(self, why: str) -> Step:
         self._have_state = False

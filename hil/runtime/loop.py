@@ -502,8 +502,8 @@ class Loop:
             self._estop(f"{name} to hil")
             self._stop(f"{name} received")
         self._drop_overtaken()
-        for kind, payload in self.shared.take():
-            self._request(kind, payload)
+        for kind, payload, rid in self.shared.take():
+            self._request(kind, payload, rid)
         for key, value, error, at in self.actions.done():
             if key == "reconnect":
                 self._reconnect_done(value, error, at)
@@ -514,13 +514,24 @@ class Loop:
                 self.ctl.completed(key, error, at)
         self._drop_overtaken()
 
-    def _request(self, kind: Request, payload) -> None:
+    def _request(self, kind: Request, payload, rid: int = 0) -> None:
+        """Carry out one request from the mailbox and answer it (accepted, or refused and why)."""
         if kind == Request.SHUTDOWN:
             self._stop("shutdown requested")
-        elif kind == Request.ESTOP:
-            self._estop("the mailbox", queued=True)
+            self.shared.answer(rid, True, "shutdown: the run stops (the board is disabled first)")
+            return
+        if kind == Request.ESTOP:
+            self._estop("a request", queued=True)
+            self.shared.answer(rid, True, "e-stop: ESTOP sent to the board")
+            return
+        step = self.ctl.handle(REQUEST_EVENTS[kind], payload, queued=True)
+        name = step.event.value
+        if step.refused:
+            self.shared.answer(rid, False, f"{name} refused: {step.refused}")
         else:
-            self.ctl.handle(REQUEST_EVENTS[kind], payload, queued=True)
+            moved = f" ({step.before.name} → {step.mode.name})" if step.mode != step.before else ""
+            note = f"; {self.ctl.jog_note}" if kind == Request.JOG and self.ctl.jog_note else ""
+            self.shared.answer(rid, True, f"{name}: accepted{moved}{note}")
 
     def _drop_overtaken(self) -> None:
         """Once the robot went toward safety by itself (a fault, an e-stop from outside the mailbox,
@@ -531,11 +542,13 @@ class Loop:
         if not overtaken or self.shared.words[C_HEAD] == self.shared.words[C_TAIL]:
             return
         dropped = 0
-        for kind, payload in self.shared.take(limit=MAILBOX_SLOTS):
+        for kind, payload, rid in self.shared.take(limit=MAILBOX_SLOTS):
             if kind in TOWARD_MOTION:
                 dropped += 1
+                self.shared.answer(rid, False, f"{REQUEST_EVENTS[kind].value} refused: {overtaken} came first; "
+                                               "ask again")
             else:
-                self._request(kind, payload)
+                self._request(kind, payload, rid)
         if dropped:
             self.event(f"{overtaken}: {dropped} request{'s' if dropped > 1 else ''} to enable, clear a fault, jog or "
                        "start, posted before it, dropped: ask again")

@@ -10,9 +10,11 @@ its user can enter (`runtime_dir()`: /dev/shm/hil-<uid>, or the folder `HIL_RUNT
 - a snapshot area behind a **seqlock**: the loop increments the sequence word to an odd value,
   writes, and increments it to even; a reader copies the area and retries if the word was odd or
   changed meanwhile, so it never sees a torn snapshot and never blocks the loop;
-- a mailbox: a bounded ring of request slots, each [kind, payload length, payload…]; requests are
-  checked when posted and again when the loop takes them; writers (rare, user-paced) serialise
-  on an `flock` of the block itself, the loop alone reads;
+- a mailbox: a bounded ring of request slots, each [kind, payload length, request id, payload…];
+  requests are checked when posted and again when the loop takes them; writers (rare, user-paced)
+  serialise on an `flock` of the block itself, the loop alone reads;
+- an answer ring: the loop's answer to each request (its id, accepted or refused, a sentence),
+  which the poster waits for (`LoopClient` returns it as an `Answer`);
 - a short JSON description (robot, board id, port, pid) for listing the loops that run.
 
 `LoopClient` is the small API the twin, the CLI and the tests use.
@@ -33,7 +35,8 @@ from enum import IntEnum
 
 import numpy as np
 
-from hil.errors import HilError, InputError
+from hil.errors import HilError, InputError, message
+from hil.runtime.lifecycle import Mode
 from hil.runtime.realtime import memory_folder
 
 BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
@@ -44,10 +47,13 @@ def progress_text(progress: float) -> str:
     return "endless" if progress < 0 else f"{100 * progress:.1f}%"
 
 
-MAGIC = 0x48494C33  # "HIL3"
+MAGIC = 0x48494C34  # "HIL4"
 CTRL_WORDS = 16
-C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP, C_SLOT = range(11)
+C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP, C_ANSWERS = range(11)
 MAILBOX_SLOTS = 64
+ANSWER_SLOTS = 64
+ANSWER_BYTES = 240
+ANSWER_WAIT_S = 2.0       # how long a poster waits for the loop's answer (it answers within a cycle or two)
 EVENT_BYTES = 480
 EVENT_SLOTS = 32          # the last events, so a reader polling slowly still sees every one
 INFO_BYTES = 512
@@ -56,8 +62,20 @@ POST_WAIT_S = 0.2         # a full mailbox: how long a request waits for room be
 
 
 def slot_floats(n: int) -> int:
-    """Floats per mailbox slot: kind, payload length, and room for one pose of `n` joints."""
-    return max(40, n + 2)
+    """Floats per mailbox slot: kind, payload length, request id, and room for one pose of `n` joints."""
+    return max(40, n + 3)
+
+
+class Answer(str):
+    """The loop's answer to a request: the sentence itself (a str), and `ok` whether it was
+    accepted. A request the loop did not answer within ANSWER_WAIT_S is not ok, and says so."""
+
+    ok: bool
+
+    def __new__(cls, text: str, ok: bool) -> "Answer":
+        a = super().__new__(cls, text)
+        a.ok = ok
+        return a
 
 
 def runtime_dir() -> str:
@@ -192,6 +210,10 @@ class SharedState:
         off += EVENT_SLOTS * EVENT_BYTES
         self.mailbox = np.ndarray((MAILBOX_SLOTS, self.slot), dtype=np.float64, buffer=buf, offset=off)
         off += MAILBOX_SLOTS * self.slot * 8
+        self.answer_ids = np.ndarray((ANSWER_SLOTS, 2), dtype=np.int64, buffer=buf, offset=off)
+        off += ANSWER_SLOTS * 2 * 8
+        self.answer_text = np.ndarray((ANSWER_SLOTS, ANSWER_BYTES), dtype=np.uint8, buffer=buf, offset=off)
+        off += ANSWER_SLOTS * ANSWER_BYTES
         self.info_buf = np.ndarray((INFO_BYTES,), dtype=np.uint8, buffer=buf, offset=off)
         self._scratch = np.empty(nf)
         self._view = {k: (o, s) for k, (o, s) in self.layout.items() if not k.startswith("_")}
@@ -205,7 +227,7 @@ class SharedState:
     @staticmethod
     def _size(n: int) -> int:
         return (CTRL_WORDS * 8 + _layout(n)["_size"][0] * 8 + EVENT_SLOTS * EVENT_BYTES
-                + MAILBOX_SLOTS * slot_floats(n) * 8 + INFO_BYTES)
+                + MAILBOX_SLOTS * slot_floats(n) * 8 + ANSWER_SLOTS * (16 + ANSWER_BYTES) + INFO_BYTES)
 
     def set_info(self, **info) -> None:
         """The loop's description for listings (robot, board id, port, pid): JSON, truncated to fit."""
@@ -296,9 +318,10 @@ class SharedState:
             raise InputError(f"{kind.name}: values must be finite (no NaN or inf)")
         return p
 
-    def post(self, kind: int, payload=()) -> None:
-        """Append a request to the mailbox (any process); refused when invalid, or when the loop
-        has not made room within POST_WAIT_S (it takes a bounded number per cycle)."""
+    def post(self, kind: int, payload=()) -> int:
+        """Append a request to the mailbox (any process); its id, which the loop's answer names
+        (`wait_answer`). Refused when invalid, or when the loop has not made room within
+        POST_WAIT_S (it takes a bounded number per cycle)."""
         p = self.check_request(kind, payload)
         deadline = time.monotonic() + POST_WAIT_S
         while True:
@@ -310,9 +333,10 @@ class SharedState:
                     slot[:] = 0.0
                     slot[0] = int(kind)
                     slot[1] = p.size
-                    slot[2:2 + p.size] = p
+                    slot[2] = head + 1
+                    slot[3:3 + p.size] = p
                     self.ctrl[C_HEAD] = head + 1
-                    return
+                    return head + 1
             finally:
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
             if time.monotonic() > deadline:
@@ -320,9 +344,39 @@ class SharedState:
                                "running or too many requests came at once")
             time.sleep(0.002)
 
-    def take(self, limit: int = 16) -> list[tuple[Request, np.ndarray]]:
-        """Up to `limit` requests posted since the last call (loop only), each checked again: the
-        block is writable by any process of this user. Invalid ones are counted and dropped."""
+    def answer(self, request_id: int, ok: bool, text: str) -> None:
+        """The loop's answer to a request (loop only: the one writer of the ring)."""
+        k = int(self.ctrl[C_ANSWERS])
+        i = k % ANSWER_SLOTS
+        raw = text.encode("utf-8", "replace")[:ANSWER_BYTES - 1]
+        self.answer_ids[i, 0] = -1   # being written
+        self.answer_text[i, :] = 0
+        self.answer_text[i, :len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        self.answer_ids[i, 1] = 1 if ok else 0
+        self.answer_ids[i, 0] = request_id
+        self.ctrl[C_ANSWERS] = k + 1
+
+    def wait_answer(self, request_id: int, timeout_s: float = ANSWER_WAIT_S) -> Answer:
+        """The loop's answer to request `request_id`, waited for up to `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ids = self.answer_ids
+            for i in range(ANSWER_SLOTS):
+                if int(ids[i, 0]) == request_id:
+                    ok = bool(ids[i, 1])
+                    text = bytes(self.answer_text[i]).split(b"\x00", 1)[0].decode("utf-8", "replace")
+                    if int(ids[i, 0]) == request_id:   # not overwritten while read
+                        return Answer(text, ok)
+            if time.monotonic() > deadline:
+                status = LoopStatus(int(self.ctrl[C_STATUS])) if 0 <= int(self.ctrl[C_STATUS]) <= 3 else None
+                why = "it is not running" if status in (LoopStatus.STOPPED, LoopStatus.FAILED) else "it may be stuck"
+                return Answer(f"no answer from the loop within {timeout_s:g} s ({why})", False)
+            time.sleep(0.002)
+
+    def take(self, limit: int = 16) -> list[tuple[Request, np.ndarray, int]]:
+        """Up to `limit` requests posted since the last call (loop only), each (kind, payload, id),
+        checked again: the block is writable by any process of this user. Invalid ones are counted
+        and dropped."""
         head = int(self.ctrl[C_HEAD])
         tail = int(self.ctrl[C_TAIL])
         if not 0 <= head - tail <= MAILBOX_SLOTS:  # a scribbled index: start afresh
@@ -333,16 +387,17 @@ class SharedState:
         while tail < head and len(out) < limit:
             slot = self.mailbox[tail % MAILBOX_SLOTS]
             tail += 1
-            size = slot[1]
-            if not (math.isfinite(size) and 0 <= size <= self.slot - 2):
+            size, rid = slot[1], slot[2]
+            if not (math.isfinite(size) and 0 <= size <= self.slot - 3 and math.isfinite(rid)):
                 self.bad_requests += 1
                 continue
             try:
-                p = self.check_request(slot[0], slot[2:2 + int(size)].copy())
-            except InputError:
+                p = self.check_request(slot[0], slot[3:3 + int(size)].copy())
+            except InputError as e:
                 self.bad_requests += 1
+                self.answer(int(rid), False, f"refused: {message(e)}")
                 continue
-            out.append((Request(int(slot[0])), p))
+            out.append((Request(int(slot[0])), p, int(rid)))
         self.ctrl[C_TAIL] = tail
         return out
 
@@ -352,7 +407,7 @@ class SharedState:
             view = self.__dict__.pop(attr, None)
             if view is not None:
                 view.release()
-        for attr in ("ctrl", "data", "event_buf", "mailbox", "info_buf", "_scratch"):
+        for attr in ("ctrl", "data", "event_buf", "mailbox", "info_buf", "_scratch", "answer_ids", "answer_text"):
             if hasattr(self, attr):
                 delattr(self, attr)
         self.mm.close()
@@ -449,33 +504,44 @@ class LoopClient:
         """The loop process's id."""
         return int(self.state.ctrl[C_PID])
 
-    def estop(self) -> None:
-        """Set the e-stop word: the loop sends ESTOP in its next cycle."""
+    def estop(self, timeout_s: float = 1.0) -> Answer:
+        """Set the e-stop word: the loop sends ESTOP in its next cycle (nothing queues before it).
+        Returns once the loop is in ESTOP (or says why not within `timeout_s`)."""
         self.state.ctrl[C_ESTOP] = 1
+        s = self.wait(lambda s: int(s.mode) == Mode.ESTOP, timeout_s)
+        if s is not None:
+            return Answer("e-stop: ESTOP sent to the board", True)
+        return Answer(f"e-stop asked for; the loop did not show ESTOP within {timeout_s:g} s (is it running?)", False)
 
-    def enable(self) -> None:
-        self.state.post(Request.ENABLE)
+    def _ask(self, kind: Request, payload=()) -> Answer:
+        return self.state.wait_answer(self.state.post(kind, payload))
 
-    def disable(self) -> None:
-        self.state.post(Request.DISABLE)
+    def enable(self) -> Answer:
+        """Ask for torque on; the loop's answer (accepted: it ramps in from the measured pose)."""
+        return self._ask(Request.ENABLE)
 
-    def clear_fault(self) -> None:
-        self.state.post(Request.CLEAR_FAULT)
+    def disable(self) -> Answer:
+        return self._ask(Request.DISABLE)
 
-    def jog(self, q: np.ndarray) -> None:
+    def clear_fault(self) -> Answer:
+        return self._ask(Request.CLEAR_FAULT)
+
+    def jog(self, q: np.ndarray) -> Answer:
+        """Ask the loop to move to joint angles q (rad); refused, with the reason, when the pose
+        fails a safety check (collision, balance, workspace, floor) or the robot is not enabled."""
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (self.n,) or not np.all(np.isfinite(q)):
             raise InputError(f"jog target must be {self.n} finite joint angles (radians), got shape {q.shape}")
-        self.state.post(Request.JOG, q)
+        return self._ask(Request.JOG, q)
 
-    def start_motion(self) -> None:
-        self.state.post(Request.START_MOTION)
+    def start_motion(self) -> Answer:
+        return self._ask(Request.START_MOTION)
 
-    def stop_motion(self) -> None:
-        self.state.post(Request.STOP_MOTION)
+    def stop_motion(self) -> Answer:
+        return self._ask(Request.STOP_MOTION)
 
-    def shutdown(self) -> None:
-        self.state.post(Request.SHUTDOWN)
+    def shutdown(self) -> Answer:
+        return self._ask(Request.SHUTDOWN)
 
     def wait(self, predicate, timeout_s: float = 2.0, poll_s: float = 0.002):
         """Poll snapshots until predicate(snapshot) is true; returns it, or None on timeout."""

@@ -332,17 +332,24 @@ def test_hil_ctl_drives_a_headless_loop():
         client = attach(proc, "puma560")
         name = client.name
 
-        def ctl(*args: str) -> str:
+        def ctl(*args: str, code: int = 0) -> str:
             r = subprocess.run(HIL + ["ctl", *args, "--loop", name], capture_output=True, text=True, timeout=60)
-            assert r.returncode == 0, r.stdout + r.stderr
-            return r.stdout
+            assert r.returncode == code, r.stdout + r.stderr
+            return r.stdout + r.stderr
 
         assert "DISABLED" in ctl("status")
-        ctl("enable")
+        assert "enable: accepted (DISABLED → ENABLING)" in ctl("enable")
         assert client.wait(lambda s: s.mode == 4, timeout_s=10)
-        ctl("estop")
+        # the loop's answer, not "sent": a jog into the floor is refused with the reason, by the loop
+        down = client.snapshot().q_meas.copy()
+        down[1] = np.radians(44)   # the shoulder down: the forearm into the pedestal's floor
+        answer = client.jog(down)
+        assert not answer.ok and "jog refused" in answer and "floor" in answer, answer
+        assert ctl("estop").strip().endswith("e-stop: ESTOP sent to the board")
         assert client.wait(lambda s: s.mode == 7 and s.board_state == ESTOP, timeout_s=10)
         assert "faults estop" in ctl("status")
+        refused = ctl("enable", code=1)   # in e-stop: refused, and said so with the reason
+        assert "enable refused: the board is in ESTOP: clear the fault first" in refused, refused
         ctl("clear-fault")
         assert client.wait(lambda s: s.mode == 1 and s.board_state == 1, timeout_s=10)
         assert name in subprocess.run(HIL + ["ctl", "list"], capture_output=True, text=True, timeout=60).stdout

@@ -1,9 +1,11 @@
 """The host side of the serial link: open, handshake, stream commands, read the newest state.
 
-    link = Link.connect("/dev/ttyACM0")          # or a pty path, or a pyserial URL
+    link = Link.connect("/dev/ttyACM0")          # returns with the board's first STATE (latest())
+    link.clear_faults()                          # a latched e-stop or watchdog from an earlier run
     link.enable()                                # board seeds its targets from the measured pose
-    link.send_positions(q_rad)                   # one CMD_POS for all joints, never waits
-    sample = link.latest()                       # newest STATE, or None; never blocks
+    link.send_positions(q_rad)                   # one CMD_POS for all joints, never waits; then one
+                                                 # at least every 50 ms (the board's command watchdog)
+    sample = link.latest()                       # newest STATE; never blocks
     link.estop()                                 # sent at once, three times
 
 A reader thread decodes incoming bytes, keeps the newest STATE, answers transactions and sends a
@@ -21,6 +23,7 @@ signs). Nothing else applies them.
 from __future__ import annotations
 
 import errno
+import logging
 import random
 import threading
 import time
@@ -38,6 +41,7 @@ from firmware_protocol.replies import AwaitedReplies
 from firmware_protocol.serial_port import PORT_ERRORS, PortIO, list_ports, open_serial
 
 __all__ = ["BoardInfo", "JointMap", "Link", "LinkStats", "StateSample", "list_ports", "open_serial", "probe"]
+log = logging.getLogger("firmware_protocol.link")
 
 
 class Link:
@@ -82,7 +86,35 @@ class Link:
         own thread instead of competing with it for the GIL."""
         link = cls(port, baud, link_timeout_s, threaded=threaded)
         link.open(handshake_timeout_s, expect_kind, expect_joints)
+        if threaded:
+            try:
+                link.wait_state()
+            except BaseException:
+                link.close()
+                raise
+            first = link.latest()
+            if first.state in (M.BoardState.ESTOP, M.BoardState.FAULT):
+                log.warning("%s: the board is in %s (faults: %s), latched before this connection: clear_faults() "
+                            "before enable()", port, M.BoardState(first.state).name, M.fault_names(first.faults))
         return link
+
+    def wait_state(self, timeout_s: float = 1.0) -> StateSample:
+        """A STATE received after this call (a hold command asks for one: every command frame gets a
+        STATE back, and a hold moves nothing); DeviceError naming the port if none comes."""
+        since = time.monotonic()
+        deadline = since + timeout_s
+        while time.monotonic() < deadline:
+            self.send_positions(np.zeros(self.info.n_joints), hold=True)
+            s = self.poll() if not self.threaded else self._latest
+            t_end = min(deadline, time.monotonic() + 0.02)
+            while (s is None or s.t_host < since) and time.monotonic() < t_end:
+                time.sleep(0.002)
+                s = self.poll() if not self.threaded else self._latest
+            if s is not None and s.t_host >= since:
+                return s
+        self._check()
+        raise ReplyTimeoutError(errno.ETIMEDOUT, f"{self.port}: no STATE from the board within {timeout_s:g} s "
+                                                 "of a command (it answered HELLO): a firmware that is not hil's?")
 
     def open_port(self) -> bool | None:
         """Open the port alone (no handshake); whether it could be set to low-latency mode (None:
@@ -319,8 +351,13 @@ class Link:
     def _command(self, msg: M.Message) -> None:
         ack = self.transact(msg, lambda seq: ("ack", msg.MSG_ID, seq))
         if ack.result != M.AckResult.OK:
+            s = self._latest
+            hint = ""
+            if s is not None and s.state in (M.BoardState.ESTOP, M.BoardState.FAULT):
+                hint = (f" (the board is in {M.BoardState(s.state).name}, faults: {M.fault_names(s.faults)}: "
+                        "clear_faults() first)")
             raise CommandRejectedError(errno.EPERM, f"{self.port}: board refused {type(msg).__name__}: "
-                                                    f"{M.AckResult(ack.result).name}")
+                                                    f"{M.AckResult(ack.result).name}{hint}")
 
     def enable(self, joint_mask: int = 0xFFFFFFFF) -> None:
         """Torque on. The board first sets its targets to the measured pose, so nothing jumps."""

@@ -29,6 +29,10 @@ from hil.safety import I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
 BOARD_STATE_EVENT = {1: Ev.SAW_DISABLED, 0: Ev.SAW_DISABLED, 2: Ev.SAW_ENABLED, 3: Ev.SAW_FAULT,
                      4: Ev.SAW_ESTOP}
 RAMP_DONE_RAD = 1e-4
+# what moves the robot toward safety without a user asking: a run in which one happens did not go as
+# asked, and ends with a non-zero exit code saying which and when
+INCIDENTS = frozenset({Ev.SAW_FAULT, Ev.SAW_ESTOP, Ev.LINK_LOST, Ev.OVERRUN_DISABLE, Ev.FELL, Ev.REBOOT,
+                       Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT})
 NO_ACTIONS: list = []  # shared by the cycles that have none (never appended to)
 # a board action repeated because the board has not followed (e-stop or disable again) waits this long
 RESEND_S = 0.1
@@ -94,6 +98,7 @@ class Controller:
         # what moved the robot toward safety by itself (not a request taken from the mailbox in its
         # turn) since the loop last dropped the requests posted before it: see `handle`
         self.overtaken_by = ""
+        self.incidents: list[tuple[float, str]] = []   # (cycle time, what) of each INCIDENTS step
         self.motion_run = False   # the run is for a motion (`--exit-when-done`): is it finished?
         self.motion_done = False
         self.board_state = 1
@@ -173,6 +178,8 @@ class Controller:
             self.motion_t = 0.0
             if self.abandoned is None and self.motion_run and not self.motion_done:
                 self.abandoned = f"{step.event.value}{' (' + why + ')' if why else ''}"
+        if step.event in INCIDENTS and step.mode != step.before:
+            self.incidents.append((self.now, f"{step.event.value}{' (' + why + ')' if why else ''}"))
         quiet = (Ev.SAFETY_HOLD, Ev.SAFETY_RELEASE, Ev.RAMP_DONE)  # said by the cycle, with their reasons
         if step.event not in quiet and (step.mode != step.before or step.cleared):
             parts = [f"{step.before.name} → {step.mode.name}"] if step.mode != step.before else []

@@ -488,7 +488,7 @@ class Loop:
         ctrl = self.shared.ctrl
         if ctrl[C_ESTOP]:
             ctrl[C_ESTOP] = 0
-            self._estop("the twin or CLI")
+            self._estop("a client (the twin, hil ctl or a script)")
         if self._signal is not None:
             sig, self._signal = self._signal, None
             name = "the parent process died" if sig == PARENT_DEATH_SIGNAL else f"{signal.Signals(sig).name}"
@@ -680,13 +680,32 @@ class Loop:
         if self.recorder is not None:
             self.recorder.close()
             self.event(f"recording closed: {self.cfg.record} ({self.recorder.rows} cycles)")
-        self._write_stats()
-        if self.shared.ctrl[C_STATUS] != LoopStatus.FAILED:
+        verdict = self._verdict()
+        self._write_stats(verdict)
+        if verdict:
+            self.shared.ctrl[C_STATUS] = LoopStatus.FAILED
+        elif self.shared.ctrl[C_STATUS] != LoopStatus.FAILED:
             self.shared.ctrl[C_STATUS] = LoopStatus.STOPPED
         if self.stop_reason is not None:  # (a loop that failed to start says why instead)
             self.event(f"loop stopped: {self.stop_reason}")
+        if verdict:   # said once, last, by the supervisor, with a non-zero exit code
+            self.shared.set_event(ERROR_PREFIX + verdict)
 
-    def _write_stats(self) -> None:
+    def _verdict(self) -> str:
+        """Why the run did not go as asked ("" when it did): its failed stop, else the first thing
+        that moved the robot toward safety without a user asking (a fault, the board's own e-stop,
+        a lost link, a fall, …), with when."""
+        if self.stop_failed and self.stop_reason:
+            return self.stop_reason
+        incidents = self.ctl.incidents
+        if not incidents:
+            return ""
+        t, what = incidents[0]
+        more = f" (and {len(incidents) - 1} more such event{'s' if len(incidents) > 2 else ''} after it)" \
+            if len(incidents) > 1 else ""
+        return f"{what} at t = {t - self.t0:.2f} s, without anyone asking{more}"
+
+    def _write_stats(self, verdict: str = "") -> None:
         cfg, st = self.cfg, self.stats
         summary = st.summary(1e6 / cfg.rate_hz)
         k = max(st.k + st.skipped, 1)  # deadlines: served or skipped
@@ -710,6 +729,8 @@ class Loop:
             "rejected_requests": self.shared.bad_requests,
             "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),
             "cpu_steal_fraction": steal, "cpu_idle": self.cpu_idle_note, "round_trip_ms": self.round_trip_ms,
+            "verdict": verdict or "as asked",
+            "incidents": [{"t": round(t - self.t0, 3), "what": what} for t, what in ctl.incidents],
             "safety": ctl.safety_counts, "max_tracking_error_rad": ctl.max_track_err,
             "max_command_speed_rad_s": ctl.max_cmd_speed, "events": self.event.lines[-50:],
             "missed_deadlines_at": [[round(t, 6), round(us, 1)] for t, us in st.missed_at],

@@ -23,7 +23,7 @@ from hil.inputs import number, writable_file
 from hil.remote.session import load_config, secured
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
-from hil.runtime.shared import (BOARD_STATES, C_ESTOP, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
+from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
 from hil.runtime.twin_launch import start_twin
 from hil.safety import flag_names
@@ -209,6 +209,8 @@ def run(req: RunRequest) -> int:
         session.close(emu)
         if truth is not None:
             session.physics_report(truth)
+        if session.last_line:   # what went wrong, last, so that it is what a user sees
+            print(session.last_line, file=sys.stderr)
     return session.code
 
 
@@ -223,6 +225,7 @@ class _Run:
         self.code = 0
         self.signal: int | None = None
         self.error_text = ""
+        self.last_line = ""
         self.ever_ran = False
         self.last_event = 0
         self.started = time.time()
@@ -233,8 +236,7 @@ class _Run:
         # the loop stops as for Ctrl-C (ESTOP, recording closed), whoever got the signal: a
         # launcher or a script may signal this process alone
         self.signal = signum
-        self.shared.ctrl[C_ESTOP] = 1
-        self.shared.ctrl[C_STOP] = signum
+        self.shared.ctrl[C_STOP] = signum   # the loop e-stops on it at once, naming the signal
 
     def supervise(self, cfg: LoopConfig) -> None:
         self._old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -303,12 +305,15 @@ class _Run:
     def _outcome(self) -> None:
         status = LoopStatus(int(self.shared.ctrl[C_STATUS]))
         if self.code == 0 and (self.proc.exitcode != 0 or status == LoopStatus.FAILED):
-            if self.error_text:
-                print(f"hil run: error: {self.error_text}", file=sys.stderr)
-                self.code = 1 if self.ever_ran else 2  # refused before anything ran, like bad arguments
+            if self.error_text and self.ever_ran:
+                self.last_line = f"hil run: {self.error_text}"
+                self.code = 1
+            elif self.error_text:   # refused before anything ran, like bad arguments
+                self.last_line = f"hil run: error: {self.error_text}"
+                self.code = 2
             else:
-                print(f"hil run: the loop stopped with an error (exit code {self.proc.exitcode}); see the "
-                      "messages above", file=sys.stderr)
+                self.last_line = (f"hil run: the loop stopped with an error (exit code {self.proc.exitcode}); see the "
+                                  "messages above")
                 self.code = 1
         if self.signal is not None and self.code == 0:
             self.code = 128 + self.signal  # as a shell reports a run ended by that signal
@@ -321,10 +326,12 @@ class _Run:
             return
         if truth["fell"]:
             when = truth["fell_at"] - self.started_mono
-            print(f"hil run: the robot fell in physics at t = {when:.2f} s (the emulator's verdict; largest tilt "
-                  f"{truth['max_tilt_deg']:.0f}°)", file=sys.stderr)
+            line = (f"hil run: the robot fell in physics at t = {when:.2f} s (the emulator's verdict; largest tilt "
+                    f"{truth['max_tilt_deg']:.0f}°)")
             if self.code == 0:
-                self.code = 1
+                self.code, self.last_line = 1, line
+            else:
+                print(line, file=sys.stderr)
         else:
             dx, dy = truth["base_travel_m"]
             print(f"physics: the robot stayed up (largest tilt {truth['max_tilt_deg']:.1f}°, its base travelled "

@@ -57,7 +57,7 @@ def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
     finally:
         close_twin(twin)
         out = finish(proc)
-    assert "E-STOP from the twin or CLI" in out
+    assert "E-STOP from a client (the twin, hil ctl or a script)" in out
 
 
 def test_the_twin_opens_from_a_folder_that_shadows_the_package(tmp_path, xdisplay):

@@ -71,8 +71,11 @@ def test_after_a_reconnect_a_board_that_kept_running_is_disabled_not_driven(emul
     client.shutdown()
     client.close()
     out = finish(proc, timeout_s=60)
-    assert proc.returncode == 0, out
+    # the run did not go as asked: it says what and when, last, and exits 1
+    assert proc.returncode == 1, out
     assert "reconnected to board" in out, out
+    assert out.strip().splitlines()[-1].startswith("hil run: link lost"), out
+    assert "without anyone asking" in out.strip().splitlines()[-1], out
     r = np.load(rec)
     lost = np.flatnonzero(mode_of(r["loop_flags"]) == 0)
     assert len(lost), "the link was never lost"
@@ -360,3 +363,19 @@ def test_hil_ctl_drives_a_headless_loop():
     finally:
         out = finish(proc)
     assert proc.returncode == 0, out
+
+
+def test_a_run_whose_board_faulted_by_itself_exits_1_and_says_what_and_when(tmp_path):
+    """The board's watchdog latches at 2 s (the emulator stalls past it); the run goes on to its
+    end, then says so last, and exits 1 (it used to exit 0)."""
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--enable",
+                              "--motion", "demo", "--fault", "stall:0.3@2", "--stats-json", str(stats)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("hil run: ") and "at t = " in last and "without anyone asking" in last, r.stderr
+    assert "watchdog" in last or "link lost" in last, last
+    with open(stats) as f:
+        data = json.load(f)
+    assert data["verdict"] != "as asked" and data["incidents"]

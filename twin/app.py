@@ -64,6 +64,7 @@ def grid_step(model) -> float:
     p = model.fk_frames(model.home)[:, :3, 3]
     size = float(np.max(p.max(axis=0) - p.min(axis=0)))
     return 0.05 if size < 0.8 else 0.25
+SLIDER_OWN_S = 1.0   # after a user's drag, the sliders stay theirs this long before they follow the command
 
 
 class TwinApp:
@@ -397,6 +398,7 @@ class TwinApp:
         q = self._slider_q()
         self.q_cmd_preview = q
         now = time.monotonic()
+        self._slider_touched = now
         if self.client is not None and now - self._last_jog > 0.05:
             self._last_jog = now
             reply = self.client.jog(q)
@@ -634,6 +636,7 @@ class TwinApp:
         self.q_meas = s.q_meas
         self.q_cmd = s.q_cmd
         self.q_target = s.q_target
+        self._follow_command(s.q_cmd)
         self.safety_flags = int(s.safety_flags)
         self._show_measured()
         if self.safety_flags:   # the last reason stays shown until another one comes
@@ -668,6 +671,27 @@ class TwinApp:
             for ax in ("px", "py", "ex", "ey"):
                 dpg.fit_axis_data(ax)
             dpg.fit_axis_data("hy")
+
+    def _follow_command(self, q_cmd: np.ndarray) -> None:
+        """The sliders show what is commanded (a motion's or a jog's way there included), except
+        for a while after the user moved one: their own drag wins."""
+        if time.monotonic() - getattr(self, "_slider_touched", -1e9) < SLIDER_OWN_S:
+            return
+        shown = getattr(self, "_slider_shown", None)
+        if shown is None:
+            shown = self._slider_shown = np.full(self.model.n, np.nan)
+        deg = np.degrees(q_cmd)
+        for i in np.flatnonzero(~(np.abs(deg - shown) < 0.05)):   # (NaN: never shown)
+            if dpg.does_item_exist(f"slider{i}"):
+                dpg.set_value(f"slider{i}", float(deg[i]))
+                shown[i] = deg[i]
+
+    def panel_values(self) -> dict:
+        """What the panel shows (degrees): each joint's slider (the command) and its measured angle."""
+        sliders = {name: dpg.get_value(f"slider{i}") for i, name in enumerate(self.model.joint_names)
+                   if dpg.does_item_exist(f"slider{i}")}
+        return {"sliders_deg": sliders,
+                "measured_deg": {name: math.degrees(float(self.q_meas[i])) for i, name in enumerate(self.model.joint_names)}}
 
     def _check_estimated(self) -> None:
         """Once the loop says so: are measured positions estimates? Then the plots say it too."""

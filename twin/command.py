@@ -104,9 +104,13 @@ def main(args: argparse.Namespace) -> int:
             app.poll_loop()
             app.update_scene()
         app.screenshot(args.screenshot)
+        import json   # lazy: only a live screenshot writes what its panel shows beside it
+
+        with open(args.screenshot + ".json", "w") as f:
+            json.dump(app.panel_values(), f, indent=1)
         app.close()
         client.close()
-        print(f"wrote {args.screenshot}")
+        print(f"wrote {args.screenshot} (and what its panel shows: {args.screenshot}.json)")
         return 0
     if args.screenshot:
         def pose(vals, what):

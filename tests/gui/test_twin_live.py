@@ -201,3 +201,30 @@ def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_sen
     finally:
         close_twin(twin)
         finish(proc)
+
+
+def test_the_sliders_show_the_command_while_a_motion_or_jog_drives_it(xdisplay, tmp_path):
+    """The panel's sliders are the commanded angles: during a jog's way there and after it they show
+    where the loop commands the joints (they used to stay at the start pose)."""
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
+    try:
+        client = attach(proc, "puma560")
+        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=15)
+        goal = client.snapshot().q_cmd.copy()
+        goal[0] += np.radians(30)
+        goal[2] -= np.radians(20)
+        assert client.jog(goal).ok
+        assert client.wait(lambda s: np.abs(s.q_cmd - goal).max() < 1e-6, timeout_s=15)
+        out = tmp_path / "live.png"
+        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(out)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        client.shutdown()
+    finally:
+        finish(proc)
+    import json
+
+    with open(str(out) + ".json") as f:
+        panel = json.load(f)
+    shown = np.array([panel["sliders_deg"][n] for n in robots.load("puma560").joint_names])
+    assert np.abs(shown - np.degrees(goal)).max() < 0.1, (shown, np.degrees(goal))

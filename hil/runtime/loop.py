@@ -30,6 +30,7 @@ import numpy as np
 
 from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
 from firmware_protocol.errors import LinkLostError
+from firmware_protocol.messages import BoardState
 from hil import calibration_files, robots
 from hil.errors import EXPECTED, HilError, message
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
@@ -59,8 +60,11 @@ PUBLISH_MARGIN_S = 300e-6
 # Missed deadlines listed one by one in the statistics file (which, how late): a period in their
 # times points at whatever recurs.
 MISSES_KEPT = 1000
-# After a stop the loop keeps cycling (no motion) this long, so the board's answer is seen and recorded.
+# After a stop the loop keeps cycling (no motion) this long, so the board's answer is seen and recorded;
+# an orphaned loop (its `hil` was killed) less: its ESTOP went out from the signal handler, and nothing
+# may outlive the run by much
 DRAIN_S = 0.3
+ORPHAN_DRAIN_S = 0.08
 # A headless run whose command is held this long forgets its intent (and a motion run ends).
 HEADLESS_HOLD_S = 3.0
 # Identical event lines within this many seconds are counted, not repeated.
@@ -71,6 +75,7 @@ REQUEST_EVENTS = {Request.ENABLE: Ev.ENABLE, Request.DISABLE: Ev.DISABLE, Reques
                   Request.JOG: Ev.JOG, Request.START_MOTION: Ev.START, Request.STOP_MOTION: Ev.STOP,
                   Request.ESTOP: Ev.ESTOP}
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOPPED_BOARD = (BoardState.DISABLED, BoardState.FAULT, BoardState.ESTOP)
 PARENT_DEATH_SIGNAL = signal.SIGUSR2
 
 
@@ -401,7 +406,7 @@ class Loop:
         ctl, link = self.ctl, self.link
         while True:
             if self.stop_reason is not None and draining_until is None:
-                draining_until = time.monotonic() + DRAIN_S
+                draining_until = time.monotonic() + (ORPHAN_DRAIN_S if self.orphaned else DRAIN_S)
                 self._end_intent()
             wake, period_us = clock.woke()
             if draining_until is not None and (wake > draining_until or self._board_settled(sample)):
@@ -615,8 +620,12 @@ class Loop:
             self.ctl.handle(Ev.DISABLE, why="the run ends")
 
     def _board_settled(self, sample) -> bool:
-        return self.ctl.life.mode in (ESTOP, DISABLED, FAULT, DISCONNECTED) and \
-            sample.state in (1, 3, 4) and not self.actions.busy_with(Action.SEND_DISABLE)
+        """At a stop: nothing more to wait for (the board confirmed it stopped, or it is gone)."""
+        mode = self.ctl.life.mode
+        if mode == DISCONNECTED:
+            return True
+        return mode in (ESTOP, DISABLED, FAULT) and sample.state in STOPPED_BOARD and \
+            not self.actions.busy_with(Action.SEND_DISABLE)
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, wake: float, cycle: int, sample, stale: bool, flags: int) -> None:
@@ -669,7 +678,10 @@ class Loop:
     def _shutdown(self) -> None:
         link = self.link
         if self.actions is not None:
-            self.actions.stop()
+            # a transaction under way on a lost link (a reconnect waits seconds for the board) or of
+            # an orphaned run is not waited for: the port process's end below ends it
+            gone = self.orphaned or link is None or link.lost is not None
+            self.actions.stop(timeout_s=0.05 if gone else 6.0)
         if link is not None:
             if link.lost is None and self.ctl.life.mode not in (ESTOP, FAULT):
                 try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -15,8 +16,21 @@ from hil.runtime.supervisor import display_available
 from hil.runtime.twin_launch import start_twin
 
 
-def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
+class _Stopped(Exception):
+    """A signal ended the replay (its number)."""
 
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise _Stopped(signum)
+
+
+def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
+    """Play a recording into a shared block (and the twin); 0 when it ran to its end, 128 + the
+    signal's number when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped it. The block goes either way."""
     data, meta, model = open_run(path)
     robot = meta.get("robot")
     if speed <= 0:
@@ -32,6 +46,9 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     shared.ctrl[C_STATUS] = LoopStatus.RUNNING
     shared.set_event(f"replay of {path}: {len(data)} cycles, {data['t'][-1] - data['t'][0]:.1f} s")
     print(f"replaying {path}: {len(data)} cycles at {speed:g}× ({robot})")
+    old = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stopped: int | None = None
+    t_now = float(data["t"][0])
     try:
         while True:
             t0 = time.monotonic()
@@ -42,6 +59,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
                 if delay > 0:
                     time.sleep(delay)
                 row = data[k]
+                t_now = float(row["t"])
                 shared.begin_write()
                 F["t"][0] = row["t"]
                 F["cycle"][0] = k
@@ -59,12 +77,18 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
                           f"max |cmd − meas| {np.degrees(np.abs(row['q_cmd'] - row['q_meas']).max()):.2f}°")
             if not loop:
                 break
-    except KeyboardInterrupt:
-        pass
+    except _Stopped as e:
+        stopped = e.signum
     finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
         shared.ctrl[C_STATUS] = LoopStatus.STOPPED
         if twin is not None:
             twin.terminate()
         shared.close()
+    if stopped is not None:
+        print(f"replay stopped by {signal.Signals(stopped).name} at t = {t_now:.2f} s of the recording",
+              file=sys.stderr)
+        return 128 + stopped
     print("replay done", file=sys.stderr)
     return 0

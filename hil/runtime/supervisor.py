@@ -400,4 +400,12 @@ def _written_since(path: str | None, t: float) -> bool:
 
 
 def _loop_entry(cfg: LoopConfig) -> None:
-    sys.exit(run_loop(cfg))
+    code = run_loop(cfg)   # its board stopped, its files closed, its block gone or handed back
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    # out at once: finalising an interpreter with LLVM (Numba) loaded takes a few hundred ms, by which
+    # an orphaned loop and the helpers waiting on it would outlive their run
+    os._exit(code)

@@ -315,9 +315,22 @@ def test_replay_plays_a_recording(tmp_path):
     k = int(seen.cycle)
     np.testing.assert_allclose(seen.q_cmd, data["q_cmd"][k], atol=0.05)  # the published row is the recorded one
     out = finish(proc)
-    assert proc.returncode == 0 and "replaying" in out
+    assert proc.returncode == 0 and "replaying" in out and "replay done" in out
     bad = subprocess.run(HIL + ["replay", str(tmp_path / "missing.npy")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not a hil recording" in bad.stderr
+    # stopped by a signal: its block goes, it says so and exits as a shell expects (not "done", not 0)
+    from hil.runtime.shared import runtime_dir
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        proc = subprocess.Popen(HIL + ["replay", str(rec), "--headless", "--loop"], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        client = attach(proc, "puma560")
+        client.close()
+        proc.send_signal(sig)
+        out = finish(proc)
+        assert proc.returncode == 128 + sig, out
+        assert f"replay stopped by {sig.name}" in out and "replay done" not in out, out
+        assert not os.path.exists(os.path.join(runtime_dir(), f"hil_puma560_{proc.pid}")), "the block was left"
 
 
 def test_path_runs_a_gcode_contour_through_the_loop(tmp_path):
@@ -358,8 +371,10 @@ def test_after_a_stall_the_loop_skips_the_deadlines_it_missed_instead_of_burstin
         os.kill(client.pid, signal.SIGCONT)
         time.sleep(0.3)
     out = finish(proc)
-    assert proc.returncode == 0, out
     s = json.loads(stats.read_text())
+    # on a busy machine a 15 ms stop can stretch past the board's 50 ms watchdog: then the run says
+    # so and exits 1; what is under test here is what the loop does after the stall
+    assert proc.returncode == 0 or ("FAULT" in s["verdict"] and "watchdog" in s["verdict"]), out
     assert s["skipped_deadlines"] >= 3 * 4, s  # ≥ 15 ms each at 2 ms a deadline, less the one served late
     t = np.load(rec)["t"]
     T = 1.0 / s["rate_hz"]

@@ -98,7 +98,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m firmware_protocol.c_header", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m firmware_protocol.c_header",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="only say whether the header on disk is current")
     p.add_argument("--out", default=str(HEADER), help="where the header goes (default: %(default)s)")
     args = p.parse_args(argv)

@@ -27,7 +27,9 @@ def hello(io: PortIO, next_seq: Callable[[], int], timeout_s: float, low_latency
         now = time.monotonic()
         if now - t0 > timeout_s:
             raise HandshakeError(errno.ETIMEDOUT, f"{io.port}: no answer to HELLO within {timeout_s:.1f} s "
-                                                  "(not a hil board, wrong baud rate, or the board is not running)")
+                                                  "(not a hil board, wrong baud rate, or the board is not running). "
+                                                  "`hil ports --probe " + io.port + "` says what answers there; "
+                                                  "servos on a bus adapter need --bus")
         try:
             if now >= next_hello:
                 io.write(M.Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, M.SCHEMA_HASH, nonce).encode(next_seq()))

@@ -34,24 +34,56 @@ def is_url(port: str) -> bool:
     return "://" in port
 
 
+def _lock_holders(target: str) -> list[int]:
+    """Processes holding an flock on the file (Linux /proc/locks): who opened a port exclusively."""
+    try:
+        st = os.stat(target)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key and parts[4].isdigit():
+            pids.append(int(parts[4]))
+    return pids
+
+
+def _holds_a_pty_master(pid: str) -> bool:
+    try:
+        return any(os.readlink(fd) == "/dev/ptmx" for fd in glob.glob(f"/proc/{pid}/fd/*"))
+    except OSError:
+        return False
+
+
 def port_holders(port: str) -> list[str]:
-    """Processes holding `port` open (Linux /proc), as 'name (pid)'."""
+    """Processes holding `port` open (Linux /proc), as 'name (pid)': the one that locked it when
+    /proc/locks says; otherwise every process with it open but the one serving a pty's other end
+    (an emulator keeps both ends of its pty open)."""
     try:
         target = os.path.realpath(port)
     except OSError:
         return []
+    pids = [str(p) for p in _lock_holders(target) if p != os.getpid()]
+    if not pids:
+        for fd in glob.glob("/proc/[0-9]*/fd/*"):
+            try:
+                if os.readlink(fd) == target:
+                    pid = fd.split("/")[2]
+                    if int(pid) != os.getpid() and not (target.startswith("/dev/pts/") and _holds_a_pty_master(pid)):
+                        pids.append(pid)
+            except OSError:
+                continue
     out = []
-    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+    for pid in sorted(set(pids)):
         try:
-            if os.readlink(fd) == target:
-                pid = fd.split("/")[2]
-                if int(pid) == os.getpid():
-                    continue
-                with open(f"/proc/{pid}/comm") as f:
-                    out.append(f"{f.read().strip()} ({pid})")
+            with open(f"/proc/{pid}/comm") as f:
+                out.append(f"{f.read().strip()} ({pid})")
         except OSError:
             continue
-    return sorted(set(out))
+    return out
 
 
 def open_serial(port: str, baud: int = 1_000_000, timeout_s: float = 0.005) -> serial.SerialBase:
@@ -80,6 +112,12 @@ def _open_error(port: str, e: serial.SerialException) -> DeviceError:
         held = f" (held by {', '.join(who)})" if who else ""
         return DeviceError(errno.EBUSY, f"cannot open {port}: the port is busy{held}. Close the other "
                                         "program (or `hil` instance) using it")
+    if os.path.exists(port) and not os.path.realpath(port).startswith("/dev/"):
+        return DeviceError(errno.ENOTTY, f"cannot open {port}: it is a file, not a serial port. Give the "
+                                         "board's device (`hil ports` lists them), or use --dry-run")
+    if err == errno.ENOTTY or "Inappropriate ioctl" in text:
+        return DeviceError(errno.ENOTTY, f"cannot open {port}: not a serial port (the device does not take a "
+                                         "serial line's settings). `hil ports` lists the serial ports")
     return DeviceError(err or errno.EIO, f"cannot open {port}: {text}")
 
 

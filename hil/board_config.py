@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tomllib
 from pathlib import Path
 
 from firmware_protocol.buses import BUSES, bus_class, dynamixel1, dynamixel2, feetech
 from firmware_protocol.buses.board import BusConfig, ServoJoint
 from hil.errors import InputError
-from hil.inputs import read_text
+from hil.inputs import parse_toml, read_text
 from hil.robots.servos import servo_table
 
 BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
@@ -76,7 +75,7 @@ def generated(model, bus: str) -> BusConfig:
     humanoid17 kit on that bus), ids counted up from the kit's first in the robot's joint order, the
     robot's own limits. What `--bus` uses without `--board-config`; `hil robots --robot R --bus B`
     prints it to start a real one from."""
-    template = tomllib.loads(read_text(str(shipped_path("humanoid17", bus)), "board config"))
+    template = parse_toml(read_text(str(shipped_path("humanoid17", bus)), "board config"), bus)
     first = int(template["joint"][0]["servo_id"])
     data = {key: value for key, value in template.items() if key != "joint"}
     data["robot"] = model.name
@@ -91,12 +90,7 @@ def generated(model, bus: str) -> BusConfig:
 
 def load(path: str, model) -> BusConfig:
     """Read and check a board config for `model`; InputError naming the file, the joint and the key."""
-    text = read_text(path, "board config")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML ({e})") from None
-    return parse(data, model, path)
+    return parse(parse_toml(read_text(path, "board config"), path), model, path)
 
 
 def _num(value, where: str, lo: float, hi: float, integer: bool = False) -> float:

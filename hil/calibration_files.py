@@ -21,14 +21,13 @@ from __future__ import annotations
 import math
 import os
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
 
 from firmware_protocol.board_data import JointMap
 from hil.errors import ConfigError, InputError
-from hil.inputs import read_text
+from hil.inputs import parse_toml, read_text
 
 FORMAT_VERSION = 1
 
@@ -68,9 +67,9 @@ def load(path: str | Path, model, board_uid: str | None = None) -> tuple[np.ndar
     if not path.exists():
         raise ConfigError(f"calibration file {path} does not exist")
     try:
-        data = tomllib.loads(read_text(str(path), "calibration file"))
-    except (tomllib.TOMLDecodeError, InputError) as e:
-        raise ConfigError(f"calibration file {path} is corrupt: {e}. Run `hil calibrate` again") from e
+        data = parse_toml(read_text(str(path), "calibration file"), f"calibration file {path}")
+    except InputError as e:
+        raise ConfigError(f"{e}. Run `hil calibrate` again") from None
     if data.get("format_version") != FORMAT_VERSION:
         raise ConfigError(f"calibration file {path}: format_version {data.get('format_version')!r}, "
                           f"expected {FORMAT_VERSION}")
@@ -114,7 +113,7 @@ def joint_map_for(model, board_info, path: str | None, event=print):
         if path:
             raise ConfigError(f"calibration file {path} does not exist")
         event(f"no calibration file for board {board_info.uid}: joint offsets are nominal. "
-              f"Run `hil calibrate --robot {model.name}` to make one")
+              f"Run `hil calibrate --robot {model.spec} --port {board_info.port}` to make one")
         return None
     offsets, signs, _ = load(p, model, board_info.uid)
     event(f"calibration {p} applied")

@@ -96,7 +96,7 @@ def check_emulator_options(uid: str | None, link: str | None, baud, latency_ms, 
             raise InputError(f"--link {link}: cannot make a symlink there (the folder {folder} does not exist or "
                              "is not writable)")
     if baud is not None:
-        number(baud, "--baud", 0, 1e8)
+        number(baud, "--baud", 300, 2e7, "baud")
     if latency_ms is not None:
         number(latency_ms, "--latency-ms", 0, 10_000, "ms")
     if noise_deg is not None:

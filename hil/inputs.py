@@ -54,3 +54,29 @@ def number(value, name: str, lo: float | None = None, hi: float | None = None, u
                                                                            else f"≤ {hi:g}")
         raise InputError(f"{name} {v:g}{unit} is outside {rng}{unit}")
     return v
+
+
+def parse_toml(text: str, where: str) -> dict:
+    """A TOML document's tables; InputError naming the file and the place for bad TOML, and for
+    one nested too deeply to read (tomllib recurses once per level)."""
+    import tomllib   # lazy: the command line's start-up does without it
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{where}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply to read (arrays or tables inside each other hundreds of "
+                         "levels down); no hil file needs more than a few") from None
+
+
+def parse_json(text: str, where: str):
+    """A JSON document; InputError naming the file for bad or too deeply nested JSON."""
+    import json   # lazy: as above
+
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InputError(f"{where}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply to read; no hil file needs more than a few levels") from None

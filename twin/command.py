@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         writable_file(args.frame_times, "--frame-times")
     if args.duration is not None:
         number(args.duration, "--duration", 0, 1e7, "s")
-    number(args.max_fps, "--max-fps", 1, 1000)
+    number(args.max_fps, "--max-fps", 1, 1000, "frames/s")
     if not display_available():
         raise HilError("no display: the twin needs an X display. Set DISPLAY, run under `xvfb-run -a hil twin ...`, "
                        "or use `hil run --headless` for a status line instead")
@@ -200,6 +200,6 @@ def _show(model, client, args) -> int:
     return 0
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(prog="python -m twin.command")
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m twin.command")
     add_arguments(ap)
     sys.exit(main(ap.parse_args()))

@@ -653,7 +653,7 @@ def build_servos(spec: list[dict]) -> dict[int, SimServo]:
 
 def parser() -> argparse.ArgumentParser:
 
-    p = argparse.ArgumentParser(prog="python -m firmware_protocol.buses.emulator",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m firmware_protocol.buses.emulator",
                                 description="servo bus emulator on a pseudo-terminal (prints its path)")
     p.add_argument("--bus", required=True, choices=list(BUSES))
     p.add_argument("--servos", required=True,

@@ -164,7 +164,8 @@ def build_config(args: argparse.Namespace) -> BoardConfig:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m firmware_protocol.emulator", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m firmware_protocol.emulator",
+                                description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--kind", choices=sorted(DEFAULTS), default="puma6")
     p.add_argument("--config", help="JSON: lower_deg, upper_deg, initial_deg, vmax_deg_s (board frame)")

@@ -26,9 +26,11 @@ COMPILING_COMMANDS = {"run", "path", "walk", "play", "calibrate", "fk"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hil", formatter_class=HelpFormatter,
-                                description="hardware-in-the-loop controller with a digital twin: PUMA 560 or "
-                                            "17-DOF humanoid, on a board over USB or on the built-in emulator",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="hil", formatter_class=HelpFormatter,
+                                description="hardware-in-the-loop controller with a digital twin: PUMA 560, "
+                                            "17-DOF humanoid, SO-101, or your own arm or humanoid from its URDF "
+                                            "(--robot FILE.urdf; `hil robots` lists them), on a board or servo bus "
+                                            "over USB or on the built-in emulator",
                                 epilog="start with:\n  hil run --robot puma560 --dry-run --headless --duration 10 "
                                        "--enable --motion demo\n`hil COMMAND --help` says more about each command.")
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")

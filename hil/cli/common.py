@@ -28,7 +28,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def add_command(sub, name: str, summary: str, description: str, examples: list[str]) -> argparse.ArgumentParser:
     """A subcommand with a one-line summary (in `hil --help`), a description and examples."""
     epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
-    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {description}",
+    return sub.add_parser(name, allow_abbrev=False, help=summary,
+                          description=f"{summary[0].upper()}{summary[1:]}. {description}",
                           epilog=epilog, formatter_class=HelpFormatter)
 
 
@@ -112,8 +113,6 @@ def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: fl
                 path_file: str | None = None) -> int:
     """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done. A
     trajectory written to a temporary folder for the run (no --out) is removed after it."""
-    from hil.runtime import supervisor
-
     temporary = getattr(args, "out", "") is None and motion_path and os.path.basename(
         os.path.dirname(motion_path)).startswith(("hil-walk-", "hil-path-"))
     try:

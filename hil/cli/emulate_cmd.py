@@ -34,7 +34,7 @@ def register(sub) -> None:
                                                          "(Dynamixel's factory setting is 500)")
     s.add_argument("--uid", help="board unique id, 24 hex digits (default: random)")
     s.add_argument("--link", help="also create this symlink to the pty (a stable name, like udev's by-id)")
-    s.add_argument("--baud", type=float, help="pace the emulated wire at this baud (default 1000000; 0: no pacing)")
+    s.add_argument("--baud", type=float, help="pace the emulated wire at this baud, 300 … 20000000 (default 1000000)")
     s.add_argument("--latency-ms", type=float, help="extra latency per frame (16 emulates an FTDI default; default 0)")
     s.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees (default: the board's own)")
     s.add_argument("--physics", action="store_true",
@@ -79,7 +79,7 @@ def _bus(args, model) -> int:
     if args.return_delay_us is not None:
         number(args.return_delay_us, "--return-delay-us", 0, 508, "µs")
     if args.baud is not None:
-        number(args.baud, "--baud", 0, 2e7)
+        number(args.baud, "--baud", 300, 2e7, "baud")
     emulator_launch.check_emulator_options(None, args.link, None, None, None)
     argv = emulator_launch.bus_emulator_argv(config, model, faults=args.fault or (), echo=args.echo or None,
                                              baud=args.baud, return_delay_us=args.return_delay_us, link=args.link,

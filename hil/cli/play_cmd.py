@@ -54,13 +54,13 @@ def run(args) -> int:
 
 def _robot_named_in(path: str) -> str:
     """The `robot` a keyframe file names (the file's errors are reported when it is loaded)."""
-    import json
-    import tomllib
+    from hil.inputs import parse_json, parse_toml
 
     try:
         text = read_text(path, "motion file")
-        data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text) if path.endswith(".json") else {}
-    except (HilError, ValueError):
+        data = parse_toml(text, path) if path.endswith(".toml") else parse_json(text, path) \
+            if path.endswith(".json") else {}
+    except HilError:
         return "humanoid17"
     robot = data.get("robot") if isinstance(data, dict) else None
     return robot if isinstance(robot, str) and robot else "humanoid17"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from hil.cli.common import add_command
 
 
@@ -29,8 +32,8 @@ PROBE_STEPS = {"maestro": "maestro", "ssc32": "ssc32", "dynamixel2": "dynamixel2
                "feetech": "protocol1", "kondo-ics": "kondo-ics"}
 
 
-def probe_port(dev: str, baud: int | None, bus: str | None) -> str:
-    """What answers on `dev`, as the text after the arrow."""
+def probe_port(dev: str, baud: int | None, bus: str | None) -> tuple[str, bool]:
+    """What answers on `dev`, as the text after the arrow, and whether anything did."""
     from firmware_protocol.buses.probe import probe_buses
     from firmware_protocol.errors import DeviceError
     from firmware_protocol.link import probe
@@ -47,19 +50,19 @@ def probe_port(dev: str, baud: int | None, bus: str | None) -> str:
         if found is None and bus in (None, "hil"):
             info = probe(dev, baud or 1_000_000)
             if info is not None:
-                return f"hil board: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}"
+                return f"hil board: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}", True
         rest = [k for k in order if k not in ("maestro", "ssc32")]
         if found is None and rest and bus != "hil":
             with open_serial(dev, baud or 1_000_000) as ser:
                 found = probe_buses(ser, rest, [baud] if baud else None, full=bool(bus and baud))
     except DeviceError as e:
-        return e.strerror or str(e)
+        return e.strerror or str(e), False
     if found is not None:
-        return found.text()
+        return found.text(), True
     asked = "a hil board" if bus == "hil" else (bus or "a hil board or any servo bus")
     rate = f"{baud} baud" if baud else "the usual baud rates"
     return (f"no answer from {asked} at {rate} (not powered, another baud rate — try --baud — or servos with "
-            "their status return switched off)")
+            "their status return switched off)"), False
 
 
 def run(args) -> int:
@@ -71,7 +74,7 @@ def run(args) -> int:
     from hil.inputs import number
 
     if args.baud is not None:
-        number(args.baud, "--baud", 300, 20_000_000)
+        number(args.baud, "--baud", 300, 20_000_000, "baud")
     if args.bus is not None and args.bus != "hil" and args.bus not in BUSES:
         raise InputError(f"--bus {args.bus!r}: buses are hil, {', '.join(BUSES)}")
     # ports named on the command line: those alone; else every port the OS lists
@@ -80,6 +83,7 @@ def run(args) -> int:
         print("no serial ports found. Plug the board in (USB), check `dmesg | tail`, or use `hil run --dry-run`.")
         return 0
     infos = {p.device: p for p in serial.tools.list_ports.comports()}
+    silent = []
     for dev in ports:
         p = infos.get(dev)
         vidpid = f"{p.vid:04x}:{p.pid:04x}" if p is not None and p.vid is not None else "----:----"
@@ -87,6 +91,16 @@ def run(args) -> int:
         desc = p.description if p is not None and p.description not in (None, "n/a") else ""
         line = f"{dev:<22} {vidpid}  {ser:<20} {desc!r:<28}"
         if args.probe:
-            line += f" → {probe_port(dev, args.baud, args.bus)}"
+            text, answered = probe_port(dev, args.baud, args.bus)
+            line += f" → {text}"
+            if not answered:
+                silent.append(dev)
+        elif args.extra and not os.path.exists(dev):
+            line += " → no such port"
+            silent.append(dev)
         print(line, flush=True)
+    if silent and args.extra:
+        # ports the user named: a script asking "is my robot there?" gets its answer in the exit code
+        print(f"nothing answered on {', '.join(silent)}", file=sys.stderr)
+        return 1
     return 0

@@ -21,5 +21,5 @@ def run(args) -> int:
     from hil.inputs import number
     from hil.runtime.replay import replay
 
-    number(args.speed, "--speed", 0.01, 100)
+    number(args.speed, "--speed", 0.01, 100, "× recorded speed")
     return replay(args.file, args.speed, args.headless, args.loop)

@@ -26,8 +26,9 @@ def register(sub) -> None:
     s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
     s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it)")
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
-    s.add_argument("--motion", help="hold (default), jog, demo, a motion file (.toml/.json, see `hil play`) or a "
-                                    "trajectory .npz (t, q); started by Start in the twin, or by --enable")
+    s.add_argument("--motion", help="hold (default; jogs from the twin or `hil ctl jog` are followed with any "
+                                    "motion), demo, a motion file (.toml/.json, see `hil play`) or a trajectory .npz "
+                                    "(t, q); started by Start in the twin, or by --enable")
     s.add_argument("--enable", action="store_true",
                    help="enable the board at start and start the motion once ramped in (once; otherwise nothing "
                         "moves until you enable in the twin or with `hil ctl enable`)")

@@ -26,7 +26,8 @@ def register(sub) -> None:
     s.add_argument("--period", type=float, default=0.8, help="time per step (s)")
     s.add_argument("--lift", type=float, default=0.012, help="swing foot clearance (m)")
     s.add_argument("--knee-stretched", action="store_true",
-                   help="walk as tall as the legs allow (paper 002); forwards, the feet roll: toe-off and heel strike")
+                   help="walk as tall as the legs allow (prioritised IK on a minimal support region: the knees "
+                        "straighten, the COM height follows); forwards, the feet roll: toe-off and heel strike")
     roll = s.add_mutually_exclusive_group()
     roll.add_argument("--heel-toe", dest="heel_toe", action="store_const", const=True,
                       help="the feet roll on the ground in any walk: each lifts off from its toe and lands on its heel")
@@ -59,10 +60,10 @@ def run(args) -> int:
     rate = number(args.rate if args.rate is not None else float(model.meta.get("default_rate_hz", 200)),
                   "--rate", 10, 1000, "Hz")
     number(args.steps, "--steps", 1, 100)
-    for name, value, lo, hi in (("--stride", args.stride, -0.2, 0.2), ("--side", args.side, -0.1, 0.1),
-                                ("--turn", args.turn, -45, 45), ("--period", args.period, 0.2, 10),
-                                ("--lift", args.lift, 0.0, 0.1)):
-        number(value, name, lo, hi)
+    for name, value, lo, hi, unit in (("--stride", args.stride, -0.2, 0.2, "m"), ("--side", args.side, -0.1, 0.1, "m"),
+                                      ("--turn", args.turn, -45, 45, "°"), ("--period", args.period, 0.2, 10, "s"),
+                                      ("--lift", args.lift, 0.0, 0.1, "m")):
+        number(value, name, lo, hi, unit)
     if args.width is not None:
         number(args.width, "--width", 0.02, 0.5, "m")
     writable_file(args.out, "--out")

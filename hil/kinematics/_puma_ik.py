@@ -1,4 +1,4 @@
-"""Closed-form inverse kinematics of the PUMA 560 in the DH convention of paper 001.
+"""Closed-form inverse kinematics of the PUMA 560 in the DH convention of Zhao et al. 2007.
 
 With T(i-1,i) = Rz(θi) Tz(di) Tx(ai) Rx(αi), α = (−90, 0, 90, −90, 90, 0)°, a = (0, a2, a3, 0, 0, 0),
 d = (0, d2, 0, d4, 0, 0), the wrist centre W (origin of DH frames 4–6) satisfies, in DH frame 1

@@ -1,4 +1,4 @@
-"""Floating base with support-foot root switching (paper 000).
+"""Floating base with support-foot root switching (Sun et al. 2007).
 
 The humanoid's kinematic tree is rooted at the body, but in the world the robot stands on a
 support foot that does not move. So the body's world pose follows from the support sole's:

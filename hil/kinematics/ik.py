@@ -145,7 +145,7 @@ def _puma_geometry(model) -> np.ndarray:
     expect_alpha = np.radians([-90, 0, 90, -90, 90, 0])
     if (a.shape != (6,) or not np.allclose(alpha, expect_alpha) or a[0] != 0 or a[3:].any()
             or d[0] != 0 or d[2] != 0 or d[4:].any()):
-        raise InputError(f"{model.name}: closed-form IK supports the PUMA 560 DH structure of paper 001 only")
+        raise InputError(f"{model.name}: closed-form IK supports the PUMA 560 DH structure (Zhao et al. 2007) only")
     return np.array([a[1], a[2], d[1], d[3]])
 
 
@@ -257,7 +257,7 @@ class Task:
     from x y z rx ry rz (e.g. "x y"). `weight` is one number or six. `priority` 1 is the highest;
     lower priorities move only in what higher ones leave free. `max_error_step` (ε, metres or
     radians) caps the error a task may ask for in one iteration, so a task added mid-motion pulls
-    the robot in gradually (paper 002, eqs. 2–3) instead of jerking it.
+    the robot in gradually (Tanaka & Sugihara 2014, eqs. 2–3) instead of jerking it.
     """
 
     frame: str | int

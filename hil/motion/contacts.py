@@ -1,6 +1,6 @@
 """What of a humanoid's feet touches the ground, per sample: one small code for both feet.
 
-Each foot is in the air, flat on the ground, on its toe or on its heel (paper 002's minimal
+Each foot is in the air, flat on the ground, on its toe or on its heel (Tanaka & Sugihara 2014's minimal
 support region: the foot rolls on its toe at toe-off and on its heel at heel strike, and only
 what touches is constrained and counted in the support polygon). A foot on its toe touches with
 its inner toe corner, the big toe's, and one on its heel with its outer heel corner: with a

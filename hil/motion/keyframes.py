@@ -24,16 +24,14 @@ of the left side has the same joint angles on the right side (ROBOTS.md §2).
 
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hil.errors import ConfigError
-from hil.inputs import read_text
+from hil.errors import ConfigError, InputError
+from hil.inputs import parse_json, parse_toml, read_text
 from hil.motion import contacts
 from hil.motion.walking import WalkParams, check_walk
 
@@ -131,9 +129,10 @@ def load_motion(path: str | Path, model) -> KeyframeMotion:
     path = Path(path)
     text = read_text(str(path), "motion file")
     try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ConfigError(f"motion file {path}: {e}") from e
+        where = f"motion file {path}"
+        data = parse_json(text, where) if path.suffix == ".json" else parse_toml(text, where)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"motion file {path}: expected a table of keys (name, keyframes, …), got {type(data).__name__}")
     return motion_from_dict(data, model, str(path))
@@ -142,8 +141,12 @@ def load_motion(path: str | Path, model) -> KeyframeMotion:
 def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion:
     name = str(data.get("name", Path(where).stem))
     robot = data.get("robot", model.name)
+    if isinstance(robot, dict) or "joint" in data or "dh" in data:
+        raise ConfigError(f"{where} describes a robot (its [robot] table), not a motion: give it as --robot "
+                          f"{where} (`hil robots --robot {where}` shows it); motions are in examples/*.toml")
     if robot != model.name:
-        raise ConfigError(f"{where}: written for robot {robot!r}, not {model.name!r}")
+        raise ConfigError(f"{where}: written for robot {robot!r}, not {model.name!r}: play it with --robot {robot} "
+                          "(or change its `robot`)")
     interp = data.get("interpolation", "cubic")
     if interp not in ("cubic", "linear"):
         raise ConfigError(f"{where}: interpolation must be 'cubic' or 'linear', got {interp!r}")

@@ -53,12 +53,12 @@ class WalkParams:
                                   # feet roll, where the step allows (else 8 mm)
     zmp_inset: float = 0.0        # single-support ZMP moved this far from the sole centre towards
                                   # the inner edge (m): a smaller support region, less sway
-    heel_toe: bool | None = None  # the feet roll: toe-off and heel strike on the ground (paper 002's
+    heel_toe: bool | None = None  # the feet roll: toe-off and heel strike on the ground (Tanaka & Sugihara 2014's
                                   # minimal support region); None: in a knee-stretched walk forwards
     contact_pitch_deg: float = 3.0   # the sole's pitch at lift-off (heel up) and touchdown (toe up)
     heel_fraction: float = 0.4    # of each double support: the front foot turns down about its heel
     toe_fraction: float = 0.4     # and, at its end, the rear foot turns up about its toe
-    zmp_power: float = 3.0        # N of paper 002's eq. 1 (the single-support ZMP, heel to toe)
+    zmp_power: float = 3.0        # N of Tanaka & Sugihara 2014's eq. 1 (the single-support ZMP, heel to toe)
 
 
 @dataclass
@@ -198,7 +198,7 @@ def generate(model, params: WalkParams, progress=None) -> WalkResult:
     """Plan a walk and check it from the joint motion it produces; UnreachableError if it fails.
     `progress(fraction)` (0…1), when given, is told how far the joint solution has come.
 
-    knee_stretched: walk with the centre of mass as high as the legs reach (paper 002): its height
+    knee_stretched: walk with the centre of mass as high as the legs reach (Tanaka & Sugihara 2014): its height
     is left free at first (the legs stretch until their knees stop a few degrees short of
     straight), then smoothed from below and followed; the support knee is then close to straight
     through mid-stance and the COM rises and falls with the legs.
@@ -311,7 +311,7 @@ def _leg_can_yaw(model) -> bool:
 
 def _rolls(p: WalkParams) -> bool:
     """Whether the feet roll on the ground (toe-off and heel strike): as asked, or by default in a
-    knee-stretched walk forwards (paper 002's proposed method; sideways, backwards and turning
+    knee-stretched walk forwards (Tanaka & Sugihara 2014's proposed method; sideways, backwards and turning
     steps keep the soles flat while they are down)."""
     if p.heel_toe is not None:
         return bool(p.heel_toe)
@@ -357,7 +357,7 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     gait.com = np.column_stack([com_xy, zc - p.crouch * blend])
     gait.q0 = q0
     solver_model = _with_contact_frames(model)
-    # knee-stretched (paper 002): the COM height is not asked for; in single support the one
+    # knee-stretched (Tanaka & Sugihara 2014): the COM height is not asked for; in single support the one
     # freedom left, the support knee, follows a smooth profile down to a few degrees short of
     # straight at mid-stance (in double support the feet, COM and attitude fix it)
     if not p.knee_stretched:
@@ -510,7 +510,7 @@ class _Gait:
 
     def _roots(self) -> np.ndarray:
         """Per sample the foot (0 left, 1 right) the tree is rooted at: a flat one; when both are
-        flat, the one that was (paper 000: the root changes when support does)."""
+        flat, the one that was (Sun et al. 2007: the root changes when support does)."""
         root = np.zeros(len(self.t), dtype=np.int64)
         r = 0
         for k, (a, b) in enumerate(self.contact):
@@ -530,7 +530,7 @@ class _Gait:
         """In single support along the stance sole from a heel point to a toe point, in double
         support from the rear sole's toe point to the front sole's heel point. Flat feet: the points
         ±zmp_heel_toe from the sole's centre, passed at a constant speed, handed over by a
-        smoothstep. Rolling feet, paper 002's reference: x_S − (x_S − x_K)(1 − t/T)^N from the heel
+        smoothstep. Rolling feet, Tanaka & Sugihara 2014's reference: x_S − (x_S − x_K)(1 − t/T)^N from the heel
         point x_K to the toe point x_S (eq. 1: it leaves the heel quickly and comes to rest at the
         toe), the points as far apart as the sole allows (zmp_heel_toe inside its ends) but no
         farther than the body advances in single support, so the ZMP never goes back."""
@@ -674,7 +674,7 @@ def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False
     stretch = p.knee_stretched and kind == "air"
     tasks = [Task("com", np.zeros(3), mask="x y" if stretch else "position", priority=1, ref=root),
              Task(model.base_frame, np.eye(4), mask="orientation", priority=1, ref=root)]
-    # ε per sample (paper 002, eqs. 2-3): when a foot becomes a contact, or its contact changes,
+    # ε per sample (Tanaka & Sugihara 2014, eqs. 2-3): when a foot becomes a contact, or its contact changes,
     # the error asked for in one step stays small: no jumps. A swinging foot follows its moving
     # target without it, and so does a double support solved ahead from a pose a step away.
     eps = 0.0005 if kind != "air" and not ahead else 0.0
@@ -776,7 +776,7 @@ def _set_targets(s: LMSolver, gait: _Gait, k: int, root: str) -> None:
 
 def _solve_samples(model, p: WalkParams, gait: _Gait, knees: _KneeStretch | None, progress=None):
     """The joint angles, sample by sample, continuing from the previous sample, rooted at the
-    sole `gait.root` names (paper 000: the root changes when the support does); (Q, worst
+    sole `gait.root` names (Sun et al. 2007: the root changes when the support does); (Q, worst
     priority-1 residual)."""
     solvers: dict = {}
     q = gait.q0.copy()

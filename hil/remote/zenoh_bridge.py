@@ -152,7 +152,7 @@ class Bridge:
 
 def main(argv=None) -> int:
 
-    p = argparse.ArgumentParser(prog="python -m hil.remote.zenoh_bridge")
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m hil.remote.zenoh_bridge")
     p.add_argument("--loop", required=True)
     p.add_argument("--rate", type=float, default=100.0)
     p.add_argument("--config")

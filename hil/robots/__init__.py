@@ -11,14 +11,13 @@ Angles in data files are degrees and lengths are in model units
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hil.errors import ConfigError, InputError
-from hil.inputs import read_text
+from hil.inputs import parse_toml, read_text
 from hil.kinematics.rotations import rpy_matrix
 from hil.robots import servos, urdf
 from hil.robots.model import Joint, RobotModel, Shape
@@ -65,9 +64,9 @@ def load(name: str | Path) -> RobotModel:
 
 def _load_toml(path: Path) -> RobotModel:
     try:
-        data = tomllib.loads(read_text(str(path), "robot file"))
-    except (tomllib.TOMLDecodeError, InputError) as e:
-        raise ConfigError(f"robot file {path}: {e}") from e
+        data = parse_toml(read_text(str(path), "robot file"), f"robot file {path}")
+    except InputError as e:
+        raise ConfigError(str(e)) from None
     robot = data.get("robot")
     if isinstance(robot, dict) and "urdf" in robot:
         return urdf.build(_urdf_of(robot["urdf"], path), data, str(path))

@@ -45,7 +45,8 @@ class MotionSource:
 
 
 class Hold(MotionSource):
-    """Stay at the pose the robot was in when the motion started (the default)."""
+    """Stay at the pose the robot was in when the motion started (the default). Jogs do not need a
+    motion of their own: the controller follows them whatever the motion (`hil ctl jog`)."""
 
     name = "hold"
 
@@ -57,15 +58,6 @@ class Hold(MotionSource):
 
     def target(self, t: float) -> np.ndarray:
         return self.q
-
-
-class Jog(Hold):
-    """Hold, but follow jog targets from the mailbox (the loop rate-limits the way there)."""
-
-    name = "jog"
-
-    def set(self, q: np.ndarray) -> None:
-        self.q = np.asarray(q, dtype=np.float64).copy()
 
 
 class Demo(MotionSource):
@@ -270,10 +262,8 @@ def make_motion(spec: str | None, model, servo=None, compensate: bool = True) ->
     """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q). Planned
     motions are checked against the servos' torques (`servo`, default the robot's) and carry the
     compliance compensation (`compensate`, where the servos declare a stiffness)."""
-    if not spec or spec == "hold":
-        return Jog()
-    if spec == "jog":
-        return Jog()
+    if not spec or spec in ("hold", "jog"):  # "jog": older name; jogs are followed whatever the motion
+        return Hold()
     if spec == "demo":
         return Demo(model)
     if spec.endswith(".npz"):

@@ -171,8 +171,15 @@ def load_recording(path: str) -> tuple[np.ndarray, dict]:
     (naming what is wrong) for a file that is not one."""
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise ValueError(f"not a NumPy .npy file ({e})") from None
+    except OSError as e:
+        raise ValueError(f"cannot read it ({e.strerror or e})") from None
+    except (ValueError, EOFError):
+        # (NumPy's own text speaks of unpickling, which is not ours to suggest)
+        raise ValueError("not a .npy recording (hil run --record FILE.npy writes one)") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        data.close()
+        raise ValueError("an .npz archive (a planned trajectory?), not a recording: `hil run --record FILE.npy` "
+                         "writes those; `hil play FILE.npz --dry-run` runs a trajectory")
     if not isinstance(data, np.ndarray) or data.ndim != 1 or data.dtype.names is None \
             or any(f not in data.dtype.names for f in REQUIRED_FIELDS):
         raise ValueError(f"not a table of cycles with the fields {', '.join(REQUIRED_FIELDS)}")

@@ -194,8 +194,10 @@ class SafetyChecker:
             out.append(f"self-collision: {self.capsule_names[a]} and {self.capsule_names[b]} overlap by "
                        + (f"{depth:.1f} mm" if depth >= 0.05 else "less than 0.1 mm"))
         if flags & BALANCE:
-            out.append(f"balance: the centre of mass is {-self.info[SK.I_COM_MARGIN] * 1e3:+.1f} mm outside the "
-                       f"support polygon (margin {self.bal[5] * 1e3:.0f} mm required)")
+            inside, need = self.info[SK.I_COM_MARGIN] * 1e3, self.bal[5] * 1e3
+            where = f"{-inside:.1f} mm outside" if inside < 0 else f"only {inside:.1f} mm inside the edge of"
+            out.append(f"balance: the centre of mass is {where} the support polygon (it must stay {need:.0f} mm "
+                       "inside)")
         if flags & RATE:
             out.append("velocity limit")
         return out

@@ -158,7 +158,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
                 info[I_FLOOR] = h
         if info[I_FLOOR] < 0.0:
             flags |= FLOOR
-    # workspace of the wrist centre (paper 001, eqs. 2-6)
+    # workspace of the wrist centre (Zhao et al. 2007, eqs. 2-6)
     if ws[0] != 0.0:
         f = int(ws[1])
         x = poses[f, 0, 3]

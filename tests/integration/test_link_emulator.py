@@ -47,6 +47,7 @@ def test_thousand_command_state_cycles(emulator):
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         target = q0 + 0.02
+        sent0, states0 = link.stats.tx_commands, link.stats.rx_states  # connect asks for a first STATE
         t0 = time.monotonic()
         for k in range(1000):
             link.send_positions(q0 + 0.02 * min(1.0, k / 200))
@@ -56,8 +57,8 @@ def test_thousand_command_state_cycles(emulator):
         s = link.latest()
         print(f"1000 cycles in {elapsed:.2f} s, {link.stats.rx_states} states, decoder drops "
               f"{link.decoder.stats.dropped}")
-        assert link.stats.tx_commands == 1000
-        assert link.stats.rx_states >= 990
+        assert link.stats.tx_commands - sent0 == 1000
+        assert link.stats.rx_states - states0 >= 990
         assert link.decoder.stats.dropped == 0 and link.decode_stats.bad_payload == 0
         assert s.state == M.BoardState.ENABLED, s
         np.testing.assert_allclose(s.q, target, atol=2e-4)
@@ -237,4 +238,6 @@ def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
         for k in range(8):
             time.sleep(0.1 + k * 0.0125)  # idle: the board streams its 10 Hz STATEs meanwhile
             trips = link.round_trips_ms(4)
-            assert min(trips) >= 16.0 and max(trips) < 100.0, (k, trips)
+            # one short trip is the emulator's own idle STATE when the machine stalls it past its 100 ms
+            # idle timer; timed against a STATE under way, every trip is short
+            assert sorted(trips)[1] >= 16.0 and max(trips) < 100.0, (k, trips)

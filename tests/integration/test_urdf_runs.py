@@ -61,7 +61,7 @@ def test_a_urdf_path_runs_on_a_generated_servo_map(tmp_path):
 
 
 def test_a_robot_too_big_for_our_protocol_is_refused_before_anything_starts():
-    r = subprocess.run(HIL + ["run", "--robot", "examples/g1.toml", "--dry-run", "--headless", "--duration", "2"],
+    r = subprocess.run(HIL + ["run", "--robot", "examples/robots/g1.toml", "--dry-run", "--headless", "--duration", "2"],
                        capture_output=True, text=True, timeout=120)
     if "example-robot-data" in r.stderr and "pip install" in r.stderr:
         pytest.skip("g1 needs example-robot-data")

@@ -10,7 +10,7 @@ import pytest
 import hil.robots as robots
 from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import Action, Activity, Ev, Mode
-from hil.runtime.motion_sources import Demo, Jog
+from hil.runtime.motion_sources import Demo, Hold
 from hil.safety import SafetyChecker
 
 T = 0.002
@@ -33,7 +33,7 @@ class Bench:
     def __init__(self, motion=None, hold_timeout_s=None) -> None:
         self.model = robots.load("puma560")
         self.events: list[str] = []
-        self.ctl = Controller(self.model, SafetyChecker(self.model), motion or Jog(),
+        self.ctl = Controller(self.model, SafetyChecker(self.model), motion or Hold(),
                               Policy(T, hold_timeout_s=hold_timeout_s), self.events.append)
         self.now = 100.0
         self.q = self.model.home.copy()

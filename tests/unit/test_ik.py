@@ -394,7 +394,7 @@ def test_floating_base_matches_paper_chain(humanoid):
     np.testing.assert_allclose(base.body_pose(q), base.world_T_support @ inv_chain, atol=1e-12)
 
 
-# ----------------------------------------------------------- continuity (paper 002 eqs. 2-3)
+# ----------------------------------------------------------- continuity (Tanaka & Sugihara 2014 eqs. 2-3)
 def _track(humanoid, eps, add_at=60, drop_at=140, steps=200):
     # arms bent (elbows 60°), away from the stretched-arm singularity where any controller needs
     # large joint speeds for small hand motions

@@ -82,7 +82,7 @@ def test_servo_tables_take_presets_and_refuse_bad_numbers(h17):
                       ({"torque_speed": [5, 2]}, "below"), ({"joint": {"nose": {}}}, "no joint")):
         with pytest.raises(ConfigError, match=says):
             parse_table({"preset": "XL430-W250", **bad}, h17.joint_names, "the robot file")
-    assert not servo_table(hil.robots.load("examples/g1.toml")).declared   # no [servo]: ideal, no compensation
+    assert not servo_table(hil.robots.load("examples/robots/g1.toml")).declared   # no [servo]: ideal, no compensation
 
 
 def test_a_servo_s_torque_falls_with_speed_along_its_line():

@@ -1,4 +1,4 @@
-"""Toe-off and heel strike (paper 002's minimal support region): each foot lifts off from its
+"""Toe-off and heel strike (Tanaka & Sugihara 2014's minimal support region): each foot lifts off from its
 inner toe corner and lands on its outer heel corner, only what touches is constrained and counted
 in the support polygon, the single-support ZMP follows eq. 1, and motion and trajectory files
 keep the contacts."""

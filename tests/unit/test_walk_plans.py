@@ -86,6 +86,6 @@ def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options, gait
 def test_knee_stretched_walking_says_which_knees_it_knows():
     import hil.robots as robots
 
-    g1 = robots.load("examples/g1.toml")   # a humanoid from its URDF: left_knee_joint, right_knee_joint
+    g1 = robots.load("examples/robots/g1.toml")   # a humanoid from its URDF: left_knee_joint, right_knee_joint
     with pytest.raises(InputError, match="humanoid17's knees .* g1 has no joints of those names"):
         walking.generate(g1, walking.WalkParams(steps=2, knee_stretched=True))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_data import JointMap
+from firmware_protocol.joint_map import JointMap
 from firmware_protocol.link import Link
 from hil.errors import HilError, InputError
 from hil.inputs import read_text

@@ -33,7 +33,8 @@ import serial.tools.list_ports
 
 from firmware_protocol import link_timing
 from firmware_protocol import messages as M
-from firmware_protocol.board_data import BoardInfo, Imu, JointMap, LinkStats, StateSample
+from firmware_protocol.board_data import BoardInfo, Imu, LinkStats, StateSample
+from firmware_protocol.joint_map import JointMap
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError, ReplyTimeoutError
 from firmware_protocol.frame import FLAG_RETX, FrameDecoder
 from firmware_protocol.handshake import hello

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_protocol.board_data import JointMap
+from firmware_protocol.joint_map import JointMap
 from hil.errors import ConfigError, InputError
 from hil.inputs import parse_toml, read_text
 

@@ -140,7 +140,7 @@ class TwinApp:
         S.add_grid("world", half=10 * step if step < 0.1 else 6 * step, step=step, z=floor, seg=step)
         S.add_axes("world", 0.25 if step > 0.1 else 0.08, 0.0 if not self.humanoid else 0.001)
         if not self.humanoid and "workspace" in self.model.meta:
-            reach = SafetyChecker(self.model).ws[2]
+            reach = SafetyChecker(self.model).reach_m
             for z in (0.0,):
                 S.add_ring("world", (0, 0, z), reach, (0, 0, 1), (110, 110, 170, 255))
             S.add_ring("world", (0, 0, 0), reach, (1, 0, 0), (110, 110, 170, 255))

@@ -28,7 +28,8 @@ import serial
 
 from firmware_protocol import messages as M
 from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react
-from firmware_protocol.board_data import BoardInfo, JointMap, StateSample
+from firmware_protocol.board_data import BoardInfo, StateSample
+from firmware_protocol.joint_map import JointMap
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.servo_bus import CycleCost, Reading, ServoError, Wire, error_text, wire_time_s
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError

@@ -22,7 +22,8 @@ def register(sub) -> None:
     g.add_argument("--port", help="serial port or pyserial URL of the board (see `hil ports`)")
     g.add_argument("--dry-run", action="store_true", help="start the board emulator on a pty and use it")
     s.add_argument("--rate", type=float, help="loop rate in Hz, 10 … 1000 (default: 500 PUMA, 200 humanoid)")
-    s.add_argument("--duration", type=float, help="stop after this many seconds (default: run until stopped)")
+    s.add_argument("--duration", type=float, help="stop after this many seconds of the control loop, counted from its "
+                                                          "first cycle (default: run until stopped)")
     s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
     s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it)")
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")

@@ -277,7 +277,7 @@ class Loop:
         self.static_balance_note = ""
         if getattr(self.motion, "dynamic_balance_checked", False):
             # a walk leaves the static support polygon by design; its ZMP was recomputed at load
-            self.safety.bal[0] = 0.0
+            self.safety.check_static_balance(False)
             self.static_balance_note = "static balance check off for this motion: its ZMP was checked when loaded"
         T = 1.0 / cfg.rate_hz
         policy = Policy(T, cfg.ramp_fraction, cfg.hold_after_misses, cfg.disable_after_misses,
@@ -398,7 +398,10 @@ class Loop:
         cfg = self.cfg
         T = 1.0 / cfg.rate_hz
         clock = Deadlines(T, cfg.spin_us * 1e-6, self.stats, self.tracer, self.t0)
-        end_time = None if cfg.duration_s is None else self.t0 + cfg.duration_s
+        # from the first cycle: a start slowed by a busy machine (connecting, compiling) does not use
+        # up the run the user asked for
+        self.first_cycle_at = time.monotonic()
+        end_time = None if cfg.duration_s is None else self.first_cycle_at + cfg.duration_s
         draining_until = None
         last_seq = sample.seq
         last_stats = time.monotonic()
@@ -603,8 +606,15 @@ class Loop:
         if self.stop_reason is None:
             self.stop_reason = reason
             self.stop_failed = failed
+            self.stop_at = time.monotonic()
             if failed:
                 self.shared.ctrl[C_STATUS] = LoopStatus.FAILED
+
+    def _timeline(self) -> dict:
+        """Seconds from the loop process's start to its first cycle, and from there to the stop."""
+        first, stop = getattr(self, "first_cycle_at", None), getattr(self, "stop_at", None)
+        return {"start_s": None if first is None else round(first - self.t0, 3),
+                "ran_s": None if first is None or stop is None else round(stop - first, 3)}
 
     def _check_end(self) -> None:
         ctl, cfg = self.ctl, self.cfg
@@ -734,6 +744,7 @@ class Loop:
         ctl = self.ctl
         stats = {
             "robot": cfg.robot, "rate_hz": cfg.rate_hz, "cycles": st.k + 1, "stop_reason": self.stop_reason,
+            **self._timeline(),
             **summary, "missed_deadlines": st.misses, "missed_fraction": st.misses / k,
             "skipped_deadlines": st.skipped, "port_io": cfg.port_io,
             "stale_states": st.stale, "link_errors": st.link_errors,

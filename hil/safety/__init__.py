@@ -45,6 +45,47 @@ def _capsules(model) -> tuple[np.ndarray, list[str]]:
     return np.array(rows, dtype=np.float64).reshape(-1, 8), names
 
 
+def _workspace_settings(model, floor: bool | None) -> np.ndarray:
+    """The kernel's `ws` (WS_* slots): the floor, and the PUMA's wrist-centre bounds or a reach sphere."""
+    ws = np.zeros(SK.WS_LEN)
+    meta = model.meta
+    floor_z = meta.get("floor_z_m")
+    if (floor_z is not None if floor is None else floor) and floor_z is not None:
+        ws[SK.WS_FLOOR_Z] = float(floor_z)
+        ws[SK.WS_FLOOR_ON] = 1.0
+    wsm = meta.get("workspace")
+    if wsm and "dh" in meta:
+        a, d = meta["dh"]["a"], meta["dh"]["d"]
+        ws[SK.WS_KIND] = SK.WS_PUMA
+        ws[SK.WS_FRAME] = model.frame_index("wrist")
+        # the paper bounds the wrist centre with a2 + d4; with the d2 shoulder offset the
+        # stretched arm reaches sqrt((a2 + |(a3, d4)|)^2 + d2^2), which we use instead
+        true_reach = math.hypot(a[1] + math.hypot(a[2], d[3]), d[1])
+        ws[SK.WS_REACH] = max(float(wsm.get("reach_m", a[1] + d[3])), true_reach)
+        ws[SK.WS_A3] = float(a[2])
+        ws[SK.WS_COS_LOWER] = math.cos(math.radians(float(wsm.get("lower_x_angle_deg", 20.0))))
+    elif wsm and "reach_m" in wsm:
+        # any other robot: its tool frame within a sphere about the base origin
+        ws[SK.WS_KIND] = SK.WS_SPHERE
+        ws[SK.WS_FRAME] = model.frame_index(model.tool_frame)
+        ws[SK.WS_REACH] = float(wsm["reach_m"])
+    return ws
+
+
+def _balance_settings(model, balance: bool | None) -> np.ndarray:
+    """The kernel's `bal` (BAL_* slots): a humanoid's soles and the margin its COM keeps inside them."""
+    bal = np.zeros(SK.BAL_LEN)
+    if balance if balance is not None else model.kind == "humanoid":
+        half = model.sole_half
+        bal[SK.BAL_ON] = 1.0
+        bal[SK.BAL_SOLE_L] = model.frame_index("l_sole")
+        bal[SK.BAL_SOLE_R] = model.frame_index("r_sole")
+        bal[SK.BAL_HALF_LENGTH], bal[SK.BAL_HALF_WIDTH] = half[0], half[1]
+        bal[SK.BAL_MARGIN] = float((model.meta.get("balance") or {}).get("margin_m", 0.0))
+        bal[SK.BAL_CONTACT_TOL] = 0.003
+    return bal
+
+
 @dataclass
 class Verdict:
     """Outcome of checking one pose: flag bits and a sentence per problem."""
@@ -77,36 +118,8 @@ class SafetyChecker:
                     pass
                 pairs.append((a, b))
         self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)
-        self.ws = np.zeros(7)
-        self.bal = np.zeros(7)
-        meta = model.meta
-        floor_z = meta.get("floor_z_m")
-        if floor is None:
-            floor = floor_z is not None
-        if floor and floor_z is not None:
-            self.ws[5] = float(floor_z)
-            self.ws[6] = 1.0
-        wsm = meta.get("workspace")
-        if wsm and "dh" in meta:
-            a, d = meta["dh"]["a"], meta["dh"]["d"]
-            self.ws[0] = 1.0
-            self.ws[1] = model.frame_index("wrist")
-            # the paper bounds the wrist centre with a2 + d4; with the d2 shoulder offset the
-            # stretched arm reaches sqrt((a2 + |(a3, d4)|)^2 + d2^2), which we use instead
-            true_reach = math.hypot(a[1] + math.hypot(a[2], d[3]), d[1])
-            self.ws[2] = max(float(wsm.get("reach_m", a[1] + d[3])), true_reach)
-            self.ws[3] = float(a[2])
-            self.ws[4] = math.cos(math.radians(float(wsm.get("lower_x_angle_deg", 20.0))))
-        elif wsm and "reach_m" in wsm:
-            # any other robot: its tool frame within a sphere about the base origin
-            self.ws[:3] = 2.0, model.frame_index(model.tool_frame), float(wsm["reach_m"])
-        if balance is None:
-            balance = model.kind == "humanoid"
-        if balance:
-            half = model.sole_half
-            margin = float((meta.get("balance") or {}).get("margin_m", 0.0))
-            self.bal[:] = [1.0, model.frame_index("l_sole"), model.frame_index("r_sole"), half[0], half[1],
-                           margin, 0.003]
+        self.ws = _workspace_settings(model, floor)
+        self.bal = _balance_settings(model, balance)
         self.poses = np.empty((len(model.frame_names), 4, 4))
         self.wpts = np.empty((len(caps), 6))
         self.info = np.empty(SK.INFO_LEN)
@@ -123,6 +136,17 @@ class SafetyChecker:
                 if self.info[SK.I_CLEARANCE] > 0.0:
                     keep.append((a, b))
             self.pairs = np.array(keep, dtype=np.int64).reshape(-1, 2)
+
+    @property
+    def reach_m(self) -> float:
+        """The workspace's reach (m): the PUMA's bound on its wrist centre, or the reach sphere's radius."""
+        return float(self.ws[SK.WS_REACH])
+
+    def check_static_balance(self, on: bool) -> None:
+        """Switch the COM-over-the-soles check (a walk leaves the static polygon by design; its ZMP is
+        checked instead)."""
+        if self.bal[SK.BAL_SOLE_L] != self.bal[SK.BAL_SOLE_R]:  # soles were found: a humanoid
+            self.bal[SK.BAL_ON] = 1.0 if on else 0.0
 
     # ------------------------------------------------------------------ loop
     def step(self, q_target: np.ndarray, q_prev: np.ndarray, dt: float, rate_scale: float,
@@ -179,13 +203,13 @@ class SafetyChecker:
             out.append("joint limit")
         if flags & FLOOR:
             out.append(f"floor: a link reaches {self.info[SK.I_FLOOR] * 1e3:+.1f} mm relative to the floor "
-                       f"(z = {self.ws[5] * 1e3:.0f} mm)")
+                       f"(z = {self.ws[SK.WS_FLOOR_Z] * 1e3:.0f} mm)")
         if flags & WORKSPACE:
             b = int(self.info[SK.I_WS])
-            what = "the wrist centre" if self.ws[0] == 1.0 else f"the tool frame {m.tool_frame!r}"
+            what = "the wrist centre" if self.ws[SK.WS_KIND] == SK.WS_PUMA else f"the tool frame {m.tool_frame!r}"
             bound = WORKSPACE_BOUNDS[b] if b >= 0 else "a bound"
             if b == 5:
-                bound += f" (r = {self.ws[2] * 1e3:.0f} mm)"
+                bound += f" (r = {self.reach_m * 1e3:.0f} mm)"
             out.append(f"workspace: {what} violates {bound}")
         if flags & COLLISION:
             p = int(self.info[SK.I_PAIR])
@@ -194,7 +218,7 @@ class SafetyChecker:
             out.append(f"self-collision: {self.capsule_names[a]} and {self.capsule_names[b]} overlap by "
                        + (f"{depth:.1f} mm" if depth >= 0.05 else "less than 0.1 mm"))
         if flags & BALANCE:
-            inside, need = self.info[SK.I_COM_MARGIN] * 1e3, self.bal[5] * 1e3
+            inside, need = self.info[SK.I_COM_MARGIN] * 1e3, self.bal[SK.BAL_MARGIN] * 1e3
             where = f"{-inside:.1f} mm outside" if inside < 0 else f"only {inside:.1f} mm inside the edge of"
             out.append(f"balance: the centre of mass is {where} the support polygon (it must stay {need:.0f} mm "
                        "inside)")

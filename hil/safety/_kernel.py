@@ -34,6 +34,27 @@ I_TRACK = 6         # largest |q_cmd − q_meas| (rad)
 I_TO_TARGET = 7     # largest |q_target − q_cmd| (rad): the ramp is done when this is small
 INFO_LEN = 8
 
+# the workspace and floor settings (`ws`, built once by SafetyChecker): slots
+WS_KIND = 0         # WS_OFF, WS_PUMA (the PUMA wrist-centre bounds) or WS_SPHERE (a reach sphere)
+WS_FRAME = 1        # the frame the workspace bounds (the wrist centre, or the tool frame)
+WS_REACH = 2        # reach (m): a2 + d4 for the PUMA, the sphere's radius otherwise
+WS_A3 = 3           # the PUMA's a3 (m)
+WS_COS_LOWER = 4    # cos of the angle bounding x from below (the PUMA's 20°)
+WS_FLOOR_Z = 5      # the floor's height (m)
+WS_FLOOR_ON = 6     # 1: check the floor
+WS_LEN = 7
+WS_OFF, WS_PUMA, WS_SPHERE = 0.0, 1.0, 2.0
+
+# the static balance settings (`bal`): slots
+BAL_ON = 0          # 1: check the COM over the support polygon
+BAL_SOLE_L = 1      # frame of the left sole
+BAL_SOLE_R = 2      # frame of the right sole
+BAL_HALF_LENGTH = 3  # a sole's half length (m, along its x)
+BAL_HALF_WIDTH = 4  # a sole's half width (m, along its y)
+BAL_MARGIN = 5      # how far inside the polygon the COM must stay (m)
+BAL_CONTACT_TOL = 6  # the other sole counts as on the ground within this height (m)
+BAL_LEN = 7
+
 
 @kernel(inline="always")
 def _seg_seg_dist2(p0x, p0y, p0z, p1x, p1y, p1z, q0x, q0y, q0z, q1x, q1y, q1z):
@@ -133,10 +154,7 @@ def _world_points(caps, poses, wpts):
 @kernel(inline="always")
 def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch):
     """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info.
-
-    ws = [enabled, wrist frame, reach, a3, cos_lower, floor_z, floor_enabled]
-    bal = [enabled, sole_l frame, sole_r frame, half_length, half_width, margin, contact_tol]
-    """
+    `ws` and `bal` hold the settings in the WS_* and BAL_* slots."""
     flags = 0
     fk_all_core(q, kin, poses)
     _world_points(caps, poses, wpts)
@@ -148,8 +166,8 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
     info[I_COM_MARGIN] = math.inf
     info[I_WS] = -1.0
     # floor: every capsule stays above it
-    if ws[6] != 0.0:
-        fz = ws[5]
+    if ws[WS_FLOOR_ON] != 0.0:
+        fz = ws[WS_FLOOR_Z]
         for i in range(caps.shape[0]):
             if caps[i, 0] < 0.0:
                 continue  # base geometry (the pedestal) stands on the floor by design
@@ -159,14 +177,14 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
         if info[I_FLOOR] < 0.0:
             flags |= FLOOR
     # workspace of the wrist centre (Zhao et al. 2007, eqs. 2-6)
-    if ws[0] != 0.0:
-        f = int(ws[1])
+    if ws[WS_KIND] != WS_OFF:
+        f = int(ws[WS_FRAME])
         x = poses[f, 0, 3]
         y = poses[f, 1, 3]
         z = poses[f, 2, 3]
-        reach = ws[2] + 1e-3  # the stretched arm (home, ready) lies on the bound; 1 mm for measurement noise
+        reach = ws[WS_REACH] + 1e-3  # the stretched arm (home, ready) lies on the bound; 1 mm for measurement noise
         bound = -1
-        if ws[0] == 2.0:   # a reach sphere about the base origin (robots without the paper's bounds)
+        if ws[WS_KIND] == WS_SPHERE:   # a reach sphere about the base origin (robots without the paper's bounds)
             if not x * x + y * y + z * z <= reach * reach:
                 bound = 5
         elif not z <= reach:
@@ -175,9 +193,9 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
             bound = 1
         elif not x <= reach:
             bound = 2
-        elif not y * y + z * z <= reach * reach + ws[3] * ws[3]:
+        elif not y * y + z * z <= reach * reach + ws[WS_A3] * ws[WS_A3]:
             bound = 3
-        elif not x >= -reach * ws[4]:
+        elif not x >= -reach * ws[WS_COS_LOWER]:
             bound = 4
         if bound >= 0:
             flags |= WORKSPACE
@@ -195,9 +213,9 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
     if info[I_CLEARANCE] < 0.0:
         flags |= COLLISION
     # static balance: COM over the support polygon of the soles in contact, in the lower sole's frame
-    if bal[0] != 0.0:
-        fl = int(bal[1])
-        fr = int(bal[2])
+    if bal[BAL_ON] != 0.0:
+        fl = int(bal[BAL_SOLE_L])
+        fr = int(bal[BAL_SOLE_R])
         # support = the sole lower along the body's z axis; express everything in its frame
         s = fl if poses[fl, 2, 3] <= poses[fr, 2, 3] else fr
         o = fr if s == fl else fl
@@ -211,8 +229,8 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
         py = poses[s, 0, 1] * dx + poses[s, 1, 1] * dy + poses[s, 2, 1] * dz
         # support polygon: the support sole's rectangle, plus the other sole's when it is level with
         # it (double support); margin = signed distance of the COM inside their convex hull
-        hl = bal[3]
-        hw = bal[4]
+        hl = bal[BAL_HALF_LENGTH]
+        hw = bal[BAL_HALF_WIDTH]
         npts = 0
         for sx_ in (-1.0, 1.0):
             for sy_ in (-1.0, 1.0):
@@ -225,7 +243,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
         ocx = poses[s, 0, 0] * ox + poses[s, 1, 0] * oy + poses[s, 2, 0] * oz
         ocy = poses[s, 0, 1] * ox + poses[s, 1, 1] * oy + poses[s, 2, 1] * oz
         ocz = poses[s, 0, 2] * ox + poses[s, 1, 2] * oy + poses[s, 2, 2] * oz
-        if abs(ocz) < bal[6]:
+        if abs(ocz) < bal[BAL_CONTACT_TOL]:
             # the other sole's x and y axes in the support frame
             axx = poses[s, 0, 0] * poses[o, 0, 0] + poses[s, 1, 0] * poses[o, 1, 0] + poses[s, 2, 0] * poses[o, 2, 0]
             axy = poses[s, 0, 1] * poses[o, 0, 0] + poses[s, 1, 1] * poses[o, 1, 0] + poses[s, 2, 1] * poses[o, 2, 0]
@@ -238,7 +256,7 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
                     npts += 1
         margin = _hull_margin(scratch, npts, px, py)
         info[I_COM_MARGIN] = margin
-        if margin < bal[5]:
+        if margin < bal[BAL_MARGIN]:
             flags |= BALANCE
     return flags
 

@@ -223,3 +223,26 @@ def test_an_estop_while_an_enable_is_awaited_keeps_the_board_observed():
         b.now += T
         actions += b.ctl.cycle(b.now, Sample(b.now, b.state, b.q.copy()), 0).actions
     assert Action.SEND_ESTOP in actions  # observed: disabled, not e-stopped as asked
+
+
+class PastTheRange(Hold):
+    """A motion whose target runs past both ends of two joints' ranges (a bad plan, a bad file)."""
+
+    name = "past the range"
+
+    def target(self, t: float) -> np.ndarray:
+        q = self.q.copy()
+        q[1] = self.q[1] - 10.0 * t      # towards and past the lower end
+        q[2] = self.q[2] + 10.0 * t      # towards and past the upper end
+        return q
+
+
+def test_the_loop_never_commands_a_joint_past_its_range_whatever_the_motion_asks():
+    b = enabled_bench(motion=PastTheRange())
+    b.ctl.handle(Ev.START)
+    b.run(3000)   # 6 s: long enough for the rate-limited command to reach both ends
+    model = b.model
+    sent = np.array([c for c, hold in b.sent if c is not None and not hold])
+    assert np.all(sent >= model.lower) and np.all(sent <= model.upper)
+    assert b.ctl.q_cmd[1] == model.lower[1] and b.ctl.q_cmd[2] == model.upper[2]   # on the ends, not short
+    assert b.ctl.safety_counts.get("joint limit", 0) > 0

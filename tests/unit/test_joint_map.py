@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from firmware_protocol.link import JointMap
+from firmware_protocol.joint_map import JointMap
 
 angles = arrays(np.float64, 17, elements=st.floats(-4.0, 4.0))
 signs = arrays(np.float64, 17, elements=st.sampled_from([1.0, -1.0]))

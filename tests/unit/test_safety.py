@@ -1,0 +1,237 @@
+"""The safety layers one at a time: the loop's kernel (`SafetyChecker.step`, every cycle), the
+planners' whole-path check (`check_path`), and the board's own clamp (`board_behaviour.clamp_target`).
+End-to-end runs cannot tell these apart: each layer hides a fault in the one behind it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from firmware_protocol import board_behaviour as BB
+from hil import robots
+from hil.safety import (BALANCE, COLLISION, FLOOR, HELD, I_STEP, I_TO_TARGET, I_TRACK, LIMIT, NONFINITE, RATE,
+                        WORKSPACE, SafetyChecker, flag_names)
+from hil.safety import _kernel as SK
+
+# bad poses found by sampling each robot's range, kept as data: each violates the one check named
+PUMA_FLOOR = [-1.669, 0.73, 2.788, -0.162, 0.494, -1.105]
+PUMA_WORKSPACE = [0.09, -3.381, 2.153, 1.876, 0.394, 3.875]
+PUMA_COLLISION = [1.822, -3.636, -0.347, 2.787, 0.884, -1.506]
+
+
+@pytest.fixture(scope="module")
+def puma():
+    m = robots.load("puma560")
+    return m, SafetyChecker(m)
+
+
+@pytest.fixture(scope="module")
+def humanoid():
+    m = robots.load("humanoid17")
+    return m, SafetyChecker(m)
+
+
+def step(checker, target, prev, dt=100.0, scale=1.0, meas=None):
+    """One loop step; a long dt unless the rate limit is what is tested."""
+    q_cmd = np.full(len(prev), 7.0)
+    flags = checker.step(np.asarray(target, float), np.asarray(prev, float), dt, scale, q_cmd,
+                         None if meas is None else np.asarray(meas, float))
+    return flags, q_cmd
+
+
+def leaning(model, deg):
+    """The humanoid's home pose with both ankles pitched by `deg`: the COM moves over the toes."""
+    q = model.home.copy()
+    for name in ("l_ankle_pitch", "r_ankle_pitch"):
+        q[model.joint_names.index(name)] += math.radians(deg)
+    return q
+
+
+# ------------------------------------------------------------------ the loop's kernel
+@pytest.mark.parametrize("side", ["lower", "upper"])
+def test_a_target_beyond_a_joints_range_is_clamped_onto_it(puma, side):
+    model, checker = puma
+    for j in range(model.n):
+        prev = model.home.copy()
+        target = prev.copy()
+        bound = model.lower[j] if side == "lower" else model.upper[j]
+        prev[j] = bound + (0.01 if side == "lower" else -0.01)
+        target[j] = bound + (-0.5 if side == "lower" else 0.5)
+        flags, q_cmd = step(checker, target, prev)
+        assert flags & LIMIT, (j, flag_names(flags))
+        if not flags & HELD:
+            assert q_cmd[j] == bound, (model.joint_names[j], q_cmd[j], bound)
+        assert model.lower[j] <= q_cmd[j] <= model.upper[j]
+
+
+def test_a_target_inside_the_range_is_passed_through_unflagged(puma):
+    model, checker = puma
+    target = model.home + 0.01
+    flags, q_cmd = step(checker, target, model.home)
+    assert flags == 0 and np.array_equal(q_cmd, target)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_step_faster_than_a_joint_may_go_is_cut_to_its_velocity_limit(puma, sign):
+    model, checker = puma
+    dt = 0.002
+    prev = model.home.copy()
+    target = prev + sign * model.velocity_limit * dt * 3
+    flags, q_cmd = step(checker, target, prev, dt=dt)
+    assert flags == RATE
+    np.testing.assert_allclose(q_cmd - prev, sign * model.velocity_limit * dt, rtol=1e-12)
+    assert checker.info[I_STEP] == pytest.approx(np.max(model.velocity_limit * dt))
+    # the ramp-in speed is a fraction of it
+    flags, q_cmd = step(checker, target, prev, dt=dt, scale=0.25)
+    np.testing.assert_allclose(q_cmd - prev, sign * model.velocity_limit * dt * 0.25, rtol=1e-12)
+    # exactly the limit is allowed as it is
+    exact = prev + sign * model.velocity_limit * dt * 0.999
+    flags, q_cmd = step(checker, exact, prev, dt=dt)
+    assert flags == 0 and np.array_equal(q_cmd, exact)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_target_holds_the_previous_command(puma, bad):
+    model, checker = puma
+    for j in (0, model.n - 1):
+        target = model.home.copy()
+        target[j] = bad
+        prev = model.home + 0.01
+        flags, q_cmd = step(checker, target, prev)
+        assert flags == NONFINITE | HELD
+        assert np.array_equal(q_cmd, prev)
+
+
+@pytest.mark.parametrize("pose, bit", [(PUMA_FLOOR, FLOOR), (PUMA_WORKSPACE, WORKSPACE),
+                                       (PUMA_COLLISION, COLLISION)])
+def test_a_step_into_a_bad_pose_is_held_where_it_was(puma, pose, bit):
+    model, checker = puma
+    assert checker.check(model.home).flags == 0
+    flags, q_cmd = step(checker, pose, model.home)
+    assert flags & bit and flags & HELD, flag_names(flags)
+    assert np.array_equal(q_cmd, model.home)
+    assert checker.check(pose).flags & bit          # the planners' check agrees
+
+
+def test_the_floor_the_workspace_and_collisions_are_told_apart(puma):
+    model, checker = puma
+    assert checker.check(PUMA_FLOOR).flags & (FLOOR | WORKSPACE | COLLISION) == FLOOR
+    assert checker.check(PUMA_WORKSPACE).flags & (FLOOR | WORKSPACE | COLLISION) == WORKSPACE
+    assert checker.check(PUMA_COLLISION).flags & (FLOOR | WORKSPACE | COLLISION) == COLLISION
+    reasons = " ".join(checker.check(PUMA_WORKSPACE).reasons)
+    assert "wrist centre" in reasons and "cos 20°" in reasons
+    assert "pedestal" in " ".join(checker.check(PUMA_COLLISION).reasons)
+
+
+def test_the_humanoid_leaning_past_its_toes_is_held(humanoid):
+    model, checker = humanoid
+    assert checker.check(leaning(model, 5)).flags == 0
+    flags, q_cmd = step(checker, leaning(model, 20), leaning(model, 5))
+    assert flags & BALANCE and flags & HELD
+    assert np.array_equal(q_cmd, leaning(model, 5))
+    assert "outside the support polygon" in " ".join(checker.check(leaning(model, 20)).reasons)
+
+
+def test_a_robot_already_out_of_balance_may_move_back_but_never_further_out(humanoid):
+    model, checker = humanoid
+    out = leaning(model, 20)
+    flags, q_cmd = step(checker, leaning(model, 16), out)        # back towards the polygon
+    assert flags & BALANCE and not flags & HELD
+    assert np.array_equal(q_cmd, leaning(model, 16))
+    flags, q_cmd = step(checker, leaning(model, 24), out)        # further out
+    assert flags & BALANCE and flags & HELD
+    assert np.array_equal(q_cmd, out)
+
+
+def test_a_robot_measured_below_the_floor_may_rise_but_not_sink(puma):
+    model, checker = puma
+    floor = np.asarray(PUMA_FLOOR)
+    def on_the_way(a):  # from home (a = 0) towards the bad pose: lowest (−152 mm) near a = 0.9
+        return model.home + a * (floor - model.home)
+
+    towards = on_the_way(0.7)
+    assert checker.check(towards).flags & FLOOR
+    h_there = checker.info[SK.I_FLOOR]
+    flags, q_cmd = step(checker, on_the_way(0.65), towards)
+    assert flags & FLOOR and not flags & HELD                     # rising out
+    assert checker.info[SK.I_FLOOR] > h_there
+    assert np.array_equal(q_cmd, on_the_way(0.65))
+    flags, q_cmd = step(checker, on_the_way(0.75), towards)
+    assert flags & FLOOR and flags & HELD                          # sinking further
+    assert np.array_equal(q_cmd, towards)
+
+
+def test_leaving_the_workspace_is_held_even_from_outside(puma):
+    model, checker = puma
+    ws = np.asarray(PUMA_WORKSPACE)
+    flags, q_cmd = step(checker, ws + 0.01, ws)
+    assert flags & WORKSPACE and flags & HELD and np.array_equal(q_cmd, ws)
+
+
+def test_the_step_reports_its_size_the_tracking_error_and_the_way_left(puma):
+    model, checker = puma
+    dt = 0.002
+    prev = model.home.copy()
+    target = prev.copy()
+    target[1] += 1.0
+    meas = prev.copy()
+    meas[2] -= 0.2
+    flags, q_cmd = step(checker, target, prev, dt=dt, meas=meas)
+    lim = model.velocity_limit[1] * dt
+    info = checker.info
+    assert info[I_STEP] == pytest.approx(lim)
+    assert info[I_TRACK] == pytest.approx(0.2)
+    assert info[I_TO_TARGET] == pytest.approx(1.0 - lim)
+
+
+def test_switching_the_static_balance_check_off_and_on(humanoid):
+    model, _ = humanoid
+    checker = SafetyChecker(model)
+    checker.check_static_balance(False)
+    assert checker.check(leaning(model, 20)).flags == 0
+    checker.check_static_balance(True)
+    assert checker.check(leaning(model, 20)).flags & BALANCE
+    arm = SafetyChecker(robots.load("puma560"))
+    arm.check_static_balance(True)            # an arm has no soles: nothing to switch on
+    assert arm.check(robots.load("puma560").home).flags == 0
+
+
+# ------------------------------------------------------------------ the planners' path check
+def test_a_path_check_flags_each_row_and_names_the_first_bad_one(puma):
+    model, checker = puma
+    Q = np.tile(model.home, (6, 1))
+    roll = model.n - 1                        # the flange roll: it moves no link, so only its range counts
+    Q[:, roll] = 0.0
+    Q[2, roll] = model.upper[roll] + 1e-6    # beyond the range by more than the tolerance
+    Q[3, roll] = model.upper[roll] + 1e-10   # within the 1e-9 tolerance: fine
+    Q[4] = PUMA_FLOOR
+    Q[5, 3] = math.nan
+    first, flags = checker.check_path(Q)
+    assert first == 2
+    assert list(flags[:2]) == [0, 0] and flags[2] == LIMIT and flags[3] == 0
+    assert flags[4] & FLOOR and flags[5] == NONFINITE
+    Q[2, roll] = model.lower[roll] - 1e-6
+    first, flags = checker.check_path(Q)
+    assert first == 2 and flags[2] == LIMIT
+
+
+def test_a_clean_path_has_no_first_bad_row(puma):
+    model, checker = puma
+    Q = model.home + np.linspace(0, 0.2, 20)[:, None]
+    first, flags = checker.check_path(Q)
+    assert first == -1 and not flags.any()
+
+
+# ------------------------------------------------------------------ the board's clamp
+def test_the_boards_clamp_keeps_a_target_in_range_and_near_the_last():
+    lo, hi, step_max = -1.0, 2.0, 0.1
+    assert BB.clamp_target(0.5, 0.45, lo, hi, step_max) == (0.5, 0)
+    assert BB.clamp_target(-5.0, -0.95, lo, hi, step_max) == (-1.0, BB.LIMIT_FLAG)
+    assert BB.clamp_target(5.0, 1.95, lo, hi, step_max) == (2.0, BB.LIMIT_FLAG)
+    assert BB.clamp_target(1.0, 0.0, lo, hi, step_max) == pytest.approx((0.1, BB.STEP_FLAG))
+    assert BB.clamp_target(-1.0, 0.0, lo, hi, step_max) == pytest.approx((-0.1, BB.STEP_FLAG))
+    target, flags = BB.clamp_target(9.0, 0.0, lo, hi, step_max)
+    assert target == pytest.approx(0.1) and flags == BB.LIMIT_FLAG | BB.STEP_FLAG
+    assert BB.clamp_target(0.1, 0.0, lo, hi, step_max) == (0.1, 0)   # exactly one step is allowed

@@ -19,11 +19,18 @@ COMPILE_NOTE = ("compiling the kinematics and safety kernels (first run on this 
 
 
 def cache_is_cold() -> bool:
-    """True when no compiled safety kernel is cached yet (the loop's first start would compile)."""
+    """True when no compiled safety kernel is cached for the installed source (the loop's first
+    start would compile): none at all, or only older than the source (hil upgraded or edited,
+    which makes Numba compile again)."""
     folder = os.environ.get("NUMBA_CACHE_DIR")
+    source = Path(hil.__file__).parent / "safety" / "_kernel.py"
     pattern = (os.path.join(folder, "safety_*", "_kernel.*.nbi") if folder
-               else str(Path(hil.__file__).parent / "safety" / "__pycache__" / "_kernel.*.nbi"))
-    return not glob.glob(pattern)
+               else str(source.parent / "__pycache__" / "_kernel.*.nbi"))
+    try:
+        changed = source.stat().st_mtime
+    except OSError:
+        return False
+    return not any(os.path.getmtime(index) >= changed for index in glob.glob(pattern))
 
 
 def warm_if_cold(out=sys.stdout) -> None:

@@ -85,8 +85,8 @@ def pytest_configure(config):
     kernel before any test starts `hil` subprocesses (on a fresh machine the cache is empty and a
     subprocess compiling it would outlast the tests' waits), write the bytecode, build the C
     firmware's host programs."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return
+    if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("HIL_TESTS_NO_WARMUP"):
+        return   # a worker, or a mutation pass's runner (tests/mutation), whose tests start no processes
     from hil.emulator_launch import c_emulator_binary
     from hil.warmup import compile_all
 
@@ -102,6 +102,7 @@ def pytest_configure(config):
 # test files whose tests start real-time loops (`hil run`, `play`, `walk`, `rt-check`, port
 # processes, a run after a calibration, a twin beside a loop); the rest run beside them
 LOOP_MODULES = {"test_bus_runs", "test_c_board_runs", "test_calibration_runs", "test_export", "test_lifecycle_runs",
+                "test_loop_cpu",
                 "test_physics_runs", "test_readme",
                 "test_port_process", "test_rtcheck", "test_runtime", "test_twin_live", "test_urdf_runs", "test_zenoh"}
 

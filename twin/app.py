@@ -654,8 +654,8 @@ class TwinApp:
                                 f"twin {self.fps:.0f} fps")
         if s.event:
             dpg.set_value("event", s.event)
-        dpg.set_value("timing", f"rate {s.rate_hz:.1f} Hz   jitter p50 {s.period_p50_us:.1f} µs  p99 "
-                                f"{s.period_p99_us:.1f} µs  max {s.period_max_us:.0f} µs\n"
+        dpg.set_value("timing", f"rate {s.rate_hz:.1f} Hz   jitter p50 {s.jitter_p50_us:.1f} µs  p99 "
+                                f"{s.jitter_p99_us:.1f} µs  max {s.jitter_max_us:.0f} µs\n"
                                 f"cycle p50 {s.cycle_p50_us:.1f} µs  p99 {s.cycle_p99_us:.1f} µs\n"
                                 f"missed deadlines {int(s.misses)}   stale states {int(s.stale_total)}   "
                                 f"link errors {int(s.link_errors)}   decoder drops {int(s.decoder_drops)}\n"

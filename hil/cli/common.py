@@ -43,8 +43,28 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
     s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy; see the README)")
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
     add_compensation_option(s)
+    add_pace_options(s)
     add_bus_options(s)
     add_emulator_option(s)
+
+
+def add_pace_options(s: argparse.ArgumentParser) -> None:
+    """--speed and --strict: how fast a planned motion runs, and whether it may be slowed."""
+    s.add_argument("--speed", type=float, default=1.0, metavar="FRACTION",
+                   help="run the motion at this fraction of its written pace (0 < f ≤ 1): a walk's steps, a "
+                        "program's feeds, a motion file's times stretched — to try a motion slowly on a new robot")
+    s.add_argument("--strict", action="store_true",
+                   help="refuse a motion its joints or servos cannot follow instead of slowing it down")
+
+
+def speed_of(args: argparse.Namespace) -> float:
+    """--speed, checked: 0 < f ≤ 1."""
+    speed = getattr(args, "speed", 1.0)
+    if speed is None:
+        return 1.0
+    if not (0.0 < speed <= 1.0):   # also NaN
+        raise InputError(f"--speed {speed:g}: a fraction of the written pace, more than 0 and at most 1 (e.g. 0.5)")
+    return float(speed)
 
 
 def add_compensation_option(s: argparse.ArgumentParser) -> None:
@@ -110,24 +130,26 @@ def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str 
 
 
 def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None = None,
-                path_file: str | None = None) -> int:
+                path_file: str | None = None, speed: float = 1.0) -> int:
     """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done. A
     trajectory written to a temporary folder for the run (no --out) is removed after it."""
     temporary = getattr(args, "out", "") is None and motion_path and os.path.basename(
         os.path.dirname(motion_path)).startswith(("hil-walk-", "hil-path-"))
     try:
-        return _run(args, robot, motion_path, rate, path_file)
+        return _run(args, robot, motion_path, rate, path_file, speed)
     finally:
         if temporary:
             shutil.rmtree(os.path.dirname(motion_path), ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None, path_file: str | None) -> int:
+def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None, path_file: str | None,
+         speed: float) -> int:
     from hil.runtime import supervisor
 
     return supervisor.run(supervisor.RunRequest(
         robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation,
+        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
+        strict=args.strict,
         stabilise=not args.no_stabiliser))

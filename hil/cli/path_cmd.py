@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, floats, run_planned, servo_for, trajectory_out
+from hil.cli.common import add_command, add_run_target, floats, run_planned, servo_for, speed_of, trajectory_out
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
 
@@ -43,7 +43,7 @@ def run(args) -> int:
     T_place = path.placement(*floats(args.place, 6, "--place x,y,z,roll,pitch,yaw (mm, deg)"))
     tool = np.eye(4)
     tool[:3, 3] = np.array(floats(args.tool_mm, 3, "--tool-mm x,y,z")) * 1e-3
-    plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate)
+    plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args), strict=args.strict)
     print(plan.summary())
     from hil.motion.torques import torque_plan
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, run_planned, servo_for
+from hil.cli.common import add_command, add_run_target, run_planned, servo_for, speed_of
 from hil.errors import HilError, InputError, UnreachableError
 from hil.inputs import number, read_text
 
@@ -33,7 +33,8 @@ def run(args) -> int:
         raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
     model = robots.load(args.robot or _robot_named_in(args.file))
     # validates the file (errors name keyframe and joint), plans its torques and compensation
-    motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation)
+    speed = speed_of(args)
+    motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation, speed, args.strict)
     dynamic = getattr(motion, "dynamic_balance_checked", False)
     # every sample, with the checks the loop applies (a walk's balance is its ZMP, checked at load)
     checker = SafetyChecker(model, balance=False if dynamic else None)
@@ -49,7 +50,7 @@ def run(args) -> int:
         print(motion.torques.summary())
     if not (args.dry_run or args.port):
         return 0
-    return run_planned(args, model.spec, args.file)
+    return run_planned(args, model.spec, args.file, speed=speed)
 
 
 def _robot_named_in(path: str) -> str:

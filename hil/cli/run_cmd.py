@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option, servo_for
+from hil.cli.common import (ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option,
+                             add_pace_options, servo_for, speed_of)
 
 
 def register(sub) -> None:
@@ -48,6 +49,7 @@ def register(sub) -> None:
                         "shares no GIL with them), a thread of the loop's process, or the loop itself")
     s.add_argument("--calibration", metavar="FILE", help="calibration file (default: the board's own, by id)")
     add_compensation_option(s)
+    add_pace_options(s)
     add_bus_options(s)
     add_emulator_option(s)
     s.add_argument("--fault", action="append", help="dry-run only: inject emulator faults (see `hil emulate`)")
@@ -76,12 +78,13 @@ def run(args) -> int:
         calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation,
         stabilise=not args.no_stabiliser, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
-        zenoh_control=args.zenoh_control)
+        zenoh_control=args.zenoh_control, speed=speed_of(args), strict=args.strict)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:
         # a bad motion file is refused before anything starts
-        motion = make_motion(args.motion, model, servo_for(args, model), not args.no_compensation)
+        motion = make_motion(args.motion, model, servo_for(args, model), not args.no_compensation, speed_of(args),
+                             args.strict)
         if getattr(motion, "note", ""):
             print(f"{args.motion}: {motion.note}")
         if getattr(motion, "torques", None) is not None:

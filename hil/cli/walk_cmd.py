@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from hil.cli.common import add_command, add_run_target, run_planned, servo_for, trajectory_out
+from hil.cli.common import add_command, add_run_target, run_planned, servo_for, speed_of, trajectory_out
 from hil.errors import InputError
 from hil.inputs import number, writable_file
 
@@ -69,10 +69,10 @@ def run(args) -> int:
     writable_file(args.out, "--out")
     writable_file(args.motion_out, "--motion-out")
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
-                                turn_deg=args.turn, period=args.period, lift=args.lift,
+                                turn_deg=args.turn, period=args.period / speed_of(args), lift=args.lift,
                                 knee_stretched=args.knee_stretched, heel_toe=args.heel_toe, rate_hz=rate)
     res = walking.plan(model, params, _progress_printer(), servo=servo_for(args, model),
-                       compensate=not args.no_compensation)
+                       compensate=not args.no_compensation, strict=args.strict)
     print(res.summary())
     print(res.torques.summary())
     out = trajectory_out(args, "hil-walk-", "walk.npz")

@@ -11,6 +11,7 @@ import numpy as np
 from hil.errors import HilError
 from hil.motion import contacts
 from hil.motion.walking import WalkParams, check_walk
+from hil.runtime.recorder import LOOP_MOTION
 from hil.safety import FLAG_NAMES
 
 FLAG_BITS = tuple(FLAG_NAMES[1 << b] for b in range(8))   # bit b of the recorded safety_flags
@@ -30,7 +31,7 @@ def _pyplot():
 def _zmp_panel(ax, model, data, rate_hz: float) -> float | None:
     """Draws the ZMP over the soles on the ground; returns the worst margin (m), None without a walk."""
 
-    moving = np.flatnonzero(data["loop_flags"] & 4)
+    moving = np.flatnonzero(data["loop_flags"] & LOOP_MOTION)
     if len(moving) < 20 or "support" not in data.dtype.names or not contacts.is_valid(data["support"][moving]).all():
         return None   # no motion, or one that does not say which foot it stands on
     # the motion's own clock: the loop advances it one nominal period per moving cycle whatever the

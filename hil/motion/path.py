@@ -122,12 +122,15 @@ def _tangent(s: Segment, u: float) -> np.ndarray:
 
 def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray | None = None,
               chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
-              workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0) -> Plan:
+              workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0,
+              speed: float = 1.0, strict: bool = False) -> Plan:
     """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line.
 
     Near the wrist singularity the path slows wherever the wrist joints need it (the time law's
     joint speed and acceleration bounds); the plan is refused only where even that cannot keep
-    them within their limits. A pass closer than `wrist_margin_deg` is said in the plan's note."""
+    them within their limits (with `strict`, wherever the programmed feed would be slowed). A pass
+    closer than `wrist_margin_deg` is said in the plan's note. `speed` (0 < f ≤ 1) scales every
+    feed, rapids included: a program tried slowly first."""
 
     if chord_mm <= 0:
         raise InputError("chord tolerance must be positive")
@@ -184,7 +187,8 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     # speed profile along the path: feed, joint speed and acceleration limits, exact stops
     ds = np.linalg.norm(np.diff(pts_mm, axis=0), axis=1) * 1e-3
     s = np.concatenate([[0.0], np.cumsum(ds)])
-    feed = np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3 for k in seg_of])
+    feed = speed * np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3
+                             for k in seg_of])
     dq_ds = np.zeros_like(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
         dq = np.gradient(Q, s, axis=0) if len(s) > 2 else np.zeros_like(Q)
@@ -197,7 +201,7 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     a_lim = np.min(amax_j / np.maximum(np.abs(dq_ds), 1e-12), axis=1)
     a_lim = np.clip(a_lim, 1e-4, 5.0)
     dt = 1.0 / rate_hz
-    for attempt in range(8):
+    for attempt in range(16):
         t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, (segs, seg_of, u_of), lines, Q,
                                                        mt, pose_at, dt)
         # the profile above bounds the tangential terms; curvature adds d²q/ds²·v², so check the
@@ -214,6 +218,8 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
             r_path = np.maximum(r_path, np.maximum(np.roll(r_path, 1), np.roll(r_path, -1)))
         slow = r_path > 1.0
         v_lim[slow] = v_lim[slow] / np.sqrt(r_path[slow]) * 0.9
+        # speeding up from a stop is bound by the tangential limit alone: lower it there too
+        a_lim[slow] = a_lim[slow] / r_path[slow] * 0.95
     p_base = (T_place[:3, :3] @ (p_t.T * 1e-3)).T + T_place[:3, 3]
     floor_z = model.meta.get("floor_z_m")
     if floor_z is not None and p_base[:, 2].min() < floor_z:
@@ -247,6 +253,8 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     ac = float(np.max(np.abs(qdd) / model.acceleration_limit)) if len(qdd) else 0.0
     _refuse_past_limits(model, qd, qdd, line_t)
     note = _feed_note(feed, v_lim, segs, seg_of, lines)
+    if strict and note:
+        raise PlanError(f"refused (--strict): {note}; lower the feed (F) or --speed")
     if wrist.min() < wrist_margin_deg:
         k = int(np.argmin(wrist))
         note = "; ".join(x for x in (note, f"the wrist passes {wrist[k]:.2f}° from its singularity (θ5 = 0) on "

@@ -228,7 +228,8 @@ FLAT_PITCH = 1e-6          # a rolling sole pitched less than this (rad) lies fl
 SLIDE_TOLERANCE = 1e-6     # and move this far while it is down (m)
 
 
-def plan(model, params: WalkParams, progress=None, say=print, servo=None, compensate: bool = True) -> WalkResult:
+def plan(model, params: WalkParams, progress=None, say=print, servo=None, compensate: bool = True,
+         strict: bool = False) -> WalkResult:
     """A walk the robot can follow, or UnreachableError naming the first sample that fails.
 
     Planned (`generate`), then planned again with a longer step period while the joints' speed or
@@ -236,7 +237,8 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
     robot's own table) are more than they give; then checked sample by sample as the loop checks:
     the ZMP inside what touches the ground, feet down lying flat and not sliding, and the loop's own
     checks (limits, floor, self-collision) on every pose. Its commands carry the compliance
-    compensation (`compensate`, where the servos declare a stiffness). `say` hears each replanning."""
+    compensation (`compensate`, where the servos declare a stiffness). `say` hears each replanning;
+    `strict` refuses instead of planning again slower."""
     servo = servo or servo_table(model)
     res = generate(model, params, progress)
     for attempt in range(6):   # slower until the joints' speed, acceleration and torque limits hold
@@ -251,6 +253,9 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
         else:
             k, j, tau, avail = res.torques.worst()
             scale, why = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}"
+        if strict:
+            raise UnreachableError(f"walk: refused (--strict): at a {params.period:.2f} s step period: {why}; "
+                                   "try a longer --period, a shorter stride or --speed")
         params = replace(params, period=params.period * scale * (1.02 + 0.02 * attempt))
         say(f"walk: {why}: planned again with a {params.period:.2f} s step period")
         res = generate(model, params, progress)

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from firmware_protocol.messages import fault_names
+from firmware_protocol.messages import BoardState, fault_names
 from hil.runtime.balance import BalanceWatch, Stabiliser
-from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
+from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, HOLD_SAFETY, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
 from hil.safety import HELD as HELD_FLAG
 from hil.safety import LIMIT as LIMIT_FLAG
 from hil.safety import I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
@@ -309,9 +309,9 @@ class Controller:
         if misses > p.disable_after_misses and (life.enabled or life.mode == ENABLING):
             self.handle(Ev.OVERRUN_DISABLE, why=f"{misses} in a row")
         elif misses > p.hold_after_misses and life.enabled:
-            if not life.holds & 2:
+            if not life.holds & HOLD_OVERRUN:
                 self.handle(Ev.OVERRUN_HOLD, why=f"{misses} in a row")
-        elif life.holds & 2:
+        elif life.holds & HOLD_OVERRUN:
             self.handle(Ev.OVERRUN_RELEASE)
 
     def _enabled_cycle(self) -> None:
@@ -360,14 +360,14 @@ class Controller:
     def _safety_events(self, flags: int, q_target: np.ndarray) -> None:
         life = self.life
         if flags & HELD_FLAG:
-            if life.mode != HELD or not life.holds & 1:
+            if life.mode != HELD or not life.holds & HOLD_SAFETY:
                 self.handle(Ev.SAFETY_HOLD)
             if flags != self._held_flags:
                 reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64))
                 self.say("safety: " + "; ".join(reasons or flag_names(flags)) + " — command held")
                 self._count(flags)
         else:
-            if life.mode == HELD and life.holds & 1:
+            if life.mode == HELD and life.holds & HOLD_SAFETY:
                 self.handle(Ev.SAFETY_RELEASE)
             if flags & ~RATE and flags != self._held_flags:
                 self._count(flags)
@@ -390,4 +390,4 @@ class Controller:
 
 
 def _board_why(sample) -> str:
-    return f"faults: {fault_names(sample.faults)}" if sample.faults and sample.state in (3, 4) else ""
+    return f"faults: {fault_names(sample.faults)}" if sample.faults and sample.state in (BoardState.FAULT, BoardState.ESTOP) else ""

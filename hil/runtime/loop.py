@@ -33,6 +33,7 @@ from firmware_protocol.errors import LinkLostError
 from firmware_protocol.messages import BoardState
 from hil import calibration_files, robots
 from hil.errors import EXPECTED, HilError, message
+from hil.motion import contacts
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
 from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING,
@@ -44,7 +45,7 @@ from hil.runtime.port_process import open_transport
 from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
-from hil.runtime.recorder import Recorder
+from hil.runtime.recorder import Recorder, loop_flags
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
 from hil.robots.servos import servo_table
@@ -108,6 +109,8 @@ class LoopConfig:
     parent_pid: int | None = None  # the `hil` process: the loop ends when it dies
     bus: BusConfig | None = None   # a servo bus (hil/board_config.py) instead of our own protocol
     compensate: bool = True       # planned motions carry compliance compensation (hil.motion.torques)
+    speed: float = 1.0            # a motion file runs at this fraction of its written pace
+    strict: bool = False          # and is refused, not slowed, where its joints cannot follow
     stabilise: bool = True        # a humanoid's motions lean back on what its IMU says (runtime.balance)
     extra: dict = field(default_factory=dict)
 
@@ -254,7 +257,7 @@ class Loop:
         self.safety = SafetyChecker(self.model)
         servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,
                             cfg.bus.source if cfg.bus is not None else "")
-        self.motion = make_motion(cfg.motion, self.model, servo, cfg.compensate)
+        self.motion = make_motion(cfg.motion, self.model, servo, cfg.compensate, cfg.speed, cfg.strict)
         self.stats = LoopStats()
         self.tracer = MissTracer(MISSES_KEPT)
         self.stop_reason: str | None = None
@@ -346,7 +349,7 @@ class Loop:
         # must not inherit (it sets its own signal handling first thing), but after the loop's
         # CPU is reserved, so that it leaves the same CPU free
         if cfg.realtime:
-            reserve_loop_cpu()
+            reserve_loop_cpu(f"{cfg.robot} on {cfg.port}")
         self.link = self._connect()
         grant = claim_realtime(cfg.realtime, cfg.keep_cpu_awake)
         self.cpu = grant.cpu
@@ -657,13 +660,12 @@ class Loop:
     def _record(self, wake: float, sample, flags: int, stale: bool, period_us: float, cycle_us: float) -> None:
         ctl = self.ctl
         mode = ctl.life.mode
-        loop_flags = ((mode in ENABLED_MODES) | (mode == RAMPING) << 1
-                      | (mode == ACTIVE and ctl.life.activity == MOTION) << 2
-                      | (mode == HELD) << 3 | int(mode) << 4)
-        support = ctl.motion.support_at(ctl.motion_t) if loop_flags & 4 else 3
+        moving = mode == ACTIVE and ctl.life.activity == MOTION
+        row_flags = loop_flags(mode in ENABLED_MODES, mode == RAMPING, moving, mode == HELD, mode)
+        support = ctl.motion.support_at(ctl.motion_t) if moving else contacts.UNKNOWN
         self.recorder.append(wake - self.t0, ctl.q_cmd, sample.q, ctl.q_target, sample.state, sample.faults,
-                             flags, stale, period_us, cycle_us, loop_flags, support, sample.current_mA, sample.imu,
-                             ctl.motion.plan_target(ctl.motion_t) if loop_flags & 4 else None)
+                             flags, stale, period_us, cycle_us, row_flags, support, sample.current_mA, sample.imu,
+                             ctl.motion.plan_target(ctl.motion_t) if moving else None)
 
     def _publish_stats(self, T_us: float) -> None:
         window = int(1e6 / T_us)  # the last second only: the whole history would cost a deadline
@@ -672,9 +674,9 @@ class Loop:
         F = self.fields
         self.shared.begin_write()
         F["rate_hz"][0] = 1e6 / s["period_p50_us"] if s["period_p50_us"] > 0 else 0.0
-        F["period_p50_us"][0] = s["jitter_p50_us"]
-        F["period_p99_us"][0] = s["jitter_p99_us"]
-        F["period_max_us"][0] = s["jitter_max_us"]
+        F["jitter_p50_us"][0] = s["jitter_p50_us"]
+        F["jitter_p99_us"][0] = s["jitter_p99_us"]
+        F["jitter_max_us"][0] = s["jitter_max_us"]
         F["cycle_p50_us"][0] = s["cycle_p50_us"]
         F["cycle_p99_us"][0] = s["cycle_p99_us"]
         F["jitter_hist"][:] = hist

@@ -36,8 +36,9 @@ class MotionSource:
         return t >= self.duration
 
     def support_at(self, t: float) -> int:
-        """The foot the motion stands on at t: 0 both, 1 left, 2 right, 3 not said (recorded per cycle)."""
-        return 3
+        """The feet the motion stands on at t, as `contacts` codes (recorded per cycle); UNKNOWN
+        for motions that do not say."""
+        return contacts.UNKNOWN
 
     def plan_target(self, t: float) -> np.ndarray:
         """Where the joints should be at t (the target less any compliance compensation)."""
@@ -118,11 +119,12 @@ class Trajectory(MotionSource):
         self.torques = None                     # hil.motion.torques.TorquePlan, where computed
 
     @classmethod
-    def load(cls, path: str, model=None) -> "Trajectory":
-        """A trajectory file (t, q). A file's claim that its balance was checked dynamically
-        (`dynamic_balance_checked`, from `hil walk`) is not trusted: with the `support` array
-        beside it the ZMP is computed again from the joint motion (`model` needed), and without
-        it the static balance check applies."""
+    def load(cls, path: str, model=None, speed: float = 1.0) -> "Trajectory":
+        """A trajectory file (t, q), played at `speed` (its times divided by it; a file's own
+        compensated commands are then dropped, to be planned again at that pace). A file's claim
+        that its balance was checked dynamically (`dynamic_balance_checked`, from `hil walk`) is
+        not trusted: with the `support` array beside it the ZMP is computed again from the joint
+        motion as it will run (`model` needed), and without it the static balance check applies."""
         try:
             with np.load(path, allow_pickle=False) as f:
                 traj = cls(f["t"], f["q"], name=path)
@@ -135,6 +137,11 @@ class Trajectory(MotionSource):
             raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         if q_plan is not None:
             traj.q_plan = _checked_plan(model, traj.q, q_plan, path)
+        if speed != 1.0:
+            traj.t = traj.t / speed
+            traj.duration = float(traj.t[-1])
+            traj.q = traj.q_plan   # the compensation belongs to the written pace: planned again
+            traj.note = f"played at {100 * speed:.0f} % of its written speed (--speed)"
         if claim and support is not None and model is not None:
             traj.dynamic_balance_checked = verify_dynamic_balance(model, traj, support, path)
         if support is not None and support.shape == traj.t.shape and np.all(contacts.is_valid(support)):
@@ -147,7 +154,7 @@ class Trajectory(MotionSource):
 
     def support_at(self, t: float) -> int:
         if self.support is None:
-            return 3
+            return contacts.UNKNOWN
         k = min(max(int(np.searchsorted(self.t, t, side="right")) - 1, 0), len(self.t) - 1)
         return int(self.support[k])
 
@@ -227,16 +234,22 @@ def _compensate(traj: Trajectory, model, servo, compensate: bool, refuse: bool =
     return tp
 
 
-def _keyframe_motion(spec: str, model, servo, compensate: bool) -> Trajectory:
-    """A keyframe motion sampled at the robot's rate, slowed (its keyframe times stretched) until the
-    joints' speed, acceleration and torque limits hold, its torques planned and compensated."""
+def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1.0,
+                     strict: bool = False) -> Trajectory:
+    """A keyframe motion sampled at the robot's rate at `speed` of its written pace, slowed further
+    (its keyframe times stretched) until the joints' speed, acceleration and torque limits hold —
+    or, `strict`, refused where they do not — its torques planned and compensated."""
     motion = load_motion(spec, model)
     rate = float(model.meta.get("default_rate_hz", 200))
-    t, q = motion.trajectory(rate)
+    k = 1.0 / speed
+    note = f"played at {100 * speed:.0f} % of its written speed (--speed)" if speed != 1.0 else ""
+    t, q = (motion.time_scaled(k) if k != 1.0 else motion).trajectory(rate)
     report = check_limits(model, t, q)
-    note, k = "", 1.0
     if report.time_scale > 1.0:   # slower until the joints' speed and acceleration limits hold
-        k = report.time_scale * 1.01
+        if strict:
+            raise InputError(f"{spec}: refused (--strict): the joints cannot follow it at "
+                             f"{100 * speed:.0f} % of its written speed: {report.worst}")
+        k *= report.time_scale * 1.01
         note = f"slowed to {100 / k:.0f} % of its written speed: {report.worst}"
     for attempt in range(8):      # and until its servos give the torques it needs
         scaled = motion.time_scaled(k) if k != 1.0 else motion
@@ -245,7 +258,7 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool) -> Trajectory:
         traj.note, traj.time_scale = note, k
         traj.support = np.array([contacts.parse(s) if s else contacts.UNKNOWN
                                  for s in (scaled.support_at(x) for x in t)], dtype=np.int64)
-        tp = _compensate(traj, model, servo, compensate, refuse=attempt == 7)
+        tp = _compensate(traj, model, servo, compensate, refuse=attempt == 7 or strict)
         if tp is None or not tp.over():
             break
         _, j, tau, avail = tp.worst()
@@ -258,25 +271,28 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool) -> Trajectory:
     return traj
 
 
-def make_motion(spec: str | None, model, servo=None, compensate: bool = True) -> MotionSource:
+def make_motion(spec: str | None, model, servo=None, compensate: bool = True, speed: float = 1.0,
+                strict: bool = False) -> MotionSource:
     """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q). Planned
     motions are checked against the servos' torques (`servo`, default the robot's) and carry the
-    compliance compensation (`compensate`, where the servos declare a stiffness)."""
+    compliance compensation (`compensate`, where the servos declare a stiffness). A motion file or
+    trajectory runs at `speed` (0 < f ≤ 1) of its written pace; a keyframe motion the joints
+    cannot follow is slowed further, or refused with `strict` (a trajectory always is)."""
     if not spec or spec in ("hold", "jog"):  # "jog": older name; jogs are followed whatever the motion
         return Hold()
     if spec == "demo":
         return Demo(model)
     if spec.endswith(".npz"):
-        traj = Trajectory.load(spec, model)
+        traj = Trajectory.load(spec, model, speed)
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         report = check_limits(model, traj.t, traj.q_plan)
         if report.first_over_t is not None:   # samples at given times: not ours to slow down
             raise InputError(f"{spec}: refused: from t = {report.first_over_t:.3f} s the joints go faster "
-                             f"than their limits; worst: {report.worst}. Plan it slower")
+                             f"than their limits; worst: {report.worst}. Plan it slower, or play it slower (--speed)")
         _compensate(traj, model, servo, compensate)
         return traj
     if spec.endswith((".toml", ".json")):
-        return _keyframe_motion(spec, model, servo, compensate)
+        return _keyframe_motion(spec, model, servo, compensate, speed, strict)
     raise InputError(f"unknown --motion {spec!r}: use hold, jog, demo, a motion file (.toml/.json) or a "
                      "trajectory .npz (t, q)")

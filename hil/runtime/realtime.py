@@ -7,6 +7,7 @@ measures exactly what the loop gets. Nothing here imports the rest of the runtim
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import tempfile
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from hil.errors import HilError
 from hil.runtime.cpu_idle import hold_cpu_awake
 from hil.runtime.misses import MissTracer
 
@@ -98,39 +100,90 @@ def _lock_path(cpu: int) -> str:
     return os.path.join(memory_folder(), f"hil-{os.getuid()}-loop-cpu{cpu}.lock")
 
 
-def reserve_loop_cpu() -> int | None:
-    """The CPU this process's loop will be pinned to, reserved for as long as the process lives.
+class NoFreeCpuError(HilError, OSError):
+    """Every CPU this process may use already runs a hil loop pinned to it."""
 
-    The last allowed CPU whose reservation no other loop holds (an `flock` the kernel drops
-    when the process ends, however it ends), counting down; if every one is held, the last CPU,
-    shared (said in the note). Two loops on one CPU, each spinning before its deadlines, can
-    use up the kernel's real-time budget on it (95 % of each second): the kernel then stops
-    both for the rest of that second, longer than a board's watchdog. None with one CPU."""
-    if "cpu" in _reserved:
-        return _reserved["cpu"]
+
+def _loop_cpus() -> list[int]:
+    """The CPUs a loop may be pinned to: those this process may use, when there are two or more."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
     except (OSError, AttributeError):
-        cpus = []
-    cpu, note = (cpus[-1] if len(cpus) > 1 else None), ""
-    for candidate in reversed(cpus if len(cpus) > 1 else []):
+        return []
+    return cpus if len(cpus) > 1 else []
+
+
+def _try_cpu(cpu: int) -> int | None:
+    """The reservation of `cpu` (an open fd holding its lock), or None when another loop holds it.
+    Raises OSError when no lock file can be made here."""
+    fd = os.open(_lock_path(cpu), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _holder(cpu: int) -> str:
+    """Who holds a CPU's reservation, as its owner wrote it ("pid 1234, puma560")."""
+    try:
+        with open(_lock_path(cpu)) as f:
+            return f.read(200).strip() or "a hil loop"
+    except OSError:
+        return "a hil loop"
+
+
+def check_a_loop_cpu_is_free() -> None:
+    """Before anything starts: NoFreeCpuError when every CPU already has a hil loop pinned to it.
+    A loop sharing a CPU with another would disturb it (both spinning before their deadlines use
+    up the kernel's real-time budget on that CPU, and the kernel then stops both for the rest of
+    that second, longer than a board's watchdog), so the newcomer does not start."""
+    cpus = _loop_cpus()
+    held = []
+    for cpu in cpus:
         try:
-            fd = os.open(_lock_path(candidate), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = _try_cpu(cpu)
+        except OSError:
+            return   # no lock files here: nothing to tell
+        if fd is not None:
+            os.close(fd)
+            return
+        held.append(f"cpu {cpu}: {_holder(cpu)}")
+    if held:
+        raise NoFreeCpuError(errno.EBUSY, f"every CPU already runs a hil loop ({'; '.join(held)}): a loop "
+                                          "sharing a CPU would make the other miss its deadlines. Stop one of "
+                                          "them, or start this one with --no-realtime (no CPU of its own, no "
+                                          "real-time priority)")
+
+
+def reserve_loop_cpu(owner: str = "") -> int | None:
+    """The CPU this process's loop will be pinned to, reserved for as long as the process lives:
+    the last allowed CPU whose reservation no other loop holds (an `flock` the kernel drops when
+    the process ends, however it ends), counting down; `owner` is written into the lock file for
+    a later loop's refusal to name. NoFreeCpuError when every CPU is held (see
+    `check_a_loop_cpu_is_free`); None with one CPU."""
+    if "cpu" in _reserved:
+        return _reserved["cpu"]
+    cpus = _loop_cpus()
+    cpu, note = (cpus[-1] if cpus else None), ""
+    for candidate in reversed(cpus):
+        try:
+            fd = _try_cpu(candidate)
         except OSError:
             break   # no lock files here: the last CPU, as without reservations
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        if fd is None:
             continue
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}{', ' + owner if owner else ''}".encode())
         _reserved["fd"] = fd
         cpu = candidate
         if candidate != cpus[-1]:
             note = f" (cpu {cpus[-1]} has another hil loop)"
         break
     else:
-        if cpu is not None:
-            note = " (shared: every cpu has a hil loop already)"
+        if cpus:
+            check_a_loop_cpu_is_free()   # raises, naming the loops
     _reserved.update(cpu=cpu, note=note)
     if cpu is not None:
         os.environ[LOOP_CPU_ENV] = str(cpu)

@@ -2,7 +2,7 @@
 
 The file is a standard `.npy` array of records (`np.load(path)`), one row per cycle:
 `t` (s), `q_cmd`, `q_meas`, `q_target` (rad, n each), `board_state`, `faults`, `safety_flags`,
-`stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running), `period_us`, `cycle_us`, `support` (the
+`stale`, `loop_flags` (1 enabled, 2 ramping in, 4 motion running, 8 held; the mode from bit 4), `period_us`, `cycle_us`, `support` (the
 foot the running motion stands on: 0 both, 1 left, 2 right, 3 not said), `current_mA` (n: each
 servo's current, its load), `imu_quat` (w, x, y, z) and `imu_gyro` (rad/s) of a board with an IMU
 (NaN without one), `q_plan` (n: where the motion wants the joints; `q_target` is that plus the
@@ -29,6 +29,16 @@ import numpy as np
 
 from hil import robots
 from hil.errors import InputError
+
+# the bits of a row's `loop_flags` (the lifecycle's mode number above them, from bit 4)
+LOOP_ENABLED, LOOP_RAMPING, LOOP_MOTION, LOOP_HELD = 1, 2, 4, 8
+LOOP_MODE_SHIFT = 4
+
+
+def loop_flags(enabled: bool, ramping: bool, motion: bool, held: bool, mode: int) -> int:
+    """A row's `loop_flags` from what the loop was doing."""
+    return (LOOP_ENABLED * enabled | LOOP_RAMPING * ramping | LOOP_MOTION * motion | LOOP_HELD * held
+            | int(mode) << LOOP_MODE_SHIFT)
 
 
 def record_dtype(n: int) -> np.dtype:

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from hil.errors import InputError
-from hil.runtime.recorder import open_run
+from hil.runtime.recorder import LOOP_MOTION, open_run
 from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
 from hil.runtime.supervisor import display_available
 from hil.runtime.twin_launch import start_twin
@@ -70,7 +70,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
                 F["faults"][0] = row["faults"]
                 F["safety_flags"][0] = row["safety_flags"]
                 F["link_ok"][0] = 1.0
-                F["motion_running"][0] = 1.0 if "loop_flags" in data.dtype.names and row["loop_flags"] & 4 else 0.0
+                F["motion_running"][0] = 1.0 if "loop_flags" in data.dtype.names and row["loop_flags"] & LOOP_MOTION else 0.0
                 shared.end_write()
                 if headless and k % max(1, len(data) // 20) == 0:
                     print(f"  t {row['t']:7.2f} s  board state {int(row['board_state'])}  "

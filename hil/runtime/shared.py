@@ -35,11 +35,12 @@ from enum import IntEnum
 
 import numpy as np
 
+from firmware_protocol.messages import BoardState
 from hil.errors import HilError, InputError, message
 from hil.runtime.lifecycle import Mode
 from hil.runtime.realtime import memory_folder
 
-BOARD_STATES = {0: "BOOT", 1: "DISABLED", 2: "ENABLED", 3: "FAULT", 4: "ESTOP", 5: "HOMING"}
+BOARD_STATES = {int(s): s.name for s in BoardState}   # a published board_state as a word
 
 
 def progress_text(progress: float) -> str:
@@ -132,7 +133,7 @@ CYCLE_SCALARS = ("t", "cycle", "board_state", "faults", "safety_flags", "enabled
 # snapshot fields: name -> (offset in float64 words, length); built per joint count
 def _layout(n: int) -> dict[str, tuple[int, int]]:
     fields = [*((name, 1) for name in CYCLE_SCALARS), ("q_cmd", n), ("q_meas", n), ("q_target", n), ("qd_meas", n),
-              ("rate_hz", 1), ("period_p50_us", 1), ("period_p99_us", 1), ("period_max_us", 1),
+              ("rate_hz", 1), ("jitter_p50_us", 1), ("jitter_p99_us", 1), ("jitter_max_us", 1),
               ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
               ("jitter_hist", 20), ("estimated", 1)]
     out, off = {}, 0

@@ -16,13 +16,14 @@ import time
 from dataclasses import dataclass
 
 from firmware_protocol.buses.board import cycle_note
-from firmware_protocol.messages import fault_names
+from firmware_protocol.messages import BoardState, fault_names
 from hil import board_config, emulator_launch, robots
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.remote.session import load_config, secured
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
+from hil.runtime.realtime import check_a_loop_cpu_is_free
 from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
 from hil.runtime.twin_launch import start_twin
@@ -59,10 +60,10 @@ def status_line(s) -> str:
     if int(s.mode) == Mode.HELD:  # and why
         why = [n for n in flag_names(int(s.safety_flags)) if n != "velocity limit"]
         mode = f"held ({', '.join(why) if why else 'missed deadlines'})"
-    elif int(s.board_state) in (3, 4) and int(s.faults):
+    elif int(s.board_state) in (BoardState.FAULT, BoardState.ESTOP) and int(s.faults):
         mode = f"{mode} ({fault_names(int(s.faults))})"
     return (f"t {s.t:7.2f} s | board {st:<8} | {mode:<8} {activity:<6} {progress_text(s.motion_progress):>8} | "
-            f"{s.rate_hz:6.1f} Hz jitter p50 {s.period_p50_us:6.1f} p99 {s.period_p99_us:7.1f} µs | "
+            f"{s.rate_hz:6.1f} Hz jitter p50 {s.jitter_p50_us:6.1f} p99 {s.jitter_p99_us:7.1f} µs | "
             f"cycle {s.cycle_p50_us:5.1f} µs | misses {int(s.misses)} stale {int(s.stale_total)} | "
             f"track {math.degrees(track):5.2f}°")
 
@@ -94,6 +95,8 @@ class RunRequest:
     emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
     physics: bool = False              # dry-run: the robot in MuJoCo behind the emulator (hil.physics)
     compensate: bool = True            # planned motions carry compliance compensation (hil.motion.torques)
+    speed: float = 1.0                 # a motion file runs at this fraction of its written pace
+    strict: bool = False               # a motion file the joints cannot follow is refused, not slowed
     stabilise: bool = True             # a humanoid's motions lean back on its IMU (hil.runtime.balance)
     zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
     zenoh_config: str | None = None    # Zenoh's own config file
@@ -172,6 +175,8 @@ def run(req: RunRequest) -> int:
     model = robots.load(req.robot)
     bus = bus_config(req, model)
     rate = check(req, model, bus)
+    if req.realtime:
+        check_a_loop_cpu_is_free()   # before anything starts: the loops already running stay undisturbed
     emu = None
     physics = " with the robot in physics (MuJoCo)" if req.physics else ""
     truth = os.path.join(runtime_dir(), f"physics-{os.getpid()}.json") if req.physics else None
@@ -201,6 +206,7 @@ def run(req: RunRequest) -> int:
                      enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
                      parent_pid=os.getpid(), bus=bus, compensate=req.compensate,
+                     speed=req.speed, strict=req.strict,
                      stabilise=req.stabilise, **extra)
     session = _Run(shared, req, model, headless)
     try:

@@ -11,7 +11,11 @@ import pytest
 
 RESERVE = ("import sys, time\n"
            "from hil.runtime import realtime as R\n"
-           "cpu = R.reserve_loop_cpu()\n"
+           "try:\n"
+           "    cpu = R.reserve_loop_cpu('test holder')\n"
+           "except R.NoFreeCpuError as e:\n"
+           "    print('refused', e.strerror, flush=True)\n"
+           "    sys.exit(0)\n"
            "print(cpu, R.loop_cpu_choice(), R._reserved['note'] or '-', flush=True)\n"
            "sys.stdin.read()\n")
 
@@ -35,8 +39,13 @@ def _stop(p) -> None:
 
 
 def _holder():
+    """A process holding a loop's CPU reservation: (process, cpu, note, cpu its helpers leave
+    free); cpu None and the refusal as the note when every CPU is held."""
     p = subprocess.Popen([sys.executable, "-c", RESERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    cpu, choice, note = p.stdout.readline().split(" ", 2)
+    line = p.stdout.readline()
+    if line.startswith("refused"):
+        return p, None, line.removeprefix("refused ").strip(), None
+    cpu, choice, note = line.split(" ", 2)
     return p, int(cpu), note.strip(), int(choice)
 
 
@@ -48,11 +57,37 @@ def test_a_second_loop_takes_another_cpu_and_a_dead_one_gives_its_cpu_back():
         assert first.pid in _lock_holders(a)
         second, b, note, _ = _holder()
         try:
-            # another test worker's loop may hold a CPU too: then the second one shares, and says so
-            assert b != a or "shared" in note, (a, b, note)
+            # another test worker's loop may hold the other CPU: then the second is refused, naming them
+            assert b != a, (a, b, note)
+            assert b is not None or f"pid {first.pid}, test holder" in note, note
         finally:
             _stop(second)
         _stop(first)  # killed: no clean-up runs, the kernel drops the lock with the process
         assert first.pid not in _lock_holders(a)
     finally:
         _stop(first)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: loops are not pinned")
+def test_a_loop_with_no_cpu_of_its_own_left_is_refused_before_anything_starts(tmp_path):
+    holders = []
+    try:
+        for _ in range(len(os.sched_getaffinity(0))):   # every CPU taken (some may be already)
+            p, cpu, note, _ = _holder()
+            holders.append(p)
+            if cpu is None:
+                break
+        pids = [p.pid for p in holders if p.poll() is None]
+        r = subprocess.run([sys.executable, "-m", "hil.cli", "run", "--robot", "puma560", "--dry-run", "--headless",
+                            "--duration", "1"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "every CPU already runs a hil loop" in r.stderr and "--no-realtime" in r.stderr
+        assert all(f"pid {pid}" in r.stderr for pid in pids), (pids, r.stderr)
+        assert "board emulator" not in r.stdout          # refused before the emulator started
+        # without a CPU of its own it may run
+        r = subprocess.run([sys.executable, "-m", "hil.cli", "run", "--robot", "puma560", "--dry-run", "--headless",
+                            "--duration", "1", "--no-realtime"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        for p in holders:
+            _stop(p)

@@ -68,3 +68,77 @@ def test_a_walk_is_planned_again_until_the_joints_can_follow_it(tmp_path):
         rep = check_limits(MODEL, f["t"], f["q"])
     assert rep.time_scale <= 1.0, rep.worst
     assert "planned again" in r.stdout          # the 0.8 s default step is too sharp for the knees (3541 °/s²)
+
+
+# ------------------------------------------------------------------ --speed and --strict
+def test_a_motion_file_runs_at_the_speed_asked():
+    full = make_motion("examples/bow.toml", MODEL)
+    half = make_motion("examples/bow.toml", MODEL, speed=0.5)
+    assert half.duration == pytest.approx(2 * full.duration, abs=2 / MODEL.meta["default_rate_hz"])
+    assert "50 %" in half.note
+    # the same poses, reached at twice the time
+    np.testing.assert_allclose(half.plan_target(2 * 1.0), full.plan_target(1.0), atol=1e-3)
+
+
+def test_strict_refuses_a_motion_it_would_otherwise_slow_down():
+    with pytest.raises(InputError, match=r"refused \(--strict\).*r_elbow"):
+        make_motion("examples/wave.toml", MODEL, strict=True)
+    slow = make_motion("examples/wave.toml", MODEL, speed=0.5, strict=True)   # slow enough as asked
+    assert check_limits(MODEL, slow.t, slow.q_plan).time_scale <= 1.0
+
+
+def test_a_trajectory_file_runs_at_the_speed_asked_and_its_commands_are_planned_again(tmp_path):
+    t = np.linspace(0.0, 2.0, 401)
+    q = np.tile(MODEL.home, (len(t), 1))
+    j = MODEL.joint_index("r_shoulder_pitch")
+    q[:, j] += 0.4 * np.sin(np.pi * t) ** 2
+    path = tmp_path / "arm.npz"
+    np.savez(path, t=t, q=q + 0.01, q_plan=q)            # commands carrying a compensation of their own
+    traj = make_motion(str(path), MODEL, speed=0.25)
+    assert traj.duration == pytest.approx(8.0)
+    np.testing.assert_allclose(traj.q_plan, q)
+    assert not np.allclose(traj.q, q + 0.01)              # the file's compensation was for 2 s, not 8
+
+
+def test_a_walk_is_refused_by_strict_and_slowed_by_speed():
+    from hil.errors import UnreachableError
+    from hil.motion import walking
+
+    params = walking.WalkParams(steps=4, stride=0.03, period=0.8)   # the knees too sharp at 0.8 s
+    with pytest.raises(UnreachableError, match=r"refused \(--strict\).*step period"):
+        walking.plan(MODEL, params, say=lambda text: None, strict=True)
+    slow = walking.plan(MODEL, walking.WalkParams(steps=4, stride=0.03, period=1.6), say=lambda text: None,
+                        strict=True)
+    assert check_limits(MODEL, slow.t, slow.q).time_scale <= 1.0
+
+
+@pytest.mark.parametrize("command", [["play", "examples/bow.toml"], ["walk", "--steps", "2"],
+                                     ["path", "examples/rounded_rect.nc"],
+                                     ["run", "--robot", "humanoid17", "--motion", "examples/bow.toml"]])
+@pytest.mark.parametrize("speed", ["0", "1.5", "nan", "-0.5"])
+def test_a_speed_that_is_not_a_fraction_is_refused_before_anything_starts(command, speed):
+    r = subprocess.run([sys.executable, "-m", "hil.cli", *command, "--dry-run", "--headless", "--speed", speed],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"--speed {speed}" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "board emulator" not in r.stdout
+
+
+def test_a_program_whose_feed_the_joints_cannot_keep_is_refused_by_strict_and_runs_slower_at_a_lower_speed():
+    from hil.motion import gcode, path
+    from hil.motion.path import PlanError
+
+    puma = robots.load("puma560")
+    prog = gcode.parse("G21 G90\nG1 X0 Y0 Z0 F300000\nG1 X300\nG1 Y150\n", "fast.nc")
+    place = path.placement(200, 500, -300, 0, 0, 0)
+    tool = np.eye(4)
+    tool[2, 3] = 0.15
+    loose = path.plan_path(puma, prog, place, tool, 0.05, 500.0)   # slowed wherever the joints need it
+    assert "below the programmed feed" in loose.feed_note
+    assert loose.max_acc_ratio <= 1.0 and loose.max_speed_ratio <= 1.0
+    with pytest.raises(PlanError, match=r"refused \(--strict\)"):
+        path.plan_path(puma, prog, place, tool, 0.05, 500.0, strict=True)
+    slower = path.plan_path(puma, gcode.parse("G21 G90\nG1 X0 Y0 Z0 F1000\nG1 X60\nG1 Y40\n", "slow.nc"), place,
+                            tool, 0.05, 500.0)
+    half = path.plan_path(puma, gcode.parse("G21 G90\nG1 X0 Y0 Z0 F1000\nG1 X60\nG1 Y40\n", "slow.nc"), place,
+                          tool, 0.05, 500.0, speed=0.5)
+    assert half.duration > 1.8 * slower.duration

@@ -14,26 +14,43 @@ import sys
 from tests.mutation.targets import TARGETS
 
 
+PROGRESS = re.compile(r"(\d+)/(\d+)\s+🎉 (\d+)\s+⏰ (\d+)\s+🤔 (\d+)\s+🙁 (\d+)\s+🔇 (\d+)")
+
+
 def run(target: str) -> tuple[int, int, list[str]]:
+    """(killed, survived, the survivors' ids) for one target. Killed counts the mutants the tests
+    failed on, slowly (mutmut's "suspicious") or by running too long (an endless loop) included."""
     path = TARGETS[target][0]
-    subprocess.run([sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", path, "--tests-dir", "tests",
-                    "--runner", f"{sys.executable} -m tests.mutation.runner {target}", "--no-progress"],
-                   check=False)
+    done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", path, "--tests-dir", "tests",
+                           "--runner", f"{sys.executable} -m tests.mutation.runner {target}"],
+                          capture_output=True, text=True, check=False)
+    counts = PROGRESS.findall(done.stdout)
+    if not counts:
+        raise SystemExit(f"mutmut did not run the mutants of {path}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    _, _, killed, timeout, suspicious, survived, _ = map(int, counts[-1])
     results = subprocess.run([sys.executable, "-m", "mutmut", "results"], capture_output=True, text=True).stdout
-    survived = _ids(results, "Survived")
-    killed = int(re.search(r"Killed (\d+)", results).group(1)) if re.search(r"Killed (\d+)", results) else 0
-    return killed, len(survived), survived
+    return killed + timeout + suspicious, survived, _ids(results, "Survived", path)
 
 
-def _ids(text: str, heading: str) -> list[str]:
-    """Mutant ids listed under a heading of `mutmut results` (single ids and ranges)."""
-    m = re.search(rf"{heading}[^\n]*\n(.*?)(\n\n|\Z)", text, re.S)
-    if not m:
-        return []
-    ids = []
-    for part in re.findall(r"\d+(?:-\d+)?", m.group(1)):
-        lo, _, hi = part.partition("-")
-        ids += [str(i) for i in range(int(lo), int(hi or lo) + 1)]
+SECTION = re.compile(r"^(Timed out|Suspicious|Survived|Untested|Skipped|Killed)\b", re.M)
+
+
+def _ids(text: str, heading: str, path: str | None = None) -> list[str]:
+    """Mutant ids listed under a heading of `mutmut results` (single ids and ranges, on the lines
+    after each file's "---- path (n) ----"), of `path` only when given."""
+    starts = [(m.start(), m.group(1)) for m in SECTION.finditer(text)] + [(len(text), "")]
+    ids: list[str] = []
+    for (at, name), (end, _) in zip(starts, starts[1:]):
+        if name != heading:
+            continue
+        current = None
+        for line in text[at:end].splitlines()[1:]:
+            if line.startswith("----"):
+                current = line.strip("- ").rsplit(" (", 1)[0]
+            elif line.strip() and (path is None or current == path):
+                for part in re.findall(r"\d+(?:-\d+)?", line):
+                    lo, _, hi = part.partition("-")
+                    ids += [str(i) for i in range(int(lo), int(hi or lo) + 1)]
     return ids
 
 

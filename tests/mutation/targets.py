@@ -8,5 +8,5 @@ TARGETS = {
                "hil.safety._kernel"),
     "lifecycle": ("hil/runtime/lifecycle.py", ["tests/unit/test_lifecycle.py", "tests/unit/test_controller.py"], None),
     "joint_map": ("firmware_protocol/joint_map.py", ["tests/unit/test_joint_map.py"], None),
-    "frame": ("firmware_protocol/frame.py", ["tests/unit/test_codec.py"], None),
+    "frame": ("firmware_protocol/frame.py", ["tests/unit/test_frame.py", "tests/unit/test_codec.py"], None),
 }

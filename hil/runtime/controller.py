@@ -61,6 +61,10 @@ class Output:
     flags: int = 0
 
 
+# a joint measured this far outside its range (noise, a hard stop just past the limit) still enables
+OUTSIDE_TOLERANCE_RAD = math.radians(1.0)
+
+
 class Controller:
     """The per-cycle decision for one robot: lifecycle + motion + safety."""
 
@@ -114,11 +118,10 @@ class Controller:
         `queued`: a request taken from the mailbox in its turn. Any other event that takes the
         robot to DISABLED, FAULT, ESTOP or DISCONNECTED sets `overtaken_by`: the requests still
         waiting in the mailbox were made before it, by a user who had not seen it."""
-        if ev == Ev.JOG:
-            refused = self._check_jog(payload)
-            if refused:
-                self.say(f"jog refused: {refused}")
-                return Step(ev, self.life.mode, self.life.mode, self.life.activity, refused=refused)
+        refused = self._check_jog(payload) if ev == Ev.JOG else self._check_enable() if ev == Ev.ENABLE else ""
+        if refused:
+            self.say(f"{ev.value} refused: {refused}")
+            return Step(ev, self.life.mode, self.life.mode, self.life.activity, refused=refused)
         step = self.life.handle(ev, start_after)
         self._after(step, payload, why)
         if not queued and step.mode != step.before and step.mode in (DISABLED, FAULT, ESTOP, DISCONNECTED):
@@ -140,6 +143,21 @@ class Controller:
         if np.any(clamped != q):
             self.jog_note = "clamped to the joint ranges: " + "; ".join(self.model.limit_violations(q))
         return ""
+
+    def _check_enable(self) -> str:
+        """Why torque may not come on ("" when it may): a joint measured outside its range. Enabled
+        there, the board's clamp (or a servo's own limit) would send it to the end of its range at
+        once — a jump; a reading across an encoder's wrap looks the same."""
+        if not self._have_state:
+            return ""
+        q, m = self.q_meas, self.model
+        out = np.flatnonzero((q < m.lower - OUTSIDE_TOLERANCE_RAD) | (q > m.upper + OUTSIDE_TOLERANCE_RAD))
+        if not len(out):
+            return ""
+        joints = "; ".join(f"{m.joint_names[j]} reads {math.degrees(q[j]):+.1f}°, outside "
+                           f"{math.degrees(m.lower[j]):.0f}…{math.degrees(m.upper[j]):.0f}°" for j in out)
+        return (f"{joints}. Move {'it' if len(out) == 1 else 'them'} into range by hand (torque is off), or, if the "
+                "reading is wrong (a zero set across the encoder's wrap reads about ±180°), run `hil calibrate`")
 
     def link_lost(self, why: str) -> Step:
         self._have_state = False

@@ -382,7 +382,9 @@ class Loop:
             self.recorder = Recorder(cfg.record, self.n, meta)
             self.event.record_into(self.recorder.note)
         if cfg.enable:  # the command line's request, once: enable, and start the motion if one is given
-            self.ctl.handle(Ev.ENABLE, start_after=bool(cfg.motion and cfg.start_motion))
+            step = self.ctl.handle(Ev.ENABLE, start_after=bool(cfg.motion and cfg.start_motion))
+            if step.refused and cfg.headless:   # nobody at a twin to put it right and try again
+                self._stop(f"the enable asked for (--enable) was refused: {step.refused}", failed=True)
         self.fields["sched_fifo"][0] = 1.0 if grant.sched_fifo else 0.0
         self.fields["cpu"][0] = -1 if grant.cpu is None else grant.cpu
         self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING

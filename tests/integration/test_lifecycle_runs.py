@@ -379,3 +379,23 @@ def test_a_run_whose_board_faulted_by_itself_exits_1_and_says_what_and_when(tmp_
     with open(stats) as f:
         data = json.load(f)
     assert data["verdict"] != "as asked" and data["incidents"]
+
+
+def test_a_joint_powered_up_outside_its_range_is_never_enabled(emulator, tmp_path):
+    """The shoulder reads 15° past its range (powered up there, or a zero across an encoder's
+    wrap): enabled, the board's clamp would have sent it to the end of its range at once."""
+    model = robots.load("puma560")
+    offsets = np.zeros(model.n)
+    offsets[1] = np.degrees(model.lower[1]) - 15.0        # home reads 15° below the range
+    emu = emulator(*emulator_args(model, offsets_deg=offsets))
+    rec = tmp_path / "run.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--duration", "3",
+                              "--enable", "--motion", "demo", "--record", str(rec)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "refused" in last and "shoulder reads -240.0°" in last and "by hand" in last, last
+    data = np.load(rec)
+    assert not np.any(data["board_state"] == ENABLED)
+    with Link.connect(emu.path) as link:            # and the board never saw a goal
+        assert link.wait_state().state != ENABLED

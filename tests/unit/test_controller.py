@@ -246,3 +246,22 @@ def test_the_loop_never_commands_a_joint_past_its_range_whatever_the_motion_asks
     assert np.all(sent >= model.lower) and np.all(sent <= model.upper)
     assert b.ctl.q_cmd[1] == model.lower[1] and b.ctl.q_cmd[2] == model.upper[2]   # on the ends, not short
     assert b.ctl.safety_counts.get("joint limit", 0) > 0
+
+
+def test_a_joint_measured_outside_its_range_is_not_enabled_and_each_is_named():
+    b = Bench()
+    model = b.model
+    b.q[1] = model.lower[1] - 0.3                    # powered up past its range (or read across a wrap)
+    b.q[4] = model.upper[4] + 0.1
+    b.run(3)
+    step = b.ctl.handle(Ev.ENABLE)
+    assert step.refused and "shoulder reads" in step.refused and "wrist_bend reads" in step.refused
+    assert "elbow" not in step.refused.replace("wrist_bend", "")
+    b.run(20)
+    assert Action.SEND_ENABLE not in b.actions and b.state == DISABLED and b.positions_sent() == 0
+    b.q[1] = model.lower[1] - 0.01                   # within a degree of the end: noise, a hard stop
+    b.q[4] = model.upper[4]
+    b.run(3)
+    assert not b.ctl.handle(Ev.ENABLE).refused
+    b.run(20)
+    assert b.ctl.life.enabled

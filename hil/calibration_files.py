@@ -69,7 +69,7 @@ def load(path: str | Path, model, board_uid: str | None = None) -> tuple[np.ndar
     try:
         data = parse_toml(read_text(str(path), "calibration file"), f"calibration file {path}")
     except InputError as e:
-        raise ConfigError(f"{e}. Run `hil calibrate` again") from None
+        raise ConfigError(f"{e}: the file is corrupt. Run `hil calibrate` again") from None
     if data.get("format_version") != FORMAT_VERSION:
         raise ConfigError(f"calibration file {path}: format_version {data.get('format_version')!r}, "
                           f"expected {FORMAT_VERSION}")

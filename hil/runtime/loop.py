@@ -313,7 +313,11 @@ class Loop:
                        + (" (shipped; `hil calibrate --bus … --out FILE` makes a calibrated copy)" if cfg.bus.shipped
                           else ""))
             return link
-        jm = calibration_files.joint_map_for(self.model, link.info, cfg.calibration, self.event)
+        try:
+            jm = calibration_files.joint_map_for(self.model, link.info, cfg.calibration, self.event)
+        except BaseException:
+            link.close()   # refused before anything moved: the board stays as it is (DISABLED), not e-stopped
+            raise
         if jm is not None:
             link.joint_map = jm
         return link

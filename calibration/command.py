@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port of the board")
     g.add_argument("--dry-run", action="store_true", help="calibrate the board emulator (see --emulate-*)")
-    p.add_argument("--method", required=True, choices=["reference", "directions", "poses"],
+    p.add_argument("--method", choices=["reference", "directions", "poses"],
                    help="directions: jog each joint ±5° and save which way it moves; reference: average the "
                         "readings with the robot held in --pose and save the offsets; poses: fit the PUMA's "
                         "offsets to measured tool points (--poses)")
@@ -46,6 +46,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "ssc32, maestro): the result goes into the board config's zero ticks and directions")
     p.add_argument("--board-config", metavar="FILE", help="the robot ↔ servo mapping (default: the one shipped for "
                                                           "--bus; then --out names where the calibrated copy goes)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--import-lerobot", metavar="FILE.json", help="make a board config (--out FILE.toml) from a LeRobot "
+                                                                 "calibration file: ids, drive modes, homing offsets, "
+                                                                 "ranges; nothing connects")
+    g.add_argument("--export-lerobot", metavar="FILE.json", help="write --board-config's servos as a LeRobot "
+                                                                 "calibration file; nothing connects")
+
+
+def _lerobot(args, model) -> int:
+    """--import-lerobot / --export-lerobot: files only, no robot."""
+    from hil import board_config, lerobot_calibration
+    from hil.errors import InputError
+
+    if args.port or args.dry_run or args.method:
+        raise InputError("--import-lerobot and --export-lerobot convert files and connect to nothing: leave out "
+                         "--port, --dry-run and --method")
+    if args.import_lerobot:
+        if not args.out:
+            raise InputError("--import-lerobot needs --out CONFIG.toml: the board config to write")
+        if args.board_config:
+            raise InputError("--import-lerobot makes a board config: leave out --board-config (the file's values go "
+                             "on the one shipped for the robot and --bus)")
+        config = lerobot_calibration.import_file(model, args.import_lerobot, args.bus)
+        note = (f"from the LeRobot calibration {args.import_lerobot} (`hil calibrate --import-lerobot`); zero ticks are "
+                "the middle of each recorded range, as in LeRobot's degrees")
+        Path(args.out).write_text(board_config.to_toml(config, note))
+        print(f"saved the board config: {args.out} (use it with --board-config {args.out})")
+        return 0
+    if not args.board_config:
+        raise InputError("--export-lerobot needs --board-config CONFIG.toml: the servo map to export")
+    config = board_config.resolve(model, args.bus, args.board_config)
+    text, notes = lerobot_calibration.export_text(config)
+    for line in notes:
+        print("note: " + line)
+    Path(args.export_lerobot).write_text(text)
+    print(f"saved the LeRobot calibration: {args.export_lerobot} ({len(config.joints)} motors)")
+    return 0
 
 
 def _ask(args, text: str) -> None:
@@ -110,12 +147,18 @@ def main(args: argparse.Namespace) -> int:
     from calibration import procedures as P
 
     model = robots.load(args.robot)
+    writable_file(args.out, "--out")
+    writable_file(args.export_lerobot, "--export-lerobot")
+    if args.import_lerobot or args.export_lerobot:
+        return _lerobot(args, model)
+    if args.method is None:
+        raise InputError("hil calibrate needs --method reference, directions or poses (or --import-lerobot / "
+                         "--export-lerobot to convert a LeRobot calibration file)")
     number(args.samples, "--samples", 10, 100_000)
     number(args.show_s, "--show-s", 0, 3600, "s")
     number(args.jog_deg, "--jog-deg", 1, 15, "°")
     number(args.jog_speed_deg_s, "--jog-speed-deg-s", 1, 60, "°/s")
     number(args.settle_s, "--settle-s", 0.05, 5, "s")
-    writable_file(args.out, "--out")
     emu = None
     if args.method == "poses":
         if "dh" not in model.meta:

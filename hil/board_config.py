@@ -36,7 +36,9 @@ BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
 TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
             "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "fast_sync_read", "description",
             "defaults", "joint", "servo"}
-JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model"}
+JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model",
+              "homing_offset", "drive_mode", "range_min", "range_max"}
+LEROBOT_RANGE_KEYS = ("drive_mode", "range_min", "range_max")   # from a LeRobot file: hil.lerobot_calibration
 
 
 def resolve(model, bus: str | None, path: str | None) -> BusConfig | None:
@@ -178,7 +180,8 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
         raise InputError(f"{where}: servo_id is missing")
     sid = int(_num(sid, f"{where}: servo_id", 0, cls.max_id, integer=True))
     tpr = _num(row["ticks_per_rad"], f"{where}: ticks_per_rad", 1e-3, 1e7)
-    zero = int(_num(row["zero_tick"], f"{where}: zero_tick", -(1 << 31), (1 << 31) - 1, integer=True))
+    zero = _num(row["zero_tick"], f"{where}: zero_tick", -(1 << 31), (1 << 31) - 1)
+    zero = int(zero) if zero == int(zero) else zero   # a range's middle may fall between two ticks
     direction = row.get("direction", 1)
     if direction not in (1, -1) or isinstance(direction, bool):
         raise InputError(f"{where}: direction = {direction!r} must be 1 or -1")
@@ -196,7 +199,29 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     # the board's limits never exceed the robot's: the narrower of the two
     lower, upper = math.radians(max(lo, lo_deg)), math.radians(min(hi, hi_deg))
     start = min(upper, max(lower, float(model.home[i])))   # PWM servos not yet driven: taken to rest at home
-    return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start)
+    return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start, **_lerobot(row, where))
+
+
+def _lerobot(row: dict, where: str) -> dict:
+    """The servo's homing offset, and a LeRobot range with its drive mode (those three go together)."""
+    out = {}
+    if "homing_offset" in row:
+        out["homing_offset"] = int(_num(row["homing_offset"], f"{where}: homing_offset", -(1 << 31), (1 << 31) - 1,
+                                        integer=True))
+    given = [k for k in LEROBOT_RANGE_KEYS if k in row]
+    if not given:
+        return out
+    if len(given) < len(LEROBOT_RANGE_KEYS):
+        missing = [k for k in LEROBOT_RANGE_KEYS if k not in row]
+        raise InputError(f"{where}: has {given[0]} but not {', '.join(missing)} (a LeRobot calibration's range and "
+                         "drive mode go together; `hil calibrate --import-lerobot` writes them)")
+    for k in LEROBOT_RANGE_KEYS:
+        out[k] = int(_num(row[k], f"{where}: {k}", 0, 1 << 20, integer=True))
+    if out["drive_mode"] not in (0, 1):
+        raise InputError(f"{where}: drive_mode = {out['drive_mode']} must be 0 or 1")
+    if out["range_min"] >= out["range_max"]:
+        raise InputError(f"{where}: range_min {out['range_min']} must be below range_max {out['range_max']}")
+    return out
 
 
 def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
@@ -219,8 +244,12 @@ def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
     an emulator uses to hide calibration errors: the servos' truth is this config.)"""
     joints = []
     for j, off, sign in zip(config.joints, offsets, signs):
-        zero = int(round(j.zero_tick + j.direction * float(off) * j.ticks_per_rad))
-        joints.append(dataclasses.replace(j, zero_tick=zero, direction=int(j.direction * (1 if sign > 0 else -1))))
+        zero = j.zero_tick if off == 0 else int(round(j.zero_tick + j.direction * float(off) * j.ticks_per_rad))
+        direction = int(j.direction * (1 if sign > 0 else -1))
+        # a LeRobot range centred on the old zero no longer describes this one: exported afresh from
+        # the limits (the servo's homing offset is unchanged)
+        moved = {k: None for k in LEROBOT_RANGE_KEYS} if (zero, direction) != (j.zero_tick, j.direction) else {}
+        joints.append(dataclasses.replace(j, zero_tick=zero, direction=direction, **moved))
     return dataclasses.replace(config, joints=tuple(joints))
 
 
@@ -242,10 +271,14 @@ def to_toml(config: BusConfig, note: str = "") -> str:
             lines += ["", f"[servo.joint.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
     for j in config.joints:
         lines += ["", "[[joint]]", f'name = "{j.name}"', f"servo_id = {j.servo_id}",
-                  f"ticks_per_rad = {j.ticks_per_rad:.6f}", f"zero_tick = {j.zero_tick}", f"direction = {j.direction}",
-                  f"min_deg = {math.degrees(j.min_rad):.4f}", f"max_deg = {math.degrees(j.max_rad):.4f}"]
+                  f"ticks_per_rad = {j.ticks_per_rad!r}", f"zero_tick = {j.zero_tick!r}", f"direction = {j.direction}",
+                  f"min_deg = {math.degrees(j.min_rad)!r}", f"max_deg = {math.degrees(j.max_rad)!r}"]
         if j.model:
             lines.append(f'model = "{j.model}"')
+        if j.homing_offset is not None:
+            lines.append(f"homing_offset = {j.homing_offset}")
+        if j.range_min is not None:
+            lines += [f"{k} = {getattr(j, k)}" for k in LEROBOT_RANGE_KEYS]
     return "\n".join(lines) + "\n"
 
 

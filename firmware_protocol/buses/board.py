@@ -60,12 +60,18 @@ class ServoJoint:
     name: str
     servo_id: int
     ticks_per_rad: float
-    zero_tick: int
+    zero_tick: float
     direction: int
     min_rad: float
     max_rad: float
     model: str | None = None   # the model the servo must report (None: any)
     start_rad: float = 0.0     # open-loop servos with their pulses off: where they are taken to be
+    # from a LeRobot calibration file, kept so that it exports as it came (hil.lerobot_calibration):
+    # the Homing Offset the servo's EEPROM holds, its drive mode and the range recorded in ticks
+    homing_offset: int | None = None
+    drive_mode: int | None = None
+    range_min: int | None = None
+    range_max: int | None = None
 
     def ticks(self, rad: float) -> int:
         return int(round(self.zero_tick + self.direction * rad * self.ticks_per_rad))

@@ -234,7 +234,7 @@ def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
         a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
         out.append({"id": j.servo_id, "model": numbers.get((j.model or "").lower(), 0),
                     "initial": j.ticks(float(q[k])), "vmax": float(model.velocity_limit[k]) * j.ticks_per_rad,
-                    "lo": a, "hi": b})
+                    "lo": a, "hi": b, "homing": j.homing_offset or 0})
     return out
 
 

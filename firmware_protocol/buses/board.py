@@ -297,6 +297,27 @@ class BusBoard:
             raise HandshakeError(errno.ETIMEDOUT, f"{self.port}: no answer from {names}. Check that servo's cable "
                                                   "and power, and its id (`hil ports --probe` lists the ids that "
                                                   f"answer); or fix servo_id in {where}")
+        self._check_homing_offsets()
+
+    def _check_homing_offsets(self) -> None:
+        """A config that names the Homing Offset its ticks were recorded with (a LeRobot calibration)
+        matches the servos' EEPROM: with another offset every reading is shifted by the difference,
+        and the robot would be driven to the wrong place."""
+        wrong = []
+        for j in self.config.joints:
+            if j.homing_offset is None:
+                continue
+            held = self.bus.homing_offset(j.servo_id)
+            if held is not None and held != j.homing_offset:
+                off = abs(held - j.homing_offset) / j.ticks_per_rad
+                wrong.append(f"{j.name} (id {j.servo_id}) holds {held}, the config says {j.homing_offset} "
+                             f"(its readings would be {math.degrees(off):.1f}° off)")
+        if wrong:
+            raise HandshakeError(errno.EPROTO, f"{self.port}: Homing Offset: {'; '.join(wrong)}. The servos were "
+                                               f"calibrated again since {self.config.where} was made: import their "
+                                               "new LeRobot calibration (`hil calibrate --import-lerobot`), or "
+                                               "delete homing_offset from those joints and measure their zeros with "
+                                               "`hil calibrate --method reference`")
 
     def _answers_at_other_bauds(self) -> int | None:
         """The first other usual baud rate at which a configured servo answers (reads only)."""

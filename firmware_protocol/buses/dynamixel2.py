@@ -276,6 +276,10 @@ class Dynamixel2Bus(ServoBus):
         pkt = self._transact(read(servo_id, address, 1), servo_id, 12)
         return pkt.params[0] if pkt is not None and len(pkt.params) == 1 else None
 
+    def homing_offset(self, servo_id: int) -> int | None:
+        pkt = self._transact(read(servo_id, HOMING_OFFSET, 4), servo_id, 15)
+        return struct.unpack("<i", pkt.params)[0] if pkt is not None and len(pkt.params) == 4 else None
+
     def set_torque(self, ids: list[int], on: bool) -> None:
         self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))
 

@@ -46,6 +46,7 @@ class SimServo:
     temperature: float = 31.0
     voltage: float = 7.4
     current_mA: float = 0.0    # what it reports as its current (a plant behind it sets it)
+    homing_offset: int = 0     # what its Homing Offset register holds (ticks)
 
     def heard(self) -> None:
         self.quiet_s = 0.0
@@ -132,14 +133,18 @@ class Table:
     status_flags: int | None = None   # Feetech: a register with the error flags
     velocity_unit: float = 1.0        # ticks per second per raw unit
     velocity_sign_bit: int | None = None
+    homing: tuple[int, int] | None = None   # the Homing Offset (address, size)
+    homing_sign_bit: int | None = None
 
 
 DXL2_TABLE = Table((0, 2), 7, 64, (116, 4), (132, 4), (128, 4), (144, 2), 146, 9, 64, size=256,
-                   current=(126, 2), hw_error=70, watchdog=98, velocity_unit=4096 * 0.229 / 60)
+                   current=(126, 2), hw_error=70, watchdog=98, velocity_unit=4096 * 0.229 / 60,
+                   homing=(dynamixel2.HOMING_OFFSET, 4))
 DXL1_TABLE = Table((0, 2), 3, 24, (30, 2), (36, 2), (38, 2), (42, 1), 43, 5, 24, size=74,
                    velocity_unit=1024 * 360 / 300 * 0.111 / 60, velocity_sign_bit=10)
 FEETECH_TABLE = Table((3, 2), 5, 40, (42, 2), (56, 2), (58, 2), (62, 1), 63, 7, 40, size=86, sign_bit=15,
-                      current=(69, 2), status_flags=65, velocity_sign_bit=15)
+                      current=(69, 2), status_flags=65, velocity_sign_bit=15,
+                      homing=(feetech.HOMING_OFFSET, 2), homing_sign_bit=feetech.HOMING_SIGN_BIT)
 
 
 class RegisterServo:
@@ -158,6 +163,12 @@ class RegisterServo:
             self.mem[dynamixel2.FIRMWARE] = firmware
             self.mem[dynamixel2.STATUS_RETURN] = 2
         self._put(table.goal, int(sim.goal))
+        if table.homing is not None and not big_endian:   # the positions it reports are already shifted by it
+            value = sim.homing_offset
+            if table.homing_sign_bit is not None and value < 0:
+                value = -value | (1 << table.homing_sign_bit)
+            addr, size = table.homing
+            self.mem[addr:addr + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
     def _fmt(self, size: int) -> str:
         return (">" if self.big_endian else "<") + {1: "B", 2: "H", 4: "I"}[size]
@@ -646,7 +657,8 @@ def build_servos(spec: list[dict]) -> dict[int, SimServo]:
     out = {}
     for s in spec:
         sim = SimServo(int(s["id"]), int(s.get("model", 0)), float(s["initial"]), float(s["initial"]),
-                       float(s.get("vmax", 4000.0)), int(s.get("lo", -(1 << 30))), int(s.get("hi", 1 << 30)))
+                       float(s.get("vmax", 4000.0)), int(s.get("lo", -(1 << 30))), int(s.get("hi", 1 << 30)),
+                       homing_offset=int(s.get("homing", 0)))
         out[sim.servo_id] = sim
     return out
 
@@ -657,7 +669,8 @@ def parser() -> argparse.ArgumentParser:
                                 description="servo bus emulator on a pseudo-terminal (prints its path)")
     p.add_argument("--bus", required=True, choices=list(BUSES))
     p.add_argument("--servos", required=True,
-                   help='JSON list: [{"id": 1, "model": 1020, "initial": 2048, "vmax": 4000, "lo": 0, "hi": 4095}, …]')
+                   help='JSON list: [{"id": 1, "model": 1020, "initial": 2048, "vmax": 4000, "lo": 0, "hi": 4095, '
+                            '"homing": 0}, …]')
     p.add_argument("--baud", type=float, default=1_000_000, help="pace replies at this baud (0: no pacing)")
     p.add_argument("--echo", action="store_true", help="read every request back first (a one-wire adapter)")
     p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")

@@ -15,6 +15,7 @@ from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, Serv
 
 FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
 HOMING_OFFSET, OPERATING_MODE, TORQUE_ENABLE, ACCELERATION, GOAL_POSITION, LOCK = 31, 33, 40, 41, 42, 55
+HOMING_SIGN_BIT = 11   # the Homing Offset is sign-magnitude with its sign in bit 11 (positions: bit 15)
 PRESENT_POSITION, PRESENT_VELOCITY, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 56, 58, 60, 62, 63
 STATUS, MOVING, PRESENT_CURRENT = 65, 66, 69
 BLOCK_START, BLOCK_LEN = PRESENT_POSITION, PRESENT_CURRENT + 2 - PRESENT_POSITION   # 56 … 70
@@ -118,6 +119,15 @@ class FeetechBus(SumChecksumBus):
                 out[i] = decode_block(pkt.params, self._model(i))
                 out[i].errors |= flags_of(pkt.code, ERROR_BITS)
         return out
+
+    def homing_offset(self, servo_id: int) -> int | None:
+        m = self._model(servo_id)
+        if m is not None and m.big_endian:
+            return None    # SCS servos have no Homing Offset
+        pkt = self._transact(packet(servo_id, READ, bytes([HOMING_OFFSET, 2])), servo_id, 8)
+        if pkt is None or len(pkt.params) != 2:
+            return None
+        return unword(pkt.params, False, HOMING_SIGN_BIT)
 
     @classmethod
     def cycle_cost(cls, n: int) -> CycleCost:

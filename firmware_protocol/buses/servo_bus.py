@@ -229,6 +229,11 @@ class ServoBus(ABC):
     def recover(self, servo_id: int) -> None:
         """Clear a latched servo error (a reboot where the bus has one)."""
 
+    def homing_offset(self, servo_id: int) -> int | None:
+        """The Homing Offset the servo's EEPROM holds, in ticks (the servo reports its positions
+        shifted by it); None where the servo has none or did not answer."""
+        return None
+
     def arm_watchdog(self, ids: list[int], timeout_s: float) -> bool:
         """Make the servos stop by themselves after `timeout_s` without a command; False: cannot."""
         return False

@@ -285,3 +285,29 @@ def test_fast_sync_read_reads_every_servo_in_one_reply_and_finds_a_silent_one():
     finally:
         board.close()
         emu.stop()
+
+
+@pytest.mark.parametrize("bus", ["dynamixel2", "feetech"])
+def test_a_homing_offset_the_servos_do_not_hold_is_refused_at_connect(bus):
+    # a LeRobot calibration's ticks are read with its homing offsets in the servos' EEPROM
+    shipped = board_config.shipped(MODEL, bus)
+    knee = MODEL.joint_index("l_knee")
+    joints = list(shipped.joints)
+    joints[knee] = dataclasses.replace(joints[knee], homing_offset=-1500)
+    config = dataclasses.replace(shipped, joints=tuple(joints))
+    emu, config = start(bus, config=config)
+    try:
+        board = BusBoard.connect(emu.path, config)
+        assert board.bus.homing_offset(joints[knee].servo_id) == -1500   # sign and magnitude read back
+        board.close()
+    finally:
+        emu.stop()
+    servos = board_config.emulated_servos(config, MODEL)
+    servos[knee]["homing"] = 300    # the servo was calibrated again since
+    emu, _ = start(bus, config=config, servos=servos)
+    try:
+        with pytest.raises(HandshakeError, match=rf"l_knee \(id {joints[knee].servo_id}\) holds 300, the config says "
+                                                 r"-1500 \(its readings would be 158\.2° off\).*--import-lerobot"):
+            BusBoard.connect(emu.path, config)
+    finally:
+        emu.stop()

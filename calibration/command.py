@@ -265,31 +265,87 @@ def _start_emulator(args, model, bus):
 
 
 def _calibrate_bus(args, model, bus, P) -> int:
-    """Calibrate a servo bus: the zero offsets found with the robot in a known pose go into a board
-    config's zero ticks, which is the joint map a bus has."""
+    """Calibrate a servo bus: the robot held in a known pose gives each joint's zero tick, placed
+    so that its whole range lies inside one turn of its servo (calibration.bus_zeros); any Homing
+    Offset and Min/Max Position Limits that takes are written to the servos and read back."""
     from firmware_protocol.buses.board import BusBoard
     from hil import board_config
 
     link = BusBoard.connect(args.port, bus, expect_joints=model.n)
-    link.start_cycling()
     try:
+        held = link.read_homing_offsets()     # before the bus cycles on its own thread
+        link.start_cycling()
         _clear_latched_fault(args, link)
         q_ref = model.poses.get(args.pose)
         if q_ref is None:
             raise HilError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
         _ask(args, f"Put the robot in the reference pose '{args.pose}', torque off.")
-        signs = np.ones(model.n)
-        offsets = P.reference(link, model, q_ref, signs, args.samples).offsets
-        for i, name in enumerate(model.joint_names):
-            print(f"{name:<18} {math.degrees(offsets[i]):>+9.3f}° ({offsets[i] * bus.joints[i].ticks_per_rad:+.0f} ticks)")
-        out = args.out or bus.source
-        calibrated = board_config.with_joint_map(bus, offsets, signs)
-        note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
-        Path(out).write_text(board_config.to_toml(calibrated, note))
-        print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
+        placements = _place_zeros(link, model, bus, q_ref, held, P.read_samples(link, args.samples))
+        _write_servo_setup(link, bus, placements)
     finally:
         link.close()
+    calibrated = _calibrated_config(bus, placements)
+    out = args.out or bus.source
+    note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
+    Path(out).write_text(board_config.to_toml(calibrated, note))
+    with BusBoard.connect(args.port, calibrated, expect_joints=model.n) as after:   # the servos agree with the file
+        after.start_cycling()
+        worst = float(np.max(np.abs(P.read_samples(after, 20).mean(axis=0) - q_ref)))
+    print(f"after: measured pose within {math.degrees(worst):.3f}° of the reference")
+    print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
     return 0
+
+
+def _place_zeros(link, model, bus, q_ref, held, samples) -> list:
+    """Each joint's placement from the readings (rad through the config) in the reference pose."""
+    from calibration import bus_zeros
+    from hil.errors import InputError
+
+    cls, out, refused = type(link.bus), [], []
+    print(f"{'joint':<18} {'zero tick':>10} {'moved':>9} {'range (ticks)':>15}  homing offset")
+    for i, j in enumerate(bus.joints):
+        turn = cls.turn_ticks(j.model)
+        ticks = j.zero_tick + j.direction * samples[:, i] * j.ticks_per_rad
+        try:
+            p = bus_zeros.place(j, bus_zeros.mean_ticks(ticks, turn), float(q_ref[i]), turn, held[i],
+                                cls.homing_limit, cls.homing_sign)
+        except bus_zeros.PlacementError as e:
+            refused.append(str(e))
+            continue
+        moved = p.zero_tick - p.shift - j.zero_tick
+        if turn:   # the same place a turn up or down
+            moved = (moved + turn / 2) % turn - turn / 2
+        moved = math.degrees(j.direction * moved / j.ticks_per_rad)
+        limits = f"{p.limits[0]} … {p.limits[1]}" if p.limits else "-"
+        homing = "-" if p.homing_offset is None else f"{p.homing_offset}" + (" (written)" if p.shift else "")
+        print(f"{j.name:<18} {p.zero_tick:>10.1f} {moved:>+8.3f}° {limits:>15}  {homing}")
+        out.append(p)
+    if refused:
+        raise InputError("cannot place every joint's range inside one turn of its servo (nothing was written): "
+                         + "; ".join(refused))
+    return out
+
+
+def _write_servo_setup(link, bus, placements) -> None:
+    """The Homing Offsets that moved and each servo's Min/Max Position Limits; read back."""
+    failed = []
+    for i, p in enumerate(placements):
+        bad = link.write_servo_setup(i, p.homing_offset if p.shift else None, p.limits)
+        failed += [f"{bus.joints[i].name} (id {bus.joints[i].servo_id}): {what}" for what in bad]
+    if failed:
+        raise HilError("the servos did not keep what was written (EEPROM locked, or torque on?): "
+                       + "; ".join(failed) + ". Nothing was saved; power-cycle the servos and calibrate again")
+
+
+def _calibrated_config(bus, placements):
+    """The config with the new zero ticks and homing offsets; a LeRobot range recorded for the old
+    zero no longer applies (hil.lerobot_calibration exports one from the limits)."""
+    import dataclasses
+
+    joints = tuple(dataclasses.replace(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset, drive_mode=None,
+                                       range_min=None, range_max=None)
+                   for j, p in zip(bus.joints, placements))
+    return dataclasses.replace(bus, joints=joints, shipped=False)
 
 
 def _clear_latched_fault(args, link) -> None:

@@ -198,8 +198,23 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
         raise InputError(f"{where}: model = {model_name!r} must be a model name like \"XM430-W350\"")
     # the board's limits never exceed the robot's: the narrower of the two
     lower, upper = math.radians(max(lo, lo_deg)), math.radians(min(hi, hi_deg))
+    _within_one_turn(cls, model_name, zero, direction * tpr, lower, upper, where)
     start = min(upper, max(lower, float(model.home[i])))   # PWM servos not yet driven: taken to rest at home
     return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start, **_lerobot(row, where))
+
+
+def _within_one_turn(cls, model_name, zero: float, scale: float, lower: float, upper: float, where: str) -> None:
+    """A range that crosses a servo's encoder wrap cannot be driven: a reading there jumps a whole
+    turn, and a goal on the far side sends the servo the long way round."""
+    turn = cls.turn_ticks(model_name)
+    if turn is None:
+        return
+    a, b = sorted((round(zero + scale * lower), round(zero + scale * upper)))
+    if a < 0 or b > turn - 1:
+        raise InputError(f"{where}: its range [{math.degrees(lower):.1f}, {math.degrees(upper):.1f}]° is ticks {a} … {b} "
+                         f"with zero_tick {zero:g}, past the servo's 0 … {turn - 1}: it crosses the encoder's wrap. "
+                         f"`hil calibrate --method reference --bus {cls.kind}` places the range inside one turn (with "
+                         "a homing offset where needed)")
 
 
 def _lerobot(row: dict, where: str) -> dict:

@@ -581,6 +581,24 @@ class BusBoard:
         self._cycler = threading.Thread(target=cycle, name=f"hil-bus {self.port}", daemon=True)
         self._cycler.start()
 
+    def read_homing_offsets(self) -> list[int | None]:
+        """Each joint's servo's Homing Offset register (None: it has none)."""
+        with self._lock:
+            return [self._io(self.bus.homing_offset, j.servo_id) for j in self.config.joints]
+
+    def write_servo_setup(self, joint: int, homing: int | None, limits: tuple[int, int] | None) -> list[str]:
+        """Write a joint's servo's Homing Offset and Min/Max Position Limits (EEPROM: only with
+        torque off, so never while ENABLED); the registers that did not read back as written."""
+        with self._lock:
+            if self.state == M.BoardState.ENABLED:
+                raise CommandRejectedError(errno.EPERM, "servo EEPROM is written with torque off: disable first")
+            j, failed = self.config.joints[joint], []
+            if homing is not None and self._io(self.bus.write_homing_offset, j.servo_id, homing) is False:
+                failed.append(f"Homing Offset {homing}")
+            if limits is not None and self._io(self.bus.write_position_limits, j.servo_id, *limits) is False:
+                failed.append(f"Min/Max Position Limits {limits[0]} … {limits[1]}")
+            return failed
+
     def param_get(self, param_id: int, joint: int = 0xFF) -> int:
         """The parameters a host tool reads from a board: TARGET (the joint's current target, µrad,
         board frame)."""

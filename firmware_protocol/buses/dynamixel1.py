@@ -160,6 +160,11 @@ class Dynamixel1Bus(SumChecksumBus):
     bauds = (1_000_000, 57_600, 115_200, 500_000, 400_000, 250_000, 200_000, 9_600)
     default_baud = 1_000_000
 
+    @classmethod
+    def turn_ticks(cls, model_name: str | None) -> int | None:
+        model = {m.name.lower(): m for m in MODELS.values()}.get((model_name or "").lower())
+        return model.ticks if model is not None and model.degrees == 360.0 else None   # MX: whole turns; AX: 300°
+
     def ping(self, servo_id: int) -> Identity | None:
         answered, data = self._identify(servo_id, MODEL_NUMBER, 3)
         if not answered:

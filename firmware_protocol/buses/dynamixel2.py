@@ -276,9 +276,32 @@ class Dynamixel2Bus(ServoBus):
         pkt = self._transact(read(servo_id, address, 1), servo_id, 12)
         return pkt.params[0] if pkt is not None and len(pkt.params) == 1 else None
 
-    def homing_offset(self, servo_id: int) -> int | None:
-        pkt = self._transact(read(servo_id, HOMING_OFFSET, 4), servo_id, 15)
+    # position mode (3) honours a Homing Offset of ±1024 ticks at most (the e-manual)
+    homing_limit = 1024
+    homing_sign = 1     # present = actual + offset
+
+    @classmethod
+    def turn_ticks(cls, model_name: str | None) -> int | None:
+        models = {m.name.lower(): m for m in MODELS.values()}
+        model = models.get((model_name or "").lower())
+        return model.ticks_per_rev if model else 4096   # every X-series servo: 4096
+
+    def _read_int(self, servo_id: int, address: int) -> int | None:
+        pkt = self._transact(read(servo_id, address, 4), servo_id, 15)
         return struct.unpack("<i", pkt.params)[0] if pkt is not None and len(pkt.params) == 4 else None
+
+    def _write_int(self, servo_id: int, address: int, value: int) -> bool:
+        pkt = self._transact(write(servo_id, address, struct.pack("<i", value)), servo_id, 11)
+        return pkt is not None and pkt.error == 0 and self._read_int(servo_id, address) == value
+
+    def homing_offset(self, servo_id: int) -> int | None:
+        return self._read_int(servo_id, HOMING_OFFSET)
+
+    def write_homing_offset(self, servo_id: int, ticks: int) -> bool | None:
+        return self._write_int(servo_id, HOMING_OFFSET, ticks)
+
+    def write_position_limits(self, servo_id: int, lo: int, hi: int) -> bool | None:
+        return self._write_int(servo_id, MIN_POSITION, lo) and self._write_int(servo_id, MAX_POSITION, hi)
 
     def set_torque(self, ids: list[int], on: bool) -> None:
         self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))

@@ -135,16 +135,22 @@ class Table:
     velocity_sign_bit: int | None = None
     homing: tuple[int, int] | None = None   # the Homing Offset (address, size)
     homing_sign_bit: int | None = None
+    homing_sign: int = 1                    # present = actual + homing_sign · offset
+    min_limit: tuple[int, int] | None = None
+    max_limit: tuple[int, int] | None = None
+    kind: str = ""
 
 
 DXL2_TABLE = Table((0, 2), 7, 64, (116, 4), (132, 4), (128, 4), (144, 2), 146, 9, 64, size=256,
                    current=(126, 2), hw_error=70, watchdog=98, velocity_unit=4096 * 0.229 / 60,
-                   homing=(dynamixel2.HOMING_OFFSET, 4))
+                   homing=(dynamixel2.HOMING_OFFSET, 4), min_limit=(dynamixel2.MIN_POSITION, 4),
+                   max_limit=(dynamixel2.MAX_POSITION, 4), kind="dynamixel2")
 DXL1_TABLE = Table((0, 2), 3, 24, (30, 2), (36, 2), (38, 2), (42, 1), 43, 5, 24, size=74,
-                   velocity_unit=1024 * 360 / 300 * 0.111 / 60, velocity_sign_bit=10)
+                   velocity_unit=1024 * 360 / 300 * 0.111 / 60, velocity_sign_bit=10, kind="dynamixel1")
 FEETECH_TABLE = Table((3, 2), 5, 40, (42, 2), (56, 2), (58, 2), (62, 1), 63, 7, 40, size=86, sign_bit=15,
                       current=(69, 2), status_flags=65, velocity_sign_bit=15,
-                      homing=(feetech.HOMING_OFFSET, 2), homing_sign_bit=feetech.HOMING_SIGN_BIT)
+                      homing=(feetech.HOMING_OFFSET, 2), homing_sign_bit=feetech.HOMING_SIGN_BIT, homing_sign=-1,
+                      min_limit=(feetech.MIN_POSITION, 2), max_limit=(feetech.MAX_POSITION, 2), kind="feetech")
 
 
 class RegisterServo:
@@ -162,13 +168,30 @@ class RegisterServo:
         if table is DXL2_TABLE:
             self.mem[dynamixel2.FIRMWARE] = firmware
             self.mem[dynamixel2.STATUS_RETURN] = 2
+        self.turn = _turn_ticks(table.kind, sim.model)
+        if self.turn:   # an absolute encoder reads where it stands within one turn
+            sim.position %= self.turn
+            sim.goal = sim.position
         self._put(table.goal, int(sim.goal))
-        if table.homing is not None and not big_endian:   # the positions it reports are already shifted by it
-            value = sim.homing_offset
-            if table.homing_sign_bit is not None and value < 0:
-                value = -value | (1 << table.homing_sign_bit)
-            addr, size = table.homing
-            self.mem[addr:addr + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+        self.has_homing = table.homing is not None and not big_endian
+        if self.has_homing:   # the positions it reports are already shifted by it
+            self._put_homing(sim.homing_offset)
+        for item, value in ((table.min_limit, sim.lo), (table.max_limit, sim.hi)):
+            if item is not None and self.turn:
+                self._put(item, min(max(value, 0), self.turn - 1))
+
+    def _put_homing(self, value: int) -> None:
+        if self.t.homing_sign_bit is not None and value < 0:
+            value = -value | (1 << self.t.homing_sign_bit)
+        addr, size = self.t.homing
+        self.mem[addr:addr + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+    def _homing(self) -> int:
+        addr, size = self.t.homing
+        raw = int.from_bytes(self.mem[addr:addr + size], "little")
+        if self.t.homing_sign_bit is not None:
+            return dynamixel1.sign_magnitude(raw, self.t.homing_sign_bit)
+        return raw - (1 << (8 * size)) if raw >= 1 << (8 * size - 1) else raw
 
     def _fmt(self, size: int) -> str:
         return (">" if self.big_endian else "<") + {1: "B", 2: "H", 4: "I"}[size]
@@ -191,7 +214,7 @@ class RegisterServo:
 
     def refresh(self) -> None:
         s, t = self.sim, self.t
-        self._put(t.position, int(round(s.position)))
+        self._put(t.position, int(round(s.position)) % self.turn if self.turn else int(round(s.position)))
         v = int(round(s.velocity / t.velocity_unit))
         if t.velocity_sign_bit is not None and v < 0:
             v = (-v) | (1 << t.velocity_sign_bit)
@@ -224,7 +247,9 @@ class RegisterServo:
         goal_addr = t.goal[0]
         if s.watchdog_tripped and addr <= goal_addr < addr + len(data):
             return "range"
+        held = self._homing() if self.has_homing else 0
         self.mem[addr:addr + len(data)] = data
+        self._eeprom_written(addr, len(data), held)
         if addr <= t.torque < addr + len(data):
             if self.t is not DXL2_TABLE:   # Protocol 1.0 / Feetech: a torque write re-arms after an overload
                 s.hw_error &= ~(1 << 5)
@@ -239,6 +264,31 @@ class RegisterServo:
             if v == 0:
                 s.watchdog_tripped = False
         return None
+
+
+    def _eeprom_written(self, addr: int, size: int, held_homing: int) -> None:
+        """A new Homing Offset shifts what the servo reports; new Min/Max Position Limits bound its goals."""
+        t, s = self.t, self.sim
+        touched = lambda item: item is not None and addr < item[0] + item[1] and item[0] < addr + size  # noqa: E731
+        if self.has_homing and touched(t.homing):
+            shift = t.homing_sign * (self._homing() - held_homing)
+            s.position, s.goal = s.position + shift, s.goal + shift
+            if self.turn:
+                s.position %= self.turn
+                s.goal = s.position
+        if touched(t.min_limit):
+            s.lo = self._get(t.min_limit)
+        if touched(t.max_limit):
+            s.hi = self._get(t.max_limit)
+
+
+def _turn_ticks(kind: str, model_number: int) -> int | None:
+    """Where a servo's readings wrap (the bus driver's own answer for its model)."""
+    if not kind:
+        return None
+    modules = {"dynamixel2": dynamixel2, "dynamixel1": dynamixel1, "feetech": feetech}
+    model = modules[kind].MODELS.get(model_number)
+    return bus_class(kind).turn_ticks(model.name) if model is not None else None
 
 
 def _status_flags(hw_error: int) -> int:

@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 
 from firmware_protocol.buses.dynamixel1 import (BROADCAST, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
-                                                sign_magnitude, sync_write)
+                                                sign_magnitude, sync_write, write)
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError
 
 FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
@@ -120,14 +120,47 @@ class FeetechBus(SumChecksumBus):
                 out[i].errors |= flags_of(pkt.code, ERROR_BITS)
         return out
 
-    def homing_offset(self, servo_id: int) -> int | None:
+    homing_limit = 2047   # 11 bits and a sign
+    homing_sign = -1      # present = actual − offset (the opposite of Dynamixel's)
+
+    @classmethod
+    def turn_ticks(cls, model_name: str | None) -> int | None:
+        models = {m.name.lower(): m for m in MODELS.values()}
+        model = models.get((model_name or "").lower())
+        if model is not None and model.big_endian:
+            return None     # SCS: 300° with a dead band, no wrap
+        return model.ticks_per_rev if model else 4096
+
+    def _has_homing(self, servo_id: int) -> bool:
         m = self._model(servo_id)
-        if m is not None and m.big_endian:
-            return None    # SCS servos have no Homing Offset
-        pkt = self._transact(packet(servo_id, READ, bytes([HOMING_OFFSET, 2])), servo_id, 8)
-        if pkt is None or len(pkt.params) != 2:
+        return not (m is not None and m.big_endian)   # SCS servos have no Homing Offset
+
+    def _read_word(self, servo_id: int, address: int, sign_bit: int | None) -> int | None:
+        pkt = self._transact(packet(servo_id, READ, bytes([address, 2])), servo_id, 8)
+        return unword(pkt.params, False, sign_bit) if pkt is not None and len(pkt.params) == 2 else None
+
+    def _write_words(self, servo_id: int, values: list[tuple[int, int, int | None]]) -> bool:
+        """EEPROM words, unlocked for the writes (Lock, 55) and locked again; read back."""
+        self._transact(write(servo_id, LOCK, b"\x00"), servo_id, 6)
+        try:
+            for address, value, sign_bit in values:
+                self._transact(write(servo_id, address, word(value, False, sign_bit)), servo_id, 6)
+        finally:
+            self._transact(write(servo_id, LOCK, b"\x01"), servo_id, 6)
+        return all(self._read_word(servo_id, a, sb) == v for a, v, sb in values)
+
+    def homing_offset(self, servo_id: int) -> int | None:
+        return self._read_word(servo_id, HOMING_OFFSET, HOMING_SIGN_BIT) if self._has_homing(servo_id) else None
+
+    def write_homing_offset(self, servo_id: int, ticks: int) -> bool | None:
+        if not self._has_homing(servo_id):
             return None
-        return unword(pkt.params, False, HOMING_SIGN_BIT)
+        return self._write_words(servo_id, [(HOMING_OFFSET, ticks, HOMING_SIGN_BIT)])
+
+    def write_position_limits(self, servo_id: int, lo: int, hi: int) -> bool | None:
+        if not self._has_homing(servo_id):
+            return None    # SCS: its angle limits are another matter (300°, no wrap)
+        return self._write_words(servo_id, [(MIN_POSITION, lo, None), (MAX_POSITION, hi, None)])
 
     @classmethod
     def cycle_cost(cls, n: int) -> CycleCost:

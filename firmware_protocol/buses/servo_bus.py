@@ -234,6 +234,28 @@ class ServoBus(ABC):
         shifted by it); None where the servo has none or did not answer."""
         return None
 
+    # What a servo with an absolute encoder can be set to in the position mode hil uses: positions
+    # read 0 … turn − 1 and wrap there; a Homing Offset (within ±homing_limit) shifts them by
+    # homing_sign · offset; Min/Max Position Limits stop goals outside a range.
+    homing_limit: ClassVar[int | None] = None
+    homing_sign: ClassVar[int] = 1
+
+    @classmethod
+    def turn_ticks(cls, model_name: str | None) -> int | None:
+        """Ticks in one turn where a servo model's readings wrap (None: they never do: a servo with
+        a dead band or an end stop before a whole turn)."""
+        return None
+
+    def write_homing_offset(self, servo_id: int, ticks: int) -> bool | None:
+        """Write the Homing Offset (torque off: it is in EEPROM); True when it reads back as written,
+        None where the servo has none."""
+        return None
+
+    def write_position_limits(self, servo_id: int, lo: int, hi: int) -> bool | None:
+        """Write the Min/Max Position Limits (torque off); True when they read back as written,
+        None where the servo has none."""
+        return None
+
     def arm_watchdog(self, ids: list[int], timeout_s: float) -> bool:
         """Make the servos stop by themselves after `timeout_s` without a command; False: cannot."""
         return False

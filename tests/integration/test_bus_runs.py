@@ -82,3 +82,40 @@ def test_calibration_writes_the_zero_ticks_into_a_board_config(tmp_path):
     r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "feetech", "--method",
                               "directions", "--out", str(out), "--yes"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not for a servo bus" in r.stderr
+
+
+def test_knees_powered_up_at_the_encoder_wrap_are_never_jumped_and_calibrate_inside_one_turn(tmp_path):
+    """Two knees stand next to the wrap (4088 and 8 ticks): with the shipped config they read about
+    ±180° and are never enabled; calibrated, their ranges sit inside one turn with homing offsets
+    written to the servos, and a squat drives them with every goal inside the servos' limits."""
+    config = board_config.shipped(MODEL, "dynamixel2")
+    servos = board_config.emulated_servos(config, MODEL)
+    knees = [MODEL.joint_index("l_knee"), MODEL.joint_index("r_knee")]
+    for k, tick in zip(knees, (4088, 8)):
+        servos[k]["initial"] = tick
+    emu = bus_emulator("dynamixel2", servos, "--baud", str(config.baud))
+    try:
+        port = ["--robot", "humanoid17", "--port", emu.path]
+        r = subprocess.run(HIL + ["run", *port, "--bus", "dynamixel2", "--headless", "--duration", "2", "--enable"],
+                           capture_output=True, text=True, timeout=120)
+        last = r.stderr.strip().splitlines()[-1]
+        assert r.returncode != 0 and "refused" in last and "l_knee reads" in last and "r_knee reads" in last, last
+        cal = tmp_path / "cal.toml"
+        r = subprocess.run(HIL + ["calibrate", *port, "--bus", "dynamixel2", "--method", "reference", "--yes",
+                                  "--headless", "--out", str(cal), "--samples", "20"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "(written)" in r.stdout and "after: measured pose within 0.0" in r.stdout, \
+            r.stdout + r.stderr
+        calibrated = board_config.load(str(cal), MODEL)   # loading checks every range is inside one turn
+        for k in knees:
+            j = calibrated.joints[k]
+            assert j.homing_offset != 0 and 0 <= j.ticks(j.min_rad) and j.ticks(j.max_rad) <= 4095
+        rec = tmp_path / "squat.npy"
+        r = subprocess.run(HIL + ["play", "examples/squat.toml", *port, "--board-config", str(cal), "--headless",
+                                  "--record", str(rec)], capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0 and "motion 'squat' done" in r.stdout, r.stdout + r.stderr
+        data, _ = load_recording(str(rec))
+        bent = np.degrees(data["q_meas"][:, knees].max(axis=0))
+        assert (bent > 40).all(), bent        # both knees bent as planned (50°), not one stuck at a limit
+    finally:
+        emu.stop()

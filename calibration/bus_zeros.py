@@ -68,13 +68,13 @@ def place(joint: ServoJoint, reference_tick: float, q_ref: float, turn: int | No
     if inside is not None:
         return inside
     if held is None or homing_limit is None:
-        raise PlacementError(f"{joint.name}: its range crosses the servo's encoder wrap (ticks {a:.0f} … {b:.0f}) and "
-                             "the servo has no homing offset to move it: turn the horn on the servo's spline so that "
+        raise PlacementError(f"{joint.name}: its range crosses the servo's encoder wrap (ticks {a:.0f} … {b:.0f}) "
+                             "and the servo has no homing offset to move it: turn the horn on the servo's spline so that "
                              "the joint's middle reads near tick 2048, then calibrate again")
     shift = _homing_shift(a, b, turn, held, homing_limit, homing_sign)
     if shift is None:
-        raise PlacementError(f"{joint.name}: its range crosses the servo's encoder wrap (ticks {a:.0f} … {b:.0f}), and "
-                             f"no homing offset within the ±{homing_limit} the servo takes in position mode moves it "
+        raise PlacementError(f"{joint.name}: its range crosses the servo's encoder wrap (ticks {a:.0f} … {b:.0f}), "
+                             f"and no homing offset within the ±{homing_limit} the servo takes in position mode moves it "
                              "inside: turn the horn on the servo's spline so that the joint's middle reads near tick "
                              "2048, then calibrate again")
     offset = held + homing_sign * shift

@@ -211,7 +211,8 @@ def _within_one_turn(cls, model_name, zero: float, scale: float, lower: float, u
         return
     a, b = sorted((round(zero + scale * lower), round(zero + scale * upper)))
     if a < 0 or b > turn - 1:
-        raise InputError(f"{where}: its range [{math.degrees(lower):.1f}, {math.degrees(upper):.1f}]° is ticks {a} … {b} "
+        span = f"[{math.degrees(lower):.1f}, {math.degrees(upper):.1f}]°"
+        raise InputError(f"{where}: its range {span} is ticks {a} … {b} "
                          f"with zero_tick {zero:g}, past the servo's 0 … {turn - 1}: it crosses the encoder's wrap. "
                          f"`hil calibrate --method reference --bus {cls.kind}` places the range inside one turn (with "
                          "a homing offset where needed)")
@@ -244,12 +245,13 @@ def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
 
     numbers = {m.name.lower(): m.number for mod in (dynamixel2, dynamixel1, feetech) for m in mod.MODELS.values()}
     q = model.home if initial is None else initial
+    stall_mA = servo_table(model, config.servo, config.source).stall_current_mA()
     out = []
     for k, j in enumerate(config.joints):
         a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
         out.append({"id": j.servo_id, "model": numbers.get((j.model or "").lower(), 0),
                     "initial": j.ticks(float(q[k])), "vmax": float(model.velocity_limit[k]) * j.ticks_per_rad,
-                    "lo": a, "hi": b, "homing": j.homing_offset or 0})
+                    "lo": a, "hi": b, "homing": j.homing_offset or 0, "stall_mA": float(stall_mA[k])})
     return out
 
 

@@ -47,6 +47,8 @@ class SimServo:
     voltage: float = 7.4
     current_mA: float = 0.0    # what it reports as its current (a plant behind it sets it)
     homing_offset: int = 0     # what its Homing Offset register holds (ticks)
+    blocked: bool = False      # its horn meets something it cannot move (fault `blocked`)
+    stall_mA: float = 1400.0   # its current at full torque
 
     def heard(self) -> None:
         self.quiet_s = 0.0
@@ -68,31 +70,41 @@ class SimServo:
         self.watch(dt)
         if not self.torque or self.hw_error:
             self.velocity = 0.0
+            self.current_mA = 0.0 if self.blocked else self.current_mA
             return
         err = self.goal_ticks() - self.position
+        if self.blocked:   # it pushes as a position servo does, up to its stall current, and stays put
+            self.velocity = 0.0
+            self.current_mA = max(-self.stall_mA, min(self.stall_mA, self.stall_mA * err / BLOCKED_FULL_TICKS))
+            return
         move = max(-self.vmax * dt, min(self.vmax * dt, err))
         self.position += move
         self.velocity = move / dt if dt > 0 else 0.0
 
 
+# a blocked servo reaches its stall current 57 ticks (5°) short of its goal, as a kid-size servo's
+# stiffness (about 20 N·m/rad at 1.5 N·m, docs/physics.md) puts it
+BLOCKED_FULL_TICKS = 57.0
+
+
 @dataclass
 class Fault:
-    kind: str                  # silent, overload, overheat, voltage, disconnect
+    kind: str                  # silent, overload, overheat, voltage, disconnect, blocked
     servo_id: int | None
     at: float
     until: float | None = None  # silent: answers again from here
 
 
 def parse_faults(specs: list[str]) -> list[Fault]:
-    """silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T (T: seconds after
-    start; a silent servo answers again from T2)."""
+    """silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T blocked:ID@T disconnect@T (T:
+    seconds after start; a silent servo answers again from T2)."""
     out = []
     for spec in specs:
         head, _, at = spec.partition("@")
         kind, _, sid = head.partition(":")
-        if kind not in ("silent", "overload", "overheat", "voltage", "disconnect"):
+        if kind not in ("silent", "overload", "overheat", "voltage", "blocked", "disconnect"):
             raise SystemExit(f"emulator: --fault {spec!r}: kinds are silent:ID[@T], overload:ID@T, overheat:ID@T, "
-                             "voltage:ID@T, disconnect@T")
+                             "voltage:ID@T, blocked:ID@T, disconnect@T")
         start, _, end = at.partition("-")
         try:
             t = float(start) if start else 0.0
@@ -652,6 +664,8 @@ class Emulator:
                         pending.append(Fault("answer", f.servo_id, f.until))
                 elif f.kind == "answer":
                     s.silent_from = None
+                elif f.kind == "blocked":
+                    s.blocked = True
                 else:
                     s.hw_error |= HW_BITS[f.kind]
                     if f.kind == "overload":
@@ -708,7 +722,7 @@ def build_servos(spec: list[dict]) -> dict[int, SimServo]:
     for s in spec:
         sim = SimServo(int(s["id"]), int(s.get("model", 0)), float(s["initial"]), float(s["initial"]),
                        float(s.get("vmax", 4000.0)), int(s.get("lo", -(1 << 30))), int(s.get("hi", 1 << 30)),
-                       homing_offset=int(s.get("homing", 0)))
+                       homing_offset=int(s.get("homing", 0)), stall_mA=float(s.get("stall_mA", 1400.0)))
         out[sim.servo_id] = sim
     return out
 
@@ -725,7 +739,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--echo", action="store_true", help="read every request back first (a one-wire adapter)")
     p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")
     p.add_argument("--fault", action="append", default=[],
-                   help="silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T disconnect@T")
+                   help="silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T blocked:ID@T disconnect@T")
     p.add_argument("--any-baud", action="store_true",
                    help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
     p.add_argument("--link", help="also make this symlink point at the pty")

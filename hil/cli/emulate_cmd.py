@@ -24,7 +24,8 @@ def register(sub) -> None:
     s.add_argument("--fault", action="append",
                    help="fault injection, repeatable: drop:P corrupt:P garbage:P (probabilities), delay:MS, "
                         "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start); "
-                        "with --bus: silent:ID[@T[-T2]], overload:ID@T, overheat:ID@T, voltage:ID@T, disconnect@T")
+                        "with --bus: silent:ID[@T[-T2]], overload:ID@T, overheat:ID@T, voltage:ID@T, blocked:ID@T "
+                        "(the servo meets something it cannot move), disconnect@T")
     add_bus_options(s)
     s.add_argument("--impl", choices=("python", "c"), default="python",
                    help="the Python board model, or the C reference firmware's host build (built on first use)")

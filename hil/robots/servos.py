@@ -75,6 +75,10 @@ class ServoTable:
     def column(self, key: str) -> np.ndarray:
         return np.array([getattr(s, key) for s in self.servos], dtype=float)
 
+    def stall_current_mA(self) -> np.ndarray:
+        """Each joint's motor current at its servo's full torque."""
+        return 1000.0 * self.column("torque_limit_nm") / self.column("torque_per_amp_nm")
+
     def summary(self) -> str:
         names = sorted({s.preset or "custom" for s in self.servos})
         return f"{', '.join(names)} ({self.source})" if self.source else ", ".join(names)

@@ -22,6 +22,7 @@ import numpy as np
 from firmware_protocol.messages import BoardState, fault_names
 from hil.runtime.balance import BalanceWatch, Stabiliser
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, HOLD_SAFETY, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
+from hil.runtime.stall import StallWatch
 from hil.safety import HELD as HELD_FLAG
 from hil.safety import LIMIT as LIMIT_FLAG
 from hil.safety import I_STEP, I_TO_TARGET, I_TRACK, RATE, flag_names
@@ -32,7 +33,7 @@ RAMP_DONE_RAD = 1e-4
 # what moves the robot toward safety without a user asking: a run in which one happens did not go as
 # asked, and ends with a non-zero exit code saying which and when
 INCIDENTS = frozenset({Ev.SAW_FAULT, Ev.SAW_ESTOP, Ev.LINK_LOST, Ev.OVERRUN_DISABLE, Ev.FELL, Ev.REBOOT,
-                       Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT})
+                       Ev.ENABLE_FAILED, Ev.ENABLE_TIMEOUT, Ev.STALL})
 NO_ACTIONS: list = []  # shared by the cycles that have none (never appended to)
 # a board action repeated because the board has not followed (e-stop or disable again) waits this long
 RESEND_S = 0.1
@@ -68,8 +69,12 @@ OUTSIDE_TOLERANCE_RAD = math.radians(1.0)
 class Controller:
     """The per-cycle decision for one robot: lifecycle + motion + safety."""
 
-    def __init__(self, model, safety, motion, policy: Policy, event=None, stabilise: bool = True) -> None:
+    def __init__(self, model, safety, motion, policy: Policy, event=None, stabilise: bool = True,
+                 stall: StallWatch | None = None) -> None:
         self.model = model
+        self.stall = stall
+        self.current_mA = np.zeros(model.n)
+        self.qd_meas = np.zeros(model.n)
         self.balance = BalanceWatch(model)
         self.stabiliser = Stabiliser(model) if stabilise else None
         self.imu = None
@@ -196,7 +201,8 @@ class Controller:
             self.motion_t = 0.0
             if self.abandoned is None and self.motion_run and not self.motion_done:
                 self.abandoned = f"{step.event.value}{' (' + why + ')' if why else ''}"
-        if step.event in INCIDENTS and step.mode != step.before:
+        # (a stall holds where the robot stands: an incident without a change of mode)
+        if step.event in INCIDENTS and (step.mode != step.before or step.event == Ev.STALL):
             self.incidents.append((self.now, f"{step.event.value}{' (' + why + ')' if why else ''}"))
         quiet = (Ev.SAFETY_HOLD, Ev.SAFETY_RELEASE, Ev.RAMP_DONE)  # said by the cycle, with their reasons
         if step.event not in quiet and (step.mode != step.before or step.cleared):
@@ -252,6 +258,8 @@ class Controller:
         if sample is not None and sample.t_host > self._fresh_after:
             self._have_state = True
             self.q_meas = sample.q
+            self.qd_meas = sample.qd
+            self.current_mA = sample.current_mA
             imu = getattr(sample, "imu", None)   # (a board with an IMU, the physics emulator's)
             if imu is not None and imu is not self.imu:
                 self._watch_balance(imu)
@@ -374,6 +382,21 @@ class Controller:
             self.max_cmd_speed = float(speed) / p.period_s
         if info[I_TRACK] > self.max_track_err:
             self.max_track_err = float(info[I_TRACK])
+        if self.stall is not None:
+            self._watch_stall()
+
+    def _watch_stall(self) -> None:
+        """A joint pushing with (nearly) all its torque, short of its command and not moving: the
+        motion stops and that joint's command comes to where it stands (its push ends)."""
+        j = self.stall.update(self.q_cmd, self.q_meas, self.qd_meas, self.current_mA)
+        if j < 0:
+            return
+        why = self.stall.describe(j, self.model.joint_names[j], self.q_cmd, self.q_meas, self.current_mA)
+        self.q_cmd[j] = self.q_meas[j]
+        moving = self.life.has_intent
+        self.handle(Ev.STALL, why=why)     # says it when it stops a motion or a jog
+        if not moving:
+            self.say(f"a joint stalled ({why}): {self.model.joint_names[j]} held where it stands")
 
     def _safety_events(self, flags: int, q_target: np.ndarray) -> None:
         life = self.life

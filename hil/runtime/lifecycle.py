@@ -75,6 +75,7 @@ class Ev(Enum):
     SIGNAL = "signal"
     PARENT_DIED = "parent died"
     FELL = "the robot fell"
+    STALL = "a joint stalled"
 
 
 USER_EVENTS = frozenset({Ev.ENABLE, Ev.DISABLE, Ev.START, Ev.JOG, Ev.STOP, Ev.CLEAR_FAULT, Ev.ESTOP})
@@ -310,4 +311,6 @@ class Lifecycle:
                 self.mode = Mode.RAMPING  # back to the target at the ramp speed
         elif ev == Ev.HOLD_TIMEOUT and m == Mode.HELD:
             self._forget()
+        elif ev == Ev.STALL:
+            self._forget()    # the motion stops; the robot stays enabled, where it stands
         return []

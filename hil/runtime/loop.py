@@ -49,6 +49,7 @@ from hil.runtime.recorder import Recorder, loop_flags
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
 from hil.robots.servos import servo_table
+from hil.runtime.stall import StallWatch
 from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
 from hil.safety import SafetyChecker
 
@@ -255,9 +256,9 @@ class Loop:
         self.model = robots.load(cfg.robot)
         self.n = self.model.n
         self.safety = SafetyChecker(self.model)
-        servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,
-                            cfg.bus.source if cfg.bus is not None else "")
-        self.motion = make_motion(cfg.motion, self.model, servo, cfg.compensate, cfg.speed, cfg.strict)
+        self.servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,
+                                 cfg.bus.source if cfg.bus is not None else "")
+        self.motion = make_motion(cfg.motion, self.model, self.servo, cfg.compensate, cfg.speed, cfg.strict)
         self.stats = LoopStats()
         self.tracer = MissTracer(MISSES_KEPT)
         self.stop_reason: str | None = None
@@ -285,7 +286,8 @@ class Loop:
         T = 1.0 / cfg.rate_hz
         policy = Policy(T, cfg.ramp_fraction, cfg.hold_after_misses, cfg.disable_after_misses,
                         hold_timeout_s=HEADLESS_HOLD_S if cfg.headless else None)
-        self.ctl = Controller(self.model, self.safety, self.motion, policy, self.event, stabilise=cfg.stabilise)
+        self.ctl = Controller(self.model, self.safety, self.motion, policy, self.event, stabilise=cfg.stabilise,
+                              stall=StallWatch(self.servo, policy.period_s))
         # compile (or load from the cache) every kernel the cycle uses now, not in the first cycle
         q = self.model.home.copy()
         self.safety.step(q, q.copy(), T, 1.0, q.copy(), q.copy())

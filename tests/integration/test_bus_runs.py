@@ -119,3 +119,23 @@ def test_knees_powered_up_at_the_encoder_wrap_are_never_jumped_and_calibrate_ins
         assert (bent > 40).all(), bent        # both knees bent as planned (50°), not one stuck at a limit
     finally:
         emu.stop()
+
+
+def test_a_blocked_servo_stops_the_motion_names_its_joint_and_the_run_says_so(tmp_path):
+    rec = tmp_path / "stall.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--headless",
+                              "--enable", "--motion", "examples/squat.toml", "--duration", "5", "--record", str(rec),
+                              "--fault", "blocked:3@1.5"], capture_output=True, text=True, timeout=120)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and "a joint stalled (l_knee pushes with" in last, r.stdout + r.stderr
+    assert "intent cleared" in r.stdout
+    data, _ = load_recording(str(rec))
+    knee = MODEL.joint_index("l_knee")
+    stall = board_config.emulated_servos(board_config.shipped(MODEL, "dynamixel2"), MODEL)[knee]["stall_mA"]
+    pushing = np.flatnonzero(np.abs(data["current_mA"][:, knee]) >= 0.85 * stall)
+    assert len(pushing), "the recording has the servo's current"
+    # from the first cycle it pushed with (nearly) all it has, its command comes to where it stands
+    # within 0.2 s, and stays there (the push ends)
+    t = data["t"]
+    eased = np.flatnonzero((t > t[pushing[0]]) & (np.abs(data["q_cmd"][:, knee] - data["q_meas"][:, knee]) < 1e-3))
+    assert len(eased) and t[eased[0]] - t[pushing[0]] <= 0.2 + 0.05, (t[pushing[0]], t[eased[0]])

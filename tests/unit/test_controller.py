@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -11,6 +11,8 @@ import hil.robots as robots
 from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import Action, Activity, Ev, Mode
 from hil.runtime.motion_sources import Demo, Hold
+from hil.runtime.stall import STALL_S, StallWatch
+from hil.robots.servos import servo_table
 from hil.safety import SafetyChecker
 
 T = 0.002
@@ -25,16 +27,21 @@ class Sample:
     faults: int = 0
     seq: int = 0
     t_board_us: int = 0
+    qd: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    current_mA: np.ndarray = field(default_factory=lambda: np.zeros(6))
 
 
 class Bench:
     """A controller and a pretend board that follows commands exactly."""
 
-    def __init__(self, motion=None, hold_timeout_s=None) -> None:
+    def __init__(self, motion=None, hold_timeout_s=None, stall=False) -> None:
         self.model = robots.load("puma560")
         self.events: list[str] = []
         self.ctl = Controller(self.model, SafetyChecker(self.model), motion or Hold(),
-                              Policy(T, hold_timeout_s=hold_timeout_s), self.events.append)
+                              Policy(T, hold_timeout_s=hold_timeout_s), self.events.append,
+                              stall=StallWatch(servo_table(self.model), T) if stall else None)
+        self.blocked: int | None = None   # a joint that stops where it is and pushes
+        self.load = 0.0                   # its current over its stall current
         self.now = 100.0
         self.q = self.model.home.copy()
         self.state = DISABLED
@@ -45,6 +52,11 @@ class Bench:
     def cycle(self, misses: int = 0, sample: bool = True):
         self.now += T
         s = Sample(self.now, self.state, self.q.copy()) if sample else None
+        if s is not None and self.blocked is not None:   # a position servo: its push grows with the error
+            j = self.blocked
+            short = abs(self.ctl.q_cmd[j] - self.q[j]) / np.radians(5)     # all it has 5° short (docs/physics.md)
+            s.current_mA[j] = self.ctl.stall.stall_mA[j] * min(1.0, short)
+            self.load = s.current_mA[j] / self.ctl.stall.stall_mA[j]
         out = self.ctl.cycle(self.now, s, misses)
         self.actions += out.actions
         for a in out.actions:  # the board carries them out at once and answers
@@ -62,7 +74,10 @@ class Bench:
         cmd = None if out.command is None else out.command.copy()
         self.sent.append((cmd, out.hold))
         if cmd is not None and not out.hold and self.state == ENABLED:
-            self.q = cmd
+            moved = cmd.copy()
+            if self.blocked is not None:
+                moved[self.blocked] = self.q[self.blocked]
+            self.q = moved
         return out
 
     def run(self, cycles: int, **kw):
@@ -265,3 +280,43 @@ def test_a_joint_measured_outside_its_range_is_not_enabled_and_each_is_named():
     assert not b.ctl.handle(Ev.ENABLE).refused
     b.run(20)
     assert b.ctl.life.enabled
+
+
+def test_a_stalled_joint_stops_the_motion_is_named_and_its_push_ends():
+    b = enabled_bench(stall=True)
+    target = b.q.copy()
+    target[1] += 0.5
+    b.ctl.handle(Ev.JOG, payload=target)
+    b.run(int(0.1 / T))
+    assert b.ctl.life.activity == Activity.JOG
+    b.blocked = 1                                      # the shoulder meets something
+    start = None
+    for k in range(int(1.0 / T)):
+        b.cycle()
+        if start is None and b.load >= 0.85:           # it pushes with (nearly) all it has: stalled from here
+            start = k
+        if b.ctl.life.activity != Activity.JOG:
+            break
+    assert b.ctl.life.activity == Activity.IDLE and b.ctl.life.enabled        # stopped, still enabled, held
+    assert start is not None and (k - start) * T <= 0.2, (start, k)           # named within 0.2 s
+    said = [e for e in b.events if "stalled" in e]
+    assert said and "shoulder pushes with" in said[0] and "something blocks it" in said[0], b.events
+    assert b.ctl.q_cmd[1] == pytest.approx(b.q[1])                            # its command came to where it is
+    assert b.ctl.incidents and "stalled" in b.ctl.incidents[0][1]
+    b.run(int(0.5 / T))
+    assert b.ctl.q_cmd[1] == pytest.approx(b.q[1]) and len([e for e in b.events if "stalled" in e]) == 1
+
+
+def test_high_current_alone_or_a_lag_alone_is_not_a_stall():
+    watch = StallWatch(servo_table(robots.load("puma560")), T)
+    n = int(2 * STALL_S / T)
+    full, zero, q = watch.stall_mA.copy(), np.zeros(6), np.zeros(6)
+    behind = np.full(6, 0.2)
+    for _ in range(n):     # pushing hard while moving toward the command: a heavy move
+        assert watch.update(behind, q, np.full(6, 1.0), full) < 0
+    for _ in range(n):     # behind and still, at a light load: a slow servo, a soft one
+        assert watch.update(behind, q, zero, 0.5 * full) < 0
+    for _ in range(n):     # at full current on its command: holding a load
+        assert watch.update(q, q, zero, full) < 0
+    tripped = [watch.update(behind, q, zero, full) for _ in range(n)]
+    assert tripped.index(0) == watch.cycles - 1

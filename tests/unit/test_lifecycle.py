@@ -69,6 +69,7 @@ TABLE = {
     Ev.SIGNAL: everywhere(ESTOP),
     Ev.PARENT_DIED: everywhere(ESTOP),
     Ev.FELL: only({ING: OFF, RAMP: OFF, ACT: OFF, HELD: OFF}),
+    Ev.STALL: only({}),   # the robot holds where it stands, enabled; the motion is forgotten (below)
 }
 # events after which no intent may be left, wherever they take effect
 FORGETTING = {Ev.DISABLE, Ev.ESTOP, Ev.SAW_DISABLED, Ev.SAW_FAULT, Ev.SAW_ESTOP, Ev.REBOOT, Ev.LINK_LOST,
@@ -107,6 +108,14 @@ def test_every_state_and_event(mode, ev):
         assert Action.SEND_DISABLE in step.actions  # enabled without a user asking: disabled again
     if mode == D:
         assert not step.actions or ev in (Ev.SIGNAL, Ev.PARENT_DIED)
+
+
+@pytest.mark.parametrize("mode", [RAMP, ACT, HELD], ids=lambda m: m.name)
+def test_a_stall_forgets_the_motion_and_keeps_the_robot_enabled(mode):
+    life = in_mode(mode)
+    assert life.has_intent
+    step = life.handle(Ev.STALL)
+    assert life.mode == mode and not life.has_intent and step.cleared and not step.actions
 
 
 def test_user_requests_that_do_not_apply_are_refused_with_a_reason():

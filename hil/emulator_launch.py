@@ -127,7 +127,7 @@ def emulator_args(model, offsets_deg=None, reverse=(), faults=(), uid: str | Non
     return argv
 
 
-IMPLEMENTATIONS = ("python", "c")
+IMPLEMENTATIONS = ("python", "c", "qemu")
 C_SOURCES = Path(firmware_protocol.__file__).resolve().parent / "c"
 
 
@@ -139,34 +139,53 @@ def c_build_dir() -> Path:
     return Path(base) / "hil" / f"c-firmware-{tree}"
 
 
-def c_emulator_binary() -> str:
-    """The host build of the C firmware, built with `make host` on first use (and again when a
-    source is newer than it)."""
-    binary = c_build_dir() / "hil-board-host"
-    sources = [p for p in C_SOURCES.rglob("*") if p.suffix in (".c", ".h") or p.name == "Makefile"]
+def _c_build(target: str, product: Path, needs: tuple[str, ...], install: str) -> str:
+    """`make TARGET` of the C firmware into the build cache, on first use and again when a source
+    is newer than its product; two commands starting at once build one after the other."""
+    sources = [p for p in C_SOURCES.rglob("*") if p.suffix in (".c", ".h", ".ld") or p.name == "Makefile"]
     if not sources:
         raise InputError(f"the C firmware sources are not in {C_SOURCES}: reinstall hil from its repository")
 
     def fresh() -> bool:
-        return binary.exists() and binary.stat().st_mtime >= max(p.stat().st_mtime for p in sources)
+        return product.exists() and product.stat().st_mtime >= max(p.stat().st_mtime for p in sources)
 
     if fresh():
-        return str(binary)
-    if shutil.which("make") is None or shutil.which(os.environ.get("CC", "gcc")) is None:
-        raise InputError("the C firmware's host build needs make and gcc (Debian: apt-get install -y make gcc)")
+        return str(product)
+    missing = [tool for tool in needs if shutil.which(tool) is None]
+    if missing:
+        raise InputError(f"the C firmware's {target} build needs {', '.join(missing)} ({install})")
     c_build_dir().mkdir(parents=True, exist_ok=True)
-    # two commands starting at once (two benches, parallel tests) build one after the other, and
-    # the second finds the first one's build fresh, instead of both writing the same objects
     with open(c_build_dir() / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if fresh():
-            return str(binary)
-        r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), "host", f"BUILD={c_build_dir()}",
-                            f"PYTHON={sys.executable}"],
-                           capture_output=True, text=True)
-    if r.returncode != 0 or not binary.exists():
-        raise InputError(f"building the C firmware failed (make -C {C_SOURCES} host):\n{r.stderr.strip()[-2000:]}")
-    return str(binary)
+            return str(product)
+        r = subprocess.run(["make", "-s", "-C", str(C_SOURCES), target, f"BUILD={c_build_dir()}",
+                            f"PYTHON={sys.executable}"], capture_output=True, text=True)
+    if r.returncode != 0 or not product.exists():
+        raise InputError(f"building the C firmware failed (make -C {C_SOURCES} {target}):\n{r.stderr.strip()[-2000:]}")
+    return str(product)
+
+
+def c_emulator_binary() -> str:
+    """The host build of the C firmware (`make host`)."""
+    return _c_build("host", c_build_dir() / "hil-board-host", ("make", os.environ.get("CC", "gcc")),
+                    "Debian: apt-get install -y make gcc")
+
+
+QEMU_IMAGE = "hil-qemu-stm32f405.elf"
+# QEMU 7.2's STM32 USART takes a byte from the host only once the firmware has read the last one, one
+# pass of QEMU's main loop each (benchmarks/README.md: about 150 humanoid17 exchanges a second): a
+# loop on the QEMU image runs at this rate unless --rate says otherwise
+QEMU_RATE_HZ = 100.0
+
+
+def qemu_image() -> str:
+    """The ARM image for QEMU's STM32F405 (`make qemu`), and QEMU there to run it."""
+    if shutil.which("qemu-system-arm") is None:
+        raise InputError("--impl/--emulator qemu runs the ARM firmware in qemu-system-arm, which is not installed "
+                         "(Debian: apt-get install -y qemu-system-arm)")
+    return _c_build("qemu", c_build_dir() / QEMU_IMAGE, ("make", "arm-none-eabi-gcc"),
+                    "Debian: apt-get install -y make gcc-arm-none-eabi libnewlib-arm-none-eabi")
 
 
 def physics_prefix(model, bus_config=None, truth: str | None = None) -> list[str]:
@@ -200,13 +219,16 @@ def emulator_argv(model, impl: str = "python", physics: bool = False, truth: str
     must not shadow the installed package."""
     if physics:
         if impl != "python":
-            raise InputError("--physics runs the Python board model with MuJoCo behind it; leave out --emulator c")
+            raise InputError(f"--physics runs the Python board model with MuJoCo behind it; leave out --emulator {impl}")
         return [*physics_prefix(model, truth=truth), *emulator_args(model, **options)]
     if impl == "c":
         if board_kind(model) == "servos":
             raise InputError(f"{model.name}: the C firmware's host build has the puma6 and humanoid17 boards; a robot "
                              "sized from its URDF runs on the Python emulator (leave out --impl c / --emulator c)")
         return [c_emulator_binary(), *emulator_args(model, **options)]
+    if impl == "qemu":   # the ARM image; its launcher takes the same options
+        return [sys.executable, "-P", "-m", "firmware_protocol.qemu_board", "--elf", qemu_image(),
+                *emulator_args(model, **options)]
     if impl != "python":
         raise InputError(f"--emulator {impl!r}: emulators are {', '.join(IMPLEMENTATIONS)}")
     return [sys.executable, "-P", "-m", "firmware_protocol.emulator", *emulator_args(model, **options)]

@@ -141,24 +141,27 @@ def _write_bytecode() -> None:
 
 
 HAVE_C_TOOLS = shutil.which("make") is not None and shutil.which(os.environ.get("CC", "gcc")) is not None
+HAVE_QEMU_TOOLS = HAVE_C_TOOLS and shutil.which("arm-none-eabi-gcc") is not None \
+    and shutil.which("qemu-system-arm") is not None
 
 # the tests of the board itself (the link, calibration, the runtime against a board) run against
-# both implementations; the others test the host side and take the Python board only
-BOTH_BOARDS = {"tests.integration.test_link_emulator", "tests.integration.test_calibration",
-               "tests.integration.test_runtime"}
+# every implementation: the Python board model, the C firmware's host build and its ARM image on
+# QEMU; the others test the host side and take the Python board only
+EVERY_BOARD = {"tests.integration.test_link_emulator": ("python", "c", "qemu"),
+               "tests.integration.test_calibration": ("python", "c", "qemu"),
+               "tests.integration.test_runtime": ("python", "c", "qemu")}
 
 
 def pytest_generate_tests(metafunc):
     if "emulator" in metafunc.fixturenames:
-        both = metafunc.module.__name__ in BOTH_BOARDS
-        metafunc.parametrize("emulator_impl", ["python", "c"] if both else ["python"])
+        metafunc.parametrize("emulator_impl", EVERY_BOARD.get(metafunc.module.__name__, ("python",)))
 
 
 @pytest.fixture
 def emulator(emulator_impl):
-    """Factory: emulator(*args) starts a board emulator process — the Python board model, and (a
-    second run of the test, in the modules of BOTH_BOARDS) the C firmware's host build, which take
-    the same options; all are killed at teardown. `emulator.impl` says which."""
+    """Factory: emulator(*args) starts a board emulator process — the Python board model, and (more
+    runs of the test, in the modules of EVERY_BOARD) the C firmware's host build and its ARM image on
+    QEMU, which take the same options; all are killed at teardown. `emulator.impl` says which."""
     started: list[EmulatorProcess] = []
     argv0 = None
     if emulator_impl == "c":
@@ -167,6 +170,13 @@ def emulator(emulator_impl):
         if not HAVE_C_TOOLS:
             pytest.skip("the C firmware's host build needs make and gcc (apt-get install -y make gcc)")
         argv0 = [c_emulator_binary()]
+    elif emulator_impl == "qemu":
+        from hil.emulator_launch import qemu_image
+
+        if not HAVE_QEMU_TOOLS:
+            pytest.skip("the ARM image needs arm-none-eabi-gcc and qemu-system-arm (apt-get install -y "
+                        "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
+        argv0 = [sys.executable, "-m", "firmware_protocol.qemu_board", "--elf", qemu_image()]
 
     def start(*args: str) -> EmulatorProcess:
         e = EmulatorProcess(*args, argv0=argv0)

@@ -92,9 +92,10 @@ BUS_HELP = ("drive a servo bus instead of a hil board: dynamixel2, dynamixel1, f
 
 
 def add_emulator_option(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--emulator", choices=("python", "c"), default="python",
-                   help="with --dry-run: the Python board model, or the C reference firmware's host build "
-                        "(built with make and gcc on first use)")
+    s.add_argument("--emulator", choices=("python", "c", "qemu"), default="python",
+                   help="with --dry-run: the Python board model, the C reference firmware's host build (built with "
+                        "make and gcc on first use), or its ARM image on QEMU's STM32F405 (qemu-system-arm and "
+                        "arm-none-eabi-gcc)")
     s.add_argument("--physics", action="store_true",
                    help="with --dry-run: the robot in rigid-body physics behind the emulator (MuJoCo: gravity, "
                         "contacts, servos that sag, a humanoid that can fall; pip install -e '.[physics]')")

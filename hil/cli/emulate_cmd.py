@@ -17,7 +17,8 @@ def register(sub) -> None:
                      "hil emulate --robot puma560 --fault drop:0.01 --latency-ms 16",
                      "hil emulate --robot humanoid17 --bus dynamixel2 --fault overload:3@5",
                      "hil emulate --robot humanoid17 --bus kondo-ics --echo",
-                     "hil emulate --robot puma560 --impl c   # the C firmware (make host on first use)"])
+                     "hil emulate --robot puma560 --impl c   # the C firmware (make host on first use)",
+                     "hil emulate --robot humanoid17 --impl qemu   # its ARM image on QEMU's STM32F405"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
     s.add_argument("--offsets-deg", help="hidden zero offsets: one per joint, or joint=deg pairs")
     s.add_argument("--reverse", help="hidden reversed joints: names or indices, comma-separated")
@@ -27,8 +28,9 @@ def register(sub) -> None:
                         "with --bus: silent:ID[@T[-T2]], overload:ID@T, overheat:ID@T, voltage:ID@T, blocked:ID@T "
                         "(the servo meets something it cannot move), disconnect@T")
     add_bus_options(s)
-    s.add_argument("--impl", choices=("python", "c"), default="python",
-                   help="the Python board model, or the C reference firmware's host build (built on first use)")
+    s.add_argument("--impl", choices=("python", "c", "qemu"), default="python",
+                   help="the Python board model, the C reference firmware's host build (built on first use), or its "
+                        "ARM image on QEMU's STM32F405 (make -C firmware_protocol/c qemu; built on first use)")
     s.add_argument("--echo", action="store_true", help="with --bus: read every request back first, as Kondo's "
                                                        "adapters and one-wire buses do (default: the config's echo)")
     s.add_argument("--return-delay-us", type=float, help="with --bus: each servo waits this long before replying "
@@ -72,6 +74,9 @@ def _bus(args, model) -> int:
     from hil.runtime.supervisor import RunRequest, bus_config
 
     config = bus_config(RunRequest(robot=model.spec, bus=args.bus, board_config=args.board_config), model)
+    if args.impl != "python":
+        raise InputError(f"--impl {args.impl} is the hil board's firmware; a servo bus's emulator has one "
+                         "implementation (leave out --impl)")
     for flag in ("offsets_deg", "reverse", "uid", "latency_ms", "noise_deg"):
         if getattr(args, flag) is not None:
             raise InputError(f"--{flag.replace('_', '-')} is an option of the hil board emulator, not of --bus")

@@ -116,6 +116,8 @@ def check(req: RunRequest, model, bus=None) -> float:
     default = float(model.meta.get("default_rate_hz", 500))
     if bus is not None and req.rate_hz is None:  # no faster than the bus can go
         default = max(10.0, min(default, math.floor(cycle_note(bus)[1])))
+    if req.emulator == "qemu" and req.rate_hz is None:   # no faster than QEMU's USART carries frames
+        default = min(default, emulator_launch.QEMU_RATE_HZ)
     if bus is not None and req.port_io == "inline":
         raise InputError("--port-io inline cannot drive a servo bus (each poll waits for the servos' replies); "
                          "use process (the default) or thread")
@@ -129,14 +131,16 @@ def check(req: RunRequest, model, bus=None) -> float:
     if req.emulator not in emulator_launch.IMPLEMENTATIONS:
         raise InputError(f"--emulator {req.emulator!r}: emulators are {', '.join(emulator_launch.IMPLEMENTATIONS)}")
     if req.emulator != "python" and (bus is not None or not req.dry_run):
-        raise InputError("--emulator c runs the C firmware's host build for --dry-run; not with --port or --bus")
+        raise InputError(f"--emulator {req.emulator} runs the C firmware (its host build, or its ARM image on QEMU) for "
+                         "--dry-run; not with --port or --bus")
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
     if req.physics:
         if not req.dry_run:
             raise InputError("--physics puts the robot in physics behind the built-in emulator: use it with --dry-run")
         if req.emulator != "python":
-            raise InputError("--physics runs the Python board model with MuJoCo behind it; leave out --emulator c")
+            raise InputError(f"--physics runs the Python board model with MuJoCo behind it; leave out --emulator "
+                             f"{req.emulator}")
         emulator_launch.check_physics()
     _check_zenoh(req)
     writable_file(req.record, "--record")

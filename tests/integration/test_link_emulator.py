@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def _stream(link, q, seconds, rate_hz=500.0):
+    # (on QEMU's image more than it carries are lost, as a UART overrun loses them)
     n = int(seconds * rate_hz)
     for _ in range(n):
         link.send_positions(q)
@@ -49,9 +50,12 @@ def test_thousand_command_state_cycles(emulator):
         target = q0 + 0.02
         sent0, states0 = link.stats.tx_commands, link.stats.rx_states  # connect asks for a first STATE
         t0 = time.monotonic()
+        # QEMU's USART passes a byte per pass of its main loop: a few hundred PUMA exchanges a second
+        # (benchmarks/README.md), not the thousand a real UART at 1 Mbaud carries
+        period = 0.004 if emulator.impl == "qemu" else 0.001
         for k in range(1000):
             link.send_positions(q0 + 0.02 * min(1.0, k / 200))
-            time.sleep(0.001)
+            time.sleep(period)
         elapsed = time.monotonic() - t0
         time.sleep(0.1)
         s = link.latest()
@@ -69,6 +73,9 @@ def test_a_board_emulator_that_was_not_scheduled_still_answers_every_command(emu
     1 kHz: the commands wait in the pty, and a real board would have received them spread over that
     time and answered each on the wire; the emulator's burst of answers must not count as a
     full TX queue and drop STATEs."""
+    if emulator.impl == "qemu":
+        pytest.skip("on QEMU the process stopped would be the launcher relaying bytes, not the firmware; a "
+                    "stopped processor is stall:S@T there (QEMU's own stop), tested with the others")
     emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
     with Link.connect(emu.path) as link:
         q0 = wait_for(link.latest).q.copy()

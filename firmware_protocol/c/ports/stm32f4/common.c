@@ -48,28 +48,37 @@ __attribute__((section(".isr_vector"), used)) static void (*const vectors[16 + 6
 };
 
 /* ------------------------------------------------------------------ clocks and pins */
+/* Wait for a clock's ready bit. QEMU does not model RCC (it reads 0): there the wait gives up
+ * after a while and the clocks are what QEMU makes them (168 MHz), as on a real part they are
+ * what the bits say once set. */
+static void clock_wait(volatile uint32_t *reg, uint32_t mask, uint32_t want) {
+#ifdef HIL_QEMU
+  for (uint32_t tries = 0; tries < 1000u && (*reg & mask) != want; tries++) {
+  }
+#else
+  while ((*reg & mask) != want) {
+  }
+#endif
+}
+
 void stm32_clock_init(uint32_t hse_mhz) {
   uint32_t source = 0u, m = 16u;
   if (hse_mhz) {
     RCC_CR |= 1u << 16;                           /* HSE on */
-    while (!(RCC_CR & (1u << 17))) {
-    }
+    clock_wait(&RCC_CR, 1u << 17, 1u << 17);
     source = 1u << 22;
     m = hse_mhz;
   } else {
     RCC_CR |= 1u;                                 /* HSI on (it is after reset) */
-    while (!(RCC_CR & (1u << 1))) {
-    }
+    clock_wait(&RCC_CR, 1u << 1, 1u << 1);
   }
   /* PLL: 1 MHz after M, VCO 336 MHz (inside the F401's 192–432), P 4: 84 MHz, Q 7: 48 MHz */
   RCC_PLLCFGR = m | (336u << 6) | (1u << 16) | source | (7u << 24);
   RCC_CR |= 1u << 24;
-  while (!(RCC_CR & (1u << 25))) {
-  }
+  clock_wait(&RCC_CR, 1u << 25, 1u << 25);
   FLASH_ACR = 2u | (1u << 8) | (1u << 9) | (1u << 10);   /* 2 wait states, prefetch, caches */
   RCC_CFGR = (4u << 10) | 2u;                     /* APB1 = HCLK / 2, SYSCLK = PLL */
-  while (((RCC_CFGR >> 2) & 3u) != 2u) {
-  }
+  clock_wait(&RCC_CFGR, 3u << 2, 2u << 2);
   RCC_AHB1ENR |= 0x1Fu;                           /* GPIOA..E */
 }
 
@@ -149,6 +158,14 @@ static size_t host_read(uint8_t *chunk, size_t max) {
 size_t hal_uart_write(const uint8_t *data, size_t len) {
 #if HIL_HOST_LINK_USB
   return usb_write(data, len);
+#elif defined(HIL_QEMU)
+  /* QEMU's USART raises no transmit interrupt (TXE and TC read set): transmit by polling */
+  for (size_t i = 0; i < len; i++) {
+    while (!(USART_SR(USART2) & (1u << 7))) {
+    }
+    USART_DR(USART2) = data[i];
+  }
+  return len;
 #else
   uint32_t used = (tx_head + TX_RING - tx_tail) % TX_RING;
   if (len >= TX_RING - used) return 0;           /* all or nothing: a frame is never sent in part */
@@ -174,6 +191,7 @@ uint64_t hal_micros(void) {
   return (uint64_t)ms * 1000u + (uint64_t)((SYST_RVR - cvr) / (CPU_HZ / 1000000u));
 }
 
+#ifndef HIL_QEMU   /* QEMU has no unique id, no flash interface: its port provides these four */
 void hal_unique_id(uint8_t uid[12]) { memcpy(uid, (const void *)UID_BASE, 12); }
 
 uint32_t hal_random32(void) {
@@ -220,6 +238,7 @@ int hal_storage_write(const void *data, size_t len) {
   FLASH_CR = 1u << 31;                            /* lock */
   return 0;
 }
+#endif
 
 void hal_reset(void) { SCB_AIRCR = (0x5FAu << 16) | (1u << 2); }
 
@@ -255,6 +274,11 @@ void stm32_run(void (*servo_period)(void)) {
       hil_board_tick(&board, hal_micros());
       stm32_watchdog_feed();
     }
+#ifdef HIL_QEMU
+    /* sleep until the next interrupt (the 1 ms tick, a received byte): QEMU then leaves the host's
+     * CPU to others instead of spinning this loop */
+    if (rx_tail == rx_head) __asm__ volatile("wfi");
+#endif
   }
 }
 

@@ -89,7 +89,12 @@
 #define IWDG_PR REG(0x40003004u)
 #define IWDG_RLR REG(0x40003008u)
 
+#ifdef HIL_QEMU
+/* QEMU's STM32F405 (netduinoplus2) runs its core and SysTick at 168 MHz whatever RCC is told */
+#define CPU_HZ 168000000u
+#else
 #define CPU_HZ 84000000u   /* PLL: 1 MHz × N 336 / P 4 (HSE or HSI / M); 48 MHz for USB at Q 7; APB1 42 MHz */
+#endif
 
 /* common.c: what both ports share */
 /* hse_mhz: the board's crystal (25 on the Black Pill, 8 on the F407 Discovery), needed for USB's

@@ -48,15 +48,45 @@ CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.
           "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
 
 
-def default_camera(model) -> dict:
-    """The shipped robots' views; any other robot framed from its frames at the home pose."""
+def default_camera(model, meshes: dict | None = None) -> dict:
+    """The two shipped robots' views, set by hand; any other robot fitted whole at its home pose,
+    seen from the front-right-above (`meshes`: what the twin draws of it, default its own)."""
     if model.name in CAMERA:
         return dict(CAMERA[model.name])
-    p = model.fk_frames(model.home)[:, :3, 3]
-    lo, hi = p.min(axis=0), p.max(axis=0)
-    size = max(float(np.max(hi - lo)), 0.05)
-    return dict(yaw=math.radians(-40), pitch=math.radians(18), dist=1.6 * size + 0.1,
-                target=tuple(float(v) for v in (lo + hi) / 2))
+    from twin.meshes import link_meshes
+
+    meshes = link_meshes(model) if meshes is None else meshes
+    Tw = FloatingBase(model, "l_sole", model.home).body_pose(model.home) if model.kind == "humanoid" else np.eye(4)
+    return fitted(robot_points(model, S.link_bounds(model, meshes), model.home, Tw),
+                  math.radians(-40), math.radians(18), ortho=False)
+
+
+def robot_points(model, bounds: dict, q: np.ndarray, Tw: np.ndarray) -> np.ndarray:
+    """World points that bound the robot at pose q, its base at Tw (`bounds`: scene.link_bounds)."""
+    F = model.fk_frames(q)
+    return np.concatenate([pts @ (Tw @ F[link + 1])[:3, :3].T + (Tw @ F[link + 1])[:3, 3]
+                           for link, pts in bounds.items()])
+
+
+def fitted(points: np.ndarray, yaw: float, pitch: float, ortho: bool) -> dict:
+    """A camera looking from (yaw, pitch) that shows all of `points`, filling FIT_MARGIN of the view."""
+    eye, target = S.orbit_view(yaw, pitch, 1.0, (0.0, 0.0, 0.0))
+    V = S.look_at(eye, target)
+    right, up, back = V[0, :3], V[1, :3], V[2, :3]
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    centre = (lo + hi) / 2
+    d = points - centre
+    x, y, z = np.abs(d @ right), np.abs(d @ up), d @ back
+    aspect = VIEW_W / VIEW_H
+    cam = dict(yaw=yaw, pitch=pitch, target=tuple(float(v) for v in centre))
+    # (DearPyGui's clip space shows |x|, |y| ≤ 0.5, not ≤ 1: scene.project)
+    if ortho:
+        cam["ortho"] = max(float(y.max()), float(x.max()) / aspect, 0.01) / (0.5 * FIT_MARGIN)
+        cam["dist"] = max(2.0 * float(np.linalg.norm(hi - lo)), 0.5)
+    else:
+        t = math.tan(FOV / 2) * 0.5 * FIT_MARGIN
+        cam["dist"] = max(float(np.max(z + np.maximum(y / t, x / (t * aspect)))), 0.2)
+    return cam
 
 
 def grid_step(model) -> float:
@@ -65,17 +95,32 @@ def grid_step(model) -> float:
     size = float(np.max(p.max(axis=0) - p.min(axis=0)))
     return 0.05 if size < 0.8 else 0.25
 SLIDER_OWN_S = 1.0   # after a user's drag, the sliders stay theirs this long before they follow the command
+# the camera's presets (yaw, pitch of an orbit camera, z up): side looks from −y toward +y (x to the
+# right), front from +x back at the robot (y to the right), top down z (x right, y up); these three
+# are orthographic, as drawings are, and iso a perspective from the front-right-above
+VIEWS = {"front": (0.0, 0.0), "side": (-math.pi / 2, 0.0), "top": (-math.pi / 2, math.radians(89.9)),
+         "iso": (math.radians(-45), math.radians(35.26))}
+ORTHOGRAPHIC = ("front", "side", "top")
+FIT_MARGIN = 0.9     # of the view the robot fills, at most
+GHOST_APART_RAD = math.radians(0.2)   # the commanded pose is drawn where it is this far from the measured
 
 
 class TwinApp:
     def __init__(self, model, client=None, path: np.ndarray | None = None, workpiece=None,
-                 title: str = "hil twin") -> None:
+                 title: str = "hil twin", view: str | None = None) -> None:
+        from twin.meshes import link_meshes
+
         self.model = model
+        self.meshes = link_meshes(model)      # a URDF robot's own meshes ({}: its shapes are drawn)
+        self._bounds = S.link_bounds(model, self.meshes)
+        self.view = view
+        self.follow_base = False
+        self._ghost_shown = True
         self.client = client
         self.path = path
         self.workpiece = workpiece
         self.title = title
-        self.cam = default_camera(model)
+        self.cam = default_camera(model, self.meshes)
         self.humanoid = model.kind == "humanoid"   # (its data file says so; a humanoid has l_sole and r_sole)
         self.base = None
         if self.humanoid:
@@ -148,7 +193,7 @@ class TwinApp:
             self._draw_workpiece()
         if self.path is not None and len(self.path) > 1:
             S.add_polyline("world", np.asarray(self.path), (255, 210, 80, 255), 2, 0.02)
-        self.meas = S.RobotDrawing(self.model, "world", S.MEASURED, True, "meas")
+        self.meas = S.RobotDrawing(self.model, "world", S.MEASURED, True, "meas", meshes=self.meshes)
         self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost")
         self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev")
         self.prev.show(False)
@@ -170,7 +215,11 @@ class TwinApp:
             dpg.add_mouse_release_handler(callback=self._on_release)
             dpg.add_mouse_wheel_handler(callback=self._on_wheel)
             dpg.add_key_press_handler(key=dpg.mvKey_Spacebar, callback=lambda *a: self.estop())
+            dpg.add_key_press_handler(key=dpg.mvKey_F, callback=lambda *a: self.fit())
+            dpg.add_key_press_handler(key=dpg.mvKey_R, callback=lambda *a: self.set_view(self.view or "iso"))
         self._drag_prev = None
+        if self.view is not None:
+            self.set_view(self.view)
         self._apply_camera()
         dpg.show_viewport()
 
@@ -213,6 +262,14 @@ class TwinApp:
                              default_value=self.show_frames, callback=lambda s, a: self.set_frames(a))
             dpg.add_checkbox(label="names", tag="names_box", default_value=self.show_names,
                              callback=lambda s, a: self.set_names(a))
+        with dpg.group(horizontal=True):
+            for name in VIEWS:
+                dpg.add_button(label=name, tag=f"view_{name}", callback=lambda s, a, u: self.set_view(u),
+                               user_data=name)
+            dpg.add_button(label="fit (F)", tag="view_fit", callback=lambda *a: self.fit())
+            if self.base is not None:
+                dpg.add_checkbox(label="follow", tag="follow_box", default_value=self.follow_base,
+                                 callback=lambda s, a: setattr(self, "follow_base", a))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):
                 dpg.add_text("measured   commanded (drag to jog)", color=(160, 160, 170))
@@ -261,17 +318,38 @@ class TwinApp:
     # --------------------------------------------------------------- camera
     def _apply_camera(self) -> None:
 
-        c = self.cam
-        eye, target = S.orbit_view(c["yaw"], c["pitch"], c["dist"], c["target"])
-        proj = dpg.create_perspective_matrix(FOV, VIEW_W / VIEW_H, 0.05, 50.0)
-        view = dpg.create_lookat_matrix(list(eye), list(target), [0, 0, 1])
-        dpg.apply_transform("world", proj * view)
+        P, V = self.camera_matrices()
+        dpg.apply_transform("world", dpg.mvMat4(*P.ravel()) * dpg.mvMat4(*V.ravel()))
 
     def camera_matrices(self) -> tuple[np.ndarray, np.ndarray]:
-        """(projection, view) as NumPy matrices, for tests that project points to pixels."""
+        """(projection, view) as NumPy matrices: what the view shows, and tests project points with."""
         c = self.cam
         eye, target = S.orbit_view(c["yaw"], c["pitch"], c["dist"], c["target"])
-        return S.perspective(FOV, VIEW_W / VIEW_H, 0.05, 50.0), S.look_at(eye, target)
+        aspect = VIEW_W / VIEW_H
+        if c.get("ortho"):
+            h = c["ortho"]
+            P = S.orthographic(h * aspect, h, 0.01, 4 * c["dist"])
+        else:
+            P = S.perspective(FOV, aspect, 0.05, 50.0)
+        return P, S.look_at(eye, target)
+
+    def robot_points(self) -> np.ndarray:
+        """World points that bound the robot as it stands now (its base where the feet put it)."""
+        Tw = self.base.body_pose(self.q_meas) if self.base is not None else np.eye(4)
+        return robot_points(self.model, self._bounds, self.q_meas, Tw)
+
+    def fit(self) -> None:
+        """All of the robot in view, seen from where the camera looks from now."""
+        c = self.cam
+        self.cam = fitted(self.robot_points(), c["yaw"], c["pitch"], bool(c.get("ortho")))
+        self._apply_camera()
+
+    def set_view(self, name: str) -> None:
+        """A preset (VIEWS), the robot fitted in it."""
+        self.view = name
+        self.cam["yaw"], self.cam["pitch"] = VIEWS[name]
+        self.cam["ortho"] = 1.0 if name in ORTHOGRAPHIC else 0.0
+        self.fit()
 
     def _over_view(self) -> bool:
 
@@ -338,6 +416,9 @@ class TwinApp:
         _, dx, dy = app_data
         px, py = self._drag_prev or (0.0, 0.0)
         self._drag_prev = (dx, dy)
+        if self.cam.get("ortho"):
+            self.cam["ortho"] = 0.0
+            self.fit()
         self.cam["yaw"] -= (dx - px) * 0.008
         self.cam["pitch"] = min(1.5, max(-1.2, self.cam["pitch"] + (dy - py) * 0.008))
         self._apply_camera()
@@ -369,6 +450,8 @@ class TwinApp:
         if not self._over_view():
             return
         self.cam["dist"] = min(20.0, max(0.2, self.cam["dist"] * (0.9 if app_data > 0 else 1.1)))
+        if self.cam.get("ortho"):
+            self.cam["ortho"] *= 0.9 if app_data > 0 else 1.1
         self._apply_camera()
 
     # -------------------------------------------------------------- requests
@@ -552,6 +635,14 @@ class TwinApp:
             Tw = self.base.body_pose(self.q_meas)
         self.meas.set_poses(Fm, Tw)
         self.ghost.set_poses(Fc, Tw)
+        apart = bool(np.max(np.abs(self.q_cmd - self.q_meas)) > GHOST_APART_RAD)
+        if apart != self._ghost_shown:   # the command drawn where it is not the measurement
+            self.ghost.show(apart)
+            self._ghost_shown = apart
+        if self.follow_base and Tw is not None:   # the camera goes where the body goes, at its height
+            t = self.cam["target"]
+            self.cam["target"] = (float(Tw[0, 3]), float(Tw[1, 3]), t[2])
+            self._apply_camera()
         if self.preview_q is not None:
             self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
         for i in range(m.n):

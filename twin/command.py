@@ -24,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
     p.add_argument("--frames", action="store_true", help="show every link's frame (also a checkbox in the panel)")
     p.add_argument("--names", action="store_true", help="show every joint's name in the view (also a checkbox)")
+    p.add_argument("--view", choices=("front", "side", "top", "iso"),
+                   help="the twin's camera: front (from +x, y to the right), side (from −y, x to the right), top (down z) — "
+                        "drawn as orthographic views — or iso; the robot fitted in it (keys: F fits again, R resets)")
     p.add_argument("--frame-times", metavar="FILE.json", help="write each frame's time (s) at exit (benchmarks)")
     p.add_argument("--duration", type=float, help="close after this many seconds")
     p.add_argument("--max-fps", type=float, default=60.0,
@@ -95,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
                 workpiece = (f["workpiece_T"], f["workpiece_half"])
     from twin.app import TwinApp
 
-    app = TwinApp(model, client, path, workpiece, title=f"hil twin — {model.name}")
+    app = TwinApp(model, client, path, workpiece, title=f"hil twin — {model.name}", view=args.view)
     app.build()
     app.set_frames(getattr(args, "frames", False))
     app.set_names(getattr(args, "names", False))
@@ -121,6 +124,8 @@ def main(args: argparse.Namespace) -> int:
             return np.radians(vals)
         app.set_pose(pose(args.pose_deg, "--pose-deg"), pose(args.ghost_deg, "--ghost-deg") if args.ghost_deg
                      else None)
+        if args.view:
+            app.fit()     # the view fitted to this pose
         app.screenshot(args.screenshot)
         app.close()
         if not os.path.isfile(args.screenshot) or os.path.getsize(args.screenshot) == 0:
@@ -175,7 +180,7 @@ def _show(model, client, args) -> int:
         raise InputError(f"the remote robot has {client.n} joints, {model.name} has {model.n}")
     import time
 
-    app = TwinApp(model, client, title=f"hil twin — {model.name} ({client.name})")
+    app = TwinApp(model, client, title=f"hil twin — {model.name} ({client.name})", view=getattr(args, "view", None))
     app.build()
     app.set_frames(getattr(args, "frames", False))
     app.set_names(getattr(args, "names", False))

@@ -185,6 +185,37 @@ def orbit_view(yaw: float, pitch: float, dist: float, target) -> tuple[np.ndarra
     return eye, t
 
 
+def orthographic(half_w: float, half_h: float, near: float, far: float) -> np.ndarray:
+    """An orthographic projection (OpenGL convention, row-major), centred on the view axis."""
+    P = np.eye(4)
+    P[0, 0], P[1, 1] = 1.0 / half_w, 1.0 / half_h
+    P[2, 2] = -2.0 / (far - near)
+    P[2, 3] = -(far + near) / (far - near)
+    return P
+
+
+def link_bounds(model, meshes: dict) -> dict[int, np.ndarray]:
+    """Per link, points in its frame that bound what is drawn of it: its mesh's box corners, or its
+    shapes' (a capsule's ends pushed out by its radius along each axis)."""
+    out: dict[int, list] = {}
+    for link, (v, _, _) in meshes.items():
+        lo, hi = v.min(axis=0), v.max(axis=0)
+        out.setdefault(link, []).extend(np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                                                   for z in (lo[2], hi[2])]))
+    for sh in model.shapes:
+        if sh.link in meshes:
+            continue
+        if sh.kind == "capsule":
+            ends = [np.asarray(sh.p0), np.asarray(sh.p1)]
+            out.setdefault(sh.link, []).extend(e + sh.radius * s * axis for e in ends for s in (-1, 1)
+                                               for axis in np.eye(3))
+        else:
+            c, h = np.asarray(sh.p0), np.asarray(sh.half)
+            out.setdefault(sh.link, []).extend(c + h * np.array([sx, sy, sz]) for sx in (-1, 1) for sy in (-1, 1)
+                                               for sz in (-1, 1))
+    return {link: np.array(pts) for link, pts in out.items()}
+
+
 def look_at(eye, target, up=(0, 0, 1.0)) -> np.ndarray:
     """View matrix (OpenGL convention, row-major) — the same as dpg.create_lookat_matrix."""
     eye, target, up = (np.asarray(x, float) for x in (eye, target, up))
@@ -233,7 +264,8 @@ class RobotDrawing:
     shaded by how they face the light with the robot at home (painted on: the shade turns with
     the link, which keeps depth readable at no cost per frame)."""
 
-    def __init__(self, model, parent, color, solid: bool, tag_prefix: str) -> None:
+    def __init__(self, model, parent, color, solid: bool, tag_prefix: str, meshes: dict | None = None) -> None:
+        """`meshes`: per link (vertices, triangles, colour) drawn in place of its shapes (solid only)."""
 
         self.model = model
         self.nodes: dict[int, int] = {}
@@ -241,8 +273,9 @@ class RobotDrawing:
         self.shade: dict[int, list[float]] = {}
         self.solid = solid
         self.color = color
-        joins = connectors(model) + pelvis(model)
-        links = sorted({s.link for s in list(model.shapes) + joins})
+        meshes = meshes if solid and meshes else {}
+        joins = [] if meshes else connectors(model) + pelvis(model)
+        links = sorted({s.link for s in list(model.shapes) + joins} | set(meshes))
         at_home = model.fk_frames(model.home)
         for link in links:
             node = dpg.add_draw_node(parent=parent, tag=f"{tag_prefix}_link{link}")
@@ -250,24 +283,32 @@ class RobotDrawing:
             self.items[link] = []
             self.shade[link] = []
             R = at_home[link + 1, :3, :3]
+            if link in meshes:
+                v, f, _ = meshes[link]
+                self._triangles(link, node, R, [(v[a], v[b], v[c]) for a, b, c in f])
+                continue
             for sh in list(model.shapes) + joins:
                 if sh.link != link:
                     continue
                 tris, edges = shape_mesh(sh, 8 if solid else 6)
                 if solid:
-                    for a, b, c in tris:
-                        n = np.cross(np.asarray(b) - a, np.asarray(c) - a)
-                        norm = float(np.linalg.norm(n))
-                        lit = max(0.0, float((R @ n) @ LIGHT) / norm) if norm > 0 else 0.5
-                        f = SHADE[0] + (SHADE[1] - SHADE[0]) * lit
-                        col = shaded(color, f)
-                        self.shade[link].append(f)
-                        self.items[link].append(dpg.draw_triangle(list(a), list(b), list(c), color=col, fill=col,
-                                                                  thickness=0, parent=node))
+                    self._triangles(link, node, R, tris)
                 else:
                     for a, b in edges:
                         self.items[link].append(dpg.draw_line(list(a), list(b), color=color, thickness=1, parent=node))
         self.link_color = {link: color for link in links}
+
+    def _triangles(self, link: int, node, R: np.ndarray, tris) -> None:
+        """Filled triangles, each shaded by how it faces the light with the robot at home."""
+        for a, b, c in tris:
+            n = np.cross(np.asarray(b) - a, np.asarray(c) - a)
+            norm = float(np.linalg.norm(n))
+            lit = max(0.0, float((R @ n) @ LIGHT) / norm) if norm > 0 else 0.5
+            f = SHADE[0] + (SHADE[1] - SHADE[0]) * lit
+            col = shaded(self.color, f)
+            self.shade[link].append(f)
+            self.items[link].append(dpg.draw_triangle(list(a), list(b), list(c), color=col, fill=col, thickness=0,
+                                                      parent=node))
 
     def set_poses(self, F: np.ndarray, T_world_base: np.ndarray | None = None) -> None:
         """F: fk_frames output (base frame); row link + 1 is link `link`, row 0 the base."""

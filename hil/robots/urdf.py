@@ -358,6 +358,33 @@ def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[t
     return shapes, boxes
 
 
+def _visual_meshes(robot, parts: _Parts, path: str) -> list[list]:
+    """The links' visual meshes for the twin: [link index, file, scale xyz, placement in the link's
+    frame (16 numbers, row-major), RGBA or None]; files that cannot be found are left out (the
+    twin draws the link's shapes instead)."""
+    out = []
+    for link in robot.links:
+        if link.name not in parts.placed:
+            continue
+        idx, offset = parts.placed[link.name]
+        for el in link.visuals:
+            g = el.geometry
+            if g is None or g.mesh is None:
+                continue
+            try:
+                file = resolve_file(g.mesh.filename, path)
+            except (OSError, ValueError):
+                continue
+            scale = [1.0, 1.0, 1.0] if g.mesh.scale is None else \
+                [float(v) for v in np.broadcast_to(np.asarray(g.mesh.scale, float), (3,))]
+            T = offset @ _origin(el.origin, path, f"link {link.name!r}")
+            color = None
+            if el.material is not None and el.material.color is not None and el.material.color.rgba is not None:
+                color = [float(v) for v in el.material.color.rgba]
+            out.append([int(idx), str(file), scale, [float(v) for v in T.ravel()], color])
+    return out
+
+
 def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
     """(Shape, (box lo, box hi)) of one URDF geometry placed by T in link `idx`'s frame, or None."""
     c, R = T[:3, 3], T[:3, :3]
@@ -424,7 +451,7 @@ SIDE_ROBOT_KEYS = {"name", "urdf", "kind", "board", "description", "tool_frame",
 SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo"}
 
 
-CACHE_VERSION = 2   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 3   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
@@ -538,6 +565,7 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
                             "kind": cfg.get("kind", "arm"), "board": cfg.get("board", "servos")}
     if "floor_z_m" in cfg:
         meta["floor_z_m"] = float(cfg["floor_z_m"])
+    meta["visual_meshes"] = _visual_meshes(robot, parts, path)
     for item in side.get("frame", []):
         name, link, offset = _side_frame(item, parts, side_path)
         frames[name] = (parts.placed[link][0], parts.placed[link][1] @ offset)

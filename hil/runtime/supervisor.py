@@ -90,6 +90,7 @@ class RunRequest:
     calibration: str | None = None
     faults: tuple[str, ...] = ()
     path_file: str | None = None       # a planned path to show in the twin
+    view: str | None = None            # the twin's camera preset (twin.app.VIEWS)
     bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
     board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
     emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
@@ -255,7 +256,7 @@ class _Run:
         client = LoopClient(self.shared.name)
         try:
             if not self.headless:
-                self.twin = start_twin(self.shared.name, self.model.spec, self.req.path_file)
+                self.twin = start_twin(self.shared.name, self.model.spec, self.req.path_file, self.req.view)
                 print("twin: starting …")
             if self.req.zenoh:
                 self.bridge = start_bridge(self.req, self.shared.name)

@@ -9,9 +9,11 @@ import sys
 from hil.runtime.process_life import ENV_PARENT
 
 
-def start_twin(loop_name: str, robot: str, path: str | None = None) -> subprocess.Popen:
+def start_twin(loop_name: str, robot: str, path: str | None = None, view: str | None = None) -> subprocess.Popen:
     # -P: the current folder (a hil checkout, say) must not shadow the installed package
     argv = [sys.executable, "-P", "-m", "hil.cli", "twin", "--attach", loop_name, "--robot", robot]
     if path:
         argv += ["--path", path]
+    if view:
+        argv += ["--view", view]
     return subprocess.Popen(argv, env={**os.environ, ENV_PARENT: str(os.getpid())})

@@ -352,3 +352,79 @@ def test_joint_names_are_shown_beside_their_joints_when_asked(xdisplay, tmp_path
         return int((np.abs(patch - np.array(A.NAME_COLOR[:3])).max(axis=2) <= 40).sum())
     x, y = px(F[1 + m.joint_index("elbow")][:3, 3])
     assert text_pixels(named, x, y) > 15 and text_pixels(plain, x, y) < 3
+
+
+def robot_mask(img) -> np.ndarray:
+    """The measured robot's pixels in the view (its blue, at any shade the light gives it)."""
+    from twin import app as A
+
+    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    r, g, b = view[..., 0], view[..., 1], view[..., 2]
+    return (b - r > 90) & (b - g > 40) & (b > 150)
+
+
+def test_view_presets_look_from_where_they_say():
+    from twin import app as A
+    from twin import scene as S
+
+    pts = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]) * 0.1
+    for name, right, up in (("side", 0, 2), ("front", 1, 2), ("top", 0, 1)):
+        cam = A.fitted(pts, *A.VIEWS[name], ortho=True)
+        P = S.orthographic(cam["ortho"] * A.VIEW_W / A.VIEW_H, cam["ortho"], 0.01, 4 * cam["dist"])
+        V = S.look_at(*S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"]))
+        px = [np.array(S.project(P, V, p, A.VIEW_W, A.VIEW_H)) for p in pts]
+        assert px[1 + right][0] - px[0][0] > 20, name          # that axis to the right
+        assert px[0][1] - px[1 + up][1] > 20, name             # that one up (pixel y grows down)
+        assert abs(px[1 + right][1] - px[0][1]) < 1 and abs(px[1 + up][0] - px[0][0]) < 1, name
+
+
+def test_so101_side_view_is_the_silhouette_of_its_own_meshes(xdisplay, tmp_path):
+    """At zero joint angles, from the side: the twin's drawing against the silhouette of SO-101's
+    URDF meshes at full resolution (every triangle, placed by forward kinematics, projected with
+    the view's own camera and filled)."""
+    import trimesh
+    from PIL import Image, ImageDraw
+
+    from twin import app as A
+    from twin import scene as S
+    from twin.meshes import link_meshes
+
+    try:
+        m = robots.load("so101")
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"so101 needs example-robot-data ({e})")
+    img = shot(tmp_path, "so101", [0] * 6, extra=("--view", "side"))
+    drawn = robot_mask(img)
+    q = np.zeros(m.n)
+    cam = A.fitted(A.robot_points(m, S.link_bounds(m, link_meshes(m)), q, np.eye(4)), *A.VIEWS["side"], ortho=True)
+    P = S.orthographic(cam["ortho"] * A.VIEW_W / A.VIEW_H, cam["ortho"], 0.01, 4 * cam["dist"])
+    V = S.look_at(*S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"]))
+    F = m.fk_frames(q)
+    silhouette = Image.new("1", (A.VIEW_W, A.VIEW_H))
+    pen = ImageDraw.Draw(silhouette)
+    for link, file, scale, T, _ in m.meta["visual_meshes"]:
+        mesh = trimesh.load(file, force="mesh", process=False)
+        M = F[link + 1] @ np.asarray(T).reshape(4, 4)
+        v = (np.asarray(mesh.vertices) * scale) @ M[:3, :3].T + M[:3, 3]
+        h = (P @ V @ np.c_[v, np.ones(len(v))].T).T
+        xy = np.c_[A.VIEW_W * h[:, 0] / h[:, 3] + A.VIEW_W / 2, A.VIEW_H / 2 - A.VIEW_H * h[:, 1] / h[:, 3]]
+        for tri in np.asarray(mesh.faces):
+            pen.polygon([tuple(p) for p in xy[tri]], fill=1)
+    truth = np.array(silhouette, dtype=bool)
+    iou = (drawn & truth).sum() / (drawn | truth).sum()
+    print(f"IoU {iou:.3f}")
+    assert iou > 0.8, iou
+    ys, xs = np.nonzero(drawn)         # and all of it in view, filling it
+    assert xs.min() > 2 and ys.min() > 2 and xs.max() < A.VIEW_W - 3 and ys.max() < A.VIEW_H - 3
+    assert xs.max() - xs.min() > 0.7 * A.VIEW_W or ys.max() - ys.min() > 0.7 * A.VIEW_H
+
+
+@pytest.mark.parametrize("view", [None, "front", "side", "iso"])
+def test_the_g1_is_framed_whole(xdisplay, tmp_path, view):
+    from twin import app as A
+
+    img = shot(tmp_path, "examples/robots/g1.toml", extra=("--view", view) if view else ())
+    ys, xs = np.nonzero(robot_mask(img))
+    assert len(xs) > 5000
+    assert xs.min() > 2 and ys.min() > 2 and xs.max() < A.VIEW_W - 3 and ys.max() < A.VIEW_H - 3, (view, xs, ys)
+    assert ys.max() - ys.min() > 0.55 * A.VIEW_H     # standing, head to feet over most of the view

@@ -54,6 +54,24 @@ class Fault(IntFlag):
     AMP_FAULT = 1 << 12
 
 
+# what to do about each fault, where a user reads it (the twin's tooltip, hil ctl)
+FAULT_FIX = {
+    Fault.ESTOP: "an e-stop (button, Ctrl-C, a client, the e-stop input): find why, then clear the fault and enable",
+    Fault.WATCHDOG: "no command for the board's timeout (the host stalled or the link broke): clear the fault, enable",
+    Fault.LINK_LOST: "the board heard nothing from the host: check the cable; hil reconnects by board id",
+    Fault.UNDERVOLT: "the supply sagged below the servos' minimum: check the power supply and its wiring",
+    Fault.OVERTEMP: "a servo or driver is too hot: let it cool, lighten its load, then clear the fault",
+    Fault.SERVO_BUS: "a servo stopped answering or reported an error: check its cable and power (the run names it)",
+    Fault.ENCODER: "an encoder or limit switch reported an error: check its wiring before clearing",
+    Fault.NOT_HOMED: "incremental encoders: put the arm in its home pose and home it (hil ctl home)",
+    Fault.CMD_REJECTED: "the board refused commands (a wrong joint count or a bad frame): check the robot model",
+    Fault.BROWNOUT_SEEN: "the board reset on a brown-out since it was powered: check the supply",
+    Fault.RX_OVERRUN: "the board lost received bytes: lower the loop rate, or the adapter's latency",
+    Fault.PARAMS_DEFAULTED: "no saved parameters: the board runs on its defaults (hil ctl param-save keeps yours)",
+    Fault.AMP_FAULT: "a motor amplifier reported a fault: check the amplifier and the motor, then clear",
+}
+
+
 def fault_names(faults: int) -> str:
     """The set fault bits by name ("watchdog, cmd rejected"), "none" for 0; unknown bits in hex."""
     names = [f.name.lower().replace("_", " ") for f in Fault if faults & f]
@@ -61,6 +79,11 @@ def fault_names(faults: int) -> str:
     if rest:
         names.append(f"bits {rest:#x}")
     return ", ".join(names) or "none"
+
+
+def fault_fixes(faults: int) -> str:
+    """One line per set fault bit: its name and what to do."""
+    return "\n".join(f"{f.name.lower().replace('_', ' ')}: {FAULT_FIX[f]}" for f in Fault if faults & f)
 
 
 class JointFlag(IntFlag):

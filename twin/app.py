@@ -17,11 +17,36 @@ import numpy as np
 from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
+from firmware_protocol.messages import fault_fixes, fault_names
 from hil.runtime.shared import BOARD_STATES, progress_text
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import scene as S
 
-W, H = 1280, 720
+
+def screen_size(default=(1280, 720)) -> tuple[int, int]:
+    """The X screen's size (Xlib through ctypes: no toolkit needed), else `default`."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        x11 = ctypes.CDLL(ctypes.util.find_library("X11") or "libX11.so.6")
+        x11.XOpenDisplay.restype = ctypes.c_void_p
+        x11.XDisplayWidth.argtypes = x11.XDisplayHeight.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        x11.XDefaultScreen.argtypes = x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+        display = x11.XOpenDisplay(None)
+        if not display:
+            return default
+        try:
+            screen = x11.XDefaultScreen(display)
+            return int(x11.XDisplayWidth(display, screen)), int(x11.XDisplayHeight(display, screen))
+        finally:
+            x11.XCloseDisplay(display)
+    except (OSError, AttributeError):
+        return default
+
+
+# the window: 1280×720, or the screen it opens on where that is smaller (placed at its top left)
+W, H = (min(a, b) for a, b in zip((1280, 720), screen_size()))
 GROUND_TOUCH = 0.0008   # a sole corner this low touches the ground (m): below a rolling sole's lifted corner
 # DearPyGui's clip-space mapping shows only half of the nominal field of view (see scene.project)
 FOV = math.radians(75)
@@ -89,6 +114,12 @@ def fitted(points: np.ndarray, yaw: float, pitch: float, ortho: bool) -> dict:
     return cam
 
 
+def set_text(tag: str, text: str) -> None:
+    """A panel line that takes room only while it says something."""
+    dpg.set_value(tag, text)
+    dpg.configure_item(tag, show=bool(text))
+
+
 def grid_step(model) -> float:
     """A grid spacing for the robot's size: 5 cm for a small robot, 25 cm for a big arm."""
     p = model.fk_frames(model.home)[:, :3, 3]
@@ -102,6 +133,7 @@ VIEWS = {"front": (0.0, 0.0), "side": (-math.pi / 2, 0.0), "top": (-math.pi / 2,
          "iso": (math.radians(-45), math.radians(35.26))}
 ORTHOGRAPHIC = ("front", "side", "top")
 FIT_MARGIN = 0.9     # of the view the robot fills, at most
+CHAR_W = 7           # pixels a character of DearPyGui's default font takes
 GHOST_APART_RAD = math.radians(0.2)   # the commanded pose is drawn where it is this far from the measured
 
 
@@ -156,7 +188,7 @@ class TwinApp:
     def build(self) -> None:
 
         dpg.create_context()
-        dpg.create_viewport(title=self.title, width=W, height=H, vsync=False)
+        dpg.create_viewport(title=self.title, width=W, height=H, x_pos=0, y_pos=0, vsync=False)
         dpg.setup_dearpygui()
         # software GL fills every pixel itself, at about 15 ns a pixel for a filled shape, while the
         # viewport's clear costs almost nothing: the window and the side panel have no filled
@@ -249,13 +281,18 @@ class TwinApp:
                 dpg.add_button(label="Enable", callback=lambda *a: (self._post("enable"),
                                                                    dpg.configure_item("confirm", show=False)))
                 dpg.add_button(label="Cancel", callback=lambda *a: dpg.configure_item("confirm", show=False))
-        dpg.add_text("", tag="status", wrap=PANEL_W - 20)
-        dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120))
-        dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3])
-        with dpg.group(horizontal=True):   # the legend: what each colour in the 3D view is
-            for text, color in (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
-                                ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING)):
-                dpg.add_text(text, color=color[:3])
+        # the three lines below take no room while they say nothing (set_text shows them)
+        dpg.add_text("", tag="status", wrap=PANEL_W - 20, show=False)
+        with dpg.tooltip("status", tag="status_tip"):
+            dpg.add_text("", tag="faults_fix", wrap=PANEL_W)
+        dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120), show=False)
+        dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3], show=False)
+        legend = (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
+                  ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING))
+        for row in (legend[:3], legend[3:]):   # the legend, whole: what each colour in the 3D view is
+            with dpg.group(horizontal=True):
+                for text, color in row:
+                    dpg.add_text(text, color=color[:3])
         with dpg.group(horizontal=True):
             dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
             dpg.add_checkbox(label="joint frames (xyz: rgb)", tag="frames_box",
@@ -270,13 +307,15 @@ class TwinApp:
             if self.base is not None:
                 dpg.add_checkbox(label="follow", tag="follow_box", default_value=self.follow_base,
                                  callback=lambda s, a: setattr(self, "follow_base", a))
+        # the sliders as wide as leaves the longest joint name whole beside them
+        slider_w = max(100, min(200, PANEL_W - 100 - CHAR_W * max(len(n) for n in m.joint_names)))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):
                 dpg.add_text("measured   commanded (drag to jog)", color=(160, 160, 170))
                 for i, name in enumerate(m.joint_names):
                     with dpg.group(horizontal=True):
                         dpg.add_text(f"{math.degrees(m.home[i]):+7.1f}°", tag=f"meas{i}")
-                        dpg.add_slider_float(label=name, tag=f"slider{i}", width=200,
+                        dpg.add_slider_float(label=name, tag=f"slider{i}", width=slider_w,
                                              min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
                                              default_value=math.degrees(m.home[i]), format="%.1f°",
                                              callback=self._on_slider)
@@ -471,7 +510,7 @@ class TwinApp:
 
         self.messages.append(text)
         if dpg.does_item_exist("event"):
-            dpg.set_value("event", text)
+            set_text("event", text)
 
     def _slider_q(self) -> np.ndarray:
 
@@ -597,7 +636,7 @@ class TwinApp:
             q = self.q_meas
             flags = self._checker.check(q).flags
             if flags:
-                dpg.set_value("safety_reason", "safety: " + "; ".join(self._checker.explain(flags, q)))
+                set_text("safety_reason", "safety: " + "; ".join(self._checker.explain(flags, q)))
         self.balance_flagged = bool(flags & BALANCE)
         links: set[int] = set()
         if q is None:
@@ -606,7 +645,7 @@ class TwinApp:
             pair, reason = self._checker.colliding_links(q)
             links |= pair
             if reason and self.client is not None:
-                dpg.set_value("safety_reason", f"safety: {reason}")
+                set_text("safety_reason", f"safety: {reason}")
         if flags & WORKSPACE:
             links.add(int(self.model.frame_link[self.model.frame_index(self.model.tool_frame)]))
         return links
@@ -656,13 +695,17 @@ class TwinApp:
         pixels = self._joint_pixels(self.q_meas) if self.show_names or self._over_view() else None
         self._hover_name(pixels)
         if self.show_names:
-            placed: list[np.ndarray] = []
+            # a name that would cover one already placed is left out (hovering its joint names it)
+            placed: list[tuple[float, float, float]] = []
             for i, (origin, _) in enumerate(pixels):
-                pos = origin + [6.0, -16.0]
-                while any(abs(pos[1] - p[1]) < 14 and abs(pos[0] - p[0]) < 60 for p in placed):
-                    pos = pos + [0.0, 15.0]   # joints that share a place (a wrist) get a column of names
-                placed.append(pos)
-                dpg.configure_item(f"jname{i}", pos=[float(pos[0]), float(pos[1])])
+                x, y = float(origin[0]) + 6.0, float(origin[1]) - 16.0
+                w = CHAR_W * len(self.model.joint_names[i])
+                free = all(x + w < px or px + pw < x or abs(y - py) >= 15 for px, py, pw in placed)
+                if free:
+                    placed.append((x, y, w))
+                    dpg.configure_item(f"jname{i}", pos=[x, y], show=True)
+                else:
+                    dpg.configure_item(f"jname{i}", show=False)
         for link in self._flagged_links():
             self.meas.set_link_color(link, S.COLLIDING)
         if self.base is not None:
@@ -722,7 +765,7 @@ class TwinApp:
         try:
             s = self.client.snapshot()
         except Exception as e:  # noqa: BLE001 - the loop may be gone
-            dpg.set_value("status", f"loop not readable: {e}")
+            set_text("status", f"loop not readable: {e}")
             return
         self.q_meas = s.q_meas
         self.q_cmd = s.q_cmd
@@ -731,7 +774,7 @@ class TwinApp:
         self.safety_flags = int(s.safety_flags)
         self._show_measured()
         if self.safety_flags:   # the last reason stays shown until another one comes
-            dpg.set_value("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))
+            set_text("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))
         t = s.t
         self.history.append((t, s.q_cmd.copy(), s.q_meas.copy()))
         self.history = [h for h in self.history if t - h[0] <= 5.0]
@@ -739,12 +782,16 @@ class TwinApp:
         if self.frames % 30 == 0 and self.estimated is None:
             self._check_estimated()
         estimate = "\nmeasured = ESTIMATE (open-loop servos: the commanded pulse)" if self.estimated else ""
-        dpg.set_value("status", f"board {st}  faults {int(s.faults):#x}  link {'ok' if s.link_ok else 'LOST'}{estimate}\n"
-                                f"motion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
-                                f"{progress_text(s.motion_progress)}   safety: {', '.join(flag_names(int(s.safety_flags))) or 'ok'}\n"
-                                f"twin {self.fps:.0f} fps")
+        faults = int(s.faults)
+        set_text("status", f"board {st}  faults: {fault_names(faults)}  link {'ok' if s.link_ok else 'LOST'}"
+                           f"{estimate}\nmotion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
+                           f"{progress_text(s.motion_progress)}   safety: "
+                           f"{', '.join(flag_names(int(s.safety_flags))) or 'ok'}\ntwin {self.fps:.0f} fps")
+        if faults != getattr(self, "_faults_shown", None):   # what to do about each, on hovering the status
+            self._faults_shown = faults
+            dpg.set_value("faults_fix", fault_fixes(faults) or "no faults")
         if s.event:
-            dpg.set_value("event", s.event)
+            set_text("event", s.event)
         dpg.set_value("timing", f"rate {s.rate_hz:.1f} Hz   jitter p50 {s.jitter_p50_us:.1f} µs  p99 "
                                 f"{s.jitter_p99_us:.1f} µs  max {s.jitter_max_us:.0f} µs\n"
                                 f"cycle p50 {s.cycle_p50_us:.1f} µs  p99 {s.cycle_p99_us:.1f} µs\n"
@@ -752,7 +799,7 @@ class TwinApp:
                                 f"link errors {int(s.link_errors)}   decoder drops {int(s.decoder_drops)}\n"
                                 f"SCHED_FIFO {'yes' if s.sched_fifo else 'no'}  cpu {int(s.cpu)}")
         dpg.set_value("s_hist", [list(np.arange(20) * 100.0 + 50), list(s.jitter_hist)])
-        dpg.set_value("board", f"{self.client.name}\nstate {st}\nfaults {int(s.faults):#010x}")
+        dpg.set_value("board", f"{self.client.name}\nstate {st}\nfaults: {fault_names(faults)}\n{fault_fixes(faults)}")
         if self.frames % 5 == 0 and self.history:
             ts = [h[0] for h in self.history]
             j = self.plot_joint

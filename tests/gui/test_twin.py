@@ -428,3 +428,46 @@ def test_the_g1_is_framed_whole(xdisplay, tmp_path, view):
     assert len(xs) > 5000
     assert xs.min() > 2 and ys.min() > 2 and xs.max() < A.VIEW_W - 3 and ys.max() < A.VIEW_H - 3, (view, xs, ys)
     assert ys.max() - ys.min() > 0.55 * A.VIEW_H     # standing, head to feet over most of the view
+
+
+PANEL_LAYOUT = r"""
+import json, sys
+import dearpygui.dearpygui as dpg
+import hil.robots as robots
+from twin import app as A
+app = A.TwinApp(robots.load(sys.argv[1]), None)
+app.build()
+app.set_names(True)
+for _ in range(4):
+    app.update_scene()
+    dpg.render_dearpygui_frame()
+panel = dpg.get_item_rect_max("estop")[0]   # the e-stop button spans the panel's width
+def right(tag):
+    return dpg.get_item_rect_max(tag)[0]
+out = {"panel_right": panel,
+       "slider_right": max(right(f"slider{i}") for i in range(app.model.n)),
+       "gap": dpg.get_item_rect_min("view_front")[1] - dpg.get_item_rect_max("send_preview")[1],
+       "names": [[*dpg.get_item_configuration(f"jname{i}")["pos"], len(app.model.joint_names[i])]
+                 for i in range(app.model.n) if dpg.get_item_configuration(f"jname{i}")["show"]]}
+app.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("robot", ["examples/robots/g1.toml", "humanoid17"])
+def test_the_panel_shows_everything_whole_and_the_names_never_overlap(xdisplay, robot):
+    import json
+
+    from twin import app as A
+
+    r = subprocess.run([sys.executable, "-c", PANEL_LAYOUT, robot], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["slider_right"] <= got["panel_right"], got           # every joint's name whole beside its slider
+    assert got["gap"] < 100, got                                     # the legend rows and buttons, no empty band
+    boxes = got["names"]
+    assert len(boxes) >= 3
+    for k, (x, y, n) in enumerate(boxes):                            # the names shown never cover each other
+        for x2, y2, n2 in boxes[k + 1:]:
+            apart = x + A.CHAR_W * n < x2 or x2 + A.CHAR_W * n2 < x or abs(y - y2) >= 15
+            assert apart, (x, y, n, x2, y2, n2)

@@ -8,26 +8,26 @@ renders one frame to a PNG with no loop at all.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import time
 
 import dearpygui.dearpygui as dpg
 import numpy as np
 
+from firmware_protocol.messages import fault_fixes, fault_names
 from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
-from firmware_protocol.messages import fault_fixes, fault_names
 from hil.runtime.shared import BOARD_STATES, progress_text
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import scene as S
+from twin.meshes import link_meshes
 
 
 def screen_size(default=(1280, 720)) -> tuple[int, int]:
     """The X screen's size (Xlib through ctypes: no toolkit needed), else `default`."""
-    import ctypes
-    import ctypes.util
-
     try:
         x11 = ctypes.CDLL(ctypes.util.find_library("X11") or "libX11.so.6")
         x11.XOpenDisplay.restype = ctypes.c_void_p
@@ -78,8 +78,6 @@ def default_camera(model, meshes: dict | None = None) -> dict:
     seen from the front-right-above (`meshes`: what the twin draws of it, default its own)."""
     if model.name in CAMERA:
         return dict(CAMERA[model.name])
-    from twin.meshes import link_meshes
-
     meshes = link_meshes(model) if meshes is None else meshes
     Tw = FloatingBase(model, "l_sole", model.home).body_pose(model.home) if model.kind == "humanoid" else np.eye(4)
     return fitted(robot_points(model, S.link_bounds(model, meshes), model.home, Tw),
@@ -140,8 +138,6 @@ GHOST_APART_RAD = math.radians(0.2)   # the commanded pose is drawn where it is 
 class TwinApp:
     def __init__(self, model, client=None, path: np.ndarray | None = None, workpiece=None,
                  title: str = "hil twin", view: str | None = None) -> None:
-        from twin.meshes import link_meshes
-
         self.model = model
         self.meshes = link_meshes(model)      # a URDF robot's own meshes ({}: its shapes are drawn)
         self._bounds = S.link_bounds(model, self.meshes)

@@ -225,7 +225,9 @@ def test_a_motion_run_ends_with_the_reason_when_the_board_faults(tmp_path):
 
 def test_a_request_flood_changes_neither_threads_nor_state(tmp_path):
     """Repro 5: 4 400 ENABLE requests took the loop process to 3 836 threads."""
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--no-realtime")
+    # (long enough for the flood on a busy machine: each request waits for the loop's answer; the
+    # test shuts it down itself)
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "300", "--no-realtime")
     try:
         client = attach(proc, "puma560")
 

@@ -87,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         from hil.runtime.shared import LoopClient
         client = LoopClient(args.attach)
-        model = robots.load(args.robot or client.info().get("robot") or client.name.split("_")[1])
+        model = robots.load(args.robot or _loop_robot(client))
         if model.n != client.n:
             raise InputError(f"the loop {client.name} has {client.n} joints, {model.name} has {model.n}")
     path = workpiece = None
@@ -144,6 +144,20 @@ def main(args: argparse.Namespace) -> int:
         client.close()
     return 0
 
+
+
+def _loop_robot(client, wait_s: float = 15.0) -> str:
+    """The robot a loop runs (its model file, for a robot loaded from one): the loop says so once it
+    has connected, which may take a while (a bus emulator starting, a URDF loading)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        robot = client.info().get("robot")
+        if robot:
+            return robot
+        time.sleep(0.1)
+    return client.name.split("_")[1]
 
 
 def _remote_model(client, robot: str | None):

@@ -133,6 +133,8 @@ ORTHOGRAPHIC = ("front", "side", "top")
 FIT_MARGIN = 0.9     # of the view the robot fills, at most
 CHAR_W = 7           # pixels a character of DearPyGui's default font takes
 GHOST_APART_RAD = math.radians(0.2)   # the commanded pose is drawn where it is this far from the measured
+PLOT_WINDOWS = (5.0, 10.0, 30.0, 60.0)   # seconds the plots can keep
+REPLAY_SPEEDS = ("0.1×", "0.25×", "0.5×", "1×", "2×", "4×")
 
 
 class TwinApp:
@@ -157,6 +159,9 @@ class TwinApp:
         self.q_cmd = model.home.copy()
         self.preview_q = None
         self.history: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.plot_window_s = PLOT_WINDOWS[0]   # the plots keep this many seconds
+        self.plots_paused = False
+        self.replay = None                     # a replay's recording (hil replay): its rows, for the time bar
         self.plot_joint = 0
         self.estop_sent = 0
         self.frames = 0
@@ -303,6 +308,8 @@ class TwinApp:
             if self.base is not None:
                 dpg.add_checkbox(label="follow", tag="follow_box", default_value=self.follow_base,
                                  callback=lambda s, a: setattr(self, "follow_base", a))
+        if self._load_replay():
+            self._build_replay_bar()
         # the sliders as wide as leaves the longest joint name whole beside them
         slider_w = max(100, min(200, PANEL_W - 100 - CHAR_W * max(len(n) for n in m.joint_names)))
         with dpg.tab_bar():
@@ -330,8 +337,14 @@ class TwinApp:
                     dpg.add_button(label="Send", callback=lambda *a: self._cart_send())
                 dpg.add_text("", tag="cart_msg", wrap=PANEL_W - 20)
             with dpg.tab(label="Plots"):
-                dpg.add_combo(list(m.joint_names), default_value=m.joint_names[0], tag="plot_joint", width=200,
-                              callback=lambda s, a: setattr(self, "plot_joint", m.joint_names.index(a)))
+                with dpg.group(horizontal=True):
+                    dpg.add_combo(list(m.joint_names), default_value=m.joint_names[0], tag="plot_joint", width=170,
+                                  callback=lambda s, a: setattr(self, "plot_joint", m.joint_names.index(a)))
+                    dpg.add_combo([f"{w:g} s" for w in PLOT_WINDOWS], default_value=f"{self.plot_window_s:g} s",
+                                  tag="plot_window", width=60,
+                                  callback=lambda s, a: setattr(self, "plot_window_s", float(a.split()[0])))
+                    dpg.add_checkbox(label="pause", tag="plot_pause",
+                                     callback=lambda s, a: setattr(self, "plots_paused", a))
                 with dpg.plot(label="commanded vs measured (deg)", height=170, width=-1):
                     dpg.add_plot_axis(dpg.mvXAxis, label="t (s)", tag="px")
                     with dpg.plot_axis(dpg.mvYAxis, tag="py"):
@@ -349,6 +362,46 @@ class TwinApp:
                         dpg.add_bar_series(list(np.arange(20) * 100.0 + 50), [0.0] * 20, weight=80, tag="s_hist")
             with dpg.tab(label="Board"):
                 dpg.add_text("", tag="board")
+
+    # --------------------------------------------------------------- a replay's time bar
+    def _load_replay(self) -> bool:
+        """The recording a replay plays (its block says which), for the time bar and the plots."""
+        if self.client is None or not getattr(self.client, "replay_rows", 0):
+            return False
+        from hil.runtime.recorder import open_run   # lazy: only a replay's twin reads a recording
+
+        try:
+            self.replay = open_run(self.client.info()["replay"])[0]
+        except (KeyError, OSError, ValueError) as e:
+            self._message(f"replay: the recording cannot be read here ({e}); no time bar")
+            return False
+        return True
+
+    def _build_replay_bar(self) -> None:
+        t = self.replay["t"]
+        with dpg.group(horizontal=True):
+            dpg.add_checkbox(label="pause", tag="replay_pause", callback=lambda s, a: self.client.replay_pause(a))
+            dpg.add_combo(REPLAY_SPEEDS, default_value="1×", tag="replay_speed", width=70,
+                          callback=lambda s, a: self.client.replay_speed(float(a[:-1])))
+            dpg.add_slider_float(tag="replay_time", width=-1, min_value=0.0, max_value=float(t[-1] - t[0]),
+                                 format="%.2f s", callback=self._on_replay_scrub)
+
+    def _on_replay_scrub(self, sender, value) -> None:
+        t = self.replay["t"]
+        self.client.replay_seek(int(np.searchsorted(t, t[0] + value)))
+        self._scrubbed_at = time.monotonic()
+
+    def _replay_bar(self) -> None:
+        """The bar follows the replay (a user's scrub wins for a moment); the plots show the
+        recording's last window up to the moment shown, wherever the scrub took it."""
+        data, k = self.replay, min(self.client.replay_row, len(self.replay) - 1)
+        t = data["t"]
+        if time.monotonic() - getattr(self, "_scrubbed_at", -1e9) > SLIDER_OWN_S:
+            dpg.set_value("replay_time", float(t[k] - t[0]))
+        lo = int(np.searchsorted(t, t[k] - self.plot_window_s))
+        step = max(1, (k + 1 - lo) // 500)          # at most 500 points a series
+        rows = data[lo:k + 1:step]
+        self.history = [(float(r["t"]), r["q_cmd"], r["q_meas"]) for r in rows]
 
     # --------------------------------------------------------------- camera
     def _apply_camera(self) -> None:
@@ -772,8 +825,13 @@ class TwinApp:
         if self.safety_flags:   # the last reason stays shown until another one comes
             set_text("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))
         t = s.t
-        self.history.append((t, s.q_cmd.copy(), s.q_meas.copy()))
-        self.history = [h for h in self.history if t - h[0] <= 5.0]
+        if self.replay is not None:
+            self._replay_bar()
+        elif self.history and t < self.history[-1][0]:
+            self.history = []     # the loop's clock started again
+        if self.replay is None:
+            self.history.append((t, s.q_cmd.copy(), s.q_meas.copy()))
+            self.history = [h for h in self.history if t - h[0] <= max(PLOT_WINDOWS)]
         st = BOARD_STATES.get(int(s.board_state), "?")
         if self.frames % 30 == 0 and self.estimated is None:
             self._check_estimated()
@@ -796,12 +854,13 @@ class TwinApp:
                                 f"SCHED_FIFO {'yes' if s.sched_fifo else 'no'}  cpu {int(s.cpu)}")
         dpg.set_value("s_hist", [list(np.arange(20) * 100.0 + 50), list(s.jitter_hist)])
         dpg.set_value("board", f"{self.client.name}\nstate {st}\nfaults: {fault_names(faults)}\n{fault_fixes(faults)}")
-        if self.frames % 5 == 0 and self.history:
-            ts = [h[0] for h in self.history]
+        if self.frames % 5 == 0 and self.history and not self.plots_paused:
+            shown = [h for h in self.history if t - h[0] <= self.plot_window_s]
+            ts = [h[0] for h in shown]
             j = self.plot_joint
-            dpg.set_value("s_cmd", [ts, [math.degrees(h[1][j]) for h in self.history]])
-            dpg.set_value("s_meas", [ts, [math.degrees(h[2][j]) for h in self.history]])
-            dpg.set_value("s_err", [ts, [math.degrees(float(np.max(np.abs(h[1] - h[2])))) for h in self.history]])
+            dpg.set_value("s_cmd", [ts, [math.degrees(h[1][j]) for h in shown]])
+            dpg.set_value("s_meas", [ts, [math.degrees(h[2][j]) for h in shown]])
+            dpg.set_value("s_err", [ts, [math.degrees(float(np.max(np.abs(h[1] - h[2])))) for h in shown]])
             for ax in ("px", "py", "ex", "ey"):
                 dpg.fit_axis_data(ax)
             dpg.fit_axis_data("hy")

@@ -11,7 +11,8 @@ import numpy as np
 
 from hil.errors import InputError
 from hil.runtime.recorder import LOOP_MOTION, open_run
-from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
+from hil.runtime.shared import (C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
+                                C_STATUS, LoopStatus, SharedState, loop_name)
 from hil.runtime.supervisor import display_available
 from hil.runtime.twin_launch import start_twin
 
@@ -30,14 +31,16 @@ def _raise_stopped(signum, frame) -> None:
 
 def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
     """Play a recording into a shared block (and the twin); 0 when it ran to its end, 128 + the
-    signal's number when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped it. The block goes either way."""
+    signal's number when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped it. The block goes either way.
+    The twin's replay bar pauses it, scrubs it and sets its speed (the block's C_REPLAY_* words)."""
     data, meta, model = open_run(path)
     robot = meta.get("robot")
     if speed <= 0:
         raise InputError("--speed must be positive")
     name = loop_name(model.name, os.getpid())
     shared = SharedState(name, model.n, create=True)
-    F = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
+    shared.ctrl[C_REPLAY_ROWS] = len(data)
+    shared.set_info(robot=model.spec, replay=os.path.abspath(path), pid=os.getpid())
     twin = None
     if not headless and display_available():
         twin = start_twin(name, model.spec)
@@ -47,36 +50,10 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     shared.set_event(f"replay of {path}: {len(data)} cycles, {data['t'][-1] - data['t'][0]:.1f} s")
     print(f"replaying {path}: {len(data)} cycles at {speed:g}× ({robot})")
     old = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    player = _Player(data, shared, speed, headless, loop)
     stopped: int | None = None
-    t_now = float(data["t"][0])
     try:
-        while True:
-            t0 = time.monotonic()
-            r0 = float(data["t"][0])
-            for k in range(len(data)):
-                due = t0 + (float(data["t"][k]) - r0) / speed
-                delay = due - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                row = data[k]
-                t_now = float(row["t"])
-                shared.begin_write()
-                F["t"][0] = row["t"]
-                F["cycle"][0] = k
-                F["q_cmd"][:] = row["q_cmd"]
-                F["q_meas"][:] = row["q_meas"]
-                F["q_target"][:] = row["q_target"]
-                F["board_state"][0] = row["board_state"]
-                F["faults"][0] = row["faults"]
-                F["safety_flags"][0] = row["safety_flags"]
-                F["link_ok"][0] = 1.0
-                F["motion_running"][0] = 1.0 if "loop_flags" in data.dtype.names and row["loop_flags"] & LOOP_MOTION else 0.0
-                shared.end_write()
-                if headless and k % max(1, len(data) // 20) == 0:
-                    print(f"  t {row['t']:7.2f} s  board state {int(row['board_state'])}  "
-                          f"max |cmd − meas| {np.degrees(np.abs(row['q_cmd'] - row['q_meas']).max()):.2f}°")
-            if not loop:
-                break
+        player.run()
     except _Stopped as e:
         stopped = e.signum
     finally:
@@ -87,8 +64,63 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
             twin.terminate()
         shared.close()
     if stopped is not None:
-        print(f"replay stopped by {signal.Signals(stopped).name} at t = {t_now:.2f} s of the recording",
+        print(f"replay stopped by {signal.Signals(stopped).name} at t = {player.t_now:.2f} s of the recording",
               file=sys.stderr)
         return 128 + stopped
     print("replay done", file=sys.stderr)
     return 0
+
+
+class _Player:
+    """A cursor over the recording's rows that follows its own clock: the recording's time runs at
+    `speed` (or the twin's), stands while paused, and jumps where the twin seeks."""
+
+    def __init__(self, data, shared, speed: float, headless: bool, loop: bool) -> None:
+        self.data, self.shared, self.speed, self.headless, self.loop = data, shared, speed, headless, loop
+        self.t = data["t"].astype(float)
+        self.F = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
+        self.k = 0
+        self.t_now = float(self.t[0])
+        self.motion = "loop_flags" in data.dtype.names
+
+    def run(self) -> None:
+        ctrl, last, shown = self.shared.ctrl, time.monotonic(), -1
+        while True:
+            if ctrl[C_REPLAY_SEEK]:
+                self.k = int(ctrl[C_REPLAY_SEEK]) - 1
+                self.t_now = float(self.t[self.k])
+                ctrl[C_REPLAY_SEEK] = 0
+            now = time.monotonic()
+            if not ctrl[C_REPLAY_PAUSE]:
+                speed = ctrl[C_REPLAY_SPEED] / 1000.0 if ctrl[C_REPLAY_SPEED] > 0 else self.speed
+                self.t_now += (now - last) * speed
+                while self.k + 1 < len(self.t) and self.t[self.k + 1] <= self.t_now:
+                    self.k += 1
+            last = now
+            if self.k != shown:
+                self._publish(self.k)
+                shown = self.k
+                ctrl[C_REPLAY_ROW] = self.k
+            if self.k == len(self.t) - 1 and not ctrl[C_REPLAY_PAUSE] and self.t_now >= self.t[-1]:
+                if not self.loop:
+                    return
+                self.k, self.t_now, shown = 0, float(self.t[0]), -1
+            time.sleep(0.001)
+
+    def _publish(self, k: int) -> None:
+        row, F, shared = self.data[k], self.F, self.shared
+        shared.begin_write()
+        F["t"][0] = row["t"]
+        F["cycle"][0] = k
+        F["q_cmd"][:] = row["q_cmd"]
+        F["q_meas"][:] = row["q_meas"]
+        F["q_target"][:] = row["q_target"]
+        F["board_state"][0] = row["board_state"]
+        F["faults"][0] = row["faults"]
+        F["safety_flags"][0] = row["safety_flags"]
+        F["link_ok"][0] = 1.0
+        F["motion_running"][0] = 1.0 if self.motion and row["loop_flags"] & LOOP_MOTION else 0.0
+        shared.end_write()
+        if self.headless and k % max(1, len(self.data) // 20) == 0:
+            print(f"  t {row['t']:7.2f} s  board state {int(row['board_state'])}  "
+                  f"max |cmd − meas| {np.degrees(np.abs(row['q_cmd'] - row['q_meas']).max()):.2f}°")

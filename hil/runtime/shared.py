@@ -51,6 +51,9 @@ def progress_text(progress: float) -> str:
 MAGIC = 0x48494C34  # "HIL4"
 CTRL_WORDS = 16
 C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP, C_ANSWERS = range(11)
+# a replay's block (hil replay): its rows, the row shown, and the twin's time controls (seek to row
+# + 1, 0: none; paused; speed in thousandths, 0: as started)
+C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_PAUSE, C_REPLAY_SPEED = range(11, 16)
 MAILBOX_SLOTS = 64
 ANSWER_SLOTS = 64
 ANSWER_BYTES = 240
@@ -504,6 +507,25 @@ class LoopClient:
     def pid(self) -> int:
         """The loop process's id."""
         return int(self.state.ctrl[C_PID])
+
+    # ------------------------------------------------------------- a replay's time
+    @property
+    def replay_rows(self) -> int:
+        """How many rows the replay has (0: this is a live loop, not a replay)."""
+        return int(self.state.ctrl[C_REPLAY_ROWS])
+
+    @property
+    def replay_row(self) -> int:
+        return int(self.state.ctrl[C_REPLAY_ROW])
+
+    def replay_seek(self, row: int) -> None:
+        self.state.ctrl[C_REPLAY_SEEK] = max(0, min(int(row), self.replay_rows - 1)) + 1
+
+    def replay_pause(self, paused: bool) -> None:
+        self.state.ctrl[C_REPLAY_PAUSE] = int(bool(paused))
+
+    def replay_speed(self, speed: float) -> None:
+        self.state.ctrl[C_REPLAY_SPEED] = int(round(speed * 1000))
 
     def estop(self, timeout_s: float = 1.0) -> Answer:
         """Set the e-stop word: the loop sends ESTOP in its next cycle (nothing queues before it).

@@ -228,3 +228,57 @@ def test_the_sliders_show_the_command_while_a_motion_or_jog_drives_it(xdisplay, 
         panel = json.load(f)
     shown = np.array([panel["sliders_deg"][n] for n in robots.load("puma560").joint_names])
     assert np.abs(shown - np.degrees(goal)).max() < 0.1, (shown, np.degrees(goal))
+
+
+REPLAY_TWIN = r"""
+import json, sys, time
+import dearpygui.dearpygui as dpg
+import hil.robots as robots
+from hil.runtime.shared import LoopClient
+from twin import app as A
+client = LoopClient(sys.argv[1])
+app = A.TwinApp(robots.load("puma560"), client)
+app.build()
+client.replay_pause(True)
+dpg.set_value("replay_time", 1.0)        # to 1.0 s of the recording, as a drag of the time bar does
+app._on_replay_scrub("replay_time", 1.0)
+for _ in range(200):
+    app.poll_loop(); app.update_scene(); dpg.render_dearpygui_frame()
+    if abs(client.replay_row - int(sys.argv[2])) <= 1:
+        break
+for _ in range(10):                      # the plots are drawn every fifth frame
+    app.frames += 1
+    app.poll_loop(); app.update_scene(); dpg.render_dearpygui_frame()
+xs = dpg.get_value("s_cmd")[0]
+print(json.dumps({"row": client.replay_row, "bar": dpg.get_value("replay_time"), "first": xs[0], "last": xs[-1],
+                  "window": app.plot_window_s}))
+app.close()
+"""
+
+
+def test_a_replays_time_bar_scrubs_it_and_the_plots_follow(xdisplay, tmp_path):
+    import json
+
+    rec = tmp_path / "r.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "3", "--enable",
+                              "--motion", "demo", "--record", str(rec)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = np.load(rec)
+    t = data["t"]
+    row = int(np.searchsorted(t, t[0] + 1.0))
+    proc = subprocess.Popen(HIL + ["replay", str(rec), "--headless", "--loop"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        client = attach(proc, "puma560")
+        name = client.name
+        client.close()
+        r = subprocess.run([sys.executable, "-c", REPLAY_TWIN, name, str(row)], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        proc.send_signal(__import__("signal").SIGINT)
+        finish(proc)
+    assert abs(got["row"] - row) <= 1 and abs(got["bar"] - 1.0) < 0.01, got
+    # the plots end at the moment shown and reach back the plots' window (from the recording's start)
+    assert abs(got["last"] - t[row]) < 0.01 and got["first"] >= t[row] - got["window"] - 0.01, got

@@ -335,6 +335,36 @@ def test_replay_plays_a_recording(tmp_path):
         assert not os.path.exists(os.path.join(runtime_dir(), f"hil_puma560_{proc.pid}")), "the block was left"
 
 
+def test_a_replay_pauses_scrubs_and_changes_speed_when_asked(tmp_path):
+    rec = tmp_path / "r.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--enable",
+                              "--motion", "demo", "--record", str(rec)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = np.load(rec)
+    proc = subprocess.Popen(HIL + ["replay", str(rec), "--headless", "--loop"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        client = attach(proc, "puma560")
+        assert client.replay_rows == len(data) and client.info()["replay"] == str(rec)
+        client.replay_pause(True)
+        client.replay_seek(700)
+        shown = client.wait(lambda s: int(s.cycle) == 700, timeout_s=5)
+        assert shown is not None and client.replay_row == 700
+        np.testing.assert_allclose(shown.q_meas, data["q_meas"][700])        # the recorded row, shown
+        time.sleep(0.3)
+        assert int(client.snapshot().cycle) == 700                           # paused: it stays
+        client.replay_speed(0.25)
+        client.replay_pause(False)
+        t0, k0 = time.monotonic(), client.replay_row
+        time.sleep(1.0)
+        advanced = float(data["t"][client.replay_row] - data["t"][k0])
+        assert 0.05 < advanced < 0.6 * (time.monotonic() - t0), advanced    # a quarter of the recorded pace
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        finish(proc)
+
+
 def test_path_runs_a_gcode_contour_through_the_loop(tmp_path):
     prog = tmp_path / "p.nc"
     prog.write_text("G21 G90\nG0 X0 Y0 Z0\nG1 X30 F3000\nG3 X0 Y30 R30\nG1 X0 Y0\nM30\n")

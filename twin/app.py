@@ -162,6 +162,8 @@ class TwinApp:
         self.plot_window_s = PLOT_WINDOWS[0]   # the plots keep this many seconds
         self.plots_paused = False
         self.replay = None                     # a replay's recording (hil replay): its rows, for the time bar
+        self.shadow = None                     # the shadow twin's block (hil run --shadow), once it is there
+        self._shadow_looked = 0.0
         self.plot_joint = 0
         self.estop_sent = 0
         self.frames = 0
@@ -229,6 +231,8 @@ class TwinApp:
         self.meas = S.RobotDrawing(self.model, "world", S.MEASURED, True, "meas", meshes=self.meshes)
         self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost")
         self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev")
+        self.shadow_drawing = S.RobotDrawing(self.model, "world", S.SHADOW, False, "shadow")
+        self.shadow_drawing.show(False)
         self.prev.show(False)
         size = 0.6 * grid_step(self.model)
         for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
@@ -288,6 +292,7 @@ class TwinApp:
             dpg.add_text("", tag="faults_fix", wrap=PANEL_W)
         dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120), show=False)
         dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3], show=False)
+        dpg.add_text("", tag="shadow_text", wrap=PANEL_W - 20, color=S.SHADOW[:3], show=False)
         legend = (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
                   ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING))
         for row in (legend[:3], legend[3:]):   # the legend, whole: what each colour in the 3D view is
@@ -363,7 +368,30 @@ class TwinApp:
             with dpg.tab(label="Board"):
                 dpg.add_text("", tag="board")
 
-    # --------------------------------------------------------------- a replay's time bar
+    # --------------------------------------------------------------- the shadow twin
+    def _show_shadow(self) -> None:
+        """The shadow's predicted pose (orange wireframe) and its residual and diagnosis, when the
+        run has a shadow (its block appears a moment after the loop starts)."""
+        from hil.runtime import shadow as sh   # lazy: only a run with --shadow has one
+
+        if self.shadow is None:
+            if time.monotonic() - self._shadow_looked < 1.0 or not hasattr(self.client, "state"):
+                return
+            self._shadow_looked = time.monotonic()
+            try:
+                self.shadow = sh.ShadowBlock(sh.block_path(self.client.name), self.model.n)
+            except (OSError, ValueError):
+                return
+            self.shadow_drawing.show(True)
+        got = self.shadow.read()
+        if got is None:
+            return
+        _, pred, residual, flags = got
+        self.shadow_q = pred
+        worst = int(np.argmax(np.abs(residual)))
+        lines = sh.describe(self.model.joint_names, residual, flags)
+        set_text("shadow_text", f"shadow: measured − predicted ≤ {math.degrees(abs(residual[worst])):.1f}° "
+                                f"({self.model.joint_names[worst]})" + "".join("\n" + ln for ln in lines))
     def _load_replay(self) -> bool:
         """The recording a replay plays (its block says which), for the time bar and the plots."""
         if self.client is None or not getattr(self.client, "replay_rows", 0):
@@ -733,6 +761,8 @@ class TwinApp:
             self._apply_camera()
         if self.preview_q is not None:
             self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
+        if getattr(self, "shadow_q", None) is not None:
+            self.shadow_drawing.set_poses(m.fk_frames(self.shadow_q), Tw)
         for i in range(m.n):
             self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
         self.meas.set_link_color(-1, S.MEASURED)
@@ -825,6 +855,7 @@ class TwinApp:
         if self.safety_flags:   # the last reason stays shown until another one comes
             set_text("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))
         t = s.t
+        self._show_shadow()
         if self.replay is not None:
             self._replay_bar()
         elif self.history and t < self.history[-1][0]:

@@ -42,6 +42,16 @@ def run_export(args) -> int:
     return 0
 
 
+def _shadow_of(path: str):
+    """The shadow twin's rows beside a recording (hil run --shadow --record), or None."""
+    import numpy as np   # lazy: as the module's other imports
+
+    try:
+        return np.load(path + ".shadow.npy", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+
+
 def run_plot(args) -> int:
     from hil.export.plots import plot_recording
     from hil.runtime.recorder import open_run
@@ -51,6 +61,7 @@ def run_plot(args) -> int:
         raise InputError(f"--out {out}: the figure is a PNG; name it .png")
     writable_file(out, "--out")
     data, meta, model = open_run(args.file, args.robot)
-    panels = plot_recording(out, data, meta, model)
+    shadow = _shadow_of(args.file)
+    panels = plot_recording(out, data, meta, model, shadow)
     print(f"wrote {out}: {', '.join(panels)}")
     return 0

@@ -26,6 +26,11 @@ def register(sub) -> None:
     s.add_argument("--duration", type=float, help="stop after this many seconds of the control loop, counted from its "
                                                           "first cycle (default: run until stopped)")
     s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
+    s.add_argument("--shadow", action="store_true",
+                   help="a shadow twin: the robot in physics (MuJoCo) driven with the same commands, beside the "
+                        "run; the residual measured − predicted per joint in the twin and the run's lines (with "
+                        "--record, FILE.shadow.npy), flagged where it points to an offset, a reversed joint, "
+                        "backlash or a stall (pip install -e '.[physics]')")
     s.add_argument("--view", choices=("front", "side", "top", "iso"),
                    help="the twin's camera: front (from +x, y to the right), side (from −y, x to the right), top (down z) — "
                         "drawn as orthographic views — or iso; the robot fitted in it (keys: F fits again, R resets)")
@@ -81,7 +86,8 @@ def run(args) -> int:
         calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation,
         stabilise=not args.no_stabiliser, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
-        zenoh_control=args.zenoh_control, speed=speed_of(args), strict=args.strict, view=args.view)
+        zenoh_control=args.zenoh_control, speed=speed_of(args), strict=args.strict, view=args.view,
+        shadow=args.shadow)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:

@@ -65,8 +65,9 @@ def _zmp_panel(ax, model, data, rate_hz: float) -> float | None:
     return worst
 
 
-def plot_recording(path_png: str, data: np.ndarray, meta: dict, model) -> list[str]:
-    """Write the figure; returns the panels drawn."""
+def plot_recording(path_png: str, data: np.ndarray, meta: dict, model, shadow: np.ndarray | None = None) -> list[str]:
+    """Write the figure; returns the panels drawn. `shadow`: the shadow twin's rows (hil run
+    --shadow): each joint's residual measured − predicted is drawn under its measurement."""
     plt = _pyplot()
     n = model.n
     cols = min(n, 6)
@@ -84,6 +85,9 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model) -> list[s
         mid = 0.5 * (max(cmd.max(), meas.max()) + min(cmd.min(), meas.min()))
         lo, hi = ax.get_ylim()
         ax.set_ylim(min(lo, mid - 1.0), max(hi, mid + 1.0))   # at least 2°: a still joint is not all noise
+        if shadow is not None and len(shadow):
+            ax.plot(shadow["t"], np.degrees(shadow["residual"][:, j]) + mid, color="tab:orange", lw=0.8,
+                    label="residual (+ mid)")
         ax.set_title(names[j] if j < len(names) else f"joint {j}", fontsize=8)
         ax.tick_params(labelsize=7)
         if j == 0:
@@ -116,6 +120,8 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model) -> list[s
         ax.hist(period - 1e6 / rate, bins=60, color="tab:gray", log=True)
     ax.set_title(f"loop period − {1e6 / rate:.0f} µs (µs)" if rate else "loop period", fontsize=9)
     panels = ["joints", "tracking error", "safety flags", "period histogram"]
+    if shadow is not None and len(shadow):
+        panels.insert(1, "shadow residuals")
     if humanoid and {"l_sole", "r_sole"} <= set(model.frame_names):
         ax = fig.add_subplot(grid[row + 1:, :])
         worst = _zmp_panel(ax, model, data, rate or 200.0)

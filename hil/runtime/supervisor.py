@@ -26,7 +26,7 @@ from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.realtime import check_a_loop_cpu_is_free
 from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
-from hil.runtime.twin_launch import start_twin
+from hil.runtime.twin_launch import start_shadow, start_twin
 from hil.safety import flag_names
 
 
@@ -91,6 +91,7 @@ class RunRequest:
     faults: tuple[str, ...] = ()
     path_file: str | None = None       # a planned path to show in the twin
     view: str | None = None            # the twin's camera preset (twin.app.VIEWS)
+    shadow: bool = False               # the robot in MuJoCo beside the run (hil.runtime.shadow)
     bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
     board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
     emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
@@ -136,6 +137,11 @@ def check(req: RunRequest, model, bus=None) -> float:
                          "--dry-run; not with --port or --bus")
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
+    if req.shadow:
+        emulator_launch.check_physics()
+        if req.physics:
+            raise InputError("--shadow runs physics beside the robot; with --physics the robot itself is in physics: "
+                             "choose one")
     if req.physics:
         if not req.dry_run:
             raise InputError("--physics puts the robot in physics behind the built-in emulator: use it with --dry-run")
@@ -232,6 +238,7 @@ class _Run:
         self.shared, self.req, self.model, self.headless = shared, req, model, headless
         self.proc = None
         self.twin = None
+        self.shadow = None
         self.bridge = None
         self.code = 0
         self.signal: int | None = None
@@ -260,6 +267,8 @@ class _Run:
                 print("twin: starting …")
             if self.req.zenoh:
                 self.bridge = start_bridge(self.req, self.shared.name)
+            if self.req.shadow:
+                self.shadow = start_shadow(self.shared.name, self.model.spec, self.req.board_config, self.req.record)
             last_print = 0.0
             while self.proc.is_alive():
                 time.sleep(0.05)
@@ -372,6 +381,12 @@ class _Run:
             self.proc.join(timeout=3)
         if self.twin is not None:
             self.twin.terminate()
+        if self.shadow is not None:
+            self.shadow.terminate()
+            try:
+                self.shadow.wait(timeout=5)   # it writes its recording as it ends
+            except subprocess.TimeoutExpired:
+                self.shadow.kill()
         if self.bridge is not None:
             self.bridge.terminate()
             try:

@@ -1,4 +1,5 @@
-"""Start the twin in its own process (DearPyGui must never share a process with the loop)."""
+"""Start the twin, and the shadow, each in its own process (DearPyGui must never share a process with
+the loop, nor physics its CPU)."""
 
 from __future__ import annotations
 
@@ -16,4 +17,14 @@ def start_twin(loop_name: str, robot: str, path: str | None = None, view: str | 
         argv += ["--path", path]
     if view:
         argv += ["--view", view]
+    return subprocess.Popen(argv, env={**os.environ, ENV_PARENT: str(os.getpid())})
+
+
+def start_shadow(loop_name: str, robot: str, board_config: str | None, record: str | None) -> subprocess.Popen:
+    """The shadow twin (hil.runtime.shadow) beside the loop `loop_name`; it ends with this process."""
+    argv = [sys.executable, "-P", "-m", "hil.runtime.shadow", "--loop", loop_name, "--robot", robot]
+    if board_config:
+        argv += ["--board-config", board_config]
+    if record:
+        argv += ["--record", record]
     return subprocess.Popen(argv, env={**os.environ, ENV_PARENT: str(os.getpid())})

@@ -139,3 +139,31 @@ def test_a_blocked_servo_stops_the_motion_names_its_joint_and_the_run_says_so(tm
     t = data["t"]
     eased = np.flatnonzero((t > t[pushing[0]]) & (np.abs(data["q_cmd"][:, knee] - data["q_meas"][:, knee]) < 1e-3))
     assert len(eased) and t[eased[0]] - t[pushing[0]] <= 0.2 + 0.05, (t[pushing[0]], t[eased[0]])
+
+
+def test_the_shadow_twin_runs_beside_the_robot_and_names_a_stall(tmp_path):
+    """--shadow: physics driven with the run's commands; the blocked knee is a residual that grows
+    while its model moves on, said in the run, kept beside the recording and drawn by hil plot."""
+    pytest.importorskip("mujoco")
+    from hil.runtime.shadow import STALL
+
+    rec = tmp_path / "run.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--headless",
+                              "--enable", "--motion", "examples/squat.toml", "--duration", "5", "--shadow",
+                              "--record", str(rec), "--fault", "blocked:3@1.5"], capture_output=True, text=True,
+                       timeout=180)
+    assert "shadow: humanoid17 in MuJoCo beside the run" in r.stdout, r.stdout + r.stderr
+    assert "shadow: l_knee: stall" in r.stdout, r.stdout
+    shadow = np.load(str(rec) + ".shadow.npy")
+    knee = MODEL.joint_index("l_knee")
+    assert (shadow["flags"][:, knee] & STALL).any() and len(shadow) > 100
+    # the other joints track their model: not flagged, their residuals small; the knee's is not
+    others = np.arange(MODEL.n) != knee
+    assert not shadow["flags"][:, others].any()
+    assert np.percentile(np.abs(shadow["residual"][:, others]), 95) < np.radians(3)
+    assert np.abs(shadow["residual"][:, knee]).max() > np.radians(5)
+    out = tmp_path / "run.png"
+    p = subprocess.run(HIL + ["plot", str(rec), "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "shadow residuals" in p.stdout, p.stdout + p.stderr
+    left = subprocess.run(["pgrep", "-f", "hil.runtime.shadow"], capture_output=True, text=True).stdout.split()
+    assert not left, "the shadow outlived its run"

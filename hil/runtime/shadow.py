@@ -1,0 +1,217 @@
+"""The shadow twin (`hil run --port P --shadow`): the robot in MuJoCo, driven with the same commands
+as the real one, in real time beside the run, so that what the robot does can be held against what
+it should do.
+
+Its own process (physics must not share the loop's CPU): it reads the loop's block (the command
+sent, whether the board is enabled, the measured pose), steps the physics plant to now, and
+publishes the predicted pose and the residual measured − predicted per joint, with a diagnosis
+where the residual has a shape:
+
+  offset     a steady residual while the joint moves: its zero is off (`hil calibrate`)
+  reversed   measured and predicted move in opposite directions: the joint is reversed
+  backlash   the residual flips sign with the direction of motion: play in the gears
+  stall      predicted moving, the joint still, the residual growing: something blocks it
+
+While the robot is not enabled the shadow is put where the robot is measured to be, so each enable
+starts both from the same pose. The block (`<loop>.shadow` in the runtime folder) is read by the
+twin; with `--record FILE` the shadow writes FILE.shadow.npy at the end (t, q_pred, residual, flags)
+which `hil plot` draws.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from hil import robots
+from hil.board_config import load as load_board_config
+from hil.robots.servos import servo_table
+from hil.runtime.process_life import exit_with_parent_from_env
+from hil.runtime.shared import LoopClient, runtime_dir
+
+OFFSET, REVERSED, BACKLASH, STALL = 1, 2, 4, 8
+DIAGNOSES = {OFFSET: "offset", REVERSED: "reversed", BACKLASH: "backlash", STALL: "stall"}
+WINDOW_S = 2.0                     # the residual's history a diagnosis looks at
+MOVING_RAD_S = 0.05                # a joint faster than this (predicted) is moving
+# steady residuals above this are an offset (or, flipping with the direction, backlash): above what a
+# model's servo stiffness being somewhat off gives (a soft servo's sag under load, its compensation)
+OFFSET_RAD = math.radians(2.5)
+STALL_RAD = math.radians(3.0)
+RATE_HZ = 200.0
+
+
+def block_path(loop_name: str) -> str:
+    return os.path.join(runtime_dir(), f"{loop_name}.shadow")
+
+
+class ShadowBlock:
+    """seq, t, then n predicted positions, n residuals, n diagnosis flags (float64), in a file
+    mapped by both sides; the writer makes seq odd while it writes (a seqlock)."""
+
+    def __init__(self, path: str, n: int, create: bool = False) -> None:
+        self.n = n
+        size = 2 + 3 * n
+        if create:
+            self.a = np.lib.format.open_memmap(path + ".tmp.npy", mode="w+", dtype=np.float64, shape=(size,))
+            os.replace(path + ".tmp.npy", path)
+        else:
+            self.a = np.load(path, mmap_mode="r")
+            if self.a.shape != (size,):
+                raise ValueError(f"{path}: a shadow block for {(self.a.shape[0] - 2) // 3} joints, not {n}")
+
+    def write(self, t: float, q_pred: np.ndarray, residual: np.ndarray, flags: np.ndarray) -> None:
+        a, n = self.a, self.n
+        a[0] += 1
+        a[1] = t
+        a[2:2 + n] = q_pred
+        a[2 + n:2 + 2 * n] = residual
+        a[2 + 2 * n:] = flags
+        a[0] += 1
+
+    def read(self) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+        a, n = self.a, self.n
+        for _ in range(10):
+            seq = a[0]
+            if seq % 2:
+                continue
+            out = float(a[1]), a[2:2 + n].copy(), a[2 + n:2 + 2 * n].copy(), a[2 + 2 * n:].copy()
+            if a[0] == seq:
+                return out if seq > 0 else None
+        return None
+
+
+def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """Per joint, the flags the last WINDOW_S of measured and predicted positions (rows) show."""
+    n = meas.shape[1]
+    flags = np.zeros(n)
+    keep = np.concatenate([[True], np.diff(t) > 0]) if len(t) else np.zeros(0, dtype=bool)
+    t, meas, pred = t[keep], meas[keep], pred[keep]   # (a state read twice is one sample)
+    if len(t) < 10:
+        return flags
+    dt = np.diff(t)[:, None]
+    vp, vm = np.diff(pred, axis=0) / dt, np.diff(meas, axis=0) / dt
+    r = (meas - pred)[1:]
+    for j in range(n):
+        moving = np.abs(vp[:, j]) > MOVING_RAD_S
+        if moving.sum() < 5:
+            continue
+        a, b = vp[moving, j], vm[moving, j]
+        if np.dot(a, b) < -0.5 * np.dot(a, a):
+            flags[j] += REVERSED
+            continue
+        still = np.abs(b) < 0.2 * np.abs(a)
+        if still[-5:].all() and abs(r[-1, j]) > STALL_RAD and abs(r[-1, j]) > abs(r[moving, j][0]):
+            flags[j] += STALL
+            continue
+        up, down = r[moving & (vp[:, j] > 0), j], r[moving & (vp[:, j] < 0), j]
+        if len(up) > 3 and len(down) > 3 and np.median(up) * np.median(down) < 0 \
+                and abs(np.median(up) - np.median(down)) > OFFSET_RAD:
+            flags[j] += BACKLASH
+        elif abs(np.median(r[moving, j])) > OFFSET_RAD and np.std(r[moving, j]) < 0.5 * abs(np.median(r[moving, j])):
+            flags[j] += OFFSET
+    return flags
+
+
+def describe(names, residual: np.ndarray, flags: np.ndarray) -> list[str]:
+    """One line per flagged joint: its name, what the residual points to, and its size."""
+    out = []
+    for j, f in enumerate(flags.astype(int)):
+        for bit, word in DIAGNOSES.items():
+            if f & bit:
+                out.append(f"{names[j]}: {word} (measured − predicted {math.degrees(residual[j]):+.1f}°)")
+    return out
+
+
+class Shadow:
+    def __init__(self, loop_name: str, robot: str, board_config: str | None) -> None:
+        from hil.physics.build import build   # lazy: MuJoCo is an optional extra (--shadow checks it first)
+        from hil.physics.plant import PhysicsPlant   # lazy: as above
+
+        self.client = LoopClient(loop_name)
+        self.model = robots.load(robot)
+        bus = load_board_config(board_config, self.model) if board_config else None
+        servo = servo_table(self.model, bus.servo if bus else None, bus.source if bus else "")
+        pm = build(self.model, servo)
+        s = self.client.snapshot()
+        self.plant = PhysicsPlant(pm, initial=s.q_meas, brakes="dh" in self.model.meta)
+        self.block = ShadowBlock(block_path(loop_name), self.model.n, create=True)
+        self.rows: list[tuple] = []
+
+    def _resync(self, q: np.ndarray) -> None:
+        """Not enabled: the shadow stands where the robot is measured to be."""
+        p = self.plant
+        p.d.qpos[p.pm.qpos_of_joint] = q
+        p.d.qvel[:] = 0.0
+        p.d.ctrl[:] = q
+        p.mj.mj_forward(p.m, p.d)
+        p.q = q.copy()
+
+    def step(self) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """One step to now: (the loop's time, predicted pose, residual, diagnosis flags)."""
+        s = self.client.snapshot()
+        now = time.monotonic()
+        enabled = int(s.board_state) == 2
+        if enabled:
+            self.plant.drive(s.q_cmd, np.ones(self.model.n, dtype=bool))
+            self.plant.advance(now)
+        else:
+            self._resync(s.q_meas)
+            self.plant.t = now
+        pred = self.plant.q.copy()
+        self.rows.append((float(s.t), s.q_meas.copy(), pred, enabled))
+        self.rows = [r for r in self.rows if r[0] > s.t - WINDOW_S]
+        moving = [r for r in self.rows if r[3]]
+        flags = diagnose(np.array([r[0] for r in moving]), np.array([r[1] for r in moving]),
+                         np.array([r[2] for r in moving])) if len(moving) > 10 else np.zeros(self.model.n)
+        residual = s.q_meas - pred
+        self.block.write(float(s.t), pred, residual, flags)
+        return float(s.t), pred, residual, flags
+
+
+def main(argv: list[str] | None = None) -> int:
+    exit_with_parent_from_env()
+    p = argparse.ArgumentParser(prog="python -m hil.runtime.shadow", allow_abbrev=False)
+    p.add_argument("--loop", required=True)
+    p.add_argument("--robot", required=True)
+    p.add_argument("--board-config")
+    p.add_argument("--record", help="write RECORD.shadow.npy at the end")
+    args = p.parse_args(argv)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the run's Ctrl-C is the loop's; the run ends us
+    shadow = Shadow(args.loop, args.robot, args.board_config)
+    print(f"shadow: {shadow.model.name} in MuJoCo beside the run, {RATE_HZ:.0f} Hz", flush=True)
+    rows, said = [], {}
+    try:
+        while not stopping:
+            t, pred, residual, flags = shadow.step()
+            rows.append((t, pred, residual, flags))
+            for line in describe(shadow.model.joint_names, residual, flags):
+                joint = line.split(":")[0]
+                if said.get(joint) != line.split("(")[0]:
+                    said[joint] = line.split("(")[0]
+                    print(f"shadow: {line}", flush=True)
+            time.sleep(1.0 / RATE_HZ)
+    finally:
+        if args.record and rows:
+            n = shadow.model.n
+            out = np.zeros(len(rows), dtype=[("t", "f8"), ("q_pred", "f8", (n,)), ("residual", "f8", (n,)),
+                                             ("flags", "i4", (n,))])
+            for k, (t, pred, residual, flags) in enumerate(rows):
+                out[k] = (t, pred, residual, flags.astype(int))
+            np.save(args.record + ".shadow.npy", out)
+        try:
+            os.unlink(block_path(args.loop))
+        except OSError:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_protocol.buses import bus_list
 from hil.errors import HilError
 from hil.inputs import number, writable_file
 
@@ -42,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show-s", type=float, default=8.0, help="how long the twin shows before/after (s)")
     p.add_argument("--emulate-offsets-deg", help="dry run: hidden zero offsets (one per joint or joint=deg)")
     p.add_argument("--emulate-reverse", help="dry run: hidden reversed joints (names)")
-    p.add_argument("--bus", help="a servo bus instead of a hil board (dynamixel2, dynamixel1, feetech, kondo-ics, "
-                                 "ssc32, maestro): the result goes into the board config's zero ticks and directions")
+    p.add_argument("--bus", help=f"a servo bus instead of a hil board ({bus_list()}): the result goes into the "
+                                 "board config's zero ticks and directions")
     p.add_argument("--board-config", metavar="FILE", help="the robot ↔ servo mapping (default: the one shipped for "
                                                           "--bus; then --out names where the calibrated copy goes)")
     g = p.add_mutually_exclusive_group()

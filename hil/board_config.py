@@ -2,7 +2,7 @@
 baud rate, and per joint the servo id, ticks per radian, zero tick, direction and limits.
 
     robot = "humanoid17"
-    bus = "dynamixel2"
+    bus = "…"               # a kind firmware_protocol.buses registers (hil --help lists them)
     baud = 1000000
 
     [defaults]              # any joint key, for every joint that does not set it
@@ -26,7 +26,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from firmware_protocol.buses import BUSES, bus_class, dynamixel1, dynamixel2, feetech
+from firmware_protocol.buses import BUSES, bus_class, model_numbers
 from firmware_protocol.buses.board import BusConfig, ServoJoint
 from hil.errors import InputError
 from hil.inputs import parse_toml, read_text
@@ -243,7 +243,7 @@ def _lerobot(row: dict, where: str) -> dict:
 def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
     """The emulator's servos for a config: ids, models, the robot's pose (home) in ticks, speeds, limits."""
 
-    numbers = {m.name.lower(): m.number for mod in (dynamixel2, dynamixel1, feetech) for m in mod.MODELS.values()}
+    numbers = model_numbers()
     q = model.home if initial is None else initial
     stall_mA = servo_table(model, config.servo, config.source).stall_current_mA()
     out = []

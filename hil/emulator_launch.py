@@ -24,6 +24,7 @@ import firmware_protocol
 from firmware_protocol import messages as M
 from firmware_protocol.buses.emulator import parse_faults
 from firmware_protocol.emulator.__main__ import Faults
+from firmware_protocol.buses import FIRST_BUS
 from hil.board_config import emulated_servos
 from hil.errors import InputError
 from hil.inputs import number
@@ -36,7 +37,7 @@ def board_kind(model) -> str:
     sized to the robot: SPEC.md §9)."""
     if model.board == "servos" and model.n > M.MAX_JOINTS:
         raise InputError(f"robot {model.name!r} has {model.n} joints; our protocol carries up to {M.MAX_JOINTS} "
-                         "per board: dry-run it on a servo bus (--bus dynamixel2) or drive it from two boards")
+                         f"per board: dry-run it on a servo bus (--bus {FIRST_BUS}) or drive it from two boards")
     if model.board not in BOARD_KINDS:
         raise InputError(f"robot {model.name!r} names no board the emulator has ([robot] board = "
                          f"{model.board!r}; boards: {', '.join(BOARD_KINDS)})")

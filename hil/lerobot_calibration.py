@@ -21,7 +21,7 @@ import dataclasses
 import json
 import math
 
-from firmware_protocol.buses import bus_class
+from firmware_protocol.buses import BUSES, bus_class
 from firmware_protocol.buses.board import BusConfig, ServoJoint
 from hil import board_config
 from hil.errors import InputError
@@ -29,24 +29,24 @@ from hil.inputs import parse_json, read_text
 
 KEYS = ("id", "drive_mode", "homing_offset", "range_min", "range_max")
 RESOLUTION = 4096          # ticks per turn of the servos LeRobot drives (STS3215, XL330, XL430)
-# The servos' Homing Offset registers: Feetech 11 bits and a sign bit, Dynamixel X a 4-byte
-# register that the servo limits to ±1 044 479 (ticks).
-HOMING_LIMIT = {"feetech": 2047, "dynamixel2": 1_044_479}
-# On Feetech, LeRobot mirrors a drive_mode 1 motor in software; on Dynamixel the servo's own Drive
-# Mode register does it, so the present positions hil reads are already mirrored.
-MIRRORED_BY_HOST = {"feetech": True, "dynamixel2": False}
+# the buses LeRobot drives, and per bus what its files may hold and how it mirrors a motor
+# (ServoBus.lerobot_*): on some it mirrors a drive_mode 1 motor in software, on others the servo's
+# own Drive Mode register does, so the present positions hil reads are already mirrored
+LEROBOT_BUSES = [k for k in BUSES if bus_class(k).lerobot_homing_limit is not None]
+HOMING_LIMIT = {k: bus_class(k).lerobot_homing_limit for k in LEROBOT_BUSES}
+MIRRORED_BY_HOST = {k: bus_class(k).lerobot_mirrors_on_host for k in LEROBOT_BUSES}
 
 
 def _bus_for(model, bus: str | None) -> str:
     if bus is not None:
         if bus not in HOMING_LIMIT:
-            raise InputError(f"--bus {bus}: LeRobot calibration files are for feetech and dynamixel2 buses")
+            raise InputError(f"--bus {bus}: LeRobot calibration files are for {' and '.join(LEROBOT_BUSES)} buses")
         return bus
     shipped = [b for b in HOMING_LIMIT if board_config.shipped_path(model.name, b).exists()]
     if len(shipped) == 1:
         return shipped[0]
-    raise InputError(f"which bus are {model.name}'s servos on? Add --bus feetech (SO-100/SO-101) or --bus dynamixel2 "
-                     "(Koch)")
+    raise InputError(f"which bus are {model.name}'s servos on? Add --bus with one of {', '.join(LEROBOT_BUSES)} "
+                     "(SO-100/SO-101: Feetech; Koch: Dynamixel 2.0)")
 
 
 def _motor(name: str, row, where: str, bus: str, max_id: int) -> dict:
@@ -133,7 +133,7 @@ def export_text(config: BusConfig) -> tuple[str, list[str]]:
     """The LeRobot calibration JSON for a board config (motors in the robot's joint order), and
     notes on what LeRobot will read differently."""
     if config.bus not in HOMING_LIMIT:
-        raise InputError(f"{config.source}: bus = {config.bus!r}; LeRobot drives feetech and dynamixel2 servos")
+        raise InputError(f"{config.source}: bus = {config.bus!r}; LeRobot drives {' and '.join(LEROBOT_BUSES)} servos")
     out, notes = {}, []
     for j in config.joints:
         out[j.name] = _exported(j, config.bus)

@@ -279,6 +279,8 @@ class Dynamixel2Bus(ServoBus):
     # position mode (3) honours a Homing Offset of ±1024 ticks at most (the e-manual)
     homing_limit = 1024
     homing_sign = 1     # present = actual + offset
+    lerobot_homing_limit = 1_044_479   # the register's range: LeRobot's Koch arms run in extended position mode
+    lerobot_mirrors_on_host = False
 
     @classmethod
     def turn_ticks(cls, model_name: str | None) -> int | None:

@@ -122,6 +122,8 @@ class FeetechBus(SumChecksumBus):
 
     homing_limit = 2047   # 11 bits and a sign
     homing_sign = -1      # present = actual − offset (the opposite of Dynamixel's)
+    lerobot_homing_limit = 2047
+    lerobot_mirrors_on_host = True
 
     @classmethod
     def turn_ticks(cls, model_name: str | None) -> int | None:

@@ -239,6 +239,11 @@ class ServoBus(ABC):
     # homing_sign · offset; Min/Max Position Limits stop goals outside a range.
     homing_limit: ClassVar[int | None] = None
     homing_sign: ClassVar[int] = 1
+    # LeRobot's calibration files (hil.lerobot_calibration): the homing offsets its files may hold
+    # for this bus (None: LeRobot does not drive it), and whether it mirrors a drive_mode 1 motor on
+    # the host (else the servo's own Drive Mode register does)
+    lerobot_homing_limit: ClassVar[int | None] = None
+    lerobot_mirrors_on_host: ClassVar[bool] = False
 
     @classmethod
     def turn_ticks(cls, model_name: str | None) -> int | None:

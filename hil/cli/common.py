@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 
+from firmware_protocol.buses import bus_list
 from hil.errors import InputError
 
 ROBOT_HELP = ("robot: a shipped name (puma560, humanoid17, so101; see `hil robots`), a URDF file, or a robot "
@@ -87,8 +88,8 @@ def servo_for(args, model):
     return servo_table(model, getattr(bus, "servo", None), getattr(bus, "source", ""))
 
 
-BUS_HELP = ("drive a servo bus instead of a hil board: dynamixel2, dynamixel1, feetech, kondo-ics, ssc32 or maestro "
-            "(with --dry-run: its emulator, with the shipped config for that bus)")
+BUS_HELP = (f"drive a servo bus instead of a hil board: {bus_list()} (with --dry-run: its emulator, with the "
+            "shipped config for that bus)")
 
 
 def add_emulator_option(s: argparse.ArgumentParser) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
+from firmware_protocol.buses import BUSES, FIRST_BUS
 from hil.cli.common import ROBOT_HELP, add_bus_options, add_command
+
+
+ECHOING_BUS = next((k for k, b in BUSES.items() if b.echoes), FIRST_BUS)
 
 
 def register(sub) -> None:
@@ -15,8 +19,8 @@ def register(sub) -> None:
                     "faults to inject. Runs until Ctrl-C.",
                     ["hil emulate --robot humanoid17 --offsets-deg l_knee=1.7 --reverse r_knee",
                      "hil emulate --robot puma560 --fault drop:0.01 --latency-ms 16",
-                     "hil emulate --robot humanoid17 --bus dynamixel2 --fault overload:3@5",
-                     "hil emulate --robot humanoid17 --bus kondo-ics --echo",
+                     f"hil emulate --robot humanoid17 --bus {FIRST_BUS} --fault overload:3@5",
+                     f"hil emulate --robot humanoid17 --bus {ECHOING_BUS} --echo",
                      "hil emulate --robot puma560 --impl c   # the C firmware (make host on first use)",
                      "hil emulate --robot humanoid17 --impl qemu   # its ARM image on QEMU's STM32F405"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)

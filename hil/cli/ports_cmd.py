@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from firmware_protocol.buses import FIRST_BUS, bus_list
 from hil.cli.common import add_command
 
 
@@ -18,40 +19,37 @@ def register(sub) -> None:
                     "usual baud rates, and lists the bus, baud rate, servo ids and models that answer. Only pings "
                     "and reads are written; a silent port takes about 2 s.",
                     ["hil ports", "hil ports --probe", "hil ports --probe /dev/pts/3",
-                     "hil ports --probe /dev/ttyUSB0 --bus dynamixel2 --baud 1000000"])
+                     f"hil ports --probe /dev/ttyUSB0 --bus {FIRST_BUS} --baud 1000000"])
     s.add_argument("--probe", action="store_true", help="ask each port which board or servo bus answers")
     s.add_argument("--baud", type=int, help="probe at this baud rate only (default: each bus's usual rates; "
                                             "1000000 for a hil board)")
-    s.add_argument("--bus", help="probe for this servo bus only (dynamixel2, dynamixel1, feetech, kondo-ics, "
-                                 "ssc32, maestro; or hil for a hil board)")
+    s.add_argument("--bus", help=f"probe for this servo bus only ({bus_list()}; or hil for a hil board)")
     s.add_argument("extra", nargs="*", metavar="PORT", help="list and probe these ports only (e.g. a pty from `hil emulate`)")
     s.set_defaults(func=run)
 
 
-PROBE_STEPS = {"maestro": "maestro", "ssc32": "ssc32", "dynamixel2": "dynamixel2", "dynamixel1": "protocol1",
-               "feetech": "protocol1", "kondo-ics": "kondo-ics"}
 
 
 def probe_port(dev: str, baud: int | None, bus: str | None) -> tuple[str, bool]:
     """What answers on `dev`, as the text after the arrow, and whether anything did."""
+    from firmware_protocol.buses import BUSES
     from firmware_protocol.buses.probe import probe_buses
     from firmware_protocol.errors import DeviceError
     from firmware_protocol.link import probe
     from firmware_protocol.serial_port import open_serial
 
-    order = list(PROBE_STEPS.values())
-    if bus not in (None, "hil"):
-        order = [PROBE_STEPS[bus]]
+    kinds = [k for k in BUSES if bus in (None, k)]
+    first = list(dict.fromkeys(BUSES[k].probe for k in kinds if BUSES[k].probe_first))
+    rest = list(dict.fromkeys(BUSES[k].probe for k in kinds if not BUSES[k].probe_first))
     try:
         found = None
-        if bus in (None, "maestro", "ssc32"):  # before anything else: see firmware_protocol/buses/probe.py
+        if first:  # before anything else: see firmware_protocol/buses/probe.py
             with open_serial(dev, baud or 115_200) as ser:
-                found = probe_buses(ser, [k for k in order if k in ("maestro", "ssc32")], [baud] if baud else None)
+                found = probe_buses(ser, first, [baud] if baud else None)
         if found is None and bus in (None, "hil"):
             info = probe(dev, baud or 1_000_000)
             if info is not None:
                 return f"hil board: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}", True
-        rest = [k for k in order if k not in ("maestro", "ssc32")]
         if found is None and rest and bus != "hil":
             with open_serial(dev, baud or 1_000_000) as ser:
                 found = probe_buses(ser, rest, [baud] if baud else None, full=bool(bus and baud))

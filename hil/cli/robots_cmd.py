@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import add_command
 
 
@@ -11,7 +12,7 @@ def register(sub) -> None:
     s = add_command(sub, "robots", "list robot models, joints and limits (degrees)",
                     "For each model: joints with their ranges, home pose and speed limit, frames and named poses.",
                     ["hil robots", "hil robots --robot humanoid17", "hil robots --robot my_arm.urdf",
-                     "hil robots --robot so101 --bus feetech   # the servo map --bus uses, as a board config"])
+                     f"hil robots --robot so101 --bus {FIRST_BUS}   # the servo map --bus uses, as a board config"])
     s.add_argument("--robot", help="only this robot: a shipped name, a .urdf file or a robot .toml file")
     s.add_argument("--bus", help="print the board config `--bus BUS` uses for --robot (shipped or generated), "
                                  "to start your own from")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import (ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option,
                              add_pace_options, servo_for, speed_of)
 
@@ -16,8 +17,8 @@ def register(sub) -> None:
                     ["hil run --robot puma560 --dry-run --headless --duration 10 --enable --motion demo",
                      "hil run --robot humanoid17 --port /dev/ttyACM0 --record run.npy --stats-json stats.json",
                      "hil run --robot humanoid17 --dry-run --enable --motion examples/wave.toml --exit-when-done",
-                     "hil run --robot humanoid17 --dry-run --bus dynamixel2 --headless --duration 5",
-                     "hil run --robot humanoid17 --port /dev/ttyUSB0 --bus feetech --board-config my_kit.toml"])
+                     f"hil run --robot humanoid17 --dry-run --bus {FIRST_BUS} --headless --duration 5",
+                     f"hil run --robot humanoid17 --port /dev/ttyUSB0 --bus {FIRST_BUS} --board-config my_kit.toml"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
     g = s.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port or pyserial URL of the board (see `hil ports`)")

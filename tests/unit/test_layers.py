@@ -156,3 +156,22 @@ def test_imports_inside_functions_say_why():
                     if "lazy:" not in here:
                         bad.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
     assert not bad, "\n".join(bad)
+
+
+def test_no_code_outside_the_bus_package_names_a_bus():
+    """A bus is registered once (firmware_protocol.buses.BUSES): help texts, probing, LeRobot files
+    and emulated models ask the registry, so adding a bus is adding files to that package."""
+    import re
+
+    from firmware_protocol.buses import BUSES
+
+    names = sorted({*BUSES, *(b.module for b in BUSES.values())}, key=len, reverse=True)
+    word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    bad = []
+    for name, path in modules():
+        if name.startswith("firmware_protocol.buses"):
+            continue
+        for k, line in enumerate(path.read_text().split("\n"), 1):
+            if word.search(line):
+                bad.append(f"{name}:{k}: {line.strip()}")
+    assert not bad, "\n".join(bad)

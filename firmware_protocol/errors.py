@@ -15,14 +15,6 @@ class ProtocolError(ProtocolLibError, ValueError):
     """A message could not be encoded or decoded (wrong length, value out of range)."""
 
 
-class ChecksumError(ProtocolError):
-    """A frame's CRC-32 did not match (the streaming decoder counts these instead of raising)."""
-
-
-class FramingError(ProtocolError):
-    """A frame's COBS encoding or length was invalid (counted by the streaming decoder)."""
-
-
 class DeviceError(ProtocolLibError, OSError):
     """The serial device failed: cannot open, busy, permission, I/O error. Names the port."""
 

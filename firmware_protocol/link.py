@@ -73,7 +73,6 @@ class Link:
         self._last_state_seq: int | None = None
         self._last_board_t = -1
         self._boot_id: int | None = None
-        self._state_listeners: list = []
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -246,8 +245,6 @@ class Link:
                 self._board_reset("the board clock jumped back")
             self._last_board_t = msg.t_us
             self._latest = sample
-            for fn in self._state_listeners:
-                fn(sample)
         elif isinstance(msg, M.Heartbeat):
             if self._boot_id is not None and msg.boot_id != self._boot_id:
                 self._board_reset(f"new boot id {msg.boot_id:08x}")
@@ -295,10 +292,6 @@ class Link:
         """The newest state (joint frame), or None before the first; never blocks."""
         self._check()
         return self._latest
-
-    def add_state_listener(self, fn) -> None:
-        """Call fn(StateSample) from the reader thread for every STATE (keep it short)."""
-        self._state_listeners.append(fn)
 
     # ------------------------------------------------------------------ writing
     def _write(self, data: bytes) -> None:

@@ -15,7 +15,6 @@ keeping the GIL is relied on: `RobotModel.jacobian` and `com` share one scratch 
 
 from __future__ import annotations
 
-import os
 
 from numba import njit, typeof
 
@@ -31,11 +30,6 @@ def kernel(signature=None, **extra):
     if signature is None:
         return njit(**options)
     return njit(signature, **options)
-
-
-def numba_cache_dir() -> str | None:
-    """The folder Numba writes its cache to, if one was set through the environment."""
-    return os.environ.get("NUMBA_CACHE_DIR")
 
 
 def entry_point(dispatcher, *example_args):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -287,10 +286,6 @@ def _spawn(argv: list[str], what: str) -> EmulatorHandle:
 def start_emulator(model, **kwargs) -> EmulatorHandle:
     """Start the matching board emulator; returns once its pty path is known."""
     return _spawn(emulator_argv(model, **kwargs), "board emulator")
-
-
-def degrees_list(values) -> str:
-    return ", ".join(f"{math.degrees(v):.2f}" for v in values)
 
 
 def check_fault(spec: str) -> None:

@@ -269,7 +269,7 @@ class BusBoard:
                               0 if self.cls.measures_position else CAP_POSITION_ESTIMATED,
                               f"{self.config.bus} {self.config.baud}", (time.monotonic() - t0) * 1e3, None, None)
         self._lost = None
-        self._cycle(force_read=True)
+        self._cycle()
         return self.info
 
     def _check_servos(self) -> None:
@@ -379,7 +379,7 @@ class BusBoard:
             self._lost = f"I/O error on the servo bus: {e}"
             raise LinkLostError(errno.EIO, f"link to {self.port} lost: {self._lost}") from e
 
-    def _cycle(self, force_read: bool = False) -> None:
+    def _cycle(self) -> None:
         now = time.monotonic()
         if self._estop_pending:
             self._estop_pending = False
@@ -523,7 +523,7 @@ class BusBoard:
                 self._watchdog_armed = self._io(self.bus.arm_watchdog, self.ids, self.config.watchdog_ms * 1e-3)
             self._last_cmd_at = time.monotonic()
             self._take_reaction(reaction)
-            self._cycle(force_read=True)
+            self._cycle()
 
     def _allowed(self, request: Request, name: str, bits: int = 0):
         """The table's reaction, or CommandRejectedError naming the result as a board's ACK would."""
@@ -541,7 +541,7 @@ class BusBoard:
                 js.torque = False
                 js.target = None
             self._take_reaction(r)
-            self._cycle(force_read=True)
+            self._cycle()
 
     def clear_faults(self, fault_mask: int = 0xFFFFFFFF) -> None:
         """Clear latched faults: servos that report an error are recovered (rebooted where the bus
@@ -561,7 +561,7 @@ class BusBoard:
             self._take_reaction(r)
             if not self.faults & M.Fault.WATCHDOG:
                 self._stopped_by_watchdog = ([], 0.0)
-            self._cycle(force_read=True)
+            self._cycle()
 
     # ------------------------------------------------------------------ for tools (calibration)
     def latest(self) -> StateSample | None:
@@ -633,7 +633,7 @@ class BusBoard:
         with self._lock:
             for _ in range(count):
                 t = time.perf_counter()
-                self._cycle(force_read=True)
+                self._cycle()
                 out.append((time.perf_counter() - t) * 1e3)
         return out
 

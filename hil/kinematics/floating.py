@@ -68,10 +68,6 @@ class FloatingBase:
         """world_T_frame (4, 4) of any frame at q."""
         return self.body_pose(q) @ self.model.fk_frame(q, frame)
 
-    def frame_poses(self, q) -> np.ndarray:
-        """World poses (n_frames, 4, 4) of every frame at q (for drawing)."""
-        return self.body_pose(q) @ self.model.fk_frames(q)
-
     def com(self, q) -> np.ndarray:
         """Centre of mass (3,) in the world at q."""
         T = self.body_pose(q)

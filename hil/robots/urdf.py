@@ -610,10 +610,6 @@ def _link_poses_at_zero(joints: list[Joint]) -> list[np.ndarray]:
     return out
 
 
-def _world(zero: list[np.ndarray], idx: int) -> np.ndarray:
-    return np.eye(4) if idx < 0 else zero[idx]
-
-
 def _deepest(parts: _Parts, frames: dict) -> str:
     """The default tool: the link frame with the most driven joints above it (the end of the longest chain)."""
     depth = {-1: 0}

@@ -176,10 +176,6 @@ class Controller:
         self._last_board_us = -1
         return self.handle(Ev.RECONNECTED)
 
-    def fresh_from(self, at: float) -> None:
-        """Board observations only from STATEs received after `at` (a transaction's answer)."""
-        self._fresh_after = at
-
     def _after(self, step: Step, payload, why: str) -> None:
         if step.refused:
             self.say(f"{step.event.value} refused: {step.refused}")

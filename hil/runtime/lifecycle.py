@@ -95,7 +95,6 @@ class Action(Enum):
 DISCONNECTED, DISABLED, ENABLING, RAMPING, ACTIVE, HELD, FAULT, ESTOP = Mode
 IDLE, JOG, MOTION = Activity
 ENABLED_MODES = frozenset({Mode.RAMPING, Mode.ACTIVE, Mode.HELD})
-KEEPALIVE_MODES = frozenset({Mode.DISABLED, Mode.ENABLING, Mode.FAULT, Mode.ESTOP})
 HOLD_SAFETY, HOLD_OVERRUN = 1, 2
 
 
@@ -130,10 +129,6 @@ class Lifecycle:
     def sends_positions(self) -> bool:
         """Whether this cycle's command is a position target (else a keep-alive hold, or nothing)."""
         return self.mode in ENABLED_MODES
-
-    @property
-    def sends_keepalive(self) -> bool:
-        return self.mode in KEEPALIVE_MODES
 
     @property
     def has_intent(self) -> bool:

@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -113,7 +113,6 @@ class LoopConfig:
     speed: float = 1.0            # a motion file runs at this fraction of its written pace
     strict: bool = False          # and is refused, not slowed, where its joints cannot follow
     stabilise: bool = True        # a humanoid's motions lean back on what its IMU says (runtime.balance)
-    extra: dict = field(default_factory=dict)
 
 
 def run_loop(cfg: LoopConfig) -> int:

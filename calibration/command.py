@@ -114,7 +114,7 @@ class CalibrationView:
         self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
         self.twin = None
         if open_twin:
-            from hil.runtime.supervisor import display_available
+            from hil.display import display_available
             from hil.runtime.twin_launch import start_twin
 
             if display_available():

@@ -255,7 +255,7 @@ def xdisplay():
     skips when there is neither. DearPyGui itself only ever runs in child processes."""
     import shutil
 
-    from hil.runtime.supervisor import display_available
+    from hil.display import display_available
 
     if display_available():
         yield os.environ["DISPLAY"]

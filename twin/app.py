@@ -8,8 +8,6 @@ renders one frame to a PNG with no loop at all.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
 import time
 
@@ -17,6 +15,7 @@ import dearpygui.dearpygui as dpg
 import numpy as np
 
 from firmware_protocol.messages import fault_fixes, fault_names
+from hil.display import screen_size
 from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
@@ -24,25 +23,6 @@ from hil.runtime.shared import BOARD_STATES, progress_text
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import scene as S
 from twin.meshes import link_meshes
-
-
-def screen_size(default=(1280, 720)) -> tuple[int, int]:
-    """The X screen's size (Xlib through ctypes: no toolkit needed), else `default`."""
-    try:
-        x11 = ctypes.CDLL(ctypes.util.find_library("X11") or "libX11.so.6")
-        x11.XOpenDisplay.restype = ctypes.c_void_p
-        x11.XDisplayWidth.argtypes = x11.XDisplayHeight.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        x11.XDefaultScreen.argtypes = x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
-        display = x11.XOpenDisplay(None)
-        if not display:
-            return default
-        try:
-            screen = x11.XDefaultScreen(display)
-            return int(x11.XDisplayWidth(display, screen)), int(x11.XDisplayHeight(display, screen))
-        finally:
-            x11.XCloseDisplay(display)
-    except (OSError, AttributeError):
-        return default
 
 
 # the window: 1280×720, or the screen it opens on where that is smaller (placed at its top left)

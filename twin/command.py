@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
 
     from hil.errors import HilError, InputError
     from hil.inputs import number, writable_file
-    from hil.runtime.supervisor import display_available
+    from hil.display import display_available
 
     # keep the loop's core free: the loop pins itself to the last CPU; llvmpipe would otherwise
     # start a render thread per core and compete with it

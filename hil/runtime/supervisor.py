@@ -3,8 +3,6 @@ show a live status line, and shut everything down in order."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import math
 import multiprocessing as mp
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 from firmware_protocol.buses.board import cycle_note
 from firmware_protocol.messages import BoardState, fault_names
 from hil import board_config, emulator_launch, robots
+from hil.display import display_available
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.remote.session import load_config, secured
@@ -28,28 +27,6 @@ from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, Lo
                                 SharedState, loop_name, progress_text, runtime_dir)
 from hil.runtime.twin_launch import start_shadow, start_twin
 from hil.safety import flag_names
-
-
-def display_available(display: str | None = None) -> bool:
-    """True if the X display (default: $DISPLAY) can be opened — probed with Xlib through ctypes,
-    never with DearPyGui, which aborts the process when there is no display."""
-
-    disp = os.environ.get("DISPLAY") if display is None else display
-    lib = ctypes.util.find_library("X11")
-    if not disp or not lib:
-        return False
-    try:
-        x11 = ctypes.CDLL(lib)
-        x11.XOpenDisplay.restype = ctypes.c_void_p
-        x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
-        d = x11.XOpenDisplay(disp.encode())
-        if not d:
-            return False
-        x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
-        x11.XCloseDisplay(d)
-        return True
-    except OSError:
-        return False
 
 
 def status_line(s) -> str:

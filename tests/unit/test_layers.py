@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # lowest first; a module may import its own layer and the ones below
 LAYERS = [
-    ("hil._jit", "hil.errors", "hil.inputs"),
+    ("hil._jit", "hil.errors", "hil.inputs", "hil.display"),
     ("hil.kinematics", "hil.robots", "hil.dynamics"),
     ("hil.motion", "hil.safety", "hil.emulator_launch", "hil.calibration_files", "hil.board_config",
      "hil.lerobot_calibration", "hil.warmup", "hil.remote.session", "hil.physics"),

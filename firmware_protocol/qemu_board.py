@@ -46,6 +46,7 @@ LAUNCH_MAGIC = 0x514C4948   # "HILQ"
 LAUNCH_FORMAT = f"<IIBB2x12sIIIIi{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i" \
                 f"{M.MAX_JOINTS}b2x"
 QEMU = "qemu-system-arm"
+BOARD_NICE = -10   # as the other emulators are given (hil.emulator_launch.BOARD_NICE)
 
 
 def _urad(values, n: int) -> list[int]:
@@ -270,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    try:   # the share of a busy CPU a board's processor would have, for QEMU's every thread (they inherit it)
+        os.setpriority(os.PRIO_PROCESS, 0, min(os.getpriority(os.PRIO_PROCESS, 0), BOARD_NICE))
+    except OSError:
+        pass
     with tempfile.TemporaryDirectory(prefix="hil-qemu-") as tmp:
         launch, serial_sock, qmp_sock = (os.path.join(tmp, name) for name in ("launch.bin", "usart2", "qmp"))
         with open(launch, "wb") as fh:

@@ -1,5 +1,5 @@
-"""One board behaviour: the Python board model, the C firmware's host build and a servo-bus board
-(BusBoard over the Dynamixel 2.0 emulator) answer the same request sequences with the same
+"""One board behaviour: the Python board model, the C firmware's host build, its ARM image on QEMU
+and a servo-bus board (BusBoard over the Dynamixel 2.0 emulator) answer the same request sequences with the same
 replies and end in the same states, each over a real pty; and the table they all read keeps the
 lifecycle's two rules."""
 
@@ -16,7 +16,7 @@ from firmware_protocol.buses.board import BusBoard
 from firmware_protocol.errors import CommandRejectedError
 from firmware_protocol.link import Link
 from hil import board_config, emulator_launch, robots
-from tests.conftest import HAVE_C_TOOLS
+from tests.conftest import HAVE_C_TOOLS, HAVE_QEMU_TOOLS
 
 S = M.BoardState
 # (what to do, its argument): every answer and the state after it are compared across the boards
@@ -69,10 +69,10 @@ def _run(board, steps) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def boards():
-    """The three boards for humanoid17, each in its own emulator process on a pty."""
+    """The boards for humanoid17, each in its own emulator process on a pty."""
     model = robots.load("humanoid17")
     made, emus = {}, []
-    impls = ["python", "c"] if HAVE_C_TOOLS else ["python"]
+    impls = ["python"] + (["c"] if HAVE_C_TOOLS else []) + (["qemu"] if HAVE_QEMU_TOOLS else [])
     for impl in impls:
         emu = emulator_launch.start_emulator(model, impl=impl, watchdog_ms=100)
         emus.append(emu)

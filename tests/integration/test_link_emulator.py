@@ -52,7 +52,7 @@ def test_thousand_command_state_cycles(emulator):
         t0 = time.monotonic()
         # QEMU's USART passes a byte per pass of its main loop: a few hundred PUMA exchanges a second
         # (benchmarks/README.md), not the thousand a real UART at 1 Mbaud carries
-        period = 0.004 if emulator.impl == "qemu" else 0.001
+        period = 0.008 if emulator.impl == "qemu" else 0.001
         for k in range(1000):
             link.send_positions(q0 + 0.02 * min(1.0, k / 200))
             time.sleep(period)
@@ -94,16 +94,17 @@ def test_a_board_emulator_that_was_not_scheduled_still_answers_every_command(emu
 
 def test_watchdog_trips_when_host_goes_quiet_and_stays_latched(emulator):
     emu = emulator("--kind", "humanoid17")
+    rate = 100.0 if emulator.impl == "qemu" else 500.0   # what QEMU's USART carries (benchmarks/README)
     with Link.connect(emu.path) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
-        _stream(link, q0, 0.1)
+        _stream(link, q0, 0.1, rate)
         time.sleep(0.2)  # > 50 ms command timeout
         s = wait_for(lambda: (x := link.latest()) and x.state == M.BoardState.FAULT and x)
         assert s and s.faults & M.Fault.WATCHDOG
         # commands are ignored while latched
         before = link.latest().q.copy()
-        _stream(link, q0 + 0.3, 0.2)
+        _stream(link, q0 + 0.3, 0.2, rate)
         assert link.latest().state == M.BoardState.FAULT
         np.testing.assert_allclose(link.latest().q, before, atol=0.01)
         # clearing goes to DISABLED, never straight back to ENABLED
@@ -247,4 +248,5 @@ def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
             trips = link.round_trips_ms(4)
             # one short trip is the emulator's own idle STATE when the machine stalls it past its 100 ms
             # idle timer; timed against a STATE under way, every trip is short
-            assert sorted(trips)[1] >= 16.0 and max(trips) < 100.0, (k, trips)
+            longest = 250.0 if emulator.impl == "qemu" else 100.0   # QEMU's USART adds its own wait
+            assert sorted(trips)[1] >= 16.0 and max(trips) < longest, (k, trips)

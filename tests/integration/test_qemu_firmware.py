@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow,
                                                              "install -y gcc-arm-none-eabi libnewlib-arm-none-eabi "
                                                              "qemu-system-arm)")]
 HIL = [sys.executable, "-m", "hil.cli"]
-STREAMS = int(os.environ.get("HIL_QEMU_DIFF_STREAMS", 100_000))
+STREAMS = int(os.environ.get("HIL_QEMU_DIFF_STREAMS", 50_000))
 
 
 def _semihosted(elf: str, folder, data: bytes, icount: bool = False) -> tuple[int, str]:

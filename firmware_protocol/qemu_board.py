@@ -47,6 +47,7 @@ LAUNCH_FORMAT = f"<IIBB2x12sIIIIi{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M
                 f"{M.MAX_JOINTS}b2x"
 QEMU = "qemu-system-arm"
 BOARD_NICE = -10   # as the other emulators are given (hil.emulator_launch.BOARD_NICE)
+QEMU_WATCHDOG_MS = 200
 
 
 def _urad(values, n: int) -> list[int]:
@@ -267,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("emulator: --fault badstate@T is the Python emulator's only (leave out --impl qemu)")
     if shutil.which(QEMU) is None:
         raise SystemExit(f"emulator: {QEMU} is not installed (Debian: apt-get install -y qemu-system-arm)")
+    if args.watchdog_ms is None:
+        # QEMU's USART is slower than a real one, and a host busy with other work slows QEMU's
+        # processor further: the board's command watchdog waits longer than a real board's 50 ms
+        args.watchdog_ms = QEMU_WATCHDOG_MS
     config = build_config(args)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)

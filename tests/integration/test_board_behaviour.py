@@ -63,6 +63,8 @@ def _run(board, steps) -> list[tuple]:
             fn = {"enable": board.enable, "disable": board.disable, "estop": board.estop,
                   "clear": lambda: board.clear_faults(step[1])}[kind]
             answer = _answer(fn)
+            if kind == "estop":   # sent, not acknowledged: a STATE already on its way may predate it
+                time.sleep(0.1)
         out.append((kind, answer, *_state_after(board, time.monotonic())))
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import time
 
 
 def _x11():
@@ -19,20 +20,25 @@ def _x11():
     return x11
 
 
-def display_available(display: str | None = None) -> bool:
-    """True if the X display (default: $DISPLAY) can be opened."""
+def display_available(display: str | None = None, wait_s: float = 0.0) -> bool:
+    """True if the X display (default: $DISPLAY) can be opened, trying again for `wait_s` (an X
+    server on a busy machine can be slow to take a connection)."""
     disp = os.environ.get("DISPLAY") if display is None else display
     if not disp:
         return False
-    try:
-        x11 = _x11()
-        d = x11.XOpenDisplay(disp.encode())
-        if not d:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            x11 = _x11()
+            d = x11.XOpenDisplay(disp.encode())
+            if d:
+                x11.XCloseDisplay(d)
+                return True
+        except (OSError, AttributeError):
             return False
-        x11.XCloseDisplay(d)
-        return True
-    except (OSError, AttributeError):
-        return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def screen_size(default: tuple[int, int] = (1280, 720)) -> tuple[int, int]:

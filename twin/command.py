@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     if args.duration is not None:
         number(args.duration, "--duration", 0, 1e7, "s")
     number(args.max_fps, "--max-fps", 1, 1000, "frames/s")
-    if not display_available():
+    if not display_available(wait_s=3.0):
         raise HilError("no display: the twin needs an X display. Set DISPLAY, run under `xvfb-run -a hil twin ...`, "
                        "or use `hil run --headless` for a status line instead")
     from hil import robots

@@ -48,7 +48,14 @@ def _try_attach(name):
 
 
 def finish(proc: subprocess.Popen, timeout_s: float = 30.0) -> str:
-    out, _ = proc.communicate(timeout=timeout_s)
+    """The run's output once it ended; one that does not end in time is killed (it must not run on
+    into the next test) and the test fails."""
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=30)
+        raise
     return out
 
 

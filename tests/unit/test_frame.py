@@ -131,3 +131,20 @@ def test_a_run_without_delimiters_is_dropped_whole_however_it_is_cut():
 def test_nothing_fed_changes_nothing():
     dec = FrameDecoder()
     assert dec.feed(b"") == [] and dec.stats.bytes == 0
+
+
+def test_a_fresh_decoder_counts_nothing_and_each_empty_or_overlong_frame_once_more():
+    from firmware_protocol.frame import FrameDecoder
+
+    dec = FrameDecoder()
+    assert all(v == 0 for v in dec.stats.as_dict().values())
+    dec.feed(b"\x00\x00\x00\x00")               # four delimiters with nothing before them: four empty frames
+    assert dec.stats.empty == 4
+    run = b"\x00" + bytes([1]) * (F.MAX_BODY + 2) + b"\x00"
+    dec.feed(run + run[1:])                                        # two overlong runs
+    assert dec.stats.too_long == 2 and dec.stats.dropped == 2
+
+
+def test_a_body_carries_no_flags_unless_asked():
+    assert F.encode_body(0x20, 7, b"abc")[0] & 0x0F == 0
+    assert F.encode_body(0x20, 7, b"abc", flags=1)[0] & 0x0F == 1

@@ -180,3 +180,11 @@ def test_a_board_that_stays_enabled_or_disabled_after_an_estop_gets_it_again():
     assert life.mode == ESTOP
     life.handle(Ev.CLEAR_FAULT)
     assert not life.handle(Ev.SAW_DISABLED).actions and life.mode == OFF  # cleared on request
+
+
+def test_a_fresh_lifecycle_is_disconnected_with_no_intent_and_nothing_held():
+    life = Lifecycle()
+    assert life.mode == D and life.activity == Activity.IDLE and not life.has_intent
+    assert life.holds == 0 and not life.start_when_enabled and not life.clearing and not life.estop_pending
+    step = life.handle(Ev.RECONNECTED)
+    assert step.mode == OFF and not step.cleared and not step.actions and not life.has_intent

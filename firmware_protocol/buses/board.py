@@ -593,11 +593,20 @@ class BusBoard:
             if self.state == M.BoardState.ENABLED:
                 raise CommandRejectedError(errno.EPERM, "servo EEPROM is written with torque off: disable first")
             j, failed = self.config.joints[joint], []
-            if homing is not None and self._io(self.bus.write_homing_offset, j.servo_id, homing) is False:
+            if homing is not None and not self._written(self.bus.write_homing_offset, j.servo_id, homing):
                 failed.append(f"Homing Offset {homing}")
-            if limits is not None and self._io(self.bus.write_position_limits, j.servo_id, *limits) is False:
+            if limits is not None and not self._written(self.bus.write_position_limits, j.servo_id, *limits):
                 failed.append(f"Min/Max Position Limits {limits[0]} … {limits[1]}")
             return failed
+
+    def _written(self, write, *args, tries: int = 3) -> bool:
+        """A register write that reads back as written (None: the servo has no such register);
+        tried again where a reply was lost on the bus, as one may be."""
+        for _ in range(tries):
+            ok = self._io(write, *args)
+            if ok is None or ok:
+                return True
+        return False
 
     def param_get(self, param_id: int, joint: int = 0xFF) -> int:
         """The parameters a host tool reads from a board: TARGET (the joint's current target, µrad,

@@ -166,17 +166,7 @@ class Relay:
         del self.to_board[:sent]
 
     def _mangle(self, data: bytes) -> bytes:
-        f = self.faults
-        if not (f.drop or f.corrupt) or not data:
-            return data
-        arr = np.frombuffer(data, dtype=np.uint8).copy()
-        if f.corrupt:
-            hit = self.rng.random(arr.size) < f.corrupt
-            if hit.any():
-                arr[hit] ^= (1 << self.rng.integers(0, 8, hit.sum())).astype(np.uint8)
-        if f.drop:
-            arr = arr[self.rng.random(arr.size) >= f.drop]
-        return arr.tobytes()
+        return self.faults.mangle(data, self.rng)
 
     def from_board(self, data: bytes, now: float) -> None:
         if self.faults.garbage and self.rng.random() < self.faults.garbage:

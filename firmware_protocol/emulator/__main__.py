@@ -105,6 +105,20 @@ class Faults:
         return f
 
 
+    def mangle(self, data: bytes, rng) -> bytes:
+        """The bytes as the line delivers them: bits flipped (corrupt:P), bytes lost (drop:P)."""
+        if not (self.drop or self.corrupt) or not data:
+            return data
+        arr = np.frombuffer(data, dtype=np.uint8).copy()
+        if self.corrupt:
+            hit = rng.random(arr.size) < self.corrupt
+            if hit.any():
+                arr[hit] ^= (1 << rng.integers(0, 8, hit.sum())).astype(np.uint8)
+        if self.drop:
+            arr = arr[rng.random(arr.size) >= self.drop]
+        return arr.tobytes()
+
+
 def _prob(text: str) -> float:
     p = float(text)
     if not 0.0 <= p <= 1.0:  # (NaN fails this too)
@@ -202,17 +216,7 @@ class Runner:
         self.woke_late = 0.0
 
     def _mangle(self, data: bytes) -> bytes:
-        f = self.faults
-        if not (f.drop or f.corrupt) or not data:
-            return data
-        arr = np.frombuffer(data, dtype=np.uint8).copy()
-        if f.corrupt:
-            hit = self.rng.random(arr.size) < f.corrupt
-            if hit.any():
-                arr[hit] ^= (1 << self.rng.integers(0, 8, hit.sum())).astype(np.uint8)
-        if f.drop:
-            arr = arr[self.rng.random(arr.size) >= f.drop]
-        return arr.tobytes()
+        return self.faults.mangle(data, self.rng)
 
     MAX_BACKLOG_S = 0.004  # a STATE that would wait longer than this on the wire is dropped
 

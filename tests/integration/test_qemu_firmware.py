@@ -39,23 +39,33 @@ def _semihosted(elf: str, folder, data: bytes, icount: bool = False) -> tuple[in
     return r.returncode, (folder / "hil-out.txt").read_text()
 
 
-def _qemu_pids() -> set[int]:
+def _tagged_env() -> tuple[dict, str]:
+    """An environment whose mark every process started under it inherits (QEMU too): the other test
+    worker runs QEMU boards of its own at the same time, and only ours count."""
+    tag = f"HIL_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
+    return {**os.environ, "HIL_TEST_TAG": tag.split("=", 1)[1]}, tag
+
+
+def _qemu_pids(tag: str) -> set[int]:
     out = set()
     for pid in os.listdir("/proc"):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f.read().split(b"\0")[0].endswith(b"qemu-system-arm"):
+                if not f.read().split(b"\0")[0].endswith(b"qemu-system-arm"):
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if tag.encode() in f.read().split(b"\0"):
                     out.add(int(pid))
         except (OSError, ValueError):
             pass
     return out
 
 
-def _gone(before: set[int], timeout_s: float = 5.0) -> bool:
-    """No QEMU but those running before: at once, or within the few seconds a machine busy with
-    other work takes to tear a process down (one left behind stays for good)."""
+def _gone(tag: str, timeout_s: float = 5.0) -> bool:
+    """No QEMU of ours left: at once, or within the few seconds a machine busy with other work takes
+    to tear a process down (one left behind stays for good)."""
     deadline = time.monotonic() + timeout_s
-    while _qemu_pids() - before:
+    while _qemu_pids(tag):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.1)
@@ -92,9 +102,9 @@ def test_the_cycle_benchmark_runs_every_frame_on_the_m4(tmp_path):
 
 @pytest.mark.parametrize("robot, kind, n", [("humanoid17", 1, 17), ("puma560", 2, 6)])
 def test_hil_emulate_serves_the_image_garbage_first_then_a_connect(robot, kind, n):
-    before = _qemu_pids()
+    env, tag = _tagged_env()
     emu = subprocess.Popen(HIL + ["emulate", "--robot", robot, "--impl", "qemu", "--uid", "0123456789ABCDEF01234567"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         path = emu.stdout.readline().strip()
         assert path.startswith("/dev/"), emu.stderr.read() if emu.poll() is not None else path
@@ -113,17 +123,17 @@ def test_hil_emulate_serves_the_image_garbage_first_then_a_connect(robot, kind, 
         emu.wait(timeout=10)
         emu.stdout.close()
         emu.stderr.close()
-    assert _gone(before), "QEMU outlived hil emulate"
+    assert _gone(tag), "QEMU outlived hil emulate"
 
 
 @pytest.mark.parametrize("robot, motion", [("humanoid17", "examples/wave.toml"), ("puma560", "demo")])
 def test_a_dry_run_of_a_motion_on_the_image(robot, motion):
-    before = _qemu_pids()
+    env, tag = _tagged_env()
     r = subprocess.run(HIL + ["run", "--robot", robot, "--dry-run", "--emulator", "qemu", "--headless", "--enable",
-                              "--motion", motion, "--duration", "4"], capture_output=True, text=True, timeout=180)
+                              "--motion", motion, "--duration", "4"], capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ramp-in done" in r.stdout and "loop stopped: duration 4 s reached" in r.stdout
-    assert _gone(before), "QEMU outlived the run"
+    assert _gone(tag), "QEMU outlived the run"
 
 
 def test_saved_parameters_survive_a_reset_of_the_processor():

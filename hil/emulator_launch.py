@@ -188,13 +188,15 @@ def qemu_image() -> str:
                     "Debian: apt-get install -y make gcc-arm-none-eabi libnewlib-arm-none-eabi")
 
 
-def physics_prefix(model, bus_config=None, truth: str | None = None) -> list[str]:
+def physics_prefix(model, bus_config=None, truth: str | None = None, world: str | None = None) -> list[str]:
     """The start of an emulator command line with the robot in physics behind it (hil.physics.emulate);
-    the emulator's own options follow. `truth`: where it writes what the robot did, at its exit."""
+    the emulator's own options follow. `truth`: where it writes what the robot did, at its exit;
+    `world`: where it publishes the body's pose and floor contacts while it runs."""
     check_physics()
     argv = [sys.executable, "-P", "-m", "hil.physics.emulate", "--robot", model.spec]
-    if truth:
-        argv += ["--truth", truth]
+    for flag, value in (("--truth", truth), ("--world", world)):
+        if value:
+            argv += [flag, value]
     if bus_config is not None:
         argv += ["--bus", bus_config.bus]
         if not bus_config.shipped:
@@ -212,7 +214,7 @@ def check_physics() -> None:
 
 
 def emulator_argv(model, impl: str = "python", physics: bool = False, truth: str | None = None,
-                  **options) -> list[str]:
+                  world: str | None = None, **options) -> list[str]:
     """The whole command line that starts the emulator for this model: the Python board model, or
     the C firmware's host build (`impl="c"`), which take the same options; with `physics` the Python
     board model with the robot in MuJoCo behind it. -P: the current folder (a hil checkout, say)
@@ -220,7 +222,7 @@ def emulator_argv(model, impl: str = "python", physics: bool = False, truth: str
     if physics:
         if impl != "python":
             raise InputError(f"--physics runs the Python board model with MuJoCo behind it; leave out --emulator {impl}")
-        return [*physics_prefix(model, truth=truth), *emulator_args(model, **options)]
+        return [*physics_prefix(model, truth=truth, world=world), *emulator_args(model, **options)]
     if impl == "c":
         if board_kind(model) == "servos":
             raise InputError(f"{model.name}: the C firmware's host build has the puma6 and humanoid17 boards; a robot "
@@ -299,12 +301,13 @@ def check_fault(spec: str) -> None:
 
 def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: float | None = None,
                       return_delay_us: float | None = None, link: str | None = None,
-                      parent_pid: int | None = None, physics: bool = False, truth: str | None = None) -> list[str]:
+                      parent_pid: int | None = None, physics: bool = False, truth: str | None = None,
+                      world: str | None = None) -> list[str]:
     """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
     its servos at the robot's home pose, at the config's baud rate, echoing if the config says so;
     with `physics` the servos' joints in MuJoCo (hil.physics.emulate)."""
 
-    head = physics_prefix(model, config, truth) if physics else \
+    head = physics_prefix(model, config, truth, world) if physics else \
         [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator"]
     argv = [*head, "--bus", config.bus,
             "--servos", json.dumps(emulated_servos(config, model)), "--baud", str(config.baud if baud is None else baud)]

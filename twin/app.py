@@ -21,6 +21,7 @@ from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
+from twin import ground as G
 from twin import scene as S
 from twin.meshes import link_meshes
 
@@ -144,13 +145,16 @@ class TwinApp:
         self.replay = None                     # a replay's recording (hil replay): its rows, for the time bar
         self.shadow = None                     # the shadow twin's block (hil run --shadow), once it is there
         self._shadow_looked = 0.0
+        self.world_block = None                # the physics emulator's (hil run --dry-run --physics), once there
+        self._world_looked = 0.0
+        self.world = None                      # its last record: the base where physics has it, the contacts
         self.plot_joint = 0
         self.estop_sent = 0
         self.frames = 0
         self.estimated: bool | None = None   # are measured positions estimates? (the loop says, once connected)
         self.fps = 0.0
         self._last_jog = 0.0
-        self._com_hist: list[tuple[float, np.ndarray]] = []
+        self._cmd_zmp = G.CartTableZmp()       # the commanded pose's: the ZMP the plan asks for
         self.messages: list[str] = []
         self.show_frames = False           # a small x y z frame on every link (seed 001's joint frames)
         self.show_names = False            # every joint's name beside it in the view
@@ -273,9 +277,11 @@ class TwinApp:
         dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120), show=False)
         dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3], show=False)
         dpg.add_text("", tag="shadow_text", wrap=PANEL_W - 20, color=S.SHADOW[:3], show=False)
+        dpg.add_text("", tag="world_text", wrap=PANEL_W - 20, show=False)
         legend = (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
                   ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING))
-        for row in (legend[:3], legend[3:]):   # the legend, whole: what each colour in the 3D view is
+        rows = (legend[:3], legend[3:]) + ((G.LEGEND,) if self.humanoid else ())
+        for row in rows:   # the legend, whole: what each colour in the 3D view is
             with dpg.group(horizontal=True):
                 for text, color in row:
                     dpg.add_text(text, color=color[:3])
@@ -372,6 +378,31 @@ class TwinApp:
         lines = sh.describe(self.model.joint_names, residual, flags)
         set_text("shadow_text", f"shadow: measured − predicted ≤ {math.degrees(abs(residual[worst])):.1f}° "
                                 f"({self.model.joint_names[worst]})" + "".join("\n" + ln for ln in lines))
+    # --------------------------------------------------------------- the body in physics
+    def _show_world(self) -> None:
+        """Where physics has the body (a physics dry-run publishes it a moment after it starts):
+        the robot is then drawn at its base's physical pose, on the contacts it really has."""
+        from hil.physics import world as W   # lazy: only a physics run has one
+        from hil.runtime.shared import runtime_dir
+
+        if not self.humanoid or not hasattr(self.client, "state"):
+            return
+        if self.world_block is None:
+            if time.monotonic() - self._world_looked < 1.0:
+                return
+            self._world_looked = time.monotonic()
+            try:
+                self.world_block = W.WorldBlock(W.world_path(runtime_dir(), self.client.name))
+            except (OSError, ValueError):
+                return
+        self.world = self.world_block.read() or self.world
+        w = self.world
+        if w is not None:
+            state = f"FELL (tilted {w.tilt_deg:.0f}°)" if w.fell else f"up, tilt {w.tilt_deg:.1f}°"
+            set_text("world_text", f"physics: {state}, {len(w.contacts)} floor contacts"
+                                   + ("" if w.cop is None else f", CoP ({w.cop[0] * 1000:.0f}, {w.cop[1] * 1000:.0f}) mm"))
+            dpg.configure_item("world_text", color=S.AT_LIMIT[:3] if w.fell else (200, 220, 200))
+
     def _load_replay(self) -> bool:
         """The recording a replay plays (its block says which), for the time bar and the plots."""
         if self.client is None or not getattr(self.client, "replay_rows", 0):
@@ -728,7 +759,7 @@ class TwinApp:
             other = "r_sole" if self.base.support == "l_sole" else "l_sole"
             if self.base.frame_pose(self.q_meas, other)[2, 3] < self.base.frame_pose(self.q_meas, self.base.support)[2, 3] - 0.002:
                 self.base.switch(other, self.q_meas)
-            Tw = self.base.body_pose(self.q_meas)
+            Tw = self.base.body_pose(self.q_meas) if self.world is None else self.world.base
         self.meas.set_poses(Fm, Tw)
         self.ghost.set_poses(Fc, Tw)
         apart = bool(np.max(np.abs(self.q_cmd - self.q_meas)) > GHOST_APART_RAD)
@@ -771,11 +802,16 @@ class TwinApp:
             self._ground_marks(Tw)
 
     def _ground_marks(self, Tw: np.ndarray) -> None:
-        """Support polygon (the sole corners on the ground: a foot rolling on its toe or heel
-        touches with one), COM and ZMP ground projections."""
-
-        dpg.delete_item("ground_marks", children_only=True)
-        m = self.model
+        """Support polygon, COM, the planned ZMP and, with physics, the contacts and the CoP
+        (twin.ground). Without physics the support is the sole corners on the ground (a foot
+        rolling on its toe or heel touches with one)."""
+        m, now = self.model, time.monotonic()
+        com = Tw[:3, :3] @ m.com(self.q_meas) + Tw[:3, 3]
+        planned = self._cmd_zmp.add(now, Tw[:3, :3] @ m.com(self.q_cmd) + Tw[:3, 3])
+        if self.world is not None:
+            w = self.world
+            G.draw("ground_marks", w.contacts[:, :2], None, com, planned, w.cop, w.contacts)
+            return
         hl, hw = m.sole_half
         pts = []
         for sole in ("l_sole", "r_sole"):
@@ -784,29 +820,7 @@ class TwinApp:
                 corner = T @ [sx * hl, sy * hw, 0, 1]
                 if corner[2] < GROUND_TOUCH:
                     pts.append(corner[:2])
-        if len(pts) >= 3:
-            pts = np.array(pts)
-            c = pts.mean(axis=0)
-            order = np.argsort(np.arctan2(pts[:, 1] - c[1], pts[:, 0] - c[0]))
-            ring = [list(pts[k]) + [0.001] for k in order]
-            for a, b in zip(ring, ring[1:] + ring[:1]):
-                dpg.draw_line(a, b, color=S.COLLIDING if self.balance_flagged else (250, 250, 120, 255),
-                              thickness=2, parent="ground_marks")
-        com = Tw[:3, :3] @ m.com(self.q_meas) + Tw[:3, 3]
-        now = time.monotonic()
-        self._com_hist.append((now, com))
-        self._com_hist = [h for h in self._com_hist if now - h[0] < 0.3]
-        zmp = com[:2]
-        if len(self._com_hist) >= 3:
-            (t0, c0), (t1, c1), (t2, c2) = self._com_hist[0], self._com_hist[len(self._com_hist) // 2], self._com_hist[-1]
-            if t2 - t1 > 1e-3 and t1 - t0 > 1e-3:
-                acc = ((c2 - c1) / (t2 - t1) - (c1 - c0) / (t1 - t0)) / ((t2 - t0) / 2)
-                zmp = com[:2] - com[2] / 9.81 * acc[:2]  # cart-table model
-        for p, color in ((com[:2], (255, 80, 80, 255)), (zmp, (80, 255, 255, 255))):
-            x, y = p
-            d = 0.006
-            dpg.draw_line([x - d, y, 0.001], [x + d, y, 0.001], color=color, thickness=2, parent="ground_marks")
-            dpg.draw_line([x, y - d, 0.001], [x, y + d, 0.001], color=color, thickness=2, parent="ground_marks")
+        G.draw("ground_marks", np.array(pts).reshape(-1, 2), S.COLLIDING if self.balance_flagged else None, com, planned)
 
     def _draw_workpiece(self) -> None:
 
@@ -836,6 +850,7 @@ class TwinApp:
             set_text("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))
         t = s.t
         self._show_shadow()
+        self._show_world()
         if self.replay is not None:
             self._replay_bar()
         elif self.history and t < self.history[-1][0]:

@@ -24,23 +24,29 @@ from hil import board_config, robots
 from hil.errors import HilError, message
 from hil.physics.build import build
 from hil.physics.plant import PhysicsPlant
+from hil.physics.world import WorldBlock
 from hil.robots.servos import servo_table
 
 
-def _board_plant(model, servo, made: list):
+def _made(plant: PhysicsPlant, made: list, world: str | None) -> PhysicsPlant:
+    if world:
+        plant.attach_world(WorldBlock(world, create=True))
+    made.append(plant)
+    return plant
+
+
+def _board_plant(model, servo, made: list, world: str | None):
     def plant_for(config):
         pm = build(model, servo)
-        plant = PhysicsPlant(pm, np.asarray(config.initial, dtype=float), brakes=config.kind == M.BoardKind.PUMA6)
-        made.append(plant)
-        return plant
+        return _made(PhysicsPlant(pm, np.asarray(config.initial, dtype=float), brakes=config.kind == M.BoardKind.PUMA6),
+                     made, world)
     return plant_for
 
 
-def _bus_bridge(model, servo, config, made: list):
+def _bus_bridge(model, servo, config, made: list, world: str | None):
     def bridge_for(servos):
         pm = build(model, servo)
-        plant = PhysicsPlant(pm, model.home.copy())
-        made.append(plant)
+        plant = _made(PhysicsPlant(pm, model.home.copy()), made, world)
         joints = config.joints
         kt = [s.torque_per_amp_nm for s in servo.servos]
         return ServoBridge(plant, [j.servo_id for j in joints], [j.ticks_per_rad for j in joints],
@@ -56,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--board-config", help="the robot ↔ servo mapping (default: the one shipped for --bus)")
     p.add_argument("--truth", metavar="FILE", help="at exit, write what the robot's body did (JSON: fell, when, "
                                                    "largest tilt, travel): the run's report reads it")
+    p.add_argument("--world", metavar="FILE", help="while it runs, publish where the body is, its floor contacts and "
+                                                   "their centre of pressure to FILE (the twin draws them)")
     return p
 
 
@@ -74,12 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     made: list[PhysicsPlant] = []
     try:
         if bus is not None:
-            return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus, made))
-        return board_emulator.main(theirs, plant_for=_board_plant(model, servo, made))
+            return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus, made, args.world))
+        return board_emulator.main(theirs, plant_for=_board_plant(model, servo, made, args.world))
     finally:
         if args.truth and made:
             with open(args.truth, "w") as f:
                 json.dump(made[0].truth(), f)
+        if args.world and made:
+            made[0].world_block.unlink()
 
 
 if __name__ == "__main__":

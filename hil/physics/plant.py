@@ -19,6 +19,7 @@ import numpy as np
 
 from firmware_protocol.plant import Plant
 from hil.physics.build import PhysicsModel, _mujoco
+from hil.physics.world import WORLD_HZ, World, WorldBlock, centre_of_pressure
 
 MAX_CATCH_UP_S = 0.05
 STAND_RELEASE_S = 0.5
@@ -61,6 +62,10 @@ class PhysicsPlant(Plant):
         self.fell_at: float | None = None
         self.released_at: float | None = None
         self.start_xy: np.ndarray | None = None
+        # the body in the world, published for the twin (`attach_world`)
+        self.world_block: WorldBlock | None = None
+        self.published_at = -np.inf
+        self.floor_geom = mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
 
     # ------------------------------------------------------------------ servos
     def _apply_torque(self) -> None:
@@ -69,6 +74,10 @@ class PhysicsPlant(Plant):
         kp = np.where(on, self.kp, 0.0)
         self.m.actuator_gainprm[:, 0] = kp
         self.m.actuator_biasprm[:, 1] = -kp
+
+    def attach_world(self, block: WorldBlock) -> None:
+        """Publish the body in the world to `block` while the simulation runs."""
+        self.world_block = block
 
     def drive(self, target: np.ndarray, torque: np.ndarray) -> None:
         torque = np.asarray(torque, dtype=bool)
@@ -109,6 +118,8 @@ class PhysicsPlant(Plant):
         self.effort = d.actuator_force.copy()
         if pm.floating and not self.on_stand:
             self._judge(now)
+        if self.world_block is not None and now - self.published_at >= 1.0 / WORLD_HZ:
+            self._publish(now)
 
     def _stand(self, now: float) -> None:
         """Off the stand once every servo has held for STAND_RELEASE_S."""
@@ -158,16 +169,28 @@ class PhysicsPlant(Plant):
         acc = R.T @ (d.qacc[0:3] - self.m.opt.gravity)
         return d.xquat[b].copy(), d.qvel[3:6].copy(), acc
 
-    def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """(position (3,), rotation (3, 3)) of the base in the world."""
+    def world(self, now: float) -> World:
+        """The body in the world now: base pose, fall, tilt, floor contacts and their CoP."""
         b = self.pm.base_body
-        return self.d.xpos[b].copy(), self.d.xmat[b].reshape(3, 3).copy()
+        base = np.eye(4)
+        base[:3, 3] = self.d.xpos[b]
+        base[:3, :3] = self.d.xmat[b].reshape(3, 3)
+        tilt = float(np.degrees(np.arccos(np.clip(base[2, 2], -1.0, 1.0)))) if self.pm.floating else 0.0
+        contacts = self.floor_contacts()
+        return World(now, base, self.fell_at is not None, tilt, centre_of_pressure(contacts), contacts)
 
-    def contacts(self) -> list[tuple[np.ndarray, float]]:
-        """Where the robot touches the floor: (point (3,), normal force N) per contact."""
-        out = []
+    def floor_contacts(self) -> np.ndarray:
+        """Where the robot touches the floor: rows (x, y, z, normal force N)."""
+        rows = []
         f = np.zeros(6)
         for i in range(self.d.ncon):
+            c = self.d.contact[i]
+            if self.floor_geom not in (c.geom1, c.geom2):
+                continue
             self.mj.mj_contactForce(self.m, self.d, i, f)
-            out.append((self.d.contact[i].pos.copy(), float(f[0])))
-        return out
+            rows.append((*c.pos, f[0]))
+        return np.array(rows, dtype=np.float64).reshape(-1, 4)
+
+    def _publish(self, now: float) -> None:
+        self.world_block.write(self.world(now))
+        self.published_at = now

@@ -32,6 +32,7 @@ import numpy as np
 from hil import robots
 from hil.board_config import load as load_board_config
 from hil.robots.servos import servo_table
+from hil.seqlock import SeqlockFile
 from hil.runtime.process_life import exit_with_parent_from_env
 from hil.runtime.shared import LoopClient, runtime_dir
 
@@ -51,39 +52,25 @@ def block_path(loop_name: str) -> str:
 
 
 class ShadowBlock:
-    """seq, t, then n predicted positions, n residuals, n diagnosis flags (float64), in a file
-    mapped by both sides; the writer makes seq odd while it writes (a seqlock)."""
+    """t, then n predicted positions, n residuals, n diagnosis flags, in a seqlocked file
+    (`hil.seqlock`) mapped by both sides."""
 
     def __init__(self, path: str, n: int, create: bool = False) -> None:
         self.n = n
-        size = 2 + 3 * n
-        if create:
-            self.a = np.lib.format.open_memmap(path + ".tmp.npy", mode="w+", dtype=np.float64, shape=(size,))
-            os.replace(path + ".tmp.npy", path)
-        else:
-            self.a = np.load(path, mmap_mode="r")
-            if self.a.shape != (size,):
-                raise ValueError(f"{path}: a shadow block for {(self.a.shape[0] - 2) // 3} joints, not {n}")
+        try:
+            self.block = SeqlockFile(path, 1 + 3 * n, create)
+        except ValueError:
+            raise ValueError(f"{path}: not a shadow block for {n} joints") from None
 
     def write(self, t: float, q_pred: np.ndarray, residual: np.ndarray, flags: np.ndarray) -> None:
-        a, n = self.a, self.n
-        a[0] += 1
-        a[1] = t
-        a[2:2 + n] = q_pred
-        a[2 + n:2 + 2 * n] = residual
-        a[2 + 2 * n:] = flags
-        a[0] += 1
+        self.block.write(np.concatenate([[t], q_pred, residual, flags]))
 
     def read(self) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
-        a, n = self.a, self.n
-        for _ in range(10):
-            seq = a[0]
-            if seq % 2:
-                continue
-            out = float(a[1]), a[2:2 + n].copy(), a[2 + n:2 + 2 * n].copy(), a[2 + 2 * n:].copy()
-            if a[0] == seq:
-                return out if seq > 0 else None
-        return None
+        v = self.block.read()
+        if v is None:
+            return None
+        n = self.n
+        return float(v[0]), v[1:1 + n], v[1 + n:1 + 2 * n], v[1 + 2 * n:]
 
 
 def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from hil import board_config, emulator_launch, robots
 from hil.display import display_available
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
+from hil.physics.world import world_path
 from hil.remote.session import load_config, secured
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
@@ -167,17 +168,18 @@ def run(req: RunRequest) -> int:
         check_a_loop_cpu_is_free()   # before anything starts: the loops already running stay undisturbed
     emu = None
     physics = " with the robot in physics (MuJoCo)" if req.physics else ""
+    name = loop_name(model.name, os.getpid())
     truth = os.path.join(runtime_dir(), f"physics-{os.getpid()}.json") if req.physics else None
+    world = world_path(runtime_dir(), name) if req.physics else None
     if req.dry_run and bus is not None:
         emu = emulator_launch.start_bus_emulator(bus, model, faults=req.faults, parent_pid=os.getpid(),
-                                                 physics=req.physics, truth=truth)
+                                                 physics=req.physics, truth=truth, world=world)
         print(f"servo bus config: {bus.source}{physics}")
     elif req.dry_run:
         emu = emulator_launch.start_emulator(model, impl=req.emulator, faults=req.faults, baud=None,
-                                             parent_pid=os.getpid(), physics=req.physics, truth=truth)
+                                             parent_pid=os.getpid(), physics=req.physics, truth=truth, world=world)
         print(f"board emulator: {model.name} on {emu.path}" + (" (the C firmware)" if req.emulator == "c" else "")
               + physics)
-    name = loop_name(model.name, os.getpid())
     try:
         shared = SharedState(name, model.n, create=True)
     except BaseException:
@@ -203,9 +205,18 @@ def run(req: RunRequest) -> int:
         session.close(emu)
         if truth is not None:
             session.physics_report(truth)
+        if world is not None:   # an emulator killed outright leaves it
+            _remove(world)
         if session.last_line:   # what went wrong, last, so that it is what a user sees
             print(session.last_line, file=sys.stderr)
     return session.code
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 class _Run:

@@ -282,3 +282,68 @@ def test_a_replays_time_bar_scrubs_it_and_the_plots_follow(xdisplay, tmp_path):
     assert abs(got["row"] - row) <= 1 and abs(got["bar"] - 1.0) < 0.01, got
     # the plots end at the moment shown and reach back the plots' window (from the recording's start)
     assert abs(got["last"] - t[row]) < 0.01 and got["first"] >= t[row] - got["window"] - 0.01, got
+
+
+def _world(name: str):
+    """The physics emulator's last record of the body (hil.physics.world), or None before it has one."""
+    from hil.physics.world import WorldBlock, world_path
+    from hil.runtime.shared import runtime_dir
+
+    try:
+        return WorldBlock(world_path(runtime_dir(), name)).read()
+    except (OSError, ValueError):
+        return None
+
+
+def test_the_twin_draws_the_body_where_physics_has_it_standing_then_fallen(xdisplay, tmp_path):
+    """A physics dry-run over a servo bus (no IMU: the loop runs on after a fall): standing, the
+    twin marks the floor contacts and their centre of pressure where physics has them; disabled,
+    the robot falls in physics and the twin draws it lying where physics put its base."""
+    pytest.importorskip("mujoco")
+    from twin import ground as G
+    from twin import scene as S
+
+    m = robots.load("humanoid17")
+    px = projector("humanoid17")
+    proc = start_run("--robot", "humanoid17", "--dry-run", "--physics", "--bus", "dynamixel2", "--headless",
+                     "--enable", "--duration", "120")
+    try:
+        client = attach(proc, "humanoid17")
+        assert client.wait(lambda s: int(s.mode) == 4, timeout_s=60), "never active"
+        w = wait_for(lambda: (lambda w: w if w and len(w.contacts) >= 4 and w.t > 0 else None)(_world(client.name)),
+                     timeout_s=30)
+        assert w is not None and not w.fell, "the physics emulator published no standing body"
+        time.sleep(1.0)   # off its stand
+        standing = tmp_path / "standing.png"
+        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(standing)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        w = _world(client.name)
+        client.disable()
+        fallen = wait_for(lambda: (lambda w: w if w and w.fell else None)(_world(client.name)), timeout_s=30)
+        assert fallen is not None, "disabled, the limp robot did not fall in physics"
+        time.sleep(2.0)   # lying still
+        lying = tmp_path / "fallen.png"
+        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(lying)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        down, q = _world(client.name), client.snapshot().q_meas
+        client.shutdown()
+    finally:
+        finish(proc)
+    img = read_png(str(standing))
+    assert w.cop is not None and near(img, px([*w.cop, G.LIFT]), G.COP, radius=6), "no centre of pressure drawn"
+    dots = sum(near(img, px([x, y, G.LIFT]), G.CONTACT, radius=4) for x, y, _, _ in w.contacts)
+    assert dots >= 0.75 * len(w.contacts), f"{dots} of {len(w.contacts)} floor contacts drawn"
+    # fallen: the links where physics has the base, low over the floor (drawn standing, none would be)
+    img = read_png(str(lying))
+    from hil.safety import _capsules
+
+    caps, _ = _capsules(m)
+    F = m.fk_frames(q)
+    mids = [down.base @ (F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
+    points = [T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3] for c, T in zip(caps, mids)]
+    assert max(p[2] for p in points) < 0.2, "the body is not lying in physics"
+    colours = (S.MEASURED, S.NEAR_LIMIT, S.AT_LIMIT)
+    hits = sum(any(near(img, px(p), c, radius=4) for c in colours) for p in points)
+    assert hits >= 0.7 * len(points), f"{hits} of {len(points)} shapes drawn where physics has the fallen body"

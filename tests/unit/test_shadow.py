@@ -58,5 +58,5 @@ def test_the_block_is_read_whole(tmp_path):
     w.write(1.5, np.array([1.0, 2, 3]), np.array([0.1, 0.2, 0.3]), np.array([0, OFFSET, 0]))
     t, q, res, flags = r.read()
     assert t == 1.5 and q.tolist() == [1, 2, 3] and flags.tolist() == [0, OFFSET, 0]
-    with pytest.raises(ValueError, match="for 3 joints, not 4"):
+    with pytest.raises(ValueError, match="not a shadow block for 4 joints"):
         ShadowBlock(path, 4)

@@ -94,7 +94,9 @@ def fitted(points: np.ndarray, yaw: float, pitch: float, ortho: bool) -> dict:
 
 
 def set_text(tag: str, text: str) -> None:
-    """A panel line that takes room only while it says something."""
+    """A panel line that takes room only while it says something (an arrow as ASCII: the
+    default font has no →)."""
+    text = text.replace("→", "->")
     dpg.set_value(tag, text)
     dpg.configure_item(tag, show=bool(text))
 

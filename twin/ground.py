@@ -13,9 +13,9 @@ import dearpygui.dearpygui as dpg
 import numpy as np
 
 SUPPORT = (250, 250, 120, 255)
-COM = (255, 80, 80, 255)
+COM = (255, 255, 255, 255)
 ZMP = (80, 255, 255, 255)
-COP = (255, 80, 255, 255)
+COP = (200, 255, 0, 255)
 CONTACT = (250, 250, 120, 255)
 LEGEND = (("CoM", COM), ("planned ZMP", ZMP), ("CoP (physics)", COP), ("support", SUPPORT))
 HISTORY_S = 0.3      # the centre of mass's history the ZMP is estimated over

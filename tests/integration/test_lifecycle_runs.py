@@ -244,7 +244,11 @@ def test_a_request_flood_changes_neither_threads_nor_state(tmp_path):
                     client.enable()
                 except Exception:  # noqa: BLE001 - a full mailbox says so
                     refused += 1
-            assert client.wait(lambda s: s.mode == 4, timeout_s=30)  # enabled once
+            # enabled once — or, on a busy machine, disabled again by the loop itself for missed
+            # deadlines (toward safety; nothing enables it after the flood)
+            enabled = client.wait(lambda s: s.mode == 4, timeout_s=30)
+            _, events = client.state.events_since(0)
+            assert enabled or any("missed deadlines" in e for e in events), events
             assert threads() == before
             with pytest.raises(ValueError):
                 client.state.post(5, [1.0, 2.0])  # a short JOG is refused when posted, not padded

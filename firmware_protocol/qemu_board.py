@@ -183,10 +183,14 @@ class Relay:
             if muted:
                 continue
             try:
-                os.write(fd, data)
+                written = os.write(fd, data)
             except OSError as e:   # no host reading: dropped, as a board's full TX queue drops
                 if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                     raise
+                continue
+            if written < len(data):   # the pty's buffer full part way: the rest goes next time
+                self.queue.insert(0, (now, data[written:]))
+                return
 
     def processor(self, stalled: bool) -> None:
         if stalled != self.stopped:

@@ -28,14 +28,14 @@ from hil.physics.world import WorldBlock
 from hil.robots.servos import servo_table
 
 
-def _made(plant: PhysicsPlant, made: list, world: str | None) -> PhysicsPlant:
-    if world:
-        plant.attach_world(WorldBlock(world, create=True))
+def _made(plant: PhysicsPlant, made: list, world: WorldBlock | None) -> PhysicsPlant:
+    if world is not None:
+        plant.attach_world(world)
     made.append(plant)
     return plant
 
 
-def _board_plant(model, servo, made: list, world: str | None):
+def _board_plant(model, servo, made: list, world: WorldBlock | None):
     def plant_for(config):
         pm = build(model, servo)
         return _made(PhysicsPlant(pm, np.asarray(config.initial, dtype=float), brakes=config.kind == M.BoardKind.PUMA6),
@@ -43,7 +43,7 @@ def _board_plant(model, servo, made: list, world: str | None):
     return plant_for
 
 
-def _bus_bridge(model, servo, config, made: list, world: str | None):
+def _bus_bridge(model, servo, config, made: list, world: WorldBlock | None):
     def bridge_for(servos):
         pm = build(model, servo)
         plant = _made(PhysicsPlant(pm, model.home.copy()), made, world)
@@ -79,17 +79,23 @@ def main(argv: list[str] | None = None) -> int:
     except HilError as e:
         print(f"physics emulator: {message(e)}", file=sys.stderr)
         return 2
+    try:   # made once, before the pty: the twin maps this very file for the whole run
+        world = WorldBlock(args.world, create=True) if args.world else None
+    except OSError as e:
+        print(f"physics emulator: --world {args.world}: cannot write it ({e.strerror}); name a file in a folder "
+              "that exists and is writable", file=sys.stderr)
+        return 2
     made: list[PhysicsPlant] = []
     try:
         if bus is not None:
-            return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus, made, args.world))
-        return board_emulator.main(theirs, plant_for=_board_plant(model, servo, made, args.world))
+            return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus, made, world))
+        return board_emulator.main(theirs, plant_for=_board_plant(model, servo, made, world))
     finally:
         if args.truth and made:
             with open(args.truth, "w") as f:
                 json.dump(made[0].truth(), f)
-        if args.world and made:
-            made[0].world_block.unlink()
+        if world is not None:
+            world.unlink()
 
 
 if __name__ == "__main__":

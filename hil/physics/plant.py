@@ -132,9 +132,12 @@ class PhysicsPlant(Plant):
             self.released_at = now
             self.start_xy = self.d.qpos[0:2].copy()
 
+    def _tilt_deg(self) -> float:
+        """How far the base's z axis leans from upright."""
+        return float(np.degrees(np.arccos(np.clip(self.d.xmat[self.pm.base_body][8], -1.0, 1.0))))
+
     def _judge(self, now: float) -> None:
-        R = self.d.xmat[self.pm.base_body].reshape(3, 3)
-        tilt = float(np.degrees(np.arccos(np.clip(R[2, 2], -1.0, 1.0))))
+        tilt = self._tilt_deg()
         self.max_tilt_deg = max(self.max_tilt_deg, tilt)
         if self.fell_at is None and tilt > FALL_TILT_DEG:
             self.fell_at = now
@@ -175,8 +178,8 @@ class PhysicsPlant(Plant):
         base = np.eye(4)
         base[:3, 3] = self.d.xpos[b]
         base[:3, :3] = self.d.xmat[b].reshape(3, 3)
-        tilt = float(np.degrees(np.arccos(np.clip(base[2, 2], -1.0, 1.0)))) if self.pm.floating else 0.0
         contacts = self.floor_contacts()
+        tilt = self._tilt_deg() if self.pm.floating else 0.0
         return World(now, base, self.fell_at is not None, tilt, centre_of_pressure(contacts), contacts)
 
     def floor_contacts(self) -> np.ndarray:

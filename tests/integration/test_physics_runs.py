@@ -102,3 +102,11 @@ def _env() -> dict:
     import os
 
     return dict(os.environ)
+
+
+def test_a_world_file_that_cannot_be_written_is_said_before_the_pty(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "hil.physics.emulate", "--robot", "humanoid17", "--world",
+                        str(tmp_path / "missing" / "x.world"), "--", "--kind", "humanoid17"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and not r.stdout, r.stdout + r.stderr
+    assert "--world" in r.stderr and "cannot write it" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -39,6 +39,8 @@ def _constants() -> list[str]:
            f"#define HIL_REBOOT_MAGIC 0x{M.REBOOT_MAGIC:08X}u", f"#define HIL_SAVE_MAGIC 0x{M.SAVE_MAGIC:08X}u",
            f"#define HIL_SCHEMA_HASH 0x{M.SCHEMA_HASH:08X}u",
            f"#define HIL_MAX_PAYLOAD {M.MAX_PAYLOAD}",
+           f"#define HIL_CMD_TIMEOUT_MS_MIN {M.CMD_TIMEOUT_MS_MIN}u", f"#define HIL_CMD_TIMEOUT_MS_MAX {M.CMD_TIMEOUT_MS_MAX}u",
+           f"#define HIL_CMD_TIMEOUT_MS_DEFAULT {M.CMD_TIMEOUT_MS_DEFAULT}u",
            f"#define HIL_IMU_BYTES {M.IMU_DTYPE.itemsize}   /* appended to STATE: u8 flags, i16 quat[4], gyro[3], acc[3] */",
            f"#define HIL_IMU_QUAT_SCALE {int(M.IMU_QUAT_SCALE)}"]
     return out

@@ -67,6 +67,7 @@ class Link:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._replies = AwaitedReplies()
+        self.kept_params: dict[int, tuple[int, int]] = {}   # set again after a reconnect: keep_param
         self._last_rx = 0.0
         self._last_cmd_tx = 0.0
         self._last_hb_tx = 0.0
@@ -323,9 +324,10 @@ class Link:
         """Round trips (ms) of `count` hold commands (see `link_timing.round_trips_ms`)."""
         return link_timing.round_trips_ms(self, count, timeout_s, quiet_s)
 
-    def transact(self, msg: M.Message, key_of, timeout_s: float = 0.05, tries: int = 3):
+    def transact(self, msg: M.Message, key_of, timeout_s: float = 0.05, tries: int = 3, pump: bool = False):
         """Send msg and wait for the reply `key_of(seq)` names, retransmitting (FLAG_RETX) up to
-        `tries` times; ReplyTimeoutError if none comes."""
+        `tries` times; ReplyTimeoutError if none comes. pump=True: this thread reads the port while
+        it waits (a non-threaded link nobody else polls yet, or polls no longer)."""
         self._check()
         seq = self._next_seq()
         key = key_of(seq)
@@ -333,7 +335,7 @@ class Link:
         try:
             for attempt in range(tries):
                 self._write(msg.encode(seq, FLAG_RETX if attempt else 0))
-                if reply.wait(timeout_s):
+                if self._await(reply, timeout_s, pump):
                     self._check()
                     return reply.value
                 self.stats.retries += 1
@@ -341,6 +343,17 @@ class Link:
                                                      f"tries of {timeout_s * 1e3:.0f} ms")
         finally:
             self._replies.forget(key)
+
+    def _await(self, reply, timeout_s: float, pump: bool) -> bool:
+        if not pump or self.threaded:
+            return reply.wait(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while not reply.wait(0.0):
+            if time.monotonic() >= deadline:
+                return False
+            self.poll()
+            time.sleep(0.0005)
+        return True
 
     def _command(self, msg: M.Message) -> None:
         ack = self.transact(msg, lambda seq: ("ack", msg.MSG_ID, seq))
@@ -390,6 +403,21 @@ class Link:
         if pv.result != M.AckResult.OK:
             raise CommandRejectedError(errno.EPERM, f"{self.port}: PARAM_SET {param_id:#06x} = {value}: "
                                                     f"{M.AckResult(pv.result).name}")
+        return pv.value
+
+    def keep_param(self, param_id: int, value: int, type: int = M.PARAM_TYPE_U32) -> int | float:
+        """Set a board parameter now and again after every reconnect (a board that rebooted is back
+        on its defaults). Call it while nothing else reads this link (before it is handed on)."""
+        self.kept_params[param_id] = (value, type)
+        return self._set_kept(param_id)
+
+    def _set_kept(self, param_id: int) -> int | float:
+        value, type = self.kept_params[param_id]
+        pv = self.transact(M.ParamSet.of(param_id, M.JOINT_BOARD, value, type),
+                           lambda seq: ("param", param_id, M.JOINT_BOARD), pump=True)
+        if pv.result != M.AckResult.OK:
+            raise CommandRejectedError(errno.EPERM, f"{self.port}: the board refused {M.Param(param_id).name} = "
+                                                    f"{value}: {M.AckResult(pv.result).name}")
         return pv.value
 
     def param_save(self) -> None:
@@ -451,6 +479,8 @@ class Link:
                     continue
                 if info.boot_id != old.boot_id:
                     self._board_reset("new boot id after reconnect")
+                for param_id in self.kept_params:
+                    self._set_kept(param_id)
                 return info
             time.sleep(0.1)
         self.port = old.port

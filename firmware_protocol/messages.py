@@ -136,6 +136,7 @@ class Param(IntEnum):
 
 
 PARAM_TYPE_I32, PARAM_TYPE_U32, PARAM_TYPE_F32 = 0, 1, 2
+CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_DEFAULT = 10, 1000, 50   # Param.CMD_TIMEOUT_MS
 JOINT_BOARD = 0xFF     # PARAM joint index meaning "the board itself"
 JOINT_ALL = 0xFE       # PARAM_GET joint index meaning "every joint, one PARAM_VALUE each"
 REBOOT_MAGIC = 0x52424F54

@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.emulator.__main__ import Faults, build_config, parser as emulator_parser
+from firmware_protocol.emulator.__main__ import Faults, build_config, check_watchdog, parser as emulator_parser
 from firmware_protocol.pty_host import exit_with_parent, open_pty
 
 LAUNCH_ADDR = 0x2001F000
@@ -255,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.prog = "python -m firmware_protocol.qemu_board"
     p.add_argument("--elf", required=True, help="the firmware image (make -C firmware_protocol/c qemu)")
     args = p.parse_args(argv)
-    if args.watchdog_ms is not None and not 10 <= args.watchdog_ms <= 1000:
-        raise SystemExit(f"emulator: --watchdog-ms {args.watchdog_ms} is outside 10 … 1000 (SPEC.md)")
+    check_watchdog(args)
     faults = Faults.parse(args.fault)
     if faults.bad_states:
         raise SystemExit("emulator: --fault badstate@T is the Python emulator's only (leave out --impl qemu)")

@@ -228,7 +228,8 @@ static uint8_t param_set(struct hil_board *b, const uint8_t *p, uint8_t *out) {
   int32_t value = (int32_t)rd32(p + 4);
   switch (pid) {
     case HIL_P_CMD_TIMEOUT_MS:
-      if (value < 10 || value > 1000) return param_value(b, pid, joint, HIL_ACK_OUT_OF_RANGE, out);
+      if (value < (int32_t)HIL_CMD_TIMEOUT_MS_MIN || value > (int32_t)HIL_CMD_TIMEOUT_MS_MAX)
+        return param_value(b, pid, joint, HIL_ACK_OUT_OF_RANGE, out);
       b->cmd_timeout_ms = (uint32_t)value;
       break;
     case HIL_P_RAW_STREAM: b->raw_stream = value != 0; break;
@@ -272,7 +273,8 @@ static int save_params(const struct hil_board *b) {
 int hil_board_load_params(struct hil_board *b) {
   struct params_record r;
   if (hal_storage_read(&r, sizeof r) != 0 || r.magic != PARAMS_MAGIC || r.kind != b->kind ||
-      r.n_joints != b->n_joints || r.cmd_timeout_ms < 10 || r.cmd_timeout_ms > 1000) {
+      r.n_joints != b->n_joints || r.cmd_timeout_ms < HIL_CMD_TIMEOUT_MS_MIN ||
+      r.cmd_timeout_ms > HIL_CMD_TIMEOUT_MS_MAX) {
     b->faults |= HIL_F_PARAMS_DEFAULTED;   /* none saved, or not this board's: the port's defaults */
     return -1;
   }
@@ -397,7 +399,7 @@ void hil_board_init(struct hil_board *b, uint8_t kind, uint8_t n_joints, uint64_
   b->kind = kind;
   b->n_joints = n_joints > HIL_MAX_JOINTS ? HIL_MAX_JOINTS : n_joints;
   b->capabilities = 0;
-  b->cmd_timeout_ms = 50;
+  b->cmd_timeout_ms = HIL_CMD_TIMEOUT_MS_DEFAULT;
   b->idle_state_hz = 10;
   b->link_timeout_ms = 250;
   b->watchdog_action = WATCHDOG_HOLD;

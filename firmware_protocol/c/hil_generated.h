@@ -19,6 +19,9 @@
 #define HIL_SAVE_MAGIC 0x53415645u
 #define HIL_SCHEMA_HASH 0x6845593Bu
 #define HIL_MAX_PAYLOAD 246
+#define HIL_CMD_TIMEOUT_MS_MIN 10u
+#define HIL_CMD_TIMEOUT_MS_MAX 1000u
+#define HIL_CMD_TIMEOUT_MS_DEFAULT 50u
 #define HIL_IMU_BYTES 21   /* appended to STATE: u8 flags, i16 quat[4], gyro[3], acc[3] */
 #define HIL_IMU_QUAT_SCALE 16384
 

@@ -193,7 +193,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the measurement noise")
     p.add_argument("--link", help="also make this symlink point at the pty (like a udev by-id link)")
     p.add_argument("--duration", type=float, help="exit after this many seconds")
-    p.add_argument("--watchdog-ms", type=int, help="command watchdog (CMD_TIMEOUT_MS, 10–1000; default 50)")
+    p.add_argument("--watchdog-ms", type=int, help=f"command watchdog (CMD_TIMEOUT_MS, {M.CMD_TIMEOUT_MS_MIN}–{M.CMD_TIMEOUT_MS_MAX} ms; "
+                                                      f"default {M.CMD_TIMEOUT_MS_DEFAULT})")
     p.add_argument("--parent-pid", type=int, help="exit when this process (the one that started us) dies")
     return p
 
@@ -324,12 +325,18 @@ class Runner:
         return msg.encode(self.board._next_seq())
 
 
+def check_watchdog(args) -> None:
+    """--watchdog-ms within what the board accepts for CMD_TIMEOUT_MS."""
+    lo, hi = M.CMD_TIMEOUT_MS_MIN, M.CMD_TIMEOUT_MS_MAX
+    if args.watchdog_ms is not None and not lo <= args.watchdog_ms <= hi:
+        raise SystemExit(f"emulator: --watchdog-ms {args.watchdog_ms} is outside {lo} … {hi} ms (SPEC.md)")
+
+
 def main(argv: list[str] | None = None, plant_for=None) -> int:
     """`plant_for(config)`: the joints behind the board (a firmware_protocol.plant.Plant; default
     the kinematic servo model), e.g. a physics simulation (hil.physics.emulate)."""
     args = parser().parse_args(argv)
-    if args.watchdog_ms is not None and not 10 <= args.watchdog_ms <= 1000:
-        raise SystemExit(f"emulator: --watchdog-ms {args.watchdog_ms} is outside 10 … 1000 (SPEC.md)")
+    check_watchdog(args)
     config = build_config(args)
     if plant_for is not None:
         config.plant = plant_for(config)

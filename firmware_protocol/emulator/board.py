@@ -47,7 +47,7 @@ class BoardConfig:
     signs: np.ndarray | None = None          # hidden direction signs (±1)
     uid: bytes = b""
     supply_mV: int = 12000
-    cmd_timeout_ms: int = 50
+    cmd_timeout_ms: int = M.CMD_TIMEOUT_MS_DEFAULT
     idle_state_hz: float = 10.0
     seed: int | None = None
     plant: Plant | None = None               # the joints: None, the kinematic servo model (LagPlant)
@@ -314,7 +314,7 @@ class Board:
         P = M.Param
         value = M.bits_to_value(msg.value_bits, msg.type)
         if msg.param_id == P.CMD_TIMEOUT_MS:
-            if not 10 <= int(value) <= 1000:
+            if not M.CMD_TIMEOUT_MS_MIN <= int(value) <= M.CMD_TIMEOUT_MS_MAX:
                 return self._param_value(msg.param_id, msg.joint, M.AckResult.OUT_OF_RANGE)
             self.cmd_timeout_ms = int(value)
         elif msg.param_id == P.RAW_STREAM:

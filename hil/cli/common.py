@@ -107,6 +107,11 @@ def add_bus_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--board-config", metavar="FILE",
                    help="the robot ↔ servo mapping (TOML: bus, baud, per joint servo id, ticks per radian, zero "
                         "tick, direction, limits; default: the one shipped for --bus, see docs/buses.md)")
+    s.add_argument("--watchdog-ms", type=float, metavar="MS",
+                   help="the board's command watchdog: with no command for this long, the board holds or "
+                        "relaxes the robot and latches a fault (10 … 1000 ms; default: the board's own, 50 ms on "
+                        "hil's boards, a bus config's command_timeout_ms). Raise it on a machine busy with other "
+                        "work; see docs/lifecycle.md")
 
 
 def floats(text: str, n: int, what: str) -> list[float]:
@@ -153,5 +158,4 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
-        strict=args.strict,
-        stabilise=not args.no_stabiliser))
+        strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms))

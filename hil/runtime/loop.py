@@ -113,6 +113,7 @@ class LoopConfig:
     speed: float = 1.0            # a motion file runs at this fraction of its written pace
     strict: bool = False          # and is refused, not slowed, where its joints cannot follow
     stabilise: bool = True        # a humanoid's motions lean back on what its IMU says (runtime.balance)
+    watchdog_ms: int | None = None  # the board's command watchdog (CMD_TIMEOUT_MS); None: the board's own
 
 
 def run_loop(cfg: LoopConfig) -> int:
@@ -307,7 +308,8 @@ class Loop:
     def _connect(self):
 
         cfg = self.cfg
-        link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime, cfg.bus)
+        link = open_transport(cfg.port_io, cfg.port, cfg.baud, cfg.link_timeout_s, self.n, cfg.realtime, cfg.bus,
+                              cfg.watchdog_ms)
         if cfg.bus is not None and cfg.calibration is None:
             # a servo bus's joint map is its board config: zero ticks and directions per joint
             self.event(f"joint zeros and directions: {cfg.bus.source}"
@@ -369,6 +371,9 @@ class Loop:
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")
+        if cfg.watchdog_ms is not None:
+            self.event(f"the board's command watchdog is {cfg.watchdog_ms} ms (--watchdog-ms), set again at "
+                       "every reconnect")
         if cfg.bus is not None:
             for note in bus_notes(cfg.bus, cfg.rate_hz):
                 self.event(note)

@@ -100,14 +100,14 @@ class _Block:
 
 # ------------------------------------------------------------------------ the port process side
 def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, buf, conn, efd: int,
-           parent: int, bus=None) -> None:
+           parent: int, bus=None, watchdog_ms: int | None = None) -> None:
     """The port process: connect, then move commands out and states in until told to stop, the
     loop's process is gone, or the link is lost (then wait for a reconnect request)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     block = _Block(buf, n)
     try:
-        link = connect_board(port, baud, link_timeout_s, n, bus)
+        link = connect_board(port, baud, link_timeout_s, n, bus, watchdog_ms)
     except BaseException as e:  # noqa: BLE001 - handed to the loop, which reports it
         conn.send(("error", e))
         return
@@ -233,7 +233,7 @@ class PortLink:
     shared memory (and an eventfd), the transactions wait for the port process's answer."""
 
     def __init__(self, port: str, baud: int, link_timeout_s: float, expect_joints: int, realtime: bool,
-                 connect_timeout_s: float = 10.0, bus=None) -> None:
+                 connect_timeout_s: float = 10.0, bus=None, watchdog_ms: int | None = None) -> None:
         n = expect_joints
         self.port = port
         self.n = n
@@ -246,7 +246,7 @@ class PortLink:
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, name="hil-port", daemon=True,
                                  args=(port, baud, link_timeout_s, n, realtime, self._buf, child, self._efd,
-                                       os.getpid(), bus))
+                                       os.getpid(), bus, watchdog_ms))
         self._proc.start()
         child.close()
         self._lock = threading.Lock()
@@ -401,10 +401,10 @@ class PortLink:
 
 
 def open_transport(port_io: str, port: str, baud: int, link_timeout_s: float, n: int,
-                   realtime: bool, bus: BusConfig | None = None) -> BoardTransport:
+                   realtime: bool, bus: BusConfig | None = None, watchdog_ms: int | None = None) -> BoardTransport:
     """Connect to the board on `port` with its serial I/O where `port_io` says. A servo bus waits
     for its servos inside every poll: never on the loop's own thread."""
     if port_io == "process":
-        return PortLink(port, baud, link_timeout_s, n, realtime, bus=bus)
-    link = connect_board(port, baud, link_timeout_s, n, bus)
+        return PortLink(port, baud, link_timeout_s, n, realtime, bus=bus, watchdog_ms=watchdog_ms)
+    link = connect_board(port, baud, link_timeout_s, n, bus, watchdog_ms)
     return ThreadPort(link) if port_io == "thread" or bus is not None else link

@@ -11,10 +11,11 @@ import signal
 import subprocess
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass
 
 from firmware_protocol.buses.board import cycle_note
-from firmware_protocol.messages import BoardState, fault_names
+from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN, BoardState, fault_names
 from hil import board_config, emulator_launch, robots
 from hil.display import display_available
 from hil.errors import HilError, InputError
@@ -78,6 +79,7 @@ class RunRequest:
     speed: float = 1.0                 # a motion file runs at this fraction of its written pace
     strict: bool = False               # a motion file the joints cannot follow is refused, not slowed
     stabilise: bool = True             # a humanoid's motions lean back on its IMU (hil.runtime.balance)
+    watchdog_ms: float | None = None   # the board's command watchdog (None: the board's own, 50 ms on ours)
     zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
     zenoh_config: str | None = None    # Zenoh's own config file
     zenoh_rate_hz: float = 100.0
@@ -85,8 +87,20 @@ class RunRequest:
 
 
 def bus_config(req: RunRequest, model):
-    """The servo bus mapping a request names (None: our own protocol)."""
-    return board_config.resolve(model, req.bus, req.board_config)
+    """The servo bus mapping a request names (None: our own protocol), with --watchdog-ms in place of
+    its own watchdogs (the host-side one and the servos' bus watchdog)."""
+    bus = board_config.resolve(model, req.bus, req.board_config)
+    if bus is not None and req.watchdog_ms is not None:
+        ms = watchdog_ms(req)
+        bus = dataclasses.replace(bus, command_timeout_ms=ms, watchdog_ms=ms)
+    return bus
+
+
+def watchdog_ms(req: RunRequest) -> int | None:
+    """--watchdog-ms, checked: the board's range for its command watchdog (CMD_TIMEOUT_MS)."""
+    if req.watchdog_ms is None:
+        return None
+    return round(number(req.watchdog_ms, "--watchdog-ms", CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms"))
 
 
 def check(req: RunRequest, model, bus=None) -> float:
@@ -102,6 +116,10 @@ def check(req: RunRequest, model, bus=None) -> float:
         raise InputError("--port-io inline cannot drive a servo bus (each poll waits for the servos' replies); "
                          "use process (the default) or thread")
     rate = number(default if req.rate_hz is None else req.rate_hz, "--rate", 10, 1000, "Hz")
+    watchdog = watchdog_ms(req)
+    if watchdog is not None and watchdog < 3e3 / rate:
+        raise InputError(f"--watchdog-ms {watchdog}: shorter than three cycles at {rate:g} Hz "
+                         f"({3e3 / rate:g} ms): the watchdog would trip between commands; raise it or --rate")
     if req.duration_s is not None:
         number(req.duration_s, "--duration", 0.001, 1e7, "s")
     if req.spin_us is not None and not 0.0 <= req.spin_us <= 1e6 / rate:  # (NaN fails this too)
@@ -197,7 +215,8 @@ def run(req: RunRequest) -> int:
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
                      parent_pid=os.getpid(), bus=bus, compensate=req.compensate,
                      speed=req.speed, strict=req.strict,
-                     stabilise=req.stabilise, **extra)
+                     stabilise=req.stabilise, watchdog_ms=None if bus is not None else watchdog_ms(req),
+                     **extra)
     session = _Run(shared, req, model, headless)
     try:
         session.supervise(cfg)

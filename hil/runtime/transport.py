@@ -21,6 +21,7 @@ from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.board import BusBoard, BusConfig, cycle_cost, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
 from firmware_protocol.link import Link
+from firmware_protocol.messages import Param
 from hil.runtime.realtime import leave_the_loop_cpu
 
 PORT_IO_NOTES = {"process": "in its own process", "thread": "on a thread of the loop's process",
@@ -183,12 +184,22 @@ class ThreadPort:
         self.link.close()
 
 
-def connect_board(port: str, baud: int, link_timeout_s: float, n: int, bus: BusConfig | None = None):
+def connect_board(port: str, baud: int, link_timeout_s: float, n: int, bus: BusConfig | None = None,
+                  watchdog_ms: int | None = None):
     """The board on `port`: our own protocol's `Link` (poll mode), or, with a servo bus config, a
-    `BusBoard` over those servos. Both offer what `BoardTransport` asks."""
+    `BusBoard` over those servos. Both offer what `BoardTransport` asks. `watchdog_ms`: the board's
+    command watchdog (CMD_TIMEOUT_MS), set at connect and after every reconnect (a bus config
+    carries its own: `command_timeout_ms`, `watchdog_ms`)."""
     if bus is not None:
         return BusBoard.connect(port, bus, link_timeout_s, expect_joints=n)
-    return Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
+    link = Link.connect(port, baud, link_timeout_s, expect_joints=n, threaded=False)
+    if watchdog_ms is not None:
+        try:
+            link.keep_param(Param.CMD_TIMEOUT_MS, int(watchdog_ms))
+        except BaseException:
+            link.close()
+            raise
+    return link
 
 
 def bus_notes(bus: BusConfig, rate_hz: float) -> list[str]:

@@ -252,3 +252,27 @@ def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
             # that trip's answer the board's own idle STATE: short, once in a while. Each one answered
             # (250 ms: none came).
             assert sorted(trips)[2] >= 16.0 and max(trips) < 250.0, (k, trips)
+
+
+def _board_param(link, param_id):
+    # a non-threaded link nobody else polls: the transaction reads the port itself
+    return link.transact(M.ParamGet(param_id, M.JOINT_BOARD), lambda seq: ("param", param_id, M.JOINT_BOARD),
+                         pump=True).value
+
+
+def test_a_kept_board_parameter_is_set_at_connect_and_again_on_the_board_that_comes_back(emulator):
+    from hil.runtime.transport import connect_board
+
+    uid, path = "0A1B2C3D4E5F60718293A4B5", f"/tmp/hil-test-kept-{os.getpid()}"
+    emu = emulator("--kind", "puma6", "--uid", uid, "--link", path)
+    link = connect_board(path, 1_000_000, 0.25, 6, watchdog_ms=700)
+    try:
+        assert _board_param(link, M.Param.CMD_TIMEOUT_MS) == 700
+        emu.kill()   # the board restarts: back on its default
+        emu = emulator("--kind", "puma6", "--uid", uid, "--link", path)
+        link.reconnect(timeout_s=5.0)
+        assert _board_param(link, M.Param.CMD_TIMEOUT_MS) == 700
+    finally:
+        link.close()
+    with pytest.raises(Exception, match="refused CMD_TIMEOUT_MS = 5: OUT_OF_RANGE"):
+        connect_board(path, 1_000_000, 0.25, 6, watchdog_ms=5)

@@ -49,7 +49,10 @@ def _try_attach(name):
 
 def finish(proc: subprocess.Popen, timeout_s: float = 30.0) -> str:
     """The run's output once it ended; one that does not end in time is killed (it must not run on
-    into the next test) and the test fails."""
+    into the next test) and the test fails. Called from a `finally` while the test is failing, it
+    first stops the run (SIGINT), so that the failure shows, not a wait for the run's duration."""
+    if sys.exc_info()[0] is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,16 +17,21 @@ from firmware_protocol.buses import bus_list
 from hil.errors import HilError
 from hil.inputs import number, writable_file
 
+from calibration.views import CalibrationView, ask, clear_latched_fault
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", required=True, help="robot: a shipped name, a URDF file or a robot .toml file")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port of the board")
     g.add_argument("--dry-run", action="store_true", help="calibrate the board emulator (see --emulate-*)")
-    p.add_argument("--method", choices=["reference", "directions", "poses"],
-                   help="directions: jog each joint ±5° and save which way it moves; reference: average the "
-                        "readings with the robot held in --pose and save the offsets; poses: fit the PUMA's "
-                        "offsets to measured tool points (--poses)")
+    p.add_argument("--method", choices=["reference", "directions", "range", "poses"],
+                   help="reference: average the readings with the robot held in --pose and save the offsets (on a "
+                        "servo bus: the zero ticks, placed inside one turn of each servo); directions: jog each joint "
+                        "±5° and save which way it moves (on a servo bus: you move each joint by hand its positive "
+                        "way, torque off); range: you sweep each joint by hand end to end, torque off, and its limits "
+                        "become what it reached (servo buses); poses: fit the PUMA's offsets to measured tool "
+                        "points (--poses)")
     p.add_argument("--pose", default="home", help="reference pose name (method reference)")
     p.add_argument("--poses", metavar="FILE.csv", help="method poses: q1..q6 (deg), x, y, z (mm) per line")
     p.add_argument("--lengths", action="store_true", help="method poses: also fit a2 and d4")
@@ -37,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jog-speed-deg-s", type=float, default=10.0, help="method directions: jog speed, 1 … 60 °/s")
     p.add_argument("--settle-s", type=float, default=0.4, help="method directions: wait this long after each jog "
                                                                "before reading where the joint is, 0.05 … 5 s")
+    p.add_argument("--sweep-s", type=float, metavar="S",
+                   help="methods range and directions on a servo bus: record for S seconds, 1 … 3600 (default: until "
+                        "Enter on a terminal, else 20 s)")
+    p.add_argument("--emulate-range-deg", metavar="JOINT=LO:HI,…",
+                   help="dry run on a bus: where a hand takes the joints for --method range (default: each joint's "
+                        "whole range)")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
     p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")
@@ -86,60 +96,6 @@ def _lerobot(args, model) -> int:
     return 0
 
 
-def _ask(args, text: str) -> None:
-    if args.yes:
-        print(text + " (--yes)")
-        return
-    try:
-        input(text + " Press Enter when ready (Ctrl-C to stop). ")
-    except EOFError:
-        raise SystemExit("no terminal to ask on: run with --yes") from None
-
-
-class CalibrationView:
-    """Before and after, in the twin: the measured pose solid, the nominal reference as the ghost.
-
-    Publishes into a shared-state block like a running loop does, so `hil twin` (opened here when
-    a display is available) shows it; `hil twin --attach NAME` works too."""
-
-    def __init__(self, model, open_twin: bool) -> None:
-        import os
-
-        from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
-
-        self.model = model
-        self.name = loop_name(model.name, os.getpid())
-        self.shared = SharedState(self.name, model.n, create=True)
-        self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
-        self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
-        self.twin = None
-        if open_twin:
-            from hil.display import display_available
-            from hil.runtime.twin_launch import start_twin
-
-            if display_available():
-                self.twin = start_twin(self.name, model.spec)
-                print("twin: showing the measured pose (solid) against the reference (ghost)")
-
-    def show(self, q_meas: np.ndarray, q_nominal: np.ndarray, text: str) -> None:
-        self.shared.begin_write()
-        self.fields["q_meas"][:] = q_meas
-        self.fields["q_cmd"][:] = q_nominal
-        self.fields["q_target"][:] = q_nominal
-        self.fields["link_ok"][0] = 1.0
-        self.fields["board_state"][0] = 1
-        self.shared.end_write()
-        self.shared.set_event(text)
-
-    def close(self, linger_s: float) -> None:
-        import time
-
-        if self.twin is not None:
-            time.sleep(linger_s)
-            self.twin.terminate()
-        self.shared.close()
-
-
 def main(args: argparse.Namespace) -> int:
     from firmware_protocol.link import Link
     from hil import board_config, calibration_files, robots
@@ -153,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
     if args.import_lerobot or args.export_lerobot:
         return _lerobot(args, model)
     if args.method is None:
-        raise InputError("hil calibrate needs --method reference, directions or poses (or --import-lerobot / "
+        raise InputError("hil calibrate needs --method reference, directions, range or poses (or --import-lerobot / "
                          "--export-lerobot to convert a LeRobot calibration file)")
     number(args.samples, "--samples", 10, 100_000)
     number(args.show_s, "--show-s", 0, 3600, "s")
@@ -169,11 +125,15 @@ def main(args: argparse.Namespace) -> int:
     elif not (args.port or args.dry_run):
         raise InputError("hil calibrate needs --port PORT (see `hil ports`) or --dry-run")
     bus = board_config.resolve(model, args.bus, args.board_config)
-    if bus is not None and args.method != "reference":
-        raise InputError(f"--method {args.method} is not for a servo bus: a servo reports its own ticks, so a servo "
-                         "mounted the other way round moves and reads back consistently, and jogging cannot find it. "
-                         "Watch each joint move with the twin's sliders (`hil run --bus …`) and set `direction` in the "
-                         "board config; then --method reference finds the zero ticks")
+    if bus is not None and args.method == "poses":
+        raise InputError("--method poses fits the PUMA's offsets on hil's own board; on a servo bus use reference")
+    if bus is None and args.method == "range":
+        raise InputError("--method range records a servo bus kit's ranges by hand (with --bus); hil's own boards hold "
+                         "their joint limits from the robot model")
+    if args.sweep_s is not None:
+        number(args.sweep_s, "--sweep-s", 1, 3600, "s")
+    if args.emulate_range_deg and not (args.dry_run and bus is not None and args.method == "range"):
+        raise InputError("--emulate-range-deg belongs to a dry run of --method range on a servo bus")
     if bus is not None and args.out is None and bus.shipped:
         raise InputError(f"the calibrated mapping is a new board config: name it with --out FILE.toml (the shipped "
                          f"{bus.source} is not changed)")
@@ -184,11 +144,13 @@ def main(args: argparse.Namespace) -> int:
         if args.method == "poses":
             return _poses(args, model, P, calibration_files)
         if bus is not None:
-            return _calibrate_bus(args, model, bus, P)
+            from calibration import bus_command
+
+            return bus_command.calibrate(args, model, bus)
         link = Link.connect(args.port, expect_joints=model.n)
         try:
             uid = link.info.uid
-            _clear_latched_fault(args, link)
+            clear_latched_fault(args, link)
             path = Path(args.out) if args.out else calibration_files.default_path(uid)
             old_off, old_sign = np.zeros(model.n), np.ones(model.n)
             # what the board already has: the file being rewritten, else (with --out) the board's own
@@ -200,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
             if args.method == "reference":
                 if args.pose not in model.poses:
                     raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
-                _ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
+                ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
                            f"... --robot {model.name}`), torque off.")
                 print(f"reading {args.samples} samples per joint …")
                 q_ref = model.poses[args.pose]
@@ -222,7 +184,7 @@ def main(args: argparse.Namespace) -> int:
                 view.close(args.show_s)
             else:
                 jog = f"±{args.jog_deg:g}° at {args.jog_speed_deg_s:g}°/s"
-                _ask(args, f"The robot will jog every joint by {jog}. Keep clear.")
+                ask(args, f"The robot will jog every joint by {jog}. Keep clear.")
                 print(f"jogging each joint {jog} …")
                 res = P.directions(link, model, math.radians(args.jog_deg), math.radians(args.jog_speed_deg_s),
                                    settle_s=args.settle_s)
@@ -248,7 +210,6 @@ def main(args: argparse.Namespace) -> int:
 def _start_emulator(args, model, bus):
     """The emulator for a dry run, hiding the calibration errors the options name."""
     from hil import board_config, emulator_launch
-    from hil.errors import InputError
 
     offsets = emulator_launch.parse_joint_values(model, args.emulate_offsets_deg, "--emulate-offsets-deg")
     reverse = emulator_launch.parse_joint_list(model, args.emulate_reverse)
@@ -256,125 +217,38 @@ def _start_emulator(args, model, bus):
         emu = emulator_launch.start_emulator(model, offsets_deg=offsets, reverse=reverse)
         print(f"board emulator: {model.name} on {emu.path}")
         return emu
-    if reverse:
-        raise InputError("--emulate-reverse: a reversed servo cannot be found by jogging it on a servo bus")
     hidden = np.radians(offsets) if offsets is not None else np.zeros(model.n)
-    # the servos' truth: the config with the hidden zero errors folded in
-    emu = emulator_launch.start_bus_emulator(board_config.with_joint_map(bus, hidden, np.ones(model.n)), model)
+    signs = np.ones(model.n)
+    signs[reverse] = -1.0
+    # the servos' truth: the config with the hidden zero errors and reversals folded in
+    truth = board_config.with_joint_map(bus, hidden, signs)
+    emu = emulator_launch.start_bus_emulator(truth, model, hands=_hands(args, model, bus, truth))
     print(f"servo bus emulator: {bus.bus} on {emu.path}")
     return emu
 
 
-def _calibrate_bus(args, model, bus, P) -> int:
-    """Calibrate a servo bus: the robot held in a known pose gives each joint's zero tick, placed
-    so that its whole range lies inside one turn of its servo (calibration.bus_zeros); any Homing
-    Offset and Min/Max Position Limits that takes are written to the servos and read back."""
-    from firmware_protocol.buses.board import BusBoard
-    from hil import board_config
+def _hands(args, model, bus, truth) -> list[str]:
+    """A dry run's hand (the bus emulator's --hand) for the methods done by hand: each joint swept
+    through its range, over and over (range), or moved 20° its positive way once (directions)."""
+    from firmware_protocol.buses import bus_class
+    from hil import emulator_launch
 
-    link = BusBoard.connect(args.port, bus, expect_joints=model.n)
-    try:
-        held = link.read_homing_offsets()     # before the bus cycles on its own thread
-        link.start_cycling()
-        _clear_latched_fault(args, link)
-        q_ref = model.poses.get(args.pose)
-        if q_ref is None:
-            raise HilError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
-        _ask(args, f"Put the robot in the reference pose '{args.pose}', torque off.")
-        placements = _place_zeros(link, model, bus, q_ref, held, P.read_samples(link, args.samples))
-        _write_servo_setup(link, bus, placements)
-    finally:
-        link.close()
-    calibrated = _calibrated_config(bus, placements)
-    out = args.out or bus.source
-    note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
-    Path(out).write_text(board_config.to_toml(calibrated, note))
-    with BusBoard.connect(args.port, calibrated, expect_joints=model.n) as after:   # the servos agree with the file
-        after.start_cycling()
-        worst = float(np.max(np.abs(P.read_samples(after, 20).mean(axis=0) - q_ref)))
-    print(f"after: measured pose within {math.degrees(worst):.3f}° of the reference")
-    print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
-    return 0
-
-
-def _place_zeros(link, model, bus, q_ref, held, samples) -> list:
-    """Each joint's placement from the readings (rad through the config) in the reference pose."""
-    from calibration import bus_zeros
-    from hil.errors import InputError
-
-    cls, out, refused = type(link.bus), [], []
-    print(f"{'joint':<18} {'zero tick':>10} {'moved':>9} {'range (ticks)':>15}  homing offset")
-    for i, j in enumerate(bus.joints):
+    if args.method not in ("range", "directions"):
+        return []
+    ranges = emulator_launch.parse_joint_ranges(model, args.emulate_range_deg, "--emulate-range-deg")
+    cls, out = bus_class(bus.bus), []
+    for i, j in enumerate(truth.joints):
+        home = float(model.home[i])
+        if args.method == "range":
+            lo, hi = ranges.get(j.name, (j.min_rad, j.max_rad))
+            a, b, when = j.ticks(lo), j.ticks(hi), "1-5*"
+        else:
+            a = b = j.ticks(min(home + math.radians(20.0), float(model.upper[i]) - math.radians(1.0)))
+            when = "3-4"
         turn = cls.turn_ticks(j.model)
-        ticks = j.zero_tick + j.direction * samples[:, i] * j.ticks_per_rad
-        try:
-            p = bus_zeros.place(j, bus_zeros.mean_ticks(ticks, turn), float(q_ref[i]), turn, held[i],
-                                cls.homing_limit, cls.homing_sign)
-        except bus_zeros.PlacementError as e:
-            refused.append(str(e))
-            continue
-        moved = p.zero_tick - p.shift - j.zero_tick
-        if turn:   # the same place a turn up or down
-            moved = (moved + turn / 2) % turn - turn / 2
-        moved = math.degrees(j.direction * moved / j.ticks_per_rad)
-        limits = f"{p.limits[0]} … {p.limits[1]}" if p.limits else "-"
-        homing = "-" if p.homing_offset is None else f"{p.homing_offset}" + (" (written)" if p.shift else "")
-        print(f"{j.name:<18} {p.zero_tick:>10.1f} {moved:>+8.3f}° {limits:>15}  {homing}")
-        out.append(p)
-    if refused:
-        raise InputError("cannot place every joint's range inside one turn of its servo (nothing was written): "
-                         + "; ".join(refused))
+        shift = 0 if not turn else (j.ticks(home) % turn) - j.ticks(home)   # the servo reads within one turn
+        out.append(f"{j.servo_id}:{a + shift}:{b + shift}@{when}")
     return out
-
-
-def _write_servo_setup(link, bus, placements) -> None:
-    """The Homing Offsets that moved and each servo's Min/Max Position Limits; read back."""
-    failed = []
-    for i, p in enumerate(placements):
-        bad = link.write_servo_setup(i, p.homing_offset if p.shift else None, p.limits)
-        failed += [f"{bus.joints[i].name} (id {bus.joints[i].servo_id}): {what}" for what in bad]
-    if failed:
-        raise HilError("the servos did not keep what was written (EEPROM locked, or torque on?): "
-                       + "; ".join(failed) + ". Nothing was saved; power-cycle the servos and calibrate again")
-
-
-def _calibrated_config(bus, placements):
-    """The config with the new zero ticks and homing offsets; a LeRobot range recorded for the old
-    zero no longer applies (hil.lerobot_calibration exports one from the limits)."""
-    import dataclasses
-
-    joints = tuple(dataclasses.replace(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset, drive_mode=None,
-                                       range_min=None, range_max=None)
-                   for j, p in zip(bus.joints, placements))
-    return dataclasses.replace(bus, joints=joints, shipped=False)
-
-
-def _clear_latched_fault(args, link) -> None:
-    """A board left in FAULT or ESTOP (a watchdog trip from an earlier run, say) cannot be jogged:
-    offer to clear it — asked, since clearing an e-stop is the user's decision."""
-    from firmware_protocol import messages as M
-
-    state = None
-    for _ in range(100):
-        s = link.latest()
-        if s is not None:
-            state = s
-            break
-        link.send_positions(np.zeros(link.info.n_joints), hold=True)
-        time.sleep(0.01)
-    if state is None or state.state not in (M.BoardState.FAULT, M.BoardState.ESTOP):
-        return
-    what = f"{M.BoardState(state.state).name} ({M.fault_names(state.faults)})"
-    if not args.yes:
-        try:
-            answer = input(f"The board is in {what}. Clear it (the board stays disabled)? [y/N] ")
-        except EOFError:
-            answer = ""
-        if answer.strip().lower() not in ("y", "yes"):
-            raise HilError(f"the board is in {what}: not cleared. Clear it with `hil calibrate ... --yes`, "
-                           "`hil ctl clear-fault` on a running loop, or power-cycle the board")
-    link.clear_faults()
-    print(f"cleared the board's {what}; it is disabled")
 
 
 def _poses(args, model, P, calibration_files) -> int:

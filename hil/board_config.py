@@ -22,9 +22,12 @@ Configs for the kits we know ship in hil/robots/data/boards/ (`shipped(robot, bu
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from pathlib import Path
+
+import numpy as np
 
 from firmware_protocol.buses import BUSES, bus_class, model_numbers
 from firmware_protocol.buses.board import BusConfig, ServoJoint
@@ -238,6 +241,21 @@ def _lerobot(row: dict, where: str) -> dict:
     if out["range_min"] >= out["range_max"]:
         raise InputError(f"{where}: range_min {out['range_min']} must be below range_max {out['range_max']}")
     return out
+
+
+def within_config(model, config: BusConfig | None):
+    """The robot with its joint limits narrowed to the board config's (a range recorded by hand, a
+    `min_deg`/`max_deg` in the file): the loop checks against what the servos will take, so no goal
+    it plans is clamped by the bus board unseen. A copy: the loaded robot stays as it is."""
+    if config is None:
+        return model
+    lower = np.array([j.min_rad for j in config.joints])
+    upper = np.array([j.max_rad for j in config.joints])
+    if np.array_equal(lower, model.lower) and np.array_equal(upper, model.upper):
+        return model
+    narrowed = copy.copy(model)
+    narrowed.lower, narrowed.upper = np.maximum(model.lower, lower), np.minimum(model.upper, upper)
+    return narrowed
 
 
 def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -69,6 +70,24 @@ def parse_joint_values(model, text: str | None, what: str) -> np.ndarray | None:
         raise InputError(f"{what}: {model.name} has {model.n} joints ({', '.join(model.joint_names)}), "
                          f"got {len(vals)} values")
     return np.array(vals)
+
+
+def parse_joint_ranges(model, text: str | None, what: str) -> dict[str, tuple[float, float]]:
+    """"l_knee=-5:120,r_knee=0:90" (degrees) → {joint name: (lo, hi) rad}."""
+    out = {}
+    for item in [t for t in (text or "").replace(" ", ",").split(",") if t]:
+        name, _, span = item.partition("=")
+        lo, sep, hi = span.partition(":")
+        if name.strip() not in model.joint_names:
+            raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name} ({', '.join(model.joint_names)})")
+        if not sep:
+            raise InputError(f"{what}: {item!r} is not JOINT=LO:HI (degrees, e.g. l_knee=-5:120)")
+        a = number(lo, f"{what} {name.strip()} low", -360, 360, "deg")
+        b = number(hi, f"{what} {name.strip()} high", -360, 360, "deg")
+        if not a < b:
+            raise InputError(f"{what}: {item!r}: LO must be below HI")
+        out[name.strip()] = (math.radians(a), math.radians(b))
+    return out
 
 
 def parse_joint_list(model, text: str | None) -> list[int]:
@@ -302,10 +321,10 @@ def check_fault(spec: str) -> None:
 def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: float | None = None,
                       return_delay_us: float | None = None, link: str | None = None,
                       parent_pid: int | None = None, physics: bool = False, truth: str | None = None,
-                      world: str | None = None) -> list[str]:
+                      world: str | None = None, hands=()) -> list[str]:
     """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
     its servos at the robot's home pose, at the config's baud rate, echoing if the config says so;
-    with `physics` the servos' joints in MuJoCo (hil.physics.emulate)."""
+    with `physics` the servos' joints in MuJoCo (hil.physics.emulate); `hands`: its --hand specs."""
 
     head = physics_prefix(model, config, truth, world) if physics else \
         [sys.executable, "-P", "-m", "firmware_protocol.buses.emulator"]
@@ -318,6 +337,8 @@ def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: 
             argv += [flag, str(value)]
     for f in faults:
         argv += ["--fault", f]
+    for h in hands:
+        argv += ["--hand", h]
     return argv
 
 

@@ -49,9 +49,11 @@ class SimServo:
     homing_offset: int = 0     # what its Homing Offset register holds (ticks)
     blocked: bool = False      # its horn meets something it cannot move (fault `blocked`)
     stall_mA: float = 1400.0   # its current at full torque
+    heard_once: bool = False   # the host has spoken to it
 
     def heard(self) -> None:
         self.quiet_s = 0.0
+        self.heard_once = True
 
     def goal_ticks(self) -> float:
         """The goal it drives to: inside its own position limits."""
@@ -118,6 +120,63 @@ def parse_faults(specs: list[str]) -> list[Fault]:
             raise SystemExit(f"emulator: --fault {spec!r}: {kind} needs " + ("no id" if kind == "disconnect" else
                                                                               "a servo id (kind:ID@T)"))
         out.append(Fault(kind, servo, t, until))
+    return out
+
+
+@dataclass
+class Hand:
+    """A hand moving a servo's horn while its torque is off, as a user does to show a joint's
+    direction or record its range (`hil calibrate --method directions|range`): from where the horn
+    stands to tick `a`, then to `b`, between `t0` and `t1` seconds after the host first spoke to the
+    servo; with `repeat`, back to the start and round again every t1 − t0. Ticks may lie past the
+    encoder's wrap, as a horn's travel may."""
+
+    servo_id: int
+    a: float
+    b: float
+    t0: float
+    t1: float
+    repeat: bool = False
+    start: float | None = None
+    t_heard: float | None = None
+
+    def move(self, s: SimServo, now: float) -> None:
+        if self.t_heard is None:
+            if s.heard_once:
+                self.t_heard = now
+            return
+        t = now - self.t_heard - self.t0
+        if s.torque or t < 0 or (t > self.t1 - self.t0 and not self.repeat):
+            return
+        if self.start is None:
+            self.start = s.position
+        stops = (self.start, self.a, self.b) + ((self.start,) if self.repeat else ())
+        legs = [abs(q - p) for p, q in zip(stops, stops[1:])]
+        d = (t % (self.t1 - self.t0)) / (self.t1 - self.t0) * sum(legs)   # one speed along the whole way
+        for p, q, length in zip(stops, stops[1:], legs):
+            if d <= length:
+                s.position = p + (q - p) * (d / length)
+                return
+            d -= length
+        s.position = stops[-1]
+
+
+def parse_hands(specs: list[str]) -> list[Hand]:
+    """ID:A:B@T0-T1[*] (see Hand; * repeats)."""
+    out = []
+    for spec in specs:
+        head, _, at = spec.partition("@")
+        repeat = at.endswith("*")
+        try:
+            sid, a, b = head.split(":")
+            t0, t1 = (float(x) for x in at.removesuffix("*").split("-"))
+            hand = Hand(int(sid), float(a), float(b), t0, t1, repeat)
+        except ValueError:
+            raise SystemExit(f"emulator: --hand {spec!r}: ID:A:B@T0-T1[*] (a servo id, ticks A and B, seconds "
+                             "T0 < T1 after the host first spoke to it; * repeats)") from None
+        if not (0 <= hand.t0 < hand.t1 < 1e7 and all(abs(x) < 1e7 for x in (hand.a, hand.b))):
+            raise SystemExit(f"emulator: --hand {spec!r}: T0 < T1, and ticks of a sensible size")
+        out.append(hand)
     return out
 
 
@@ -636,6 +695,7 @@ class Emulator:
     strict_baud: bool = True   # bytes sent at another rate are noise to the servos: no reply
     ignored_bytes: int = 0
     plant: object | None = None   # a firmware_protocol.plant.ServoBridge: the servos' joints in physics
+    hands: list[Hand] = field(default_factory=list)
 
     def _wrong_baud(self, master: int) -> bool:
         if not (self.strict_baud and self.baud):
@@ -670,6 +730,9 @@ class Emulator:
                     s.hw_error |= HW_BITS[f.kind]
                     if f.kind == "overload":
                         s.torque = False   # as the servo's Shutdown setting does
+            for hand in self.hands:
+                if hand.servo_id in self.servos:
+                    hand.move(self.servos[hand.servo_id], now)
             if self.plant is None:
                 for s in self.servos.values():
                     s.step(now - last)
@@ -740,6 +803,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")
     p.add_argument("--fault", action="append", default=[],
                    help="silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T blocked:ID@T disconnect@T")
+    p.add_argument("--hand", action="append", default=[],
+                   help="ID:A:B@T0-T1[*]: a hand moves servo ID (torque off) to tick A, then B, from T0 to T1 s after "
+                        "the host first spoke to it (*: back to the start, and again every T1 - T0 s)")
     p.add_argument("--any-baud", action="store_true",
                    help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
     p.add_argument("--link", help="also make this symlink point at the pty")
@@ -756,6 +822,7 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
     except (ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"emulator: --servos: {e}") from None
     faults = parse_faults(args.fault)
+    hands = parse_hands(args.hand)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     master, slave, path = open_pty(args.link)
@@ -766,7 +833,8 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
     signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults,
-                   strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos))
+                   strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos),
+                   hands=hands)
     try:
         return emu.run(master, lambda: bool(stopping))
     finally:

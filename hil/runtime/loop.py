@@ -31,7 +31,7 @@ import numpy as np
 from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
 from firmware_protocol.errors import LinkLostError
 from firmware_protocol.messages import BoardState
-from hil import calibration_files, robots
+from hil import board_config, calibration_files, robots
 from hil.errors import EXPECTED, HilError, message
 from hil.motion import contacts
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
@@ -253,7 +253,7 @@ class Loop:
         self.shared = shared
         self.t0 = time.monotonic()
         self.event = _Events(shared, self.t0)
-        self.model = robots.load(cfg.robot)
+        self.model = board_config.within_config(robots.load(cfg.robot), cfg.bus)
         self.n = self.model.n
         self.safety = SafetyChecker(self.model)
         self.servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,

@@ -80,8 +80,58 @@ def test_calibration_writes_the_zero_ticks_into_a_board_config(tmp_path):
     assert abs(shift["r_elbow"] - np.radians(-4)) <= one_tick
     assert all(abs(v) <= one_tick for k, v in shift.items() if k not in ("l_knee", "r_elbow"))
     r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "feetech", "--method",
-                              "directions", "--out", str(out), "--yes"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "not for a servo bus" in r.stderr
+                              "poses", "--out", str(out), "--yes"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "use reference" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("bus", ["dynamixel2", "feetech"])
+def test_directions_by_hand_turn_the_servos_mounted_the_other_way_round(tmp_path, bus):
+    """The emulator's hand moves every joint 20° the robot's positive way; two servos are mounted
+    reversed (hidden): their readings go down, and only their directions turn."""
+    out = tmp_path / "directions.toml"
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", bus, "--method", "directions",
+                              "--emulate-reverse", "l_knee,r_elbow", "--sweep-s", "30", "--out", str(out), "--yes",
+                              "--headless"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shipped, found = board_config.shipped(MODEL, bus), board_config.load(str(out), MODEL)
+    turned = {j.name for j, f in zip(shipped.joints, found.joints) if f.direction != j.direction}
+    assert turned == {"l_knee", "r_elbow"}, r.stdout
+    assert all(j.zero_tick == f.zero_tick for j, f in zip(shipped.joints, found.joints))
+    assert "l_knee" in r.stdout and "reversed: direction turned" in r.stdout
+
+
+def test_a_range_swept_by_hand_narrows_the_limits_and_the_servos_limits(tmp_path):
+    """The emulator's hand sweeps l_knee over -10 … 90° and r_elbow over -30 … 10° (the robot allows
+    -26 … 130° and -5 … 150°), the rest over their whole ranges, again and again. The config keeps
+    the narrower ends; the servos' Min/Max Position Limits are written to match (read back); a run
+    with the config keeps its commands inside them."""
+    out = tmp_path / "ranges.toml"
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--method",
+                              "range", "--emulate-range-deg", "l_knee=-10:90,r_elbow=-30:10", "--sweep-s", "10",
+                              "--out", str(out), "--yes", "--headless"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    found = board_config.load(str(out), MODEL)
+    limits = {j.name: np.degrees((j.min_rad, j.max_rad)) for j in found.joints}
+    assert np.allclose(limits["l_knee"], (-10, 90), atol=1.0), limits["l_knee"]
+    elbow = MODEL.joint_index("r_elbow")
+    home = np.degrees(MODEL.home[elbow])   # the hand starts where the joint stands
+    assert np.allclose(limits["r_elbow"], (np.degrees(MODEL.lower[elbow]), max(10, home)), atol=1.0)
+    untouched = [k for k in limits if k not in ("l_knee", "r_elbow")]
+    for k in untouched:
+        i = MODEL.joint_index(k)
+        assert np.allclose(limits[k], np.degrees((MODEL.lower[i], MODEL.upper[i])), atol=1e-6), k
+    assert "narrowed to the sweep" in r.stdout and "went past the robot's range" in r.stdout
+
+
+def test_ranges_and_directions_by_hand_are_refused_where_they_cannot_work(tmp_path):
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--method", "range", "--yes"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--method range records a servo bus kit's ranges" in r.stderr, r.stderr
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--method",
+                              "range", "--emulate-range-deg", "l_knee=90:10", "--out", str(tmp_path / "x.toml"),
+                              "--yes"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "LO must be below HI" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "x.toml").exists()
 
 
 def test_knees_powered_up_at_the_encoder_wrap_are_never_jumped_and_calibrate_inside_one_turn(tmp_path):

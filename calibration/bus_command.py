@@ -1,0 +1,274 @@
+"""`hil calibrate --bus …`: a servo bus kit's calibration, into its board config.
+
+A servo reports its own ticks, so its calibration is the board config's mapping from ticks to the
+robot's radians: zero ticks from the robot held in a known pose (`reference`), directions and
+ranges of motion from the joints moved by hand with torque off (`directions`, `range`, see
+calibration.by_hand). What is written to the servos (Homing Offset, Min/Max Position Limits) is
+read back; the config is saved and loaded back before the command says it is done.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from calibration import by_hand
+from calibration import procedures as P
+from calibration.views import CalibrationView, ask, clear_latched_fault
+from firmware_protocol.buses.board import BusBoard
+from hil import board_config, robots
+from hil.errors import HilError, InputError
+
+
+def calibrate(args, model, bus) -> int:
+    """`hil calibrate --bus …` for each method."""
+    if args.method == "range":
+        return _ranges(args, model, bus)
+    if args.method == "directions":
+        return _directions(args, model, bus)
+    return _reference(args, model, bus)
+
+
+def _reference(args, model, bus) -> int:
+    """The robot held in a known pose gives each joint's zero tick, placed so that its whole range
+    lies inside one turn of its servo (calibration.bus_zeros); any Homing Offset and Min/Max
+    Position Limits that takes are written to the servos and read back."""
+    q_ref = model.poses.get(args.pose)
+    if q_ref is None:
+        raise HilError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+    view = CalibrationView(model, not args.headless)
+    try:
+        link = _connect(args, model, bus)
+        try:
+            held = link.read_homing_offsets()     # before the bus cycles on its own thread
+            link.start_cycling()
+            clear_latched_fault(args, link)
+            ask(args, f"Put the robot in the reference pose '{args.pose}', torque off.")
+            samples = P.read_samples(link, args.samples)
+            view.show(samples.mean(axis=0), q_ref, "calibration: before (solid: measured, ghost: reference pose)")
+            placements = _place_zeros(link, model, bus, q_ref, held, samples)
+            _write_servo_setup(link, bus, placements)
+        finally:
+            link.close()
+        calibrated = _calibrated_config(bus, placements)
+        out = _save(args, bus, calibrated)
+        with BusBoard.connect(args.port, calibrated, expect_joints=model.n) as after:   # the servos agree with the file
+            after.start_cycling()
+            measured = P.read_samples(after, 20).mean(axis=0)
+        view.show(measured, q_ref, "calibration: after (solid: measured with the new zeros, ghost: reference)")
+        print(f"after: measured pose within {math.degrees(float(np.max(np.abs(measured - q_ref)))):.3f}° of the "
+              "reference")
+        print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
+        view.close(args.show_s)
+    finally:
+        view.shared.close()
+    return 0
+
+
+def _connect(args, model, bus):
+    return BusBoard.connect(args.port, bus, expect_joints=model.n)
+
+
+def _save(args, bus, calibrated) -> str:
+    """Write the calibrated config to --out (a user's own config in place) and read it back: what
+    is saved must load as the run will load it."""
+    out = args.out or bus.source
+    note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
+    Path(out).write_text(board_config.to_toml(calibrated, note))
+    try:
+        board_config.load(out, robots.load(args.robot))
+    except InputError as e:
+        raise HilError(f"the calibrated config {out} does not load back: {e}") from None
+    return out
+
+
+def _place_zeros(link, model, bus, q_ref, held, samples) -> list:
+    """Each joint's placement from the readings (rad through the config) in the reference pose."""
+    from calibration import bus_zeros
+    from hil.errors import InputError
+
+    cls, out, refused = type(link.bus), [], []
+    print(f"{'joint':<18} {'zero tick':>10} {'moved':>9} {'range (ticks)':>15}  homing offset")
+    for i, j in enumerate(bus.joints):
+        turn = cls.turn_ticks(j.model)
+        ticks = j.zero_tick + j.direction * samples[:, i] * j.ticks_per_rad
+        try:
+            p = bus_zeros.place(j, bus_zeros.mean_ticks(ticks, turn), float(q_ref[i]), turn, held[i],
+                                cls.homing_limit, cls.homing_sign)
+        except bus_zeros.PlacementError as e:
+            refused.append(str(e))
+            continue
+        moved = p.zero_tick - p.shift - j.zero_tick
+        if turn:   # the same place a turn up or down
+            moved = (moved + turn / 2) % turn - turn / 2
+        moved = math.degrees(j.direction * moved / j.ticks_per_rad)
+        limits = f"{p.limits[0]} … {p.limits[1]}" if p.limits else "-"
+        homing = "-" if p.homing_offset is None else f"{p.homing_offset}" + (" (written)" if p.shift else "")
+        print(f"{j.name:<18} {p.zero_tick:>10.1f} {moved:>+8.3f}° {limits:>15}  {homing}")
+        out.append(p)
+    if refused:
+        raise InputError("cannot place every joint's range inside one turn of its servo (nothing was written): "
+                         + "; ".join(refused))
+    return out
+
+
+def _write_servo_setup(link, bus, placements) -> None:
+    """The Homing Offsets that moved and each servo's Min/Max Position Limits; read back."""
+    failed = []
+    for i, p in enumerate(placements):
+        bad = link.write_servo_setup(i, p.homing_offset if p.shift else None, p.limits)
+        failed += [f"{bus.joints[i].name} (id {bus.joints[i].servo_id}): {what}" for what in bad]
+    if failed:
+        raise HilError("the servos did not keep what was written (EEPROM locked, or torque on?): "
+                       + "; ".join(failed) + ". Nothing was saved; power-cycle the servos and calibrate again")
+
+
+def _calibrated_config(bus, placements):
+    """The config with the new zero ticks and homing offsets; a LeRobot range recorded for the old
+    zero no longer applies (hil.lerobot_calibration exports one from the limits)."""
+    import dataclasses
+
+    joints = tuple(dataclasses.replace(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset, drive_mode=None,
+                                       range_min=None, range_max=None)
+                   for j, p in zip(bus.joints, placements))
+    return dataclasses.replace(bus, joints=joints, shipped=False)
+
+
+
+
+# ---------------------------------------------------------------------------- by hand, torque off
+class _Ended:
+    """Whether the user said they are done: Enter on a terminal, or --sweep-s gone by."""
+
+    def __init__(self, args, default_s: float) -> None:
+        interactive = not args.yes and sys.stdin is not None and sys.stdin.isatty()
+        self.deadline = time.monotonic() + (args.sweep_s if args.sweep_s is not None else
+                                            (3600.0 if interactive else default_s))
+        self.interactive = interactive
+
+    def __call__(self) -> bool:
+        if time.monotonic() >= self.deadline:
+            return True
+        if self.interactive and select.select([sys.stdin], [], [], 0)[0]:
+            sys.stdin.readline()
+            return True
+        return False
+
+
+def _follow(link, view, ghost, ended, every) -> by_hand.Unwrapped:
+    """Readings followed across the wrap until `ended()` or `every(track)` says so; the twin shows
+    them live (solid) against `ghost`."""
+    first = P.read_samples(link, 5)[-1]
+    track = by_hand.Unwrapped(first, by_hand.turn_rad(link.config))
+    last_seq, shown = None, 0.0
+    while not ended():
+        s = link.latest()
+        if s is not None and s.seq != last_seq:
+            last_seq = s.seq
+            track.add(s.q)
+            if every(track):
+                break
+        now = time.monotonic()
+        if now - shown > 0.05:
+            view.show(track.q, ghost, "")
+            shown = now
+        link.send_positions(np.zeros(link.info.n_joints), hold=True)
+        time.sleep(0.01)
+    return track
+
+
+def _ranges(args, model, bus) -> int:
+    """Each joint swept by hand end to end: its limits become the narrower of the robot's and the
+    sweep, written to the servos' Min/Max Position Limits and the config."""
+    view = CalibrationView(model, not args.headless)
+    try:
+        with _connect(args, model, bus) as link:
+            link.start_cycling()
+            clear_latched_fault(args, link)
+            how = ("press Enter when every joint has been" if _Ended(args, 0).interactive else
+                   f"recording for {args.sweep_s if args.sweep_s is not None else 20:g} s; every joint")
+            print(f"Torque is off. Move each joint by hand slowly from one end of its range to the other ({how} "
+                  "moved end to end)")
+            track = _follow(link, view, model.home, _Ended(args, 20.0), lambda track: False)
+            result = by_hand.ranges(bus, model, track.lo, track.hi)
+            _print_ranges(result)
+            calibrated = by_hand.ranged_config(bus, result)
+            _write_limits(link, bus, calibrated)
+        out = _save(args, bus, calibrated)
+        print(f"saved the board config with the recorded ranges: {out} (use it with --board-config {out})")
+        view.close(0.0)
+    finally:
+        view.shared.close()
+    return 0
+
+
+def _print_ranges(result) -> None:
+    print(f"{'joint':<18} {'swept (deg)':>17} {'limits kept (deg)':>19}  note")
+    for r in result:
+        swept = f"{math.degrees(r.swept[0]):+.1f} … {math.degrees(r.swept[1]):+.1f}"
+        kept = f"{math.degrees(r.limits[0]):+.1f} … {math.degrees(r.limits[1]):+.1f}"
+        print(f"{r.name:<18} {swept:>17} {kept:>19}  {r.note}")
+
+
+def _write_limits(link, bus, calibrated) -> None:
+    """The servos' Min/Max Position Limits for the joints whose limits changed; read back."""
+    failed = []
+    for i, (old, new) in enumerate(zip(bus.joints, calibrated.joints)):
+        if (old.min_rad, old.max_rad) == (new.min_rad, new.max_rad):
+            continue
+        limits = tuple(sorted((new.ticks(new.min_rad), new.ticks(new.max_rad))))
+        failed += [f"{new.name} (id {new.servo_id}): {what}" for what in link.write_servo_setup(i, None, limits)]
+    if failed:
+        raise HilError("the servos did not keep what was written (EEPROM locked, or torque on?): " + "; ".join(failed)
+                       + ". Nothing was saved; power-cycle the servos and record again")
+
+
+def _directions(args, model, bus) -> int:
+    """Each joint moved by hand its positive way (the twin's ghost shows it): a reading that went
+    down is a servo mounted the other way round, and its direction turns."""
+    threshold = math.radians(args.jog_deg)
+    view = CalibrationView(model, not args.headless)
+    try:
+        with _connect(args, model, bus) as link:
+            link.start_cycling()
+            clear_latched_fault(args, link)
+            rest = P.read_samples(link, 5)[-1]
+            ghost = np.clip(rest + math.radians(15.0), model.lower, model.upper)
+            print(f"Torque is off. Move each joint by hand at least {args.jog_deg:g}° the robot's positive way (the "
+                  "twin's ghost shows it: each joint 15° on), one at a time or together, then back"
+                  + (" (press Enter when done)" if _Ended(args, 0).interactive else ""))
+            decided = np.zeros(model.n, dtype=bool)
+            moved = np.zeros(model.n)
+
+            def note(track) -> bool:   # the first move past the threshold decides a joint
+                d = track.q - track_start
+                new = ~decided & (np.abs(d) >= threshold)
+                moved[new] = d[new]
+                decided[new] = True
+                return bool(decided.all())
+            track_start = rest
+            _follow(link, view, ghost, _Ended(args, 20.0), note)
+        result = by_hand.directions(bus, moved, threshold)
+        _print_directions(result)
+        calibrated = by_hand.directed_config(bus, result)
+        out = _save(args, bus, calibrated)
+        print(f"saved the board config with the directions: {out}; next, `hil calibrate --method reference "
+              f"--board-config {out}` finds the zero ticks")
+        view.close(0.0)
+    finally:
+        view.shared.close()
+    return 0
+
+
+def _print_directions(result) -> None:
+    for r in result:
+        if r.direction == 0:
+            verdict = "did not move far enough: direction kept (move it further and run again)"
+        else:
+            verdict = "as configured" if r.moved > 0 else "reversed: direction turned"
+        print(f"{r.name:<18} moved {math.degrees(r.moved):+7.1f}°  {verdict}")

@@ -20,6 +20,7 @@ from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
+from hil.runtime.stall import STALL_LOAD
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import ground as G
 from twin import scene as S
@@ -37,6 +38,10 @@ TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highl
 NAME_COLOR = (235, 235, 240, 255)
 DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
 PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
+LOAD_W = 44                           # a joint's load bar in the panel (px)
+# a load bar's colour by the fraction of its servo's stall current: easy, working hard, at the
+# load where the loop watches for a stall (hil.runtime.stall)
+LOAD_LEVELS = ((0.5, (70, 170, 90)), (STALL_LOAD, (225, 175, 45)), (math.inf, (220, 60, 50)))
 
 
 def pick_joint(pixels: list, mouse: np.ndarray) -> int | None:
@@ -303,18 +308,9 @@ class TwinApp:
                                  callback=lambda s, a: setattr(self, "follow_base", a))
         if self._load_replay():
             self._build_replay_bar()
-        # the sliders as wide as leaves the longest joint name whole beside them
-        slider_w = max(100, min(200, PANEL_W - 100 - CHAR_W * max(len(n) for n in m.joint_names)))
         with dpg.tab_bar():
             with dpg.tab(label="Joints"):
-                dpg.add_text("measured   commanded (drag to jog)", color=(160, 160, 170))
-                for i, name in enumerate(m.joint_names):
-                    with dpg.group(horizontal=True):
-                        dpg.add_text(f"{math.degrees(m.home[i]):+7.1f}°", tag=f"meas{i}")
-                        dpg.add_slider_float(label=name, tag=f"slider{i}", width=slider_w,
-                                             min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
-                                             default_value=math.degrees(m.home[i]), format="%.1f°",
-                                             callback=self._on_slider)
+                self._build_joints_tab()
             with dpg.tab(label="Cartesian"):
                 frames = [m.tool_frame] if not self.humanoid else [
                     f for f in ("l_hand", "r_hand", "l_sole", "r_sole") if f in m.frame_names]
@@ -355,6 +351,31 @@ class TwinApp:
                         dpg.add_bar_series(list(np.arange(20) * 100.0 + 50), [0.0] * 20, weight=80, tag="s_hist")
             with dpg.tab(label="Board"):
                 dpg.add_text("", tag="board")
+
+    def _build_joints_tab(self) -> None:
+        """Per joint: its measured angle, its load bar and its slider (the command; drag to jog)."""
+        m = self.model
+        # the sliders as wide as leaves the longest joint name whole beside them
+        slider_w = max(100, min(200, PANEL_W - 108 - LOAD_W - CHAR_W * max(len(n) for n in m.joint_names)))
+        self._load_themes = []
+        for _, color in LOAD_LEVELS:
+            with dpg.theme() as theme:
+                with dpg.theme_component(dpg.mvProgressBar):
+                    dpg.add_theme_color(dpg.mvThemeCol_PlotHistogram, color)
+            self._load_themes.append(theme)
+        dpg.add_text("measured  load  commanded (drag to jog)", color=(160, 160, 170))
+        for i, name in enumerate(m.joint_names):
+            with dpg.group(horizontal=True):
+                dpg.add_text(f"{math.degrees(m.home[i]):+7.1f}°", tag=f"meas{i}")
+                dpg.add_progress_bar(tag=f"load{i}", width=LOAD_W, default_value=0.0, overlay="")
+                with dpg.tooltip(f"load{i}"):
+                    dpg.add_text(f"{name}: the servo's current as a share of its stall current (its torque "
+                                 f"limit); red from {STALL_LOAD:.0%}, where the loop watches for a stall",
+                                 wrap=300)
+                dpg.add_slider_float(label=name, tag=f"slider{i}", width=slider_w,
+                                     min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
+                                     default_value=math.degrees(m.home[i]), format="%.1f°",
+                                     callback=self._on_slider)
 
     # --------------------------------------------------------------- the shadow twin
     def _show_shadow(self) -> None:
@@ -846,6 +867,8 @@ class TwinApp:
         self.q_cmd = s.q_cmd
         self.q_target = s.q_target
         self._follow_command(s.q_cmd)
+        if self.frames % 3 == 0:
+            self._show_load(s.load)
         self.safety_flags = int(s.safety_flags)
         self._show_measured()
         if self.safety_flags:   # the last reason stays shown until another one comes
@@ -907,11 +930,29 @@ class TwinApp:
                 dpg.set_value(f"slider{i}", float(deg[i]))
                 shown[i] = deg[i]
 
+    def _show_load(self, load: np.ndarray) -> None:
+        """Each joint's load bar: how much of its servo's torque it uses, coloured by LOAD_LEVELS."""
+        shown = getattr(self, "_load_level", None)
+        if shown is None:
+            shown = self._load_level = [-1] * self.model.n
+        frac = np.nan_to_num(np.abs(load), nan=0.0, posinf=1.0)
+        for i, f in enumerate(frac):
+            if not dpg.does_item_exist(f"load{i}"):
+                continue
+            dpg.set_value(f"load{i}", float(min(f, 1.0)))
+            dpg.configure_item(f"load{i}", overlay=f"{f:.0%}" if f >= 0.005 else "")
+            level = next(k for k, (top, _) in enumerate(LOAD_LEVELS) if f < top)
+            if level != shown[i]:
+                dpg.bind_item_theme(f"load{i}", self._load_themes[level])
+                shown[i] = level
+
     def panel_values(self) -> dict:
         """What the panel shows (degrees): each joint's slider (the command) and its measured angle."""
         sliders = {name: dpg.get_value(f"slider{i}") for i, name in enumerate(self.model.joint_names)
                    if dpg.does_item_exist(f"slider{i}")}
-        return {"sliders_deg": sliders,
+        loads = {name: dpg.get_value(f"load{i}") for i, name in enumerate(self.model.joint_names)
+                 if dpg.does_item_exist(f"load{i}")}
+        return {"sliders_deg": sliders, "load": loads,
                 "measured_deg": {name: math.degrees(float(self.q_meas[i])) for i, name in enumerate(self.model.joint_names)}}
 
     def _check_estimated(self) -> None:

@@ -152,30 +152,62 @@ def dh_constant(a: float, d: float, alpha: float) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- build
 def _build(data: dict, source: str) -> RobotModel:
-    where = source
-    robot = _get(data, "robot", where, dict)
-    name = _get(robot, "name", where + " [robot]", str)
-    scale = float(_get(robot, "scale_m_per_unit", where + " [robot]", (int, float), 1.0))
-    base_frame = _get(robot, "base_frame", where + " [robot]", str, "base")
-    tool_frame = _get(robot, "tool_frame", where + " [robot]", str)
-    mirror_cfg = data.get("mirror", {})
-    left, right = mirror_cfg.get("left_prefix", "l_"), mirror_cfg.get("right_prefix", "r_")
+    b = _Builder(data, source)
+    b.dh_joints()
+    b.listed_joints()
+    b.named_frames()
+    shapes = b.shapes()
+    masses, coms, inertias = b.masses()
+    home = np.radians(np.array(b.home_deg, dtype=float))
+    poses = b.poses(home)
+    meta = b.meta()
+    model = RobotModel(b.name, b.joints, b.frames, b.tool_frame, b.base_frame, b.link_names, home, poses, shapes,
+                       masses, coms, meta, None, source)
+    if not inertias:
+        return model
+    full = model.inertias.copy()   # the box estimate where an entry gives none
+    for row, tensor in inertias.items():
+        full[row] = tensor
+    return RobotModel(b.name, b.joints, b.frames, b.tool_frame, b.base_frame, b.link_names, home, poses, shapes,
+                      masses, coms, meta, None, source, full)
 
-    joints: list[Joint] = []
-    link_names: list[str] = []
-    frames: dict[str, tuple[int, np.ndarray]] = {}
-    home_deg: list[float] = []
 
-    def link_index(link: str, ctx: str) -> int:
-        if link == base_frame:
+class _Builder:
+    """A robot TOML's tables, read in order: [dh] or [[joint]]s, [[frame]]s, [[shape]]s, [[mass]]es,
+    [poses], [robot]'s meta; ConfigError naming the file, the entry and the key otherwise."""
+
+    def __init__(self, data: dict, source: str) -> None:
+        self.data, self.where = data, source
+        self.robot = _get(data, "robot", source, dict)
+        w = source + " [robot]"
+        self.name = _get(self.robot, "name", w, str)
+        self.scale = float(_get(self.robot, "scale_m_per_unit", w, (int, float), 1.0))
+        self.base_frame = _get(self.robot, "base_frame", w, str, "base")
+        self.tool_frame = _get(self.robot, "tool_frame", w, str)
+        mirror_cfg = data.get("mirror", {})
+        self.left, self.right = mirror_cfg.get("left_prefix", "l_"), mirror_cfg.get("right_prefix", "r_")
+        self.joints: list[Joint] = []
+        self.link_names: list[str] = []
+        self.frames: dict[str, tuple[int, np.ndarray]] = {}
+        self.home_deg: list[float] = []
+        self.meta_dh = None
+        self._T_zero: list[np.ndarray] | None = None
+
+    def link_index(self, link: str, ctx: str) -> int:
+        if link == self.base_frame:
             return -1
-        if link not in link_names:
-            raise ConfigError(f"{ctx}: unknown link {link!r}; links are {base_frame}, {', '.join(link_names)}")
-        return link_names.index(link)
+        if link not in self.link_names:
+            raise ConfigError(f"{ctx}: unknown link {link!r}; links are {self.base_frame}, "
+                              f"{', '.join(self.link_names)}")
+        return self.link_names.index(link)
 
-    if "dh" in data:
-        dh = data["dh"]
-        w = where + " [dh]"
+    def mirrored_link(self, link: str) -> str:
+        return self.right + link[len(self.left):] if link.startswith(self.left) else link
+
+    def dh_joints(self) -> None:
+        if "dh" not in self.data:
+            return
+        dh, w = self.data["dh"], self.where + " [dh]"
         jn = _get(dh, "joints", w, list)
         n = len(jn)
         a = _vec(_get(dh, "a_m", w), n, w + ".a_m")
@@ -185,186 +217,181 @@ def _build(data: dict, source: str) -> RobotModel:
         hi = np.radians(_vec(_get(dh, "upper_deg", w), n, w + ".upper_deg"))
         vel = np.radians(_vec(_get(dh, "velocity_deg_s", w), n, w + ".velocity_deg_s"))
         acc = np.radians(_vec(_get(dh, "acceleration_deg_s2", w), n, w + ".acceleration_deg_s2"))
-        home_deg = list(_vec(_get(dh, "home_deg", w), n, w + ".home_deg"))
+        self.home_deg = list(_vec(_get(dh, "home_deg", w), n, w + ".home_deg"))
         links = _get(dh, "links", w, list, [f"link{i + 1}" for i in range(n)])
         for i in range(n):
             placement = np.eye(4) if i == 0 else dh_constant(a[i - 1], d[i - 1], alpha[i - 1])
-            joints.append(Joint(str(jn[i]), i - 1, placement, np.array([0.0, 0.0, 1.0]),
-                                lo[i], hi[i], vel[i], acc[i]))
-            link_names.append(str(links[i]))
+            self.joints.append(Joint(str(jn[i]), i - 1, placement, np.array([0.0, 0.0, 1.0]),
+                                     lo[i], hi[i], vel[i], acc[i]))
+            self.link_names.append(str(links[i]))
         last = dh_constant(a[n - 1], d[n - 1], alpha[n - 1])
         for fname in _get(dh, "end_frames", w, list, ["flange"]):
-            frames[str(fname)] = (n - 1, last)
-        meta_dh = {"a": a, "d": d, "alpha": alpha}
-    else:
-        meta_dh = None
+            self.frames[str(fname)] = (n - 1, last)
+        self.meta_dh = {"a": a, "d": d, "alpha": alpha}
 
-    by_name: dict[str, dict] = {}
-    for k, entry in enumerate(data.get("joint", [])):
-        w = f"{where} [[joint]] #{k + 1}"
-        jname = _get(entry, "name", w, str)
-        w = f"{where} joint {jname!r}"
-        if "mirror_of" in entry:
-            src_name = entry["mirror_of"]
-            if src_name not in by_name:
-                raise ConfigError(f"{w}: mirror_of {src_name!r} must name an earlier joint")
-            src = by_name[src_name]
-            src_joint = joints[joint_names_index(joints, src_name)]
-            parent_link = src["_parent_link"]
-            if parent_link.startswith(left):
-                parent_link = right + parent_link[len(left):]
-            placement = _MIRROR @ src_joint.placement @ _MIRROR
-            axis = -(_MIRROR[:3, :3] @ src_joint.axis)
-            lo, hi = src_joint.lower, src_joint.upper
-            vel, acc = src_joint.velocity_limit, src_joint.acceleration_limit
-            home = src["_home_deg"]
-            link = entry.get("link", jname)
-        else:
-            parent_link = _get(entry, "parent", w, str)
-            placement = _transform(_get(entry, "placement", w), scale, w + ".placement")
-            axis = _vec(_get(entry, "axis", w), 3, w + ".axis")
-            norm = np.linalg.norm(axis)
-            if norm < 1e-9:
-                raise ConfigError(f"{w}: axis must not be zero")
-            axis = axis / norm
-            lo = math.radians(float(_get(entry, "lower_deg", w, (int, float))))
-            hi = math.radians(float(_get(entry, "upper_deg", w, (int, float))))
-            vel = math.radians(float(_get(entry, "velocity_deg_s", w, (int, float))))
-            acc = math.radians(float(_get(entry, "acceleration_deg_s2", w, (int, float))))
-            home = float(entry.get("home_deg", 0.0))
-            link = entry.get("link", jname)
-        if not lo < hi:
-            raise ConfigError(f"{w}: lower limit must be below upper limit")
-        if not lo <= math.radians(home) <= hi:
-            raise ConfigError(f"{w}: home {home}° outside [{math.degrees(lo):.1f}, {math.degrees(hi):.1f}]°")
-        parent = link_index(parent_link, w)
-        joints.append(Joint(jname, parent, placement, axis, lo, hi, vel, acc))
-        link_names.append(str(link))
-        home_deg.append(home)
-        by_name[jname] = dict(entry, _parent_link=parent_link, _home_deg=home)
+    def listed_joints(self) -> None:
+        by_name: dict[str, dict] = {}
+        for k, entry in enumerate(self.data.get("joint", [])):
+            jname = _get(entry, "name", f"{self.where} [[joint]] #{k + 1}", str)
+            w = f"{self.where} joint {jname!r}"
+            if "mirror_of" in entry:
+                parent_link, placement, axis, lo, hi, vel, acc, home = self._mirrored_joint(entry, by_name, w)
+            else:
+                parent_link, placement, axis, lo, hi, vel, acc, home = self._joint(entry, w)
+            if not lo < hi:
+                raise ConfigError(f"{w}: lower limit must be below upper limit")
+            if not lo <= math.radians(home) <= hi:
+                raise ConfigError(f"{w}: home {home}° outside [{math.degrees(lo):.1f}, {math.degrees(hi):.1f}]°")
+            parent = self.link_index(parent_link, w)
+            self.joints.append(Joint(jname, parent, placement, axis, lo, hi, vel, acc))
+            self.link_names.append(str(entry.get("link", jname)))
+            self.home_deg.append(home)
+            by_name[jname] = dict(entry, _parent_link=parent_link, _home_deg=home)
+        n = len(self.joints)
+        if n == 0:
+            raise ConfigError(f"{self.where}: no joints ([dh] or [[joint]])")
+        if len(set(j.name for j in self.joints)) != n:
+            raise ConfigError(f"{self.where}: joint names must be unique")
 
-    n = len(joints)
-    if n == 0:
-        raise ConfigError(f"{where}: no joints ([dh] or [[joint]])")
-    if len(set(j.name for j in joints)) != n:
-        raise ConfigError(f"{where}: joint names must be unique")
+    def _mirrored_joint(self, entry: dict, by_name: dict, w: str) -> tuple:
+        src_name = entry["mirror_of"]
+        if src_name not in by_name:
+            raise ConfigError(f"{w}: mirror_of {src_name!r} must name an earlier joint")
+        src = by_name[src_name]
+        src_joint = self.joints[joint_names_index(self.joints, src_name)]
+        parent_link = src["_parent_link"]
+        if parent_link.startswith(self.left):
+            parent_link = self.right + parent_link[len(self.left):]
+        placement = _MIRROR @ src_joint.placement @ _MIRROR
+        axis = -(_MIRROR[:3, :3] @ src_joint.axis)
+        return (parent_link, placement, axis, src_joint.lower, src_joint.upper, src_joint.velocity_limit,
+                src_joint.acceleration_limit, src["_home_deg"])
 
-    def mirrored_link(link: str) -> str:
-        return right + link[len(left):] if link.startswith(left) else link
+    def _joint(self, entry: dict, w: str) -> tuple:
+        parent_link = _get(entry, "parent", w, str)
+        placement = _transform(_get(entry, "placement", w), self.scale, w + ".placement")
+        axis = _vec(_get(entry, "axis", w), 3, w + ".axis")
+        norm = np.linalg.norm(axis)
+        if norm < 1e-9:
+            raise ConfigError(f"{w}: axis must not be zero")
+        limits = [math.radians(float(_get(entry, key, w, (int, float))))
+                  for key in ("lower_deg", "upper_deg", "velocity_deg_s", "acceleration_deg_s2")]
+        return (parent_link, placement, axis / norm, *limits, float(entry.get("home_deg", 0.0)))
 
-    for k, entry in enumerate(data.get("frame", [])):
-        w = f"{where} [[frame]] #{k + 1}"
-        fname = _get(entry, "name", w, str)
-        link = _get(entry, "link", w, str)
-        off = _offset(entry, scale, w)
-        frames[fname] = (link_index(link, w), off)
-        if entry.get("mirror", False):
-            frames[mirrored_link(fname)] = (link_index(mirrored_link(link), w), _MIRROR @ off @ _MIRROR)
+    def named_frames(self) -> None:
+        for k, entry in enumerate(self.data.get("frame", [])):
+            w = f"{self.where} [[frame]] #{k + 1}"
+            fname = _get(entry, "name", w, str)
+            link = _get(entry, "link", w, str)
+            off = _offset(entry, self.scale, w)
+            self.frames[fname] = (self.link_index(link, w), off)
+            if entry.get("mirror", False):
+                self.frames[self.mirrored_link(fname)] = (self.link_index(self.mirrored_link(link), w),
+                                                          _MIRROR @ off @ _MIRROR)
 
-    # link poses with every joint at zero, for entries given in the base frame (in_base_at_zero)
-    T_zero = []
-    for j in joints:
-        T_zero.append((np.eye(4) if j.parent < 0 else T_zero[j.parent]) @ j.placement)
+    def T_zero(self, link_idx: int) -> np.ndarray:
+        """A link's pose with every joint at zero (for entries given in the base frame, in_base_at_zero)."""
+        if self._T_zero is None:
+            self._T_zero = []
+            for j in self.joints:
+                self._T_zero.append((np.eye(4) if j.parent < 0 else self._T_zero[j.parent]) @ j.placement)
+        return self._T_zero[link_idx]
 
-    def to_link(link_idx: int, point: np.ndarray, in_base: bool) -> np.ndarray:
+    def to_link(self, link_idx: int, point: np.ndarray, in_base: bool) -> np.ndarray:
         if not in_base or link_idx < 0:
             return point
-        T = T_zero[link_idx]
+        T = self.T_zero(link_idx)
         return T[:3, :3].T @ (point - T[:3, 3])
 
-    def half_to_link(link_idx: int, half: np.ndarray, in_base: bool) -> np.ndarray:
+    def half_to_link(self, link_idx: int, half: np.ndarray, in_base: bool) -> np.ndarray:
         if not in_base or link_idx < 0:
             return half
-        return np.abs(T_zero[link_idx][:3, :3].T) @ half
+        return np.abs(self.T_zero(link_idx)[:3, :3].T) @ half
 
-    S3 = _MIRROR[:3, :3]
-    shapes: list[Shape] = []
-    for k, entry in enumerate(data.get("shape", [])):
-        w = f"{where} [[shape]] #{k + 1}"
-        link = _get(entry, "link", w, str)
-        kind = _get(entry, "kind", w, str)
-        if kind not in ("capsule", "box"):
-            raise ConfigError(f"{w}: kind must be 'capsule' or 'box', got {kind!r}")
-        in_base = bool(entry.get("in_base_at_zero", False))
-        p0 = _vec(_get(entry, "p0", w), 3, w + ".p0") * scale
-        p1 = _vec(entry.get("p1", [0, 0, 0]), 3, w + ".p1") * scale
-        half = _vec(entry.get("half", [0, 0, 0]), 3, w + ".half") * scale
-        radius = float(entry.get("radius", 0.0)) * scale
-        sname = entry.get("name", link)
-        variants = [(link, p0, p1, sname)]
-        if entry.get("mirror", False):
-            # mirroring maps base-frame points and link-local points alike: p -> S p
-            variants.append((mirrored_link(link), S3 @ p0, S3 @ p1, mirrored_link(sname)))
-        for lk, a0, a1, nm in variants:
-            li = link_index(lk, w)
-            shapes.append(Shape(li, kind, tuple(to_link(li, a0, in_base)), tuple(to_link(li, a1, in_base)),
-                                radius, tuple(half_to_link(li, half, in_base)), nm))
+    def shapes(self) -> list[Shape]:
+        S3, scale, shapes = _MIRROR[:3, :3], self.scale, []
+        for k, entry in enumerate(self.data.get("shape", [])):
+            w = f"{self.where} [[shape]] #{k + 1}"
+            link = _get(entry, "link", w, str)
+            kind = _get(entry, "kind", w, str)
+            if kind not in ("capsule", "box"):
+                raise ConfigError(f"{w}: kind must be 'capsule' or 'box', got {kind!r}")
+            in_base = bool(entry.get("in_base_at_zero", False))
+            p0 = _vec(_get(entry, "p0", w), 3, w + ".p0") * scale
+            p1 = _vec(entry.get("p1", [0, 0, 0]), 3, w + ".p1") * scale
+            half = _vec(entry.get("half", [0, 0, 0]), 3, w + ".half") * scale
+            radius = float(entry.get("radius", 0.0)) * scale
+            sname = entry.get("name", link)
+            variants = [(link, p0, p1, sname)]
+            if entry.get("mirror", False):
+                # mirroring maps base-frame points and link-local points alike: p -> S p
+                variants.append((self.mirrored_link(link), S3 @ p0, S3 @ p1, self.mirrored_link(sname)))
+            for lk, a0, a1, nm in variants:
+                li = self.link_index(lk, w)
+                shapes.append(Shape(li, kind, tuple(self.to_link(li, a0, in_base)), tuple(self.to_link(li, a1, in_base)),
+                                    radius, tuple(self.half_to_link(li, half, in_base)), nm))
+        return shapes
 
-    masses = np.zeros(n + 1)
-    coms = np.zeros((n + 1, 3))
-    inertias: dict[int, np.ndarray] = {}
-    for k, entry in enumerate(data.get("mass", [])):
-        w = f"{where} [[mass]] #{k + 1}"
-        link = _get(entry, "link", w, str)
-        m = float(_get(entry, "mass_kg", w, (int, float)))
-        if not m >= 0:
-            raise ConfigError(f"{w}: mass_kg must be ≥ 0")
-        in_base = bool(entry.get("in_base_at_zero", False))
-        c = _vec(_get(entry, "com", w), 3, w + ".com") * scale
-        inertia = _inertia(entry, w)
-        items = [(link, c, inertia)]
-        if entry.get("mirror", False):
-            items.append((mirrored_link(link), S3 @ c, None if inertia is None else S3 @ inertia @ S3))
-        for lk, cc, ii in items:
-            li = link_index(lk, w)
-            masses[li + 1] = m
-            coms[li + 1] = to_link(li, cc, in_base)
-            if ii is not None:
-                R = T_zero[li][:3, :3] if in_base and li >= 0 else np.eye(3)
-                inertias[li + 1] = R.T @ ii @ R
-    if masses.sum() <= 0:
-        raise ConfigError(f"{where}: total mass must be positive ([[mass]] entries)")
+    def masses(self) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        n, S3 = len(self.joints), _MIRROR[:3, :3]
+        masses, coms, inertias = np.zeros(n + 1), np.zeros((n + 1, 3)), {}
+        for k, entry in enumerate(self.data.get("mass", [])):
+            w = f"{self.where} [[mass]] #{k + 1}"
+            link = _get(entry, "link", w, str)
+            m = float(_get(entry, "mass_kg", w, (int, float)))
+            if not m >= 0:
+                raise ConfigError(f"{w}: mass_kg must be ≥ 0")
+            in_base = bool(entry.get("in_base_at_zero", False))
+            c = _vec(_get(entry, "com", w), 3, w + ".com") * self.scale
+            inertia = _inertia(entry, w)
+            items = [(link, c, inertia)]
+            if entry.get("mirror", False):
+                items.append((self.mirrored_link(link), S3 @ c, None if inertia is None else S3 @ inertia @ S3))
+            for lk, cc, ii in items:
+                li = self.link_index(lk, w)
+                masses[li + 1] = m
+                coms[li + 1] = self.to_link(li, cc, in_base)
+                if ii is not None:
+                    R = self.T_zero(li)[:3, :3] if in_base and li >= 0 else np.eye(3)
+                    inertias[li + 1] = R.T @ ii @ R
+        if masses.sum() <= 0:
+            raise ConfigError(f"{self.where}: total mass must be positive ([[mass]] entries)")
+        return masses, coms, inertias
 
-    home = np.radians(np.array(home_deg, dtype=float))
-    poses: dict[str, np.ndarray] = {"home": home}
-    jn_tuple = [j.name for j in joints]
-    for pname, pdeg in data.get("poses", {}).items():
-        w = f"{where} [poses].{pname}"
-        if isinstance(pdeg, dict):  # {joint: deg}, others from home
-            q = home.copy()
-            for jname, v in pdeg.items():
-                if jname not in jn_tuple:
-                    raise ConfigError(f"{w}: unknown joint {jname!r}")
-                q[jn_tuple.index(jname)] = math.radians(float(v))
-        else:
-            q = np.radians(_vec(pdeg, n, w))
-        for i, j in enumerate(joints):
-            if not j.lower - 1e-12 <= q[i] <= j.upper + 1e-12:
-                raise ConfigError(f"{w}: {j.name} = {math.degrees(q[i]):.2f}° is outside its range")
-        poses[pname] = q
+    def poses(self, home: np.ndarray) -> dict[str, np.ndarray]:
+        poses: dict[str, np.ndarray] = {"home": home}
+        names = [j.name for j in self.joints]
+        for pname, pdeg in self.data.get("poses", {}).items():
+            w = f"{self.where} [poses].{pname}"
+            if isinstance(pdeg, dict):  # {joint: deg}, others from home
+                q = home.copy()
+                for jname, v in pdeg.items():
+                    if jname not in names:
+                        raise ConfigError(f"{w}: unknown joint {jname!r}")
+                    q[names.index(jname)] = math.radians(float(v))
+            else:
+                q = np.radians(_vec(pdeg, len(names), w))
+            for i, j in enumerate(self.joints):
+                if not j.lower - 1e-12 <= q[i] <= j.upper + 1e-12:
+                    raise ConfigError(f"{w}: {j.name} = {math.degrees(q[i]):.2f}° is outside its range")
+            poses[pname] = q
+        return poses
 
-    kind = robot.get("kind", "arm")
-    if kind not in ("arm", "humanoid"):
-        raise ConfigError(f"{source}: [robot] kind = {kind!r}; kinds are 'arm' and 'humanoid'")
-    if kind == "humanoid" and not {"l_sole", "r_sole"} <= set(frames):
-        raise ConfigError(f"{source}: a humanoid needs frames named l_sole and r_sole (its soles: walking and "
-                          "balance use them)")
-    meta: dict[str, object] = {k: v for k, v in robot.items() if k not in ("name",)}
-    meta["scale_m_per_unit"] = scale
-    if meta_dh is not None:
-        meta["dh"] = meta_dh
-    for key in ("workspace", "balance", "wire", "servo"):
-        if key in data:
-            meta[key] = data[key]
-    model = RobotModel(name, joints, frames, tool_frame, base_frame, link_names, home, poses, shapes,
-                       masses, coms, meta, None, source)
-    if not inertias:
-        return model
-    full = model.inertias.copy()   # the box estimate where an entry gives none
-    for row, tensor in inertias.items():
-        full[row] = tensor
-    return RobotModel(name, joints, frames, tool_frame, base_frame, link_names, home, poses, shapes,
-                      masses, coms, meta, None, source, full)
+    def meta(self) -> dict[str, object]:
+        kind = self.robot.get("kind", "arm")
+        if kind not in ("arm", "humanoid"):
+            raise ConfigError(f"{self.where}: [robot] kind = {kind!r}; kinds are 'arm' and 'humanoid'")
+        if kind == "humanoid" and not {"l_sole", "r_sole"} <= set(self.frames):
+            raise ConfigError(f"{self.where}: a humanoid needs frames named l_sole and r_sole (its soles: walking "
+                              "and balance use them)")
+        meta: dict[str, object] = {k: v for k, v in self.robot.items() if k not in ("name",)}
+        meta["scale_m_per_unit"] = self.scale
+        if self.meta_dh is not None:
+            meta["dh"] = self.meta_dh
+        for key in ("workspace", "balance", "wire", "servo"):
+            if key in self.data:
+                meta[key] = self.data[key]
+        return meta
 
 
 def _inertia(entry: dict, where: str) -> np.ndarray | None:

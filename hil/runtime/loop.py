@@ -276,8 +276,9 @@ class Loop:
         self.fields = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
         first = shared.layout[CYCLE_SCALARS[0]][0]
         self._scalars = shared.data[first:first + len(CYCLE_SCALARS)]
-        self._q_cmd, self._q_meas, self._q_target, self._qd_meas = (
-            self.fields[k] for k in ("q_cmd", "q_meas", "q_target", "qd_meas"))
+        self._q_cmd, self._q_meas, self._q_target, self._qd_meas, self._load = (
+            self.fields[k] for k in ("q_cmd", "q_meas", "q_target", "qd_meas", "load"))
+        self._stall_mA = self.servo.stall_current_mA()
         self.static_balance_note = ""
         if getattr(self.motion, "dynamic_balance_checked", False):
             # a walk leaves the static support polygon by design; its ZMP was recomputed at load
@@ -388,7 +389,9 @@ class Loop:
                     "port": cfg.port, "board_uid": info.uid, "started": time.time(), "units": "SI (s, rad)",
                     "board": f"{info.firmware}, {info.protocol}",
                     # True: q_meas is the commanded output of open-loop servos, not a measurement
-                    "position_estimated": self.position_estimated}
+                    "position_estimated": self.position_estimated,
+                    # what the twin's load bars divide the currents by, in a replay too
+                    "stall_current_mA": [float(v) for v in self._stall_mA]}
             self.recorder = Recorder(cfg.record, self.n, meta)
             self.event.record_into(self.recorder.note)
         if cfg.enable:  # the command line's request, once: enable, and start the motion if one is given
@@ -667,6 +670,7 @@ class Loop:
         self._q_meas[:] = sample.q
         self._q_target[:] = ctl.q_target
         self._qd_meas[:] = sample.qd
+        np.divide(sample.current_mA, self._stall_mA, out=self._load)
         self.shared.end_write()
 
     def _record(self, wake: float, sample, flags: int, stale: bool, period_us: float, cycle_us: float) -> None:

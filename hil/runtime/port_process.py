@@ -192,18 +192,7 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
                 sample = link.poll()
                 if sample is not None and sample is not published:
                     published = sample
-                    state[:IMU_AT] = (sample.t_host, sample.t_board_us, sample.seq, sample.echo_seq,
-                                      sample.state, sample.faults, sample.supply_mV)
-                    imu = sample.imu
-                    state[IMU_AT] = imu is not None
-                    if imu is not None:
-                        state[IMU_AT + 1:IMU_AT + 5] = imu.quat
-                        state[IMU_AT + 5:IMU_AT + 8] = imu.gyro
-                        state[IMU_AT + 8:IMU_AT + 11] = imu.acc
-                    state[STATE_SCALARS:STATE_SCALARS + n] = sample.q
-                    state[STATE_SCALARS + n:STATE_SCALARS + 2 * n] = sample.qd
-                    state[STATE_SCALARS + 2 * n:STATE_SCALARS + 3 * n] = sample.current_mA
-                    state[STATE_SCALARS + 3 * n:] = sample.jflags
+                    _pack(sample, state, n)
                     block.write(K_STATE_SEQ, block.state, state)
                     block.ctrl[K_STATE_COUNT] += 1
                 block.ctrl[K_DROPPED] = link.rejected_frames
@@ -225,6 +214,22 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
         raise
     finally:
         link.close()
+
+
+def _pack(sample: StateSample, state: np.ndarray, n: int) -> None:
+    """A state into the block's words (the loop's `poll` unpacks them)."""
+    state[:IMU_AT] = (sample.t_host, sample.t_board_us, sample.seq, sample.echo_seq,
+                      sample.state, sample.faults, sample.supply_mV)
+    imu = sample.imu
+    state[IMU_AT] = imu is not None
+    if imu is not None:
+        state[IMU_AT + 1:IMU_AT + 5] = imu.quat
+        state[IMU_AT + 5:IMU_AT + 8] = imu.gyro
+        state[IMU_AT + 8:IMU_AT + 11] = imu.acc
+    state[STATE_SCALARS:STATE_SCALARS + n] = sample.q
+    state[STATE_SCALARS + n:STATE_SCALARS + 2 * n] = sample.qd
+    state[STATE_SCALARS + 2 * n:STATE_SCALARS + 3 * n] = sample.current_mA
+    state[STATE_SCALARS + 3 * n:] = sample.jflags
 
 
 # ---------------------------------------------------------------------------- the loop's side

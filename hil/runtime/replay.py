@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from hil.errors import InputError
+from hil.robots.servos import servo_table
 from hil.runtime.recorder import LOOP_MOTION, open_run
 from hil.runtime.shared import (C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
                                 C_STATUS, LoopStatus, SharedState, loop_name)
@@ -50,7 +51,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     shared.set_event(f"replay of {path}: {len(data)} cycles, {data['t'][-1] - data['t'][0]:.1f} s")
     print(f"replaying {path}: {len(data)} cycles at {speed:g}× ({robot})")
     old = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    player = _Player(data, shared, speed, headless, loop)
+    player = _Player(data, shared, speed, headless, loop, stall_currents(model, data, meta))
     stopped: int | None = None
     try:
         player.run()
@@ -71,12 +72,24 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     return 0
 
 
+def stall_currents(model, data, meta: dict):
+    """The stall current of each joint's servo as the run knew it (its meta), else the robot's own
+    servo table's; None for a recording without currents."""
+    if "current_mA" not in data.dtype.names:
+        return None
+    kept = meta.get("stall_current_mA")
+    if isinstance(kept, list) and len(kept) == model.n and all(isinstance(v, (int, float)) and v > 0 for v in kept):
+        return np.array(kept, dtype=float)
+    return servo_table(model).stall_current_mA()
+
+
 class _Player:
     """A cursor over the recording's rows that follows its own clock: the recording's time runs at
     `speed` (or the twin's), stands while paused, and jumps where the twin seeks."""
 
-    def __init__(self, data, shared, speed: float, headless: bool, loop: bool) -> None:
+    def __init__(self, data, shared, speed: float, headless: bool, loop: bool, stall_mA=None) -> None:
         self.data, self.shared, self.speed, self.headless, self.loop = data, shared, speed, headless, loop
+        self.stall_mA = stall_mA
         self.t = data["t"].astype(float)
         self.F = {k: shared.field(k) for k in shared.layout if not k.startswith("_")}
         self.k = 0
@@ -115,6 +128,8 @@ class _Player:
         F["q_cmd"][:] = row["q_cmd"]
         F["q_meas"][:] = row["q_meas"]
         F["q_target"][:] = row["q_target"]
+        if self.stall_mA is not None:
+            F["load"][:] = row["current_mA"] / self.stall_mA
         F["board_state"][0] = row["board_state"]
         F["faults"][0] = row["faults"]
         F["safety_flags"][0] = row["safety_flags"]

@@ -138,7 +138,9 @@ def _layout(n: int) -> dict[str, tuple[int, int]]:
     fields = [*((name, 1) for name in CYCLE_SCALARS), ("q_cmd", n), ("q_meas", n), ("q_target", n), ("qd_meas", n),
               ("rate_hz", 1), ("jitter_p50_us", 1), ("jitter_p99_us", 1), ("jitter_max_us", 1),
               ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
-              ("jitter_hist", 20), ("estimated", 1)]
+              ("jitter_hist", 20), ("estimated", 1),
+              # each joint's measured load: its current as a signed fraction of its servo's stall current
+              ("load", n)]
     out, off = {}, 0
     for name, size in fields:
         out[name] = (off, size)

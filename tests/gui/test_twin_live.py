@@ -3,6 +3,7 @@ and it ends with the run. These tests start real-time loops (see `LOOP_MODULES` 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -319,6 +320,7 @@ def test_the_twin_draws_the_body_where_physics_has_it_standing_then_fallen(xdisp
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         w = _world(client.name)
+        standing_load = np.abs(client.snapshot().load)
         client.disable()
         fallen = wait_for(lambda: (lambda w: w if w and w.fell else None)(_world(client.name)), timeout_s=30)
         assert fallen is not None, "disabled, the limp robot did not fall in physics"
@@ -328,10 +330,21 @@ def test_the_twin_draws_the_body_where_physics_has_it_standing_then_fallen(xdisp
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         down, q = _world(client.name), client.snapshot().q_meas
+        limp_load = np.abs(client.snapshot().load)
         client.shutdown()
     finally:
         finish(proc)
+    # standing, the legs carry the body (their servos' currents, a share of their stall currents);
+    # limp, nothing does; the panel's bars show the same shares, drawn in their colours
+    legs = [m.joint_index(n) for n in ("l_knee", "r_knee", "l_ankle_pitch", "r_ankle_pitch")]
+    assert standing_load[legs].max() > 0.02 and limp_load.max() < 0.01, (standing_load, limp_load)
+    shown = json.loads((tmp_path / "standing.png.json").read_text())["load"]
+    assert max(shown[m.joint_names[i]] for i in legs) > 0.02, shown
     img = read_png(str(standing))
+    from twin.app import LOAD_LEVELS, VIEW_W
+    panel = img[:, VIEW_W + 20:, :3].astype(int)
+    bar_px = sum(int((np.abs(panel - np.array(c)).max(axis=2) <= 12).sum()) for _, c in LOAD_LEVELS)
+    assert bar_px > 20, "no load bars drawn in the panel"
     assert w.cop is not None and near(img, px([*w.cop, G.LIFT]), G.COP, radius=6), "no centre of pressure drawn"
     dots = sum(near(img, px([x, y, G.LIFT]), G.CONTACT, radius=4) for x, y, _, _ in w.contacts)
     assert dots >= 0.75 * len(w.contacts), f"{dots} of {len(w.contacts)} floor contacts drawn"

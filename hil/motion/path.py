@@ -120,35 +120,9 @@ def _tangent(s: Segment, u: float) -> np.ndarray:
     return d / n if n > 0 else d
 
 
-def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray | None = None,
-              chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
-              workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0,
-              speed: float = 1.0, strict: bool = False) -> Plan:
-    """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line.
-
-    Near the wrist singularity the path slows wherever the wrist joints need it (the time law's
-    joint speed and acceleration bounds); the plan is refused only where even that cannot keep
-    them within their limits (with `strict`, wherever the programmed feed would be slowed). A pass
-    closer than `wrist_margin_deg` is said in the plan's note. `speed` (0 < f ≤ 1) scales every
-    feed, rapids included: a program tried slowly first."""
-
-    if chord_mm <= 0:
-        raise InputError("chord tolerance must be positive")
-    tool = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float)
-    mt = model.with_tool(tool)
-    q_near = model.home if q_start is None else np.asarray(q_start, float)
-    R_tool = T_place[:3, :3] @ np.diag([1.0, -1.0, -1.0])  # tool z into the face
-    pts_mm, seg_of, stop, u_of = _discretise(prog, chord_mm)
-    segs = prog.segments
-    lines = np.array([segs[k].line for k in seg_of])
-
-    def pose_at(p_mm: np.ndarray) -> np.ndarray:
-        T = np.eye(4)
-        T[:3, :3] = R_tool
-        T[:3, 3] = T_place[:3, :3] @ (p_mm * 1e-3) + T_place[:3, 3]
-        return T
-
-    # IK along the path, keeping one branch; try the branches nearest the start pose first
+def _joint_path(mt, pts_mm: np.ndarray, pose_at, q_near: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, str]:
+    """IK along the path, keeping one branch (the branches nearest the start pose tried first):
+    the joint path and its branch's label; PlanError at the furthest point any branch reached."""
     first = ik_puma(mt, pose_at(pts_mm[0]), q_near)
     if not first.valid.any():
         raise PlanError(f"line {lines[0]} (first point): {first.reason}")
@@ -183,16 +157,17 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
             break
     else:
         raise PlanError(best_err[1] if best_err else "no branch can follow the path")
+    return Q, label
 
-    # speed profile along the path: feed, joint speed and acceleration limits, exact stops
+
+def _timed(model, mt, pts_mm: np.ndarray, Q: np.ndarray, feed: np.ndarray, stop, where, lines: np.ndarray,
+           pose_at, dt: float):
+    """The path in time: the feed, slowed where the joints' speed and acceleration limits need it,
+    exact stops where the program has them; (the time law's samples, the speed limit along the path)."""
     ds = np.linalg.norm(np.diff(pts_mm, axis=0), axis=1) * 1e-3
     s = np.concatenate([[0.0], np.cumsum(ds)])
-    feed = speed * np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3
-                             for k in seg_of])
-    dq_ds = np.zeros_like(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dq = np.gradient(Q, s, axis=0) if len(s) > 2 else np.zeros_like(Q)
-    dq_ds = np.nan_to_num(dq)
+        dq_ds = np.nan_to_num(np.gradient(Q, s, axis=0) if len(s) > 2 else np.zeros_like(Q))
     vmax_j = model.velocity_limit * 0.95
     amax_j = model.acceleration_limit * 0.9
     v_lim = feed.copy()
@@ -200,10 +175,9 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
         v_lim = np.minimum(v_lim, np.min(vmax_j / np.maximum(np.abs(dq_ds), 1e-12), axis=1))
     a_lim = np.min(amax_j / np.maximum(np.abs(dq_ds), 1e-12), axis=1)
     a_lim = np.clip(a_lim, 1e-4, 5.0)
-    dt = 1.0 / rate_hz
-    for attempt in range(16):
-        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, (segs, seg_of, u_of), lines, Q,
-                                                       mt, pose_at, dt)
+    for _ in range(16):
+        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, where, lines, Q, mt,
+                                                       pose_at, dt)
         # the profile above bounds the tangential terms; curvature adds d²q/ds²·v², so check the
         # accelerations actually reached and slow down where they exceed the limits
         qdd = np.diff(q_t, n=2, axis=0) / dt ** 2
@@ -220,6 +194,60 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
         v_lim[slow] = v_lim[slow] / np.sqrt(r_path[slow]) * 0.9
         # speeding up from a stop is bound by the tangential limit alone: lower it there too
         a_lim[slow] = a_lim[slow] / r_path[slow] * 0.95
+    return (t, q_t, p_t, line_t, duration, s_t), v_lim
+
+
+def _workpiece(prog: Program, T_place: np.ndarray, workpiece_mm) -> tuple[np.ndarray, np.ndarray]:
+    """The workpiece box (pose, half sizes in m): the contour's footprint, from its lowest point down,
+    or `workpiece_mm` (its size) under the contour."""
+    lo, hi = prog.extents()
+    if workpiece_mm is None:
+        half_mm = np.array([(hi[0] - lo[0]) / 2, (hi[1] - lo[1]) / 2, 10.0])
+        centre_mm = np.array([(hi[0] + lo[0]) / 2, (hi[1] + lo[1]) / 2, lo[2] - 10.0])
+    else:
+        half_mm = np.asarray(workpiece_mm, float) / 2
+        centre_mm = np.array([(hi[0] + lo[0]) / 2, (hi[1] + lo[1]) / 2, lo[2] - half_mm[2]])
+    T_wp = T_place.copy()
+    T_wp[:3, 3] = T_place[:3, :3] @ (centre_mm * 1e-3) + T_place[:3, 3]
+    half = half_mm * 1e-3
+    return T_wp, half
+
+
+def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray | None = None,
+              chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
+              workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0,
+              speed: float = 1.0, strict: bool = False) -> Plan:
+    """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line.
+
+    Near the wrist singularity the path slows wherever the wrist joints need it (the time law's
+    joint speed and acceleration bounds); the plan is refused only where even that cannot keep
+    them within their limits (with `strict`, wherever the programmed feed would be slowed). A pass
+    closer than `wrist_margin_deg` is said in the plan's note. `speed` (0 < f ≤ 1) scales every
+    feed, rapids included: a program tried slowly first."""
+
+    if chord_mm <= 0:
+        raise InputError("chord tolerance must be positive")
+    tool = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float)
+    mt = model.with_tool(tool)
+    q_near = model.home if q_start is None else np.asarray(q_start, float)
+    R_tool = T_place[:3, :3] @ np.diag([1.0, -1.0, -1.0])  # tool z into the face
+    pts_mm, seg_of, stop, u_of = _discretise(prog, chord_mm)
+    segs = prog.segments
+    lines = np.array([segs[k].line for k in seg_of])
+
+    def pose_at(p_mm: np.ndarray) -> np.ndarray:
+        T = np.eye(4)
+        T[:3, :3] = R_tool
+        T[:3, 3] = T_place[:3, :3] @ (p_mm * 1e-3) + T_place[:3, 3]
+        return T
+
+    Q, label = _joint_path(mt, pts_mm, pose_at, q_near, lines)
+
+    feed = speed * np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3
+                             for k in seg_of])
+    dt = 1.0 / rate_hz
+    (t, q_t, p_t, line_t, duration, s_t), v_lim = _timed(model, mt, pts_mm, Q, feed, stop, (segs, seg_of, u_of),
+                                                         lines, pose_at, dt)
     p_base = (T_place[:3, :3] @ (p_t.T * 1e-3)).T + T_place[:3, 3]
     floor_z = model.meta.get("floor_z_m")
     if floor_z is not None and p_base[:, 2].min() < floor_z:
@@ -234,17 +262,7 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
         reasons = checker.explain(int(flags[first_bad]), q_t[first_bad])
         raise PlanError(f"line {line_t[first_bad]} sample {first_bad}: " + "; ".join(reasons))
     wrist = np.degrees(np.abs(q_t[:, 4]))
-    # workpiece box: the contour's footprint, from its lowest point down
-    lo, hi = prog.extents()
-    if workpiece_mm is None:
-        half_mm = np.array([(hi[0] - lo[0]) / 2, (hi[1] - lo[1]) / 2, 10.0])
-        centre_mm = np.array([(hi[0] + lo[0]) / 2, (hi[1] + lo[1]) / 2, lo[2] - 10.0])
-    else:
-        half_mm = np.asarray(workpiece_mm, float) / 2
-        centre_mm = np.array([(hi[0] + lo[0]) / 2, (hi[1] + lo[1]) / 2, lo[2] - half_mm[2]])
-    T_wp = T_place.copy()
-    T_wp[:3, 3] = T_place[:3, :3] @ (centre_mm * 1e-3) + T_place[:3, 3]
-    half = half_mm * 1e-3
+    T_wp, half = _workpiece(prog, T_place, workpiece_mm)
     _check_workpiece(model, q_t, T_wp, half, line_t)
     # velocity and acceleration actually reached (computed back from q)
     qd = np.diff(q_t, axis=0) / dt

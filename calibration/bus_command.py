@@ -9,6 +9,7 @@ read back; the config is saved and loaded back before the command says it is don
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import select
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration import by_hand
+from calibration import bus_zeros, by_hand
 from calibration import procedures as P
 from calibration.views import CalibrationView, ask, clear_latched_fault
 from firmware_protocol.buses.board import BusBoard
@@ -89,9 +90,6 @@ def _save(args, bus, calibrated) -> str:
 
 def _place_zeros(link, model, bus, q_ref, held, samples) -> list:
     """Each joint's placement from the readings (rad through the config) in the reference pose."""
-    from calibration import bus_zeros
-    from hil.errors import InputError
-
     cls, out, refused = type(link.bus), [], []
     print(f"{'joint':<18} {'zero tick':>10} {'moved':>9} {'range (ticks)':>15}  homing offset")
     for i, j in enumerate(bus.joints):
@@ -131,8 +129,6 @@ def _write_servo_setup(link, bus, placements) -> None:
 def _calibrated_config(bus, placements):
     """The config with the new zero ticks and homing offsets; a LeRobot range recorded for the old
     zero no longer applies (hil.lerobot_calibration exports one from the limits)."""
-    import dataclasses
-
     joints = tuple(dataclasses.replace(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset, drive_mode=None,
                                        range_min=None, range_max=None)
                    for j, p in zip(bus.joints, placements))

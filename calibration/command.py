@@ -17,8 +17,6 @@ from firmware_protocol.buses import bus_list
 from hil.errors import HilError
 from hil.inputs import number, writable_file
 
-from calibration.views import CalibrationView, ask, clear_latched_fault
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", required=True, help="robot: a shipped name, a URDF file or a robot .toml file")
@@ -97,6 +95,7 @@ def _lerobot(args, model) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    from calibration.views import CalibrationView, ask, clear_latched_fault
     from firmware_protocol.link import Link
     from hil import board_config, calibration_files, robots
     from hil.errors import InputError

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
+from firmware_protocol import messages as M
+from hil.display import display_available
 from hil.errors import HilError
+from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
+from hil.runtime.twin_launch import start_twin
 
 
 def ask(args, text: str) -> None:
@@ -26,10 +31,6 @@ class CalibrationView:
     a display is available) shows it; `hil twin --attach NAME` works too."""
 
     def __init__(self, model, open_twin: bool) -> None:
-        import os
-
-        from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
-
         self.model = model
         self.name = loop_name(model.name, os.getpid())
         self.shared = SharedState(self.name, model.n, create=True)
@@ -37,9 +38,6 @@ class CalibrationView:
         self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
         self.twin = None
         if open_twin:
-            from hil.display import display_available
-            from hil.runtime.twin_launch import start_twin
-
             if display_available():
                 self.twin = start_twin(self.name, model.spec)
                 print("twin: showing the measured pose (solid) against the reference (ghost)")
@@ -56,8 +54,6 @@ class CalibrationView:
             self.shared.set_event(text)
 
     def close(self, linger_s: float) -> None:
-        import time
-
         if self.twin is not None:
             time.sleep(linger_s)
             self.twin.terminate()
@@ -67,8 +63,6 @@ class CalibrationView:
 def clear_latched_fault(args, link) -> None:
     """A board left in FAULT or ESTOP (a watchdog trip from an earlier run, say) cannot be jogged:
     offer to clear it — asked, since clearing an e-stop is the user's decision."""
-    from firmware_protocol import messages as M
-
     state = None
     for _ in range(100):
         s = link.latest()

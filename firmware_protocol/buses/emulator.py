@@ -212,16 +212,31 @@ class Table:
     kind: str = ""
 
 
-DXL2_TABLE = Table((0, 2), 7, 64, (116, 4), (132, 4), (128, 4), (144, 2), 146, 9, 64, size=256,
-                   current=(126, 2), hw_error=70, watchdog=98, velocity_unit=4096 * 0.229 / 60,
-                   homing=(dynamixel2.HOMING_OFFSET, 4), min_limit=(dynamixel2.MIN_POSITION, 4),
-                   max_limit=(dynamixel2.MAX_POSITION, 4), kind="dynamixel2")
-DXL1_TABLE = Table((0, 2), 3, 24, (30, 2), (36, 2), (38, 2), (42, 1), 43, 5, 24, size=74,
-                   velocity_unit=1024 * 360 / 300 * 0.111 / 60, velocity_sign_bit=10, kind="dynamixel1")
-FEETECH_TABLE = Table((3, 2), 5, 40, (42, 2), (56, 2), (58, 2), (62, 1), 63, 7, 40, size=86, sign_bit=15,
-                      current=(69, 2), status_flags=65, velocity_sign_bit=15,
-                      homing=(feetech.HOMING_OFFSET, 2), homing_sign_bit=feetech.HOMING_SIGN_BIT, homing_sign=-1,
-                      min_limit=(feetech.MIN_POSITION, 2), max_limit=(feetech.MAX_POSITION, 2), kind="feetech")
+# the drivers' own control tables (their named addresses), as the emulated servos hold them
+_D1, _D2, _FT = dynamixel1, dynamixel2, feetech
+DXL2_TABLE = Table(model=(_D2.MODEL_NUMBER, 2), servo_id=_D2.ID, torque=_D2.TORQUE_ENABLE,
+                   goal=(_D2.GOAL_POSITION, 4), position=(_D2.PRESENT_POSITION, 4),
+                   velocity=(_D2.PRESENT_VELOCITY, 4), voltage=(_D2.PRESENT_VOLTAGE, 2),
+                   temperature=_D2.PRESENT_TEMPERATURE, return_delay=_D2.RETURN_DELAY,
+                   eeprom_end=_D2.TORQUE_ENABLE, size=256, current=(_D2.PRESENT_CURRENT, 2),
+                   hw_error=_D2.HARDWARE_ERROR, watchdog=_D2.BUS_WATCHDOG,
+                   velocity_unit=4096 * _D2.VELOCITY_UNIT_RPM / 60, homing=(_D2.HOMING_OFFSET, 4),
+                   min_limit=(_D2.MIN_POSITION, 4), max_limit=(_D2.MAX_POSITION, 4), kind="dynamixel2")
+DXL1_TABLE = Table(model=(_D1.MODEL_NUMBER, 2), servo_id=_D1.ID, torque=_D1.TORQUE_ENABLE,
+                   goal=(_D1.GOAL_POSITION, 2), position=(_D1.PRESENT_POSITION, 2),
+                   velocity=(_D1.PRESENT_SPEED, 2), voltage=(_D1.PRESENT_VOLTAGE, 1),
+                   temperature=_D1.PRESENT_TEMPERATURE, return_delay=_D1.RETURN_DELAY,
+                   eeprom_end=_D1.TORQUE_ENABLE, size=74,
+                   velocity_unit=1024 * 360 / 300 * _D1.Model.speed_unit_rpm / 60, velocity_sign_bit=10,
+                   kind="dynamixel1")
+FEETECH_TABLE = Table(model=(_FT.MODEL_NUMBER, 2), servo_id=_FT.ID, torque=_FT.TORQUE_ENABLE,
+                      goal=(_FT.GOAL_POSITION, 2), position=(_FT.PRESENT_POSITION, 2),
+                      velocity=(_FT.PRESENT_VELOCITY, 2), voltage=(_FT.PRESENT_VOLTAGE, 1),
+                      temperature=_FT.PRESENT_TEMPERATURE, return_delay=_FT.RETURN_DELAY,
+                      eeprom_end=_FT.TORQUE_ENABLE, size=86, sign_bit=15, current=(_FT.PRESENT_CURRENT, 2),
+                      status_flags=_FT.STATUS, velocity_sign_bit=15, homing=(_FT.HOMING_OFFSET, 2),
+                      homing_sign_bit=_FT.HOMING_SIGN_BIT, homing_sign=-1, min_limit=(_FT.MIN_POSITION, 2),
+                      max_limit=(_FT.MAX_POSITION, 2), kind="feetech")
 
 
 class RegisterServo:
@@ -654,20 +669,21 @@ class MaestroResponder(Responder):
                     s.goal = quarter_us / 4.0
 
 
+# each bus kind's emulated servos (every kind in firmware_protocol.buses.BUSES has one: a test checks)
+RESPONDERS = {
+    "dynamixel2": lambda servos, delay: Dxl2Responder(servos, delay),
+    "dynamixel1": lambda servos, delay: SumResponder(servos, delay, DXL1_TABLE, False, _status_flags),
+    "feetech": lambda servos, delay: SumResponder(servos, delay, FEETECH_TABLE, True, _status_flags),
+    "kondo-ics": lambda servos, delay: IcsResponder(servos, delay),
+    "ssc32": lambda servos, delay: Ssc32Responder(servos, delay),
+    "maestro": lambda servos, delay: MaestroResponder(servos, delay),
+}
+
+
 def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float) -> Responder:
-    if bus == "dynamixel2":
-        return Dxl2Responder(servos, return_delay_s)
-    if bus == "dynamixel1":
-        return SumResponder(servos, return_delay_s, DXL1_TABLE, False, _status_flags)
-    if bus == "feetech":
-        return SumResponder(servos, return_delay_s, FEETECH_TABLE, True, _status_flags)
-    if bus == "kondo-ics":
-        return IcsResponder(servos, return_delay_s)
-    if bus == "ssc32":
-        return Ssc32Responder(servos, return_delay_s)
-    if bus == "maestro":
-        return MaestroResponder(servos, return_delay_s)
-    raise SystemExit(f"emulator: unknown bus {bus!r}")
+    if bus not in RESPONDERS:
+        raise SystemExit(f"emulator: unknown bus {bus!r}")
+    return RESPONDERS[bus](servos, return_delay_s)
 
 
 HW_BITS = {"overload": 1 << 5, "overheat": 1 << 2, "voltage": 1 << 0}

@@ -32,7 +32,7 @@ from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
 from firmware_protocol.errors import LinkLostError
 from firmware_protocol.messages import BoardState
 from hil import board_config, calibration_files, robots
-from hil.errors import EXPECTED, HilError, message
+from hil.errors import EXPECTED, HilError, InputError, message
 from hil.motion import contacts
 from hil.runtime.board_actions import QUEUE_LIMIT, BoardActions
 from hil.runtime.controller import Controller, Policy
@@ -40,7 +40,7 @@ from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES
                                    Action, Ev)
 from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer
-from hil.runtime.motion_sources import make_motion
+from hil.runtime.motion_sources import make_motion, past_travel
 from hil.runtime.port_process import open_transport
 from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
@@ -253,12 +253,18 @@ class Loop:
         self.shared = shared
         self.t0 = time.monotonic()
         self.event = _Events(shared, self.t0)
-        self.model = board_config.within_config(robots.load(cfg.robot), cfg.bus)
+        robot = robots.load(cfg.robot)
+        # the loop checks against a board config's narrower limits (what its servos can reach); a
+        # motion is the robot's, checked against the robot's own, and held at the servos' ends
+        self.model = board_config.within_config(robot, cfg.bus)
         self.n = self.model.n
         self.safety = SafetyChecker(self.model)
         self.servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,
                                  cfg.bus.source if cfg.bus is not None else "")
-        self.motion = make_motion(cfg.motion, self.model, self.servo, cfg.compensate, cfg.speed, cfg.strict)
+        self.motion = make_motion(cfg.motion, robot, self.servo, cfg.compensate, cfg.speed, cfg.strict)
+        self.travel_note = past_travel(self.motion, robot, self.model, cfg.bus.source if cfg.bus else "")
+        if self.travel_note and cfg.strict:
+            raise InputError(f"refused (--strict): {self.travel_note}")
         self.stats = LoopStats()
         self.tracer = MissTracer(MISSES_KEPT)
         self.stop_reason: str | None = None
@@ -380,6 +386,8 @@ class Loop:
                 self.event(note)
         if self.static_balance_note:
             self.event(self.static_balance_note)
+        if self.travel_note:
+            self.event(self.travel_note)
         first = self._first_state()
         self._check_round_trip()
         self.actions = BoardActions()

@@ -271,6 +271,26 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
     return traj
 
 
+def past_travel(motion: MotionSource, robot, narrowed, where: str) -> str:
+    """What a motion of finite length asks past a board config's narrower limits (`narrowed`: the
+    robot within the config, hil.board_config.within_config): a note naming each joint, how far
+    it is asked and where its servo's travel ends (the loop holds it there), or ''."""
+    if narrowed is robot or not math.isfinite(motion.duration):
+        return ""
+    motion.reset(robot.home.copy())
+    Q = np.array([motion.target(t) for t in np.arange(0.0, motion.duration + 0.02, 0.02)])
+    over = []
+    for i, name in enumerate(robot.joint_names):
+        for asked, end in ((Q[:, i].max(), narrowed.upper[i]), (Q[:, i].min(), narrowed.lower[i])):
+            if abs(asked - np.clip(asked, narrowed.lower[i], narrowed.upper[i])) > 1e-9:
+                over.append(f"{name} to {math.degrees(asked):+.1f}° (its servo's travel ends at "
+                            f"{math.degrees(end):+.1f}°)")
+    if not over:
+        return ""
+    return (f"the motion asks past this kit's servo travel ({where}): {'; '.join(over)}; held at those ends "
+            "(safety: joint limit)")
+
+
 def make_motion(spec: str | None, model, servo=None, compensate: bool = True, speed: float = 1.0,
                 strict: bool = False) -> MotionSource:
     """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q). Planned

@@ -204,18 +204,28 @@ def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_sen
         finish(proc)
 
 
+def _said(client) -> str:
+    """What the loop says of itself: for a failing wait's message."""
+    from hil.safety import flag_names
+
+    s = client.snapshot()
+    return (f"mode {int(s.mode)} activity {int(s.activity)} board {int(s.board_state)} safety "
+            f"{flag_names(int(s.safety_flags))} misses {int(s.misses)}; last event: {s.event}")
+
+
 def test_the_sliders_show_the_command_while_a_motion_or_jog_drives_it(xdisplay, tmp_path):
     """The panel's sliders are the commanded angles: during a jog's way there and after it they show
     where the loop commands the joints (they used to stay at the start pose)."""
     proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
     try:
         client = attach(proc, "puma560")
-        assert client.wait(lambda s: s.enabled == 1.0, timeout_s=15)
+        # ramped in (on a busy machine the ramp takes a while): the jog starts from the held pose
+        assert client.wait(lambda s: s.enabled == 1.0 and not s.ramping, timeout_s=30), _said(client)
         goal = client.snapshot().q_cmd.copy()
         goal[0] += np.radians(30)
         goal[2] -= np.radians(20)
         assert client.jog(goal).ok
-        assert client.wait(lambda s: np.abs(s.q_cmd - goal).max() < 1e-6, timeout_s=15)
+        assert client.wait(lambda s: np.abs(s.q_cmd - goal).max() < 1e-6, timeout_s=30), _said(client)
         out = tmp_path / "live.png"
         r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(out)], capture_output=True,
                            text=True, timeout=120)

@@ -29,6 +29,9 @@ def test_a_motion_plays_to_the_end_on_each_bus(tmp_path, bus):
                               "--headless", "--record", str(rec)], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "motion 'wave' done" in r.stdout and f"{bus} at " in r.stdout    # the bus's cycle is said at start
+    # the maestro kit's servos end at 90°: the wave's 100° shoulder is named, and held there by the loop
+    past = "asks past this kit's servo travel"
+    assert (past in r.stdout and "r_shoulder_roll to +10" in r.stdout) == (bus == "maestro"), r.stdout
     data, meta = load_recording(str(rec))
     assert meta["position_estimated"] is (bus in ("ssc32", "maestro"))
     config = board_config.shipped(MODEL, bus)
@@ -40,6 +43,12 @@ def test_a_motion_plays_to_the_end_on_each_bus(tmp_path, bus):
         near = np.abs(clock - k.time_s) < 0.15
         err = np.abs(data["q_meas"][near] - np.clip(k.q, lo, hi)).min(axis=0)
         assert err.max() < np.radians(3), (k.time_s, np.degrees(err))
+    assert np.all(data["q_cmd"] <= hi + 1e-9) and np.all(data["q_cmd"] >= lo - 1e-9)   # never a goal past them
+    if bus == "maestro":
+        r = subprocess.run(HIL + ["play", "examples/wave.toml", "--robot", "humanoid17", "--dry-run", "--bus", bus,
+                                  "--headless", "--strict", "--speed", "0.5"], capture_output=True, text=True,
+                           timeout=180)
+        assert r.returncode != 0 and f"refused (--strict): the motion {past}" in r.stderr, r.stdout + r.stderr
 
 
 def test_an_overloaded_servo_is_named_in_the_run_and_the_run_holds(tmp_path):

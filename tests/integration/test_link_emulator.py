@@ -18,6 +18,13 @@ from tests.conftest import wait_for
 pytestmark = pytest.mark.slow
 
 
+def _silence_s(emulator) -> float:
+    """How long a link may hear nothing before it counts as lost, in the tests not about losing it:
+    QEMU's board is a processor emulated on a busy host, whose streams stall for longer than a
+    real board's (the link's own default is for those)."""
+    return 1.0 if emulator.impl == "qemu" else 0.25
+
+
 def _stream(link, q, seconds, rate_hz=500.0):
     # (on QEMU's image more than it carries are lost, as a UART overrun loses them)
     n = int(seconds * rate_hz)
@@ -44,7 +51,7 @@ def test_thousand_command_state_cycles(emulator):
     # longer than the default allows, which stops the board short of the target (its own tests
     # are elsewhere)
     emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
-    with Link.connect(emu.path) as link:
+    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         target = q0 + 0.02
@@ -78,7 +85,7 @@ def test_a_board_emulator_that_was_not_scheduled_still_answers_every_command(emu
         pytest.skip("on QEMU the process stopped would be the launcher relaying bytes, not the firmware; a "
                     "stopped processor is stall:S@T there (QEMU's own stop), tested with the others")
     emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
-    with Link.connect(emu.path) as link:
+    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
         q0 = wait_for(link.latest).q.copy()
         before = link.stats.rx_states
         for k in range(300):
@@ -243,7 +250,7 @@ def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
     when the timing starts; taken for the first answer, it shifted every trip by one answer
     (8–10 ms measured instead of ≥ 16). Started at eight phases of the idle STATEs' 100 ms."""
     emu = emulator("--kind", "puma6", "--latency-ms", "16")
-    with Link.connect(emu.path, threaded=False) as link:
+    with Link.connect(emu.path, threaded=False, link_timeout_s=_silence_s(emulator)) as link:
         for k in range(8):
             time.sleep(0.1 + k * 0.0125)  # idle: the board streams its 10 Hz STATEs meanwhile
             trips = link.round_trips_ms(4)

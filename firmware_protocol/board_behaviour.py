@@ -158,8 +158,13 @@ LIMIT_FLAG, STEP_FLAG = int(JointFlag.LIMIT), int(JointFlag.STEP)
 
 def clamp_target(target: float, previous: float, lower: float, upper: float, max_step: float) -> tuple[float, int]:
     """A commanded target as a board applies it (SPEC.md §4.3): into [lower, upper] (jflag LIMIT),
-    then no farther than `max_step` from the previous target (jflag STEP). Returns (target, jflags)."""
+    then no farther than `max_step` from the previous target (jflag STEP). Returns (target, jflags).
+
+    A previous target outside the range (a joint enabled where it stands, outside: the host brings
+    it in) widens the range to it: the joint moves inward as commanded, never further out, and is
+    not sent to the end of its range at once."""
     flags = 0
+    lower, upper = min(lower, previous), max(upper, previous)
     if target < lower or target > upper:
         target = min(max(target, lower), upper)
         flags |= LIMIT_FLAG

@@ -144,8 +144,11 @@ static void apply(struct hil_board *b, const uint8_t *pos, size_t stride, uint32
     if (!((mask >> j) & 1u)) continue;
     int64_t v = (int32_t)rd32(pos + j * stride);
     const struct hil_joint_cfg *c = &b->joint[j];
-    if (v < c->pos_min_urad || v > c->pos_max_urad) {
-      v = v < c->pos_min_urad ? c->pos_min_urad : c->pos_max_urad;
+    /* a target outside the range (enabled where the joint stood, outside) widens it: inward only */
+    int64_t lo = c->pos_min_urad < b->target[j] ? c->pos_min_urad : b->target[j];
+    int64_t hi = c->pos_max_urad > b->target[j] ? c->pos_max_urad : b->target[j];
+    if (v < lo || v > hi) {
+      v = v < lo ? lo : hi;
       b->jflags[j] |= HIL_J_LIMIT;
     }
     int64_t step = v - b->target[j];

@@ -112,6 +112,9 @@ def add_bus_options(s: argparse.ArgumentParser) -> None:
                         "relaxes the robot and latches a fault (10 … 1000 ms; default: the board's own, 50 ms on "
                         "hil's boards, a bus config's command_timeout_ms). Raise it on a machine busy with other "
                         "work; see docs/lifecycle.md")
+    s.add_argument("--bring-in", action="store_true",
+                   help="a joint that stands outside its range when enabled is brought in slowly from where it "
+                        "stands (at the ramp-in speed, never further out), instead of the enable being refused")
 
 
 def floats(text: str, n: int, what: str) -> list[float]:
@@ -158,4 +161,5 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
         headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
-        strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms))
+        strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,
+        bring_in=args.bring_in))

@@ -88,7 +88,7 @@ def run(args) -> int:
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation,
         stabilise=not args.no_stabiliser, zenoh=args.zenoh, zenoh_config=args.zenoh_config, zenoh_rate_hz=args.zenoh_rate,
         zenoh_control=args.zenoh_control, speed=speed_of(args), strict=args.strict, view=args.view,
-        shadow=args.shadow, watchdog_ms=args.watchdog_ms)
+        shadow=args.shadow, watchdog_ms=args.watchdog_ms, bring_in=args.bring_in)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if args.motion:

@@ -49,6 +49,7 @@ class Policy:
     disable_after_misses: int = 50
     enable_timeout_s: float = 2.0
     hold_timeout_s: float | None = None  # held longer than this forgets intent (headless runs)
+    bring_in: bool = False               # a joint measured outside its range is enabled and brought in
 
 
 @dataclass
@@ -161,8 +162,14 @@ class Controller:
             return ""
         joints = "; ".join(f"{m.joint_names[j]} reads {math.degrees(q[j]):+.1f}°, outside "
                            f"{math.degrees(m.lower[j]):.0f}…{math.degrees(m.upper[j]):.0f}°" for j in out)
+        if self.policy.bring_in:
+            speed = math.degrees(float(np.min(m.velocity_limit[out]))) * self.policy.ramp_fraction
+            self.say(f"bringing in from where {'it stands' if len(out) == 1 else 'they stand'} (--bring-in), "
+                     f"at up to {speed:.0f}°/s: {joints}")
+            return ""
         return (f"{joints}. Move {'it' if len(out) == 1 else 'them'} into range by hand (torque is off), or, if the "
-                "reading is wrong (a zero set across the encoder's wrap reads about ±180°), run `hil calibrate`")
+                "reading is wrong (a zero set across the encoder's wrap reads about ±180°), run `hil calibrate`; "
+                "--bring-in moves it in slowly from where it stands")
 
     def link_lost(self, why: str) -> Step:
         self._have_state = False
@@ -336,6 +343,11 @@ class Controller:
         elif life.holds & HOLD_OVERRUN:
             self.handle(Ev.OVERRUN_RELEASE)
 
+    def _inside(self) -> bool:
+        """The command inside every joint's range (a joint brought in from outside is not yet)."""
+        m = self.model
+        return bool(np.all(self.q_cmd >= m.lower - 1e-9) and np.all(self.q_cmd <= m.upper + 1e-9))
+
     def _enabled_cycle(self) -> None:
         life, p = self.life, self.policy
         if life.mode == HELD and life.holds & HOLD_OVERRUN:
@@ -359,7 +371,7 @@ class Controller:
         if flags or self._held_flags or life.mode == HELD:
             self._safety_events(flags, q_target)
         mode = life.mode
-        if mode == RAMPING and not flags & HELD_FLAG and info[I_TO_TARGET] < RAMP_DONE_RAD:
+        if mode == RAMPING and not flags & HELD_FLAG and info[I_TO_TARGET] < RAMP_DONE_RAD and self._inside():
             self.handle(Ev.RAMP_DONE)
             if life.activity == MOTION and life.mode == ACTIVE:
                 self.say(f"ramp-in done; motion '{self.motion.name}' running")

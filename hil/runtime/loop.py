@@ -114,6 +114,7 @@ class LoopConfig:
     strict: bool = False          # and is refused, not slowed, where its joints cannot follow
     stabilise: bool = True        # a humanoid's motions lean back on what its IMU says (runtime.balance)
     watchdog_ms: int | None = None  # the board's command watchdog (CMD_TIMEOUT_MS); None: the board's own
+    bring_in: bool = False        # a joint powered up outside its range is enabled and brought in slowly
 
 
 def run_loop(cfg: LoopConfig) -> int:
@@ -292,7 +293,7 @@ class Loop:
             self.static_balance_note = "static balance check off for this motion: its ZMP was checked when loaded"
         T = 1.0 / cfg.rate_hz
         policy = Policy(T, cfg.ramp_fraction, cfg.hold_after_misses, cfg.disable_after_misses,
-                        hold_timeout_s=HEADLESS_HOLD_S if cfg.headless else None)
+                        hold_timeout_s=HEADLESS_HOLD_S if cfg.headless else None, bring_in=cfg.bring_in)
         self.ctl = Controller(self.model, self.safety, self.motion, policy, self.event, stabilise=cfg.stabilise,
                               stall=StallWatch(self.servo, policy.period_s))
         # compile (or load from the cache) every kernel the cycle uses now, not in the first cycle

@@ -80,6 +80,7 @@ class RunRequest:
     strict: bool = False               # a motion file the joints cannot follow is refused, not slowed
     stabilise: bool = True             # a humanoid's motions lean back on its IMU (hil.runtime.balance)
     watchdog_ms: float | None = None   # the board's command watchdog (None: the board's own, 50 ms on ours)
+    bring_in: bool = False             # a joint powered up outside its range is brought in, not refused
     zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
     zenoh_config: str | None = None    # Zenoh's own config file
     zenoh_rate_hz: float = 100.0
@@ -216,6 +217,7 @@ def run(req: RunRequest) -> int:
                      parent_pid=os.getpid(), bus=bus, compensate=req.compensate,
                      speed=req.speed, strict=req.strict,
                      stabilise=req.stabilise, watchdog_ms=None if bus is not None else watchdog_ms(req),
+                     bring_in=req.bring_in,
                      **extra)
     session = _Run(shared, req, model, headless)
     try:

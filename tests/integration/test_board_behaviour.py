@@ -130,3 +130,37 @@ def test_only_a_host_s_enable_turns_torque_on_and_an_estop_always_stops():
     assert react(Request.ENABLE, S.DISABLED, int(M.Fault.NOT_HOMED)).result == M.AckResult.BAD_STATE
     assert react(Request.CLEAR_FAULT, S.ESTOP, int(M.Fault.ESTOP), int(M.Fault.WATCHDOG)).state == S.ESTOP
     assert react(Request.WATCHDOG, S.ENABLED, 0).state == S.FAULT
+
+
+@pytest.mark.parametrize("impl", ["python", "c", "qemu"])
+def test_a_joint_enabled_outside_its_range_follows_the_host_inward_and_never_further_out(impl):
+    """Powered up 10° below its range and enabled there (`--bring-in`), a knee's board target starts
+    where it stands: a command further out is held where it is, one inward is followed as sent (the
+    board used to send it to the end of its range at once); inside the range the usual clamp holds."""
+    if impl == "c" and not HAVE_C_TOOLS or impl == "qemu" and not HAVE_QEMU_TOOLS:
+        pytest.skip(f"needs the tools of the {impl} board")
+    model = robots.load("humanoid17")
+    k = model.joint_index("l_knee")
+    q0 = model.home.copy()
+    q0[k] = model.lower[k] - np.radians(10)
+    emu = emulator_launch.start_emulator(model, impl=impl, initial=q0, watchdog_ms=1000, noise_deg=0)
+    try:
+        with Link.connect(emu.path, expect_joints=model.n, link_timeout_s=1.0) as link:
+            link.enable()
+
+            def target_after(q_knee: float) -> float:
+                q = q0.copy()
+                q[k] = q_knee
+                for _ in range(3):
+                    link.send_positions(q)
+                    time.sleep(0.02)
+                return link.param_get(M.Param.TARGET, joint=k) * 1e-6
+
+            lo = model.lower[k]
+            assert target_after(lo - np.radians(20)) == pytest.approx(lo - np.radians(10), abs=1e-5)
+            assert target_after(lo - np.radians(6)) == pytest.approx(lo - np.radians(6), abs=1e-5)
+            assert target_after(lo + np.radians(4)) == pytest.approx(lo + np.radians(4), abs=1e-5)
+            assert target_after(lo - np.radians(3)) == pytest.approx(lo, abs=1e-5)   # back inside: clamped
+            link.disable()
+    finally:
+        emu.stop()

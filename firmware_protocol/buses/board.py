@@ -513,7 +513,9 @@ class BusBoard:
             for j, js in zip(self.config.joints, self._joints):
                 r = readings[j.servo_id]
                 js.b = j.start_rad if (r.ticks == 0 and not self.cls.measures_position) else j.rad(r.ticks)
-                js.target = min(j.max_rad, max(j.min_rad, js.b))
+                # where it stands, even outside its range (then the host brings it in): a goal at the
+                # range's end would be driven at the servo's full speed (see clamp_target)
+                js.target = js.b
                 goals.append((j.servo_id, j.ticks(js.target)))
             self._io(self.bus.write_goals, goals)
             self._io(self.bus.set_torque, self.ids, True)

@@ -226,3 +226,39 @@ def test_the_shadow_twin_runs_beside_the_robot_and_names_a_stall(tmp_path):
     assert p.returncode == 0 and "shadow residuals" in p.stdout, p.stdout + p.stderr
     left = subprocess.run(["pgrep", "-f", "hil.runtime.shadow"], capture_output=True, text=True).stdout.split()
     assert not left, "the shadow outlived its run"
+
+
+def test_a_knee_powered_up_outside_its_range_is_brought_in_slowly_when_asked(tmp_path):
+    """l_knee stands 15° below its range. Without --bring-in the enable is refused and says the option;
+    with it, the knee is commanded from where it stands inward at no more than the ramp-in speed,
+    never further out, and its servo follows (no goal at the end of the range at once)."""
+    config = board_config.shipped(MODEL, "dynamixel2")
+    servos = board_config.emulated_servos(config, MODEL)
+    k = MODEL.joint_index("l_knee")
+    j = config.joints[k]
+    start = MODEL.lower[k] - np.radians(15)
+    servos[k]["initial"] = j.ticks(start)
+    servos[k]["lo"], servos[k]["hi"] = 0, 4095   # its own Min/Max Position Limits as they come from the factory
+    emu = bus_emulator("dynamixel2", servos, "--baud", str(config.baud))
+    try:
+        run = HIL + ["run", "--robot", "humanoid17", "--port", emu.path, "--bus", "dynamixel2", "--headless",
+                     "--duration", "3", "--enable"]
+        r = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        last = r.stderr.strip().splitlines()[-1]
+        assert r.returncode != 0 and "l_knee reads" in last and "--bring-in" in last, r.stdout + r.stderr
+        rec = tmp_path / "in.npy"
+        r = subprocess.run(run + ["--bring-in", "--record", str(rec)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "bringing in from where it stands (--bring-in)" in r.stdout, r.stdout + r.stderr
+    finally:
+        emu.stop()
+    data, meta = load_recording(str(rec))
+    # from the ramp-in's first command (the cycles before send holds, which a board does not apply)
+    ramping = np.flatnonzero((data["board_state"] == 2) & (data["q_cmd"][:, k] < MODEL.lower[k] - 1e-3))[0]
+    cmd, meas, t = data["q_cmd"][ramping:, k], data["q_meas"][ramping:, k], data["t"][ramping:]
+    ramp = MODEL.velocity_limit[k] * 0.25        # the ramp-in speed
+    assert cmd.min() >= start - np.radians(0.5) and np.all(np.diff(cmd) >= -1e-9)   # inward only
+    assert np.diff(cmd).max() <= ramp / meta["rate_hz"] * 1.001    # a cycle's step at the ramp-in speed
+    assert cmd[-1] == pytest.approx(MODEL.lower[k], abs=1e-6) and meas[-1] == pytest.approx(MODEL.lower[k], abs=0.01)
+    # the servo went no faster than the command it was given (a goal at the range's end would be its full speed)
+    moving = np.abs(meas[10:] - meas[:-10]) / (t[10:] - t[:-10])     # over ten cycles: the recording's clock jitters
+    assert moving.max() <= ramp * 1.25, np.degrees(moving.max())

@@ -65,6 +65,9 @@ class Output:
 
 # a joint measured this far outside its range (noise, a hard stop just past the limit) still enables
 OUTSIDE_TOLERANCE_RAD = math.radians(1.0)
+# --bring-in moves a joint standing at most this far outside its range; one that reads further out
+# more likely has a wrong zero (a zero across an encoder's wrap reads about ±180°): not moved
+BRING_IN_MAX_RAD = math.radians(30.0)
 
 
 class Controller:
@@ -162,14 +165,17 @@ class Controller:
             return ""
         joints = "; ".join(f"{m.joint_names[j]} reads {math.degrees(q[j]):+.1f}°, outside "
                            f"{math.degrees(m.lower[j]):.0f}…{math.degrees(m.upper[j]):.0f}°" for j in out)
-        if self.policy.bring_in:
+        far = [j for j in out if min(abs(q[j] - m.lower[j]), abs(q[j] - m.upper[j])) > BRING_IN_MAX_RAD]
+        if self.policy.bring_in and not far:
             speed = math.degrees(float(np.min(m.velocity_limit[out]))) * self.policy.ramp_fraction
             self.say(f"bringing in from where {'it stands' if len(out) == 1 else 'they stand'} (--bring-in), "
                      f"at up to {speed:.0f}°/s: {joints}")
             return ""
         return (f"{joints}. Move {'it' if len(out) == 1 else 'them'} into range by hand (torque is off), or, if the "
-                "reading is wrong (a zero set across the encoder's wrap reads about ±180°), run `hil calibrate`; "
-                "--bring-in moves it in slowly from where it stands")
+                "reading is wrong (a zero set across the encoder's wrap reads about ±180°), run `hil calibrate`"
+                + ("; --bring-in moves it in slowly from where it stands" if not far else
+                   f"; --bring-in takes a joint no more than {math.degrees(BRING_IN_MAX_RAD):.0f}° outside (a reading "
+                   "further out is more likely a wrong zero than a joint standing there)"))
 
     def link_lost(self, why: str) -> Step:
         self._have_state = False

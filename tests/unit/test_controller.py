@@ -9,7 +9,7 @@ import pytest
 
 import hil.robots as robots
 from hil.runtime.controller import Controller, Policy
-from hil.runtime.lifecycle import Action, Activity, Ev, Mode
+from hil.runtime.lifecycle import ACTIVE, RAMPING, Action, Activity, Ev, Mode
 from hil.runtime.motion_sources import Demo, Hold
 from hil.runtime.stall import STALL_S, StallWatch
 from hil.robots.servos import servo_table
@@ -34,11 +34,11 @@ class Sample:
 class Bench:
     """A controller and a pretend board that follows commands exactly."""
 
-    def __init__(self, motion=None, hold_timeout_s=None, stall=False) -> None:
+    def __init__(self, motion=None, hold_timeout_s=None, stall=False, bring_in=False) -> None:
         self.model = robots.load("puma560")
         self.events: list[str] = []
         self.ctl = Controller(self.model, SafetyChecker(self.model), motion or Hold(),
-                              Policy(T, hold_timeout_s=hold_timeout_s), self.events.append,
+                              Policy(T, hold_timeout_s=hold_timeout_s, bring_in=bring_in), self.events.append,
                               stall=StallWatch(servo_table(self.model), T) if stall else None)
         self.blocked: int | None = None   # a joint that stops where it is and pushes
         self.load = 0.0                   # its current over its stall current
@@ -280,6 +280,33 @@ def test_a_joint_measured_outside_its_range_is_not_enabled_and_each_is_named():
     assert not b.ctl.handle(Ev.ENABLE).refused
     b.run(20)
     assert b.ctl.life.enabled
+
+
+def test_bring_in_enables_a_joint_outside_and_ramps_it_in_never_further_out():
+    b = Bench(bring_in=True)
+    model = b.model
+    b.q[1] = model.lower[1] - np.radians(10)          # powered up 10° below its range
+    b.run(3)
+    assert not b.ctl.handle(Ev.ENABLE).refused
+    assert any("bringing in from where it stands" in e and "shoulder reads" in e for e in b.events)
+    b.run(3)
+    assert b.ctl.life.mode == RAMPING
+    ramp = model.velocity_limit[1] * Policy(T).ramp_fraction * T
+    sent = []
+    for _ in range(int(2.0 / T)):
+        b.cycle()
+        if b.sent[-1][0] is not None and not b.sent[-1][1]:
+            sent.append(b.sent[-1][0][1])
+    steps = np.diff(sent)
+    assert sent[0] > model.lower[1] - np.radians(10) - 1e-12 and np.all(steps >= -1e-12)   # inward only
+    assert np.all(steps <= ramp + 1e-12)                                                    # at the ramp speed
+    assert sent[-1] == pytest.approx(model.lower[1]) and b.ctl.life.mode == ACTIVE        # in, then ramp done
+    # a reading far outside is more likely a wrong zero: not moved, even when asked
+    far = Bench(bring_in=True)
+    far.q[1] = model.lower[1] - np.radians(60)
+    far.run(3)
+    refused = far.ctl.handle(Ev.ENABLE).refused
+    assert refused and "--bring-in takes a joint no more than 30° outside" in refused
 
 
 def test_a_stalled_joint_stops_the_motion_is_named_and_its_push_ends():

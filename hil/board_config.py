@@ -40,7 +40,7 @@ TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us
             "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "fast_sync_read", "description",
             "defaults", "joint", "servo"}
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model",
-              "homing_offset", "drive_mode", "range_min", "range_max"}
+              "homing_offset", "drive_mode", "range_min", "range_max", "torque_limit_pct"}
 LEROBOT_RANGE_KEYS = ("drive_mode", "range_min", "range_max")   # from a LeRobot file: hil.lerobot_calibration
 
 
@@ -203,7 +203,19 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     lower, upper = math.radians(max(lo, lo_deg)), math.radians(min(hi, hi_deg))
     _within_one_turn(cls, model_name, zero, direction * tpr, lower, upper, where)
     start = min(upper, max(lower, float(model.home[i])))   # PWM servos not yet driven: taken to rest at home
-    return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start, **_lerobot(row, where))
+    return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start, **_lerobot(row, where),
+                      torque_limit=_torque_limit(row, cls, where))
+
+
+def _torque_limit(row: dict, cls, where: str) -> float | None:
+    """torque_limit_pct: the servo's torque capped at this share of its own (1 … 100 %), where the
+    bus's servos take one."""
+    if "torque_limit_pct" not in row:
+        return None
+    if not cls.has_torque_limit:
+        raise InputError(f"{where}: torque_limit_pct: hil sets no torque limit on {cls.title} servos; take it out "
+                         "(set the limit with the vendor's tool)")
+    return _num(row["torque_limit_pct"], f"{where}: torque_limit_pct", 1, 100) / 100.0
 
 
 def _within_one_turn(cls, model_name, zero: float, scale: float, lower: float, upper: float, where: str) -> None:
@@ -243,6 +255,19 @@ def _lerobot(row: dict, where: str) -> dict:
     return out
 
 
+def servos_of(model, config: BusConfig | None):
+    """The servos a run drives, as a physics model: the config's [servo] table over the robot's
+    (hil.robots.servos), each joint's torque limit applied (its servo gives that share of its
+    torque: plans, the stall watch and the physics emulator see the servo as limited)."""
+    table = servo_table(model, config.servo if config else None, config.source if config else "")
+    if config is None or all(j.torque_limit is None for j in config.joints):
+        return table
+    servos = tuple(s if j.torque_limit is None else dataclasses.replace(s, torque_limit_nm=s.torque_limit_nm
+                                                                        * j.torque_limit)
+                   for s, j in zip(table.servos, config.joints))
+    return dataclasses.replace(table, servos=servos)
+
+
 def within_config(model, config: BusConfig | None):
     """The robot with its joint limits narrowed to the board config's (a range recorded by hand, a
     `min_deg`/`max_deg` in the file): the loop checks against what the servos will take, so no goal
@@ -263,6 +288,7 @@ def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
 
     numbers = model_numbers()
     q = model.home if initial is None else initial
+    # the servos' own (a torque limit in the config is the host's to write into them)
     stall_mA = servo_table(model, config.servo, config.source).stall_current_mA()
     out = []
     for k, j in enumerate(config.joints):
@@ -312,6 +338,8 @@ def to_toml(config: BusConfig, note: str = "") -> str:
             lines.append(f'model = "{j.model}"')
         if j.homing_offset is not None:
             lines.append(f"homing_offset = {j.homing_offset}")
+        if j.torque_limit is not None:
+            lines.append(f"torque_limit_pct = {j.torque_limit * 100:g}")
         if j.range_min is not None:
             lines += [f"{k} = {getattr(j, k)}" for k in LEROBOT_RANGE_KEYS]
     return "\n".join(lines) + "\n"

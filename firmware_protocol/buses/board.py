@@ -72,6 +72,7 @@ class ServoJoint:
     drive_mode: int | None = None
     range_min: int | None = None
     range_max: int | None = None
+    torque_limit: float | None = None   # its servo's torque capped at this share of its own (written at connect)
 
     def ticks(self, rad: float) -> int:
         return int(round(self.zero_tick + self.direction * rad * self.ticks_per_rad))
@@ -298,6 +299,19 @@ class BusBoard:
                                                   "and power, and its id (`hil ports --probe` lists the ids that "
                                                   f"answer); or fix servo_id in {where}")
         self._check_homing_offsets()
+        self._write_torque_limits()
+
+    def _write_torque_limits(self) -> None:
+        """Each joint's torque limit into its servo (EEPROM; the servos' torque is off at connect)."""
+        failed = []
+        for j in self.config.joints:
+            if j.torque_limit is not None and not self._written(self.bus.write_torque_limit, j.servo_id,
+                                                                 j.torque_limit):
+                failed.append(f"{j.name} (id {j.servo_id})")
+        if failed:
+            raise HandshakeError(errno.EIO, f"{self.port}: the torque limit did not read back as written on "
+                                            f"{', '.join(failed)} (EEPROM locked?): power-cycle the servos, or "
+                                            f"take torque_limit_pct out of {self.config.where}")
 
     def _check_homing_offsets(self) -> None:
         """A config that names the Homing Offset its ticks were recorded with (a LeRobot calibration)

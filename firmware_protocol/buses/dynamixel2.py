@@ -22,7 +22,8 @@ STATUS, SYNC_READ, SYNC_WRITE, FAST_SYNC_READ, BULK_READ, BULK_WRITE = 0x55, 0x8
 
 # X-series control table (addresses, sizes)
 MODEL_NUMBER, FIRMWARE, ID, BAUD, RETURN_DELAY, DRIVE_MODE, OPERATING_MODE = 0, 6, 7, 8, 9, 10, 11
-HOMING_OFFSET, MAX_POSITION, MIN_POSITION, SHUTDOWN = 20, 48, 52, 63
+HOMING_OFFSET, PWM_LIMIT, MAX_POSITION, MIN_POSITION, SHUTDOWN = 20, 36, 48, 52, 63
+PWM_FULL = 885   # PWM Limit's maximum (0.113 % a unit): the servo's whole voltage, so its whole torque
 TORQUE_ENABLE, LED, STATUS_RETURN, HARDWARE_ERROR, BUS_WATCHDOG = 64, 65, 68, 70, 98
 GOAL_POSITION, PRESENT_CURRENT, PRESENT_VELOCITY, PRESENT_POSITION = 116, 126, 128, 132
 PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 144, 146
@@ -196,6 +197,7 @@ class Dynamixel2Bus(ServoBus):
     bauds = (1_000_000, 57_600, 115_200, 2_000_000, 3_000_000, 4_000_000, 9_600)
     default_baud = 1_000_000
     has_watchdog = True
+    has_torque_limit = True
 
     def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0,
                  fast: bool = False) -> None:
@@ -304,6 +306,15 @@ class Dynamixel2Bus(ServoBus):
 
     def write_position_limits(self, servo_id: int, lo: int, hi: int) -> bool | None:
         return self._write_int(servo_id, MIN_POSITION, lo) and self._write_int(servo_id, MAX_POSITION, hi)
+
+    def write_torque_limit(self, servo_id: int, fraction: float) -> bool | None:
+        """PWM Limit: on every X-series servo (Current Limit is not: the XL430 has none)."""
+        value = round(fraction * PWM_FULL)
+        pkt = self._transact(write(servo_id, PWM_LIMIT, struct.pack("<H", value)), servo_id, 11)
+        if pkt is None or pkt.error != 0:
+            return False
+        back = self._transact(read(servo_id, PWM_LIMIT, 2), servo_id, 13)
+        return back is not None and len(back.params) == 2 and struct.unpack("<H", back.params)[0] == value
 
     def set_torque(self, ids: list[int], on: bool) -> None:
         self.wire.write(sync_write(TORQUE_ENABLE, 1, [(i, bytes([1 if on else 0])) for i in ids]))

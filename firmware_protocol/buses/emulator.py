@@ -49,6 +49,7 @@ class SimServo:
     homing_offset: int = 0     # what its Homing Offset register holds (ticks)
     blocked: bool = False      # its horn meets something it cannot move (fault `blocked`)
     stall_mA: float = 1400.0   # its current at full torque
+    torque_share: float = 1.0  # its torque limit register, as a share of its full torque
     heard_once: bool = False   # the host has spoken to it
 
     def heard(self) -> None:
@@ -77,7 +78,8 @@ class SimServo:
         err = self.goal_ticks() - self.position
         if self.blocked:   # it pushes as a position servo does, up to its stall current, and stays put
             self.velocity = 0.0
-            self.current_mA = max(-self.stall_mA, min(self.stall_mA, self.stall_mA * err / BLOCKED_FULL_TICKS))
+            most = self.stall_mA * self.torque_share
+            self.current_mA = max(-most, min(most, self.stall_mA * err / BLOCKED_FULL_TICKS))
             return
         move = max(-self.vmax * dt, min(self.vmax * dt, err))
         self.position += move
@@ -209,6 +211,8 @@ class Table:
     homing_sign: int = 1                    # present = actual + homing_sign · offset
     min_limit: tuple[int, int] | None = None
     max_limit: tuple[int, int] | None = None
+    torque_limit: tuple[int, int] | None = None   # the torque cap a host may write, and its full value
+    torque_full: int = 0
     kind: str = ""
 
 
@@ -221,7 +225,8 @@ DXL2_TABLE = Table(model=(_D2.MODEL_NUMBER, 2), servo_id=_D2.ID, torque=_D2.TORQ
                    eeprom_end=_D2.TORQUE_ENABLE, size=256, current=(_D2.PRESENT_CURRENT, 2),
                    hw_error=_D2.HARDWARE_ERROR, watchdog=_D2.BUS_WATCHDOG,
                    velocity_unit=4096 * _D2.VELOCITY_UNIT_RPM / 60, homing=(_D2.HOMING_OFFSET, 4),
-                   min_limit=(_D2.MIN_POSITION, 4), max_limit=(_D2.MAX_POSITION, 4), kind="dynamixel2")
+                   min_limit=(_D2.MIN_POSITION, 4), max_limit=(_D2.MAX_POSITION, 4),
+                   torque_limit=(_D2.PWM_LIMIT, 2), torque_full=_D2.PWM_FULL, kind="dynamixel2")
 DXL1_TABLE = Table(model=(_D1.MODEL_NUMBER, 2), servo_id=_D1.ID, torque=_D1.TORQUE_ENABLE,
                    goal=(_D1.GOAL_POSITION, 2), position=(_D1.PRESENT_POSITION, 2),
                    velocity=(_D1.PRESENT_SPEED, 2), voltage=(_D1.PRESENT_VOLTAGE, 1),
@@ -236,7 +241,8 @@ FEETECH_TABLE = Table(model=(_FT.MODEL_NUMBER, 2), servo_id=_FT.ID, torque=_FT.T
                       eeprom_end=_FT.TORQUE_ENABLE, size=86, sign_bit=15, current=(_FT.PRESENT_CURRENT, 2),
                       status_flags=_FT.STATUS, velocity_sign_bit=15, homing=(_FT.HOMING_OFFSET, 2),
                       homing_sign_bit=_FT.HOMING_SIGN_BIT, homing_sign=-1, min_limit=(_FT.MIN_POSITION, 2),
-                      max_limit=(_FT.MAX_POSITION, 2), kind="feetech")
+                      max_limit=(_FT.MAX_POSITION, 2), torque_limit=(_FT.MAX_TORQUE_LIMIT, 2),
+                      torque_full=_FT.TORQUE_FULL, kind="feetech")
 
 
 class RegisterServo:
@@ -265,6 +271,8 @@ class RegisterServo:
         for item, value in ((table.min_limit, sim.lo), (table.max_limit, sim.hi)):
             if item is not None and self.turn:
                 self._put(item, min(max(value, 0), self.turn - 1))
+        if table.torque_limit is not None:
+            self._put(table.torque_limit, table.torque_full)
 
     def _put_homing(self, value: int) -> None:
         if self.t.homing_sign_bit is not None and value < 0:
@@ -366,6 +374,8 @@ class RegisterServo:
             s.lo = self._get(t.min_limit)
         if touched(t.max_limit):
             s.hi = self._get(t.max_limit)
+        if touched(t.torque_limit):
+            s.torque_share = min(1.0, max(0.0, self._get(t.torque_limit, signed=False) / t.torque_full))
 
 
 def _turn_ticks(kind: str, model_number: int) -> int | None:

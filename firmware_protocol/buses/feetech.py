@@ -16,6 +16,7 @@ from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, Serv
 FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
 HOMING_OFFSET, OPERATING_MODE, TORQUE_ENABLE, ACCELERATION, GOAL_POSITION, LOCK = 31, 33, 40, 41, 42, 55
 HOMING_SIGN_BIT = 11   # the Homing Offset is sign-magnitude with its sign in bit 11 (positions: bit 15)
+MAX_TORQUE_LIMIT, TORQUE_FULL = 16, 1000   # STS: 0.1 % a unit
 PRESENT_POSITION, PRESENT_VELOCITY, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 56, 58, 60, 62, 63
 STATUS, MOVING, PRESENT_CURRENT = 65, 66, 69
 BLOCK_START, BLOCK_LEN = PRESENT_POSITION, PRESENT_CURRENT + 2 - PRESENT_POSITION   # 56 … 70
@@ -76,6 +77,7 @@ class FeetechBus(SumChecksumBus):
     title = "Feetech STS/SCS"
     bauds = (1_000_000, 500_000, 115_200, 250_000, 128_000, 57_600, 38_400)
     default_baud = 1_000_000
+    has_torque_limit = True
 
     def _model(self, servo_id: int) -> Model | None:
         m = self.models.get(servo_id)
@@ -163,6 +165,12 @@ class FeetechBus(SumChecksumBus):
         if not self._has_homing(servo_id):
             return None    # SCS: its angle limits are another matter (300°, no wrap)
         return self._write_words(servo_id, [(MIN_POSITION, lo, None), (MAX_POSITION, hi, None)])
+
+    def write_torque_limit(self, servo_id: int, fraction: float) -> bool | None:
+        """Max Torque Limit (EEPROM, read into the Torque Limit at power-up): STS servos."""
+        if not self._has_homing(servo_id):
+            return None    # SCS: another table
+        return self._write_words(servo_id, [(MAX_TORQUE_LIMIT, round(fraction * TORQUE_FULL), None)])
 
     @classmethod
     def cycle_cost(cls, n: int) -> CycleCost:

@@ -238,6 +238,7 @@ class ServoBus(ABC):
     # read 0 … turn − 1 and wrap there; a Homing Offset (within ±homing_limit) shifts them by
     # homing_sign · offset; Min/Max Position Limits stop goals outside a range.
     homing_limit: ClassVar[int | None] = None
+    has_torque_limit: ClassVar[bool] = False   # write_torque_limit does something on this bus
     homing_sign: ClassVar[int] = 1
     # LeRobot's calibration files (hil.lerobot_calibration): the homing offsets its files may hold
     # for this bus (None: LeRobot does not drive it), and whether it mirrors a drive_mode 1 motor on
@@ -259,6 +260,11 @@ class ServoBus(ABC):
     def write_position_limits(self, servo_id: int, lo: int, hi: int) -> bool | None:
         """Write the Min/Max Position Limits (torque off); True when they read back as written,
         None where the servo has none."""
+        return None
+
+    def write_torque_limit(self, servo_id: int, fraction: float) -> bool | None:
+        """Cap the servo's torque at `fraction` (0 … 1) of its own maximum (EEPROM: torque off); True
+        when it reads back as written, None where hil sets none on this bus or this servo."""
         return None
 
     def arm_watchdog(self, ids: list[int], timeout_s: float) -> bool:

@@ -82,10 +82,9 @@ def servo_for(args, model):
     """The servos a run drives, as a physics model: the board config's [servo] table over the
     robot's (hil.robots.servos), the robot's own without --bus/--board-config."""
     from hil import board_config
-    from hil.robots.servos import servo_table
 
     bus = board_config.resolve(model, getattr(args, "bus", None), getattr(args, "board_config", None))
-    return servo_table(model, getattr(bus, "servo", None), getattr(bus, "source", ""))
+    return board_config.servos_of(model, bus)
 
 
 BUS_HELP = (f"drive a servo bus instead of a hil board: {bus_list()} (with --dry-run: its emulator, with the "

@@ -25,7 +25,6 @@ from hil.errors import HilError, message
 from hil.physics.build import build
 from hil.physics.plant import PhysicsPlant
 from hil.physics.world import WorldBlock
-from hil.robots.servos import servo_table
 
 
 def _made(plant: PhysicsPlant, made: list, world: WorldBlock | None) -> PhysicsPlant:
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = robots.load(args.robot)
         bus = board_config.resolve(model, args.bus, args.board_config)
-        servo = servo_table(model, getattr(bus, "servo", None), getattr(bus, "source", ""))
+        servo = board_config.servos_of(model, bus)
         build(model, servo)   # a robot MuJoCo cannot build is said now, before the pty exists
     except HilError as e:
         print(f"physics emulator: {message(e)}", file=sys.stderr)

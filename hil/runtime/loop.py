@@ -48,7 +48,6 @@ from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after
 from hil.runtime.recorder import Recorder, loop_flags
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
-from hil.robots.servos import servo_table
 from hil.runtime.stall import StallWatch
 from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
 from hil.safety import SafetyChecker
@@ -260,8 +259,7 @@ class Loop:
         self.model = board_config.within_config(robot, cfg.bus)
         self.n = self.model.n
         self.safety = SafetyChecker(self.model)
-        self.servo = servo_table(self.model, cfg.bus.servo if cfg.bus is not None else None,
-                                 cfg.bus.source if cfg.bus is not None else "")
+        self.servo = board_config.servos_of(self.model, cfg.bus)
         self.motion = make_motion(cfg.motion, robot, self.servo, cfg.compensate, cfg.speed, cfg.strict)
         self.travel_note = past_travel(self.motion, robot, self.model, cfg.bus.source if cfg.bus else "")
         if self.travel_note and cfg.strict:

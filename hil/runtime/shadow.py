@@ -30,8 +30,7 @@ import time
 import numpy as np
 
 from hil import robots
-from hil.board_config import load as load_board_config
-from hil.robots.servos import servo_table
+from hil.board_config import load as load_board_config, servos_of
 from hil.seqlock import SeqlockFile
 from hil.runtime.process_life import exit_with_parent_from_env
 from hil.runtime.shared import LoopClient, runtime_dir
@@ -123,7 +122,7 @@ class Shadow:
         self.client = LoopClient(loop_name)
         self.model = robots.load(robot)
         bus = load_board_config(board_config, self.model) if board_config else None
-        servo = servo_table(self.model, bus.servo if bus else None, bus.source if bus else "")
+        servo = servos_of(self.model, bus)
         pm = build(self.model, servo)
         s = self.client.snapshot()
         self.plant = PhysicsPlant(pm, initial=s.q_meas, brakes="dh" in self.model.meta)

@@ -262,3 +262,27 @@ def test_a_knee_powered_up_outside_its_range_is_brought_in_slowly_when_asked(tmp
     # the servo went no faster than the command it was given (a goal at the range's end would be its full speed)
     moving = np.abs(meas[10:] - meas[:-10]) / (t[10:] - t[:-10])     # over ten cycles: the recording's clock jitters
     assert moving.max() <= ramp * 1.25, np.degrees(moving.max())
+
+
+def test_a_torque_limit_in_the_config_is_written_to_the_servo_and_the_stall_watch_knows_it(tmp_path):
+    """l_knee's servo capped at 50 % of its torque (torque_limit_pct): written into its PWM Limit at
+    connect, the emulated servo pushes no harder than that when blocked, and the loop's stall watch,
+    which counts the limit, still stops the motion and names the joint."""
+    import dataclasses
+
+    config = board_config.shipped(MODEL, "dynamixel2")
+    k = MODEL.joint_index("l_knee")
+    joints = list(config.joints)
+    joints[k] = dataclasses.replace(joints[k], torque_limit=0.5)
+    path = tmp_path / "limited.toml"
+    path.write_text(board_config.to_toml(dataclasses.replace(config, joints=tuple(joints))))
+    rec = tmp_path / "stall.npy"
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--board-config", str(path), "--headless",
+                              "--enable", "--motion", "examples/squat.toml", "--duration", "5", "--record", str(rec),
+                              "--fault", "blocked:3@1.5"], capture_output=True, text=True, timeout=120)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and "a joint stalled (l_knee pushes with" in last, r.stdout + r.stderr
+    data, _ = load_recording(str(rec))
+    full = board_config.emulated_servos(config, MODEL)[k]["stall_mA"]
+    pushed = np.abs(data["current_mA"][:, k]).max()
+    assert 0.4 * full < pushed <= 0.5 * full + 1, (pushed, full)   # its whole (limited) torque, and no more

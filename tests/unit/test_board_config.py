@@ -59,6 +59,8 @@ BAD = [
     ("joint key typo", lambda d: d["joint"][0].update(zero=2048), "unknown key 'zero'"),
     ("no joints", lambda d: d.pop("joint"), "no [[joint]] tables"),
     ("echo text", lambda d: d.update(echo="yes"), "echo = 'yes' must be true or false"),
+    ("torque limit zero", lambda d: d["joint"][2].update(torque_limit_pct=0), "torque_limit_pct = 0 is outside 1 … 100"),
+    ("torque limit text", lambda d: d["defaults"].update(torque_limit_pct="half"), "torque_limit_pct: 'half' is not"),
 ]
 
 
@@ -97,3 +99,23 @@ def test_any_bytes_as_a_config_give_an_input_error_or_a_config(tmp_path_factory,
         board_config.load(str(f), MODEL)
     except InputError as e:
         assert str(f) in str(e) or "kit.toml" in str(e)
+
+
+def test_a_torque_limit_is_kept_written_back_and_makes_the_servo_weaker():
+    data = _variant(lambda d: d["joint"][2].update(torque_limit_pct=40))
+    config = board_config.parse(data, MODEL, "kit.toml")
+    knee = MODEL.joint_index("l_knee")
+    assert config.joints[knee].torque_limit == pytest.approx(0.4)
+    again = board_config.parse(tomllib.loads(board_config.to_toml(config)), MODEL, "again.toml")
+    assert again.joints[knee].torque_limit == pytest.approx(0.4)
+    full = board_config.servos_of(MODEL, board_config.shipped(MODEL, "dynamixel2"))
+    limited = board_config.servos_of(MODEL, config)
+    assert limited.joint(knee).torque_limit_nm == pytest.approx(0.4 * full.joint(knee).torque_limit_nm)
+    assert limited.joint(knee + 1) == full.joint(knee + 1)
+
+
+def test_a_torque_limit_on_a_bus_whose_servos_take_none_is_refused():
+    data = tomllib.loads(board_config.shipped_path("humanoid17", "ssc32").read_text())
+    data["joint"][0]["torque_limit_pct"] = 50
+    with pytest.raises(InputError, match="hil sets no torque limit on"):
+        board_config.parse(data, MODEL, "kit.toml")

@@ -38,7 +38,7 @@ TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highl
 NAME_COLOR = (235, 235, 240, 255)
 DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
 PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
-LOAD_W = 44                           # a joint's load bar in the panel (px)
+LOAD_W = 36                           # a joint's load bar in the panel (px)
 # a load bar's colour by the fraction of its servo's stall current: easy, working hard, at the
 # load where the loop watches for a stall (hil.runtime.stall)
 LOAD_LEVELS = ((0.5, (70, 170, 90)), (STALL_LOAD, (225, 175, 45)), (math.inf, (220, 60, 50)))
@@ -356,7 +356,7 @@ class TwinApp:
         """Per joint: its measured angle, its load bar and its slider (the command; drag to jog)."""
         m = self.model
         # the sliders as wide as leaves the longest joint name whole beside them
-        slider_w = max(100, min(200, PANEL_W - 108 - LOAD_W - CHAR_W * max(len(n) for n in m.joint_names)))
+        slider_w = max(70, min(200, PANEL_W - 108 - LOAD_W - CHAR_W * max(len(n) for n in m.joint_names)))
         self._load_themes = []
         for _, color in LOAD_LEVELS:
             with dpg.theme() as theme:

@@ -12,7 +12,7 @@ STATE, TOOL, STATS, EVENTS, INFO, MODEL, REQUEST = ("state", "tool_pose", "stats
                                                    "request")
 STATE_KEYS = ("t", "cycle", "board_state", "faults", "safety_flags", "enabled", "ramping", "motion_running",
               "motion_progress", "mode", "activity", "link_ok", "stale", "q_cmd", "q_meas", "q_target", "qd_meas",
-              "com", "estimated")
+              "com", "estimated", "load")
 STATS_KEYS = ("rate_hz", "jitter_p50_us", "jitter_p99_us", "jitter_max_us", "cycle_p50_us", "cycle_p99_us", "misses",
               "stale_total", "link_errors", "decoder_drops", "safety_total", "sched_fifo", "cpu", "jitter_hist")
 

@@ -13,7 +13,7 @@ from hil.errors import HilError, InputError
 from hil.remote import session as Z
 from hil.runtime.shared import Answer, Snapshot
 
-ARRAYS = {"q_cmd", "q_meas", "q_target", "qd_meas", "com", "jitter_hist", "T"}
+ARRAYS = {"q_cmd", "q_meas", "q_target", "qd_meas", "com", "jitter_hist", "T", "load"}
 
 
 def _values(raw: bytes) -> dict:
@@ -97,6 +97,8 @@ class ZenohClient:
             values.update(jitter_hist=np.zeros(20), com=np.zeros(3), T_tool=np.full(16, np.nan))
             values.update(self._stats)
             values.update(self._state)
+            if "load" not in values:   # a bridge of an earlier hil publishes none
+                values["load"] = np.zeros(len(values["q_meas"]))
             if "T" in self._tool:
                 values["T_tool"] = self._tool["T"]
             return Snapshot(values, self._event)

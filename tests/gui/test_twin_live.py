@@ -158,7 +158,9 @@ def _drag_points(robot, joint):
 
 @pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to drag")
 def test_hovering_names_a_joint_dragging_its_link_moves_the_preview_and_only_send_moves_the_robot(xdisplay, tmp_path):
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
+    # (the board's watchdog with a busy machine's margin: this test is about the twin)
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable",
+                     "--watchdog-ms", "300")
     twin = None
     try:
         client = attach(proc, "puma560")
@@ -216,7 +218,8 @@ def _said(client) -> str:
 def test_the_sliders_show_the_command_while_a_motion_or_jog_drives_it(xdisplay, tmp_path):
     """The panel's sliders are the commanded angles: during a jog's way there and after it they show
     where the loop commands the joints (they used to stay at the start pose)."""
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable")
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "60", "--enable",
+                     "--watchdog-ms", "300")
     try:
         client = attach(proc, "puma560")
         # ramped in (on a busy machine the ramp takes a while): the jog starts from the held pose

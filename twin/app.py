@@ -891,7 +891,8 @@ class TwinApp:
         set_text("status", f"board {st}  faults: {fault_names(faults)}  link {'ok' if s.link_ok else 'LOST'}"
                            f"{estimate}\nmotion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
                            f"{progress_text(s.motion_progress)}   safety: "
-                           f"{', '.join(flag_names(int(s.safety_flags))) or 'ok'}\ntwin {self.fps:.0f} fps")
+                           f"{', '.join(flag_names(int(s.safety_flags))) or 'ok'}"
+                           + (f"\ntwin {self.fps:.0f} fps" if self.fps > 0 else ""))
         if faults != getattr(self, "_faults_shown", None):   # what to do about each, on hovering the status
             self._faults_shown = faults
             dpg.set_value("faults_fix", fault_fixes(faults) or "no faults")

@@ -40,6 +40,9 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
     return np.array(half(pts) + half(pts[::-1]))
 
 
+MIN_STEP_S = 0.02
+
+
 class CartTableZmp:
     """The ZMP of a centre of mass seen over time: x − z/g·ẍ (the cart-table model), ẍ from the
     oldest, middle and newest of the last HISTORY_S seconds of positions."""
@@ -52,7 +55,9 @@ class CartTableZmp:
         self.hist = [h for h in self.hist if now - h[0] < HISTORY_S]
         if len(self.hist) >= 3:
             (t0, c0), (t1, c1), (t2, c2) = self.hist[0], self.hist[len(self.hist) // 2], self.hist[-1]
-            if t2 - t1 > 1e-3 and t1 - t0 > 1e-3:
+            # over a few frames at least: samples milliseconds apart (a screenshot's quick frames)
+            # make an acceleration of their noise
+            if t2 - t1 > MIN_STEP_S and t1 - t0 > MIN_STEP_S:
                 acc = ((c2 - c1) / (t2 - t1) - (c1 - c0) / (t1 - t0)) / ((t2 - t0) / 2)
                 return com[:2] - com[2] / 9.81 * acc[:2]
         return com[:2].copy()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hil.physics.world import MAX_CONTACTS, World, WorldBlock, centre_of_pressure
 
@@ -41,3 +42,21 @@ def test_the_support_polygon_is_the_hull_of_the_contacts():
     assert sorted(map(tuple, hull.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     area = 0.5 * sum(a[0] * b[1] - b[0] * a[1] for a, b in zip(hull, np.roll(hull, -1, axis=0)))
     assert area == 1.0   # counter-clockwise, nothing inside left on it
+
+
+def test_the_planned_zmp_is_the_com_until_its_history_spans_a_few_frames_then_the_cart_table_one():
+    import numpy as np
+
+    from twin.ground import CartTableZmp
+
+    zmp = CartTableZmp()
+    com = np.array([0.0, 0.0, 0.3])
+    # a screenshot's three quick frames, a millimetre of jitter apart: no acceleration made of it
+    for k, t in enumerate((0.0, 0.002, 0.004)):
+        got = zmp.add(t, com + [0.001 * (k % 2), 0.0, 0.0])
+    assert np.allclose(got, (0.0, 0.0))
+    # the CoM accelerating along x at 1 m/s²: the ZMP trails it by z/g·ẍ
+    zmp = CartTableZmp()
+    for t in np.arange(0.0, 0.25, 0.02):
+        got = zmp.add(t, np.array([0.5 * t * t, 0.0, 0.3]))
+    assert got[0] == pytest.approx(0.5 * 0.24 ** 2 - 0.3 / 9.81, abs=1e-6)

@@ -235,3 +235,68 @@ def test_the_boards_clamp_keeps_a_target_in_range_and_near_the_last():
     target, flags = BB.clamp_target(9.0, 0.0, lo, hi, step_max)
     assert target == pytest.approx(0.1) and flags == BB.LIMIT_FLAG | BB.STEP_FLAG
     assert BB.clamp_target(0.1, 0.0, lo, hi, step_max) == (0.1, 0)   # exactly one step is allowed
+
+
+# ------------------------------------------------------------------ the kernel's constants and geometry
+def test_the_flag_bits_and_names_are_the_recordings_and_the_readmes():
+    """The bits are a recording's `safety_flags` column (README: the recording's fields) and what
+    the Zenoh state carries; the names are what the run and the twin say."""
+    import re
+
+    readme = (__import__("pathlib").Path(__file__).resolve().parents[2] / "README.md").read_text()
+    documented = dict(re.findall(r"(\d+) ([a-z -]+?)(?:,|\))", readme.split("`safety_flags` (", 1)[1].split("`", 1)[0]))
+    kernel = {SK.LIMIT: "joint limit", SK.RATE: "velocity limit", SK.WORKSPACE: "workspace", SK.FLOOR: "floor",
+              SK.COLLISION: "self-collision", SK.BALANCE: "balance", SK.NONFINITE: "non-finite target", SK.HELD: "held"}
+    assert SK.FLAG_NAMES == kernel and len(documented) == 8, documented
+    for bit, name in documented.items():
+        assert SK.FLAG_NAMES[int(bit)].startswith(name.strip()), (bit, name)
+    assert sorted(SK.FLAG_NAMES) == [1 << k for k in range(8)]
+
+
+def test_the_kernels_slots_are_distinct_and_inside_their_arrays():
+    for prefix, length in (("I_", SK.INFO_LEN), ("WS_", SK.WS_LEN), ("BAL_", SK.BAL_LEN)):
+        slots = {k: v for k, v in vars(SK).items() if k.startswith(prefix) and k != prefix + "LEN"
+                 and isinstance(v, int) and k not in ("WS_OFF", "WS_PUMA", "WS_SPHERE")}
+        assert sorted(slots.values()) == list(range(length)), (prefix, slots)
+    assert len({SK.WS_OFF, SK.WS_PUMA, SK.WS_SPHERE}) == 3
+
+
+def _seg_dist_reference(p0, p1, q0, q1) -> float:
+    """The segments' distance, independently: the least of the squared-distance quadratic over the
+    unit square, at its interior stationary point (if inside) or on each edge (clamped)."""
+    d1, d2, r = p1 - p0, q1 - q0, p0 - q0
+
+    def at(s, t):
+        return float(np.sum((r + d1 * s - d2 * t) ** 2))
+
+    best = min(at(s, t) for s in (0.0, 1.0) for t in (0.0, 1.0))
+    A = np.array([[d1 @ d1, -(d1 @ d2)], [-(d1 @ d2), d2 @ d2]])
+    g = np.array([-(d1 @ r), d2 @ r])
+    if abs(np.linalg.det(A)) > 1e-12:
+        s, t = np.linalg.solve(A, g)
+        if 0 <= s <= 1 and 0 <= t <= 1:
+            best = min(best, at(s, t))
+    for s in (0.0, 1.0):        # each edge: a quadratic in the other variable, clamped
+        if d2 @ d2 > 0:
+            best = min(best, at(s, min(max((d2 @ (r + d1 * s)) / (d2 @ d2), 0.0), 1.0)))
+    for t in (0.0, 1.0):
+        if d1 @ d1 > 0:
+            best = min(best, at(min(max(-(d1 @ (r - d2 * t)) / (d1 @ d1), 0.0), 1.0), t))
+    return best
+
+
+def test_segment_distances_match_an_independent_reference_including_points_and_parallels():
+    rng = np.random.default_rng(7)
+    cases = []
+    for _ in range(400):
+        p0, p1, q0, q1 = rng.normal(size=(4, 3))
+        cases.append((p0, p1, q0, q1))
+        cases.append((p0, p0.copy(), q0, q1))                  # a point and a segment
+        cases.append((p0, p1, q0, q0.copy()))                  # a segment and a point
+        cases.append((p0, p0.copy(), q0, q0.copy()))           # two points
+        shift = rng.normal(size=3)
+        cases.append((p0, p1, p0 + shift, p1 + shift * 1.0 + (p1 - p0) * rng.uniform(-2, 2)))   # parallel
+        cases.append((p0, p1, p0 + (p1 - p0) * 2.0, p0 + (p1 - p0) * 3.0))                   # collinear, apart
+    for p0, p1, q0, q1 in cases:
+        got = SK._seg_seg_dist2(*p0, *p1, *q0, *q1)
+        assert got == pytest.approx(_seg_dist_reference(p0, p1, q0, q1), rel=1e-9, abs=1e-12), (p0, p1, q0, q1)

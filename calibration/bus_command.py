@@ -72,7 +72,8 @@ def _reference(args, model, bus) -> int:
 
 
 def _connect(args, model, bus):
-    return BusBoard.connect(args.port, bus, expect_joints=model.n)
+    # the servos' own limits are what a calibration may be about to rewrite: not held against it
+    return BusBoard.connect(args.port, dataclasses.replace(bus, check_servo_limits=False), expect_joints=model.n)
 
 
 def _save(args, bus, calibrated) -> str:

@@ -101,6 +101,7 @@ class BusConfig:
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
     servo: dict | None = None          # the kit's servos as a physics model ([servo] table: hil.robots.servos)
+    check_servo_limits: bool = True    # at connect: the servos' own position limits hold the config's ranges
 
     @property
     def where(self) -> str:
@@ -299,7 +300,17 @@ class BusBoard:
                                                   "and power, and its id (`hil ports --probe` lists the ids that "
                                                   f"answer); or fix servo_id in {where}")
         self._check_homing_offsets()
+        if self.config.check_servo_limits:
+            self._check_servo_limits()
         self._write_torque_limits()
+
+    def _check_servo_limits(self) -> None:
+        narrower = self.narrower_servo_limits()
+        if narrower:
+            raise HandshakeError(errno.EPROTO, f"{self.port}: {'; '.join(narrower)}. The servos would stop short of "
+                                               f"goals hil sends: calibrate again (`hil calibrate --method reference "
+                                               f"--bus {self.config.bus}` writes each servo's limits to its joint's "
+                                               f"range), or narrow min_deg/max_deg in {self.config.where}")
 
     def _write_torque_limits(self) -> None:
         """Each joint's torque limit into its servo (EEPROM; the servos' torque is off at connect)."""
@@ -596,6 +607,23 @@ class BusBoard:
                 time.sleep(period_s)
         self._cycler = threading.Thread(target=cycle, name=f"hil-bus {self.port}", daemon=True)
         self._cycler.start()
+
+    def narrower_servo_limits(self) -> list[str]:
+        """The joints whose servo's own Min/Max Position Limits cut into the config's range: a goal
+        there would be refused or stopped by the servo while hil believes the joint gets there (one
+        knee straight, the other bent, no fault). One line each; none where the servos agree."""
+        with self._lock:
+            out = []
+            for j in self.config.joints:
+                held = self._io(self.bus.position_limits, j.servo_id)
+                if held is None or held[0] == held[1]:     # none, or both 0: a servo in multi-turn mode
+                    continue
+                a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
+                if a < held[0] - 1 or b > held[1] + 1:
+                    out.append(f"{j.name} (id {j.servo_id}): its servo's limits are ticks {held[0]} … {held[1]}, "
+                               f"the config's range [{math.degrees(j.min_rad):.1f}, {math.degrees(j.max_rad):.1f}]° "
+                               f"is ticks {a} … {b}")
+            return out
 
     def read_homing_offsets(self) -> list[int | None]:
         """Each joint's servo's Homing Offset register (None: it has none)."""

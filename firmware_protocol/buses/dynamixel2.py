@@ -307,6 +307,10 @@ class Dynamixel2Bus(ServoBus):
     def write_position_limits(self, servo_id: int, lo: int, hi: int) -> bool | None:
         return self._write_int(servo_id, MIN_POSITION, lo) and self._write_int(servo_id, MAX_POSITION, hi)
 
+    def position_limits(self, servo_id: int) -> tuple[int, int] | None:
+        lo, hi = self._read_int(servo_id, MIN_POSITION), self._read_int(servo_id, MAX_POSITION)
+        return None if lo is None or hi is None else (lo, hi)
+
     def write_torque_limit(self, servo_id: int, fraction: float) -> bool | None:
         """PWM Limit: on every X-series servo (Current Limit is not: the XL430 has none)."""
         value = round(fraction * PWM_FULL)

@@ -166,6 +166,12 @@ class FeetechBus(SumChecksumBus):
             return None    # SCS: its angle limits are another matter (300°, no wrap)
         return self._write_words(servo_id, [(MIN_POSITION, lo, None), (MAX_POSITION, hi, None)])
 
+    def position_limits(self, servo_id: int) -> tuple[int, int] | None:
+        if not self._has_homing(servo_id):
+            return None
+        lo, hi = self._read_word(servo_id, MIN_POSITION, None), self._read_word(servo_id, MAX_POSITION, None)
+        return None if lo is None or hi is None else (lo, hi)
+
     def write_torque_limit(self, servo_id: int, fraction: float) -> bool | None:
         """Max Torque Limit (EEPROM, read into the Torque Limit at power-up): STS servos."""
         if not self._has_homing(servo_id):

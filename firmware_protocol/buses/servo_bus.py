@@ -262,6 +262,10 @@ class ServoBus(ABC):
         None where the servo has none."""
         return None
 
+    def position_limits(self, servo_id: int) -> tuple[int, int] | None:
+        """The servo's Min/Max Position Limits (ticks), or None where it has none (or did not answer)."""
+        return None
+
     def write_torque_limit(self, servo_id: int, fraction: float) -> bool | None:
         """Cap the servo's torque at `fraction` (0 … 1) of its own maximum (EEPROM: torque off); True
         when it reads back as written, None where hil sets none on this bus or this servo."""

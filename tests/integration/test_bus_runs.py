@@ -286,3 +286,31 @@ def test_a_torque_limit_in_the_config_is_written_to_the_servo_and_the_stall_watc
     full = board_config.emulated_servos(config, MODEL)[k]["stall_mA"]
     pushed = np.abs(data["current_mA"][:, k]).max()
     assert 0.4 * full < pushed <= 0.5 * full + 1, (pushed, full)   # its whole (limited) torque, and no more
+
+
+def test_servo_limits_narrower_than_the_config_are_found_at_connect_and_calibration_fixes_them(tmp_path):
+    """l_knee's servo holds a Max Position Limit 300 ticks short of the config's range (left by another
+    tool): the run refuses at connect, naming the joint, both ranges and the fix, instead of driving a
+    knee that stops short unseen; after `hil calibrate --method reference` wrote the limits, it runs."""
+    config = board_config.shipped(MODEL, "dynamixel2")
+    servos = board_config.emulated_servos(config, MODEL)
+    k = MODEL.joint_index("l_knee")
+    servos[k]["hi"] -= 300
+    emu = bus_emulator("dynamixel2", servos, "--baud", str(config.baud))
+    try:
+        port = ["--robot", "humanoid17", "--port", emu.path]
+        r = subprocess.run(HIL + ["run", *port, "--bus", "dynamixel2", "--headless", "--duration", "1"],
+                           capture_output=True, text=True, timeout=120)
+        last = r.stderr.strip().splitlines()[-1]
+        assert r.returncode != 0 and "l_knee (id 3): its servo's limits are ticks" in last, r.stdout + r.stderr
+        assert "r_knee" not in last and "hil calibrate --method reference" in last and "Traceback" not in r.stderr
+        cal = tmp_path / "cal.toml"
+        r = subprocess.run(HIL + ["calibrate", *port, "--bus", "dynamixel2", "--method", "reference", "--yes",
+                                  "--headless", "--out", str(cal), "--samples", "20"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = subprocess.run(HIL + ["run", *port, "--board-config", str(cal), "--headless", "--duration", "1"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        emu.stop()

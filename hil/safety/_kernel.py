@@ -122,7 +122,11 @@ def _hull_margin(pts, npts, px, py):
             bx = pts[2 * r] - pts[2 * p]
             by = pts[2 * r + 1] - pts[2 * p + 1]
             cr = ax * by - ay * bx
-            if cr < 0.0 or (cr == 0.0 and bx * bx + by * by > ax * ax + ay * ay):
+            # near-collinear points count as on the edge (the farther one wins): the cross product's
+            # sign for them is rounding (compiled, a fused multiply-add rounds it differently), and
+            # taken as it comes it can send the wrap back along an edge, reversed
+            tol = 1e-12 * (ax * ax + ay * ay + bx * bx + by * by)
+            if cr < -tol or (cr <= tol and bx * bx + by * by > ax * ax + ay * ay):
                 q = r
         # edge p -> q is a counter-clockwise hull edge: inside is to its left
         ex = pts[2 * q] - pts[2 * p]

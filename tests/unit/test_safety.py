@@ -300,3 +300,53 @@ def test_segment_distances_match_an_independent_reference_including_points_and_p
     for p0, p1, q0, q1 in cases:
         got = SK._seg_seg_dist2(*p0, *p1, *q0, *q1)
         assert got == pytest.approx(_seg_dist_reference(p0, p1, q0, q1), rel=1e-9, abs=1e-12), (p0, p1, q0, q1)
+
+
+def _hull_margin_reference(points: np.ndarray, p: np.ndarray) -> float:
+    """Signed distance of p inside the convex hull of points, independently: the hull by monotone
+    chain (twin.ground.convex_hull), then the least signed distance to its edge lines."""
+    from twin.ground import convex_hull
+
+    ring = convex_hull(points)
+    out = math.inf
+    for a, b in zip(ring, np.roll(ring, -1, axis=0)):
+        e = b - a
+        if np.hypot(*e) > 1e-12:     # (a repeated corner: no edge)
+            out = min(out, (e[0] * (p[1] - a[1]) - e[1] * (p[0] - a[0])) / np.hypot(*e))
+    return out
+
+
+def test_the_support_polygon_margin_matches_an_independent_hull():
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(3, 9))
+        pts = rng.normal(size=(n, 2)) * 0.1
+        if trial % 5 == 0:
+            pts[1] = pts[0]                           # a repeated corner
+        if trial % 7 == 0:
+            pts[2] = (pts[0] + pts[1]) / 2            # a corner on an edge
+        p = rng.normal(size=2) * 0.08
+        flat = np.zeros(16 + n)
+        flat[:2 * n] = pts.reshape(-1)
+        got = SK._hull_margin(flat, n, p[0], p[1])
+        assert got == pytest.approx(_hull_margin_reference(pts, p), abs=1e-12), (pts, p)
+
+
+def test_the_floor_margin_is_the_lowest_capsule_above_the_floor(puma):
+    """info's floor slot: the lowest point of any link's capsule (its axis end minus its radius) over
+    the floor, the pedestal left out; below zero is FLOOR."""
+    model, checker = puma
+    caps, _ = __import__("hil.safety", fromlist=["_capsules"])._capsules(model)
+    floor_z = float(model.meta["floor_z_m"])
+    for q in (model.home, np.asarray(PUMA_FLOOR)):
+        verdict = checker.check(q)
+        F = model.fk_frames(q)
+        lowest = math.inf
+        for c in caps:
+            if c[0] < 0:
+                continue
+            T = F[1 + int(c[0])]
+            ends = [T[:3, :3] @ c[1:4] + T[:3, 3], T[:3, :3] @ c[4:7] + T[:3, 3]]
+            lowest = min(lowest, min(e[2] for e in ends) - c[7] - floor_z)
+        assert checker.info[SK.I_FLOOR] == pytest.approx(lowest, abs=1e-9)
+        assert bool(verdict.flags & FLOOR) == (lowest < 0)

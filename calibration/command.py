@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emulate-range-deg", metavar="JOINT=LO:HI,…",
                    help="dry run on a bus: where a hand takes the joints for --method range (default: each joint's "
                         "whole range)")
+    p.add_argument("--watchdog-ms", type=int, metavar="MS",
+                   help="method directions on hil's boards: the board's command watchdog while it jogs (10 … 1000 "
+                        "ms; default the board's own, 50): more margin on a machine busy with other work")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
     p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")
@@ -96,6 +99,7 @@ def _lerobot(args, model) -> int:
 
 def main(args: argparse.Namespace) -> int:
     from calibration.views import CalibrationView, ask, clear_latched_fault
+    from firmware_protocol import messages as M
     from firmware_protocol.link import Link
     from hil import board_config, calibration_files, robots
     from hil.errors import InputError
@@ -129,6 +133,8 @@ def main(args: argparse.Namespace) -> int:
     if bus is None and args.method == "range":
         raise InputError("--method range records a servo bus kit's ranges by hand (with --bus); hil's own boards hold "
                          "their joint limits from the robot model")
+    if args.watchdog_ms is not None:
+        number(args.watchdog_ms, "--watchdog-ms", M.CMD_TIMEOUT_MS_MIN, M.CMD_TIMEOUT_MS_MAX, "ms")
     if args.sweep_s is not None:
         number(args.sweep_s, "--sweep-s", 1, 3600, "s")
     if args.emulate_range_deg and not (args.dry_run and bus is not None and args.method == "range"):
@@ -147,6 +153,8 @@ def main(args: argparse.Namespace) -> int:
 
             return bus_command.calibrate(args, model, bus)
         link = Link.connect(args.port, expect_joints=model.n)
+        if args.watchdog_ms is not None:   # a busy machine's margin, for the jogs (as hil run's option)
+            link.keep_param(M.Param.CMD_TIMEOUT_MS, int(args.watchdog_ms))
         try:
             uid = link.info.uid
             clear_latched_fault(args, link)

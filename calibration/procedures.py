@@ -147,7 +147,8 @@ def directions(link: Link, model, amplitude_rad: float = math.radians(5), speed:
                 raise HilError(f"the board left ENABLED (now {M.BoardState(state).name}, faults "
                                f"{link.latest().faults:#x}) while {model.joint_names[j]} was jogged; nothing was "
                                "saved. Check power and cable (and the host's load: the board's watchdog trips "
-                               "when commands stop for 50 ms), then run again")
+                               "when commands stop for its timeout, 50 ms unless --watchdog-ms gives it more), "
+                               "then run again")
             c = target[j] - q_cmd[j]
             m = end[j] - start[j]
             cmd[j], meas[j] = c, m

@@ -69,8 +69,10 @@ def test_thousand_command_state_cycles(emulator):
         print(f"1000 cycles in {elapsed:.2f} s, {link.stats.rx_states} states, decoder drops "
               f"{link.decoder.stats.dropped}")
         assert link.stats.tx_commands - sent0 == 1000
-        # (QEMU's processor, starved by a busy host, overruns now and then: a UART loses bytes so)
-        assert link.stats.rx_states - states0 >= (900 if emulator.impl == "qemu" else 990)
+        # every command answered with a STATE — or, on QEMU, whose processor a busy host starves so
+        # that its UART overruns as a real one would, dropped by the board and counted by it
+        dropped = int(link.param_get(M.Param.RX_DROPPED)) if emulator.impl == "qemu" else 0
+        assert link.stats.rx_states - states0 + dropped >= 990, (link.stats.rx_states - states0, dropped)
         assert link.decoder.stats.dropped == 0 and link.decode_stats.bad_payload == 0
         assert s.state == M.BoardState.ENABLED, s
         np.testing.assert_allclose(s.q, target, atol=2e-4)
@@ -123,7 +125,7 @@ def test_watchdog_trips_when_host_goes_quiet_and_stays_latched(emulator):
 
 def test_estop_stops_at_once(emulator):
     emu = emulator("--kind", "puma6")
-    with Link.connect(emu.path) as link:
+    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         for k in range(100):
@@ -131,11 +133,12 @@ def test_estop_stops_at_once(emulator):
             time.sleep(0.002)
         t0 = time.monotonic()
         link.estop()
-        s = wait_for(lambda: (x := link.latest()) and x.state == M.BoardState.ESTOP and x, timeout_s=1.0)
+        s = wait_for(lambda: (x := link.latest()) and x.state == M.BoardState.ESTOP and x, timeout_s=3.0)
         latency_ms = (time.monotonic() - t0) * 1e3
         print(f"e-stop confirmed by STATE after {latency_ms:.2f} ms")
         assert s and s.faults & M.Fault.ESTOP
-        assert latency_ms < 200  # loose: a loaded CI machine
+        # loose: a loaded CI machine (QEMU's emulated processor, starved on it, slower still)
+        assert latency_ms < (1000 if emulator.impl == "qemu" else 200)
         held = link.latest().q.copy()
         _stream(link, q0 + 0.5, 0.1)
         np.testing.assert_allclose(link.latest().q, held, atol=1e-3)  # e-stop is latched

@@ -344,7 +344,9 @@ def test_trajectory_balance_claims_are_checked(tmp_path):
 
 
 def test_hil_ctl_drives_a_headless_loop():
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--no-realtime")
+    # (the board's watchdog with a busy machine's margin: this loop runs without real-time scheduling)
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "30", "--no-realtime",
+                     "--watchdog-ms", "300")
     try:
         client = attach(proc, "puma560")
         name = client.name

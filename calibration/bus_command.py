@@ -81,11 +81,14 @@ def _save(args, bus, calibrated) -> str:
     is saved must load as the run will load it."""
     out = args.out or bus.source
     note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
-    Path(out).write_text(board_config.to_toml(calibrated, note))
+    fresh = Path(out).with_name(Path(out).name + ".new")   # the file in place stays until this one loads
+    fresh.write_text(board_config.to_toml(calibrated, note))
     try:
-        board_config.load(out, robots.load(args.robot))
+        board_config.load(str(fresh), robots.load(args.robot))
     except InputError as e:
-        raise HilError(f"the calibrated config {out} does not load back: {e}") from None
+        fresh.unlink()
+        raise HilError(f"the calibrated config does not load back ({e}); {out} was left as it was") from None
+    fresh.replace(out)
     return out
 
 
@@ -130,12 +133,9 @@ def _write_servo_setup(link, bus, placements) -> None:
 def _calibrated_config(bus, placements):
     """The config with the new zero ticks and homing offsets; a LeRobot range recorded for the old
     zero no longer applies (hil.lerobot_calibration exports one from the limits)."""
-    joints = tuple(dataclasses.replace(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset, drive_mode=None,
-                                       range_min=None, range_max=None)
+    joints = tuple(board_config.remapped(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset)
                    for j, p in zip(bus.joints, placements))
     return dataclasses.replace(bus, joints=joints, shipped=False)
-
-
 
 
 # ---------------------------------------------------------------------------- by hand, torque off

@@ -19,6 +19,7 @@ import numpy as np
 
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.board import BusConfig
+from hil.board_config import remapped
 from hil.errors import InputError
 
 MIN_SWEEP_RAD = math.radians(5.0)   # a joint moved less than this was not swept: its limits stay
@@ -107,8 +108,7 @@ def ranged_config(bus: BusConfig, result: list[JointRange]) -> BusConfig:
         if r.limits == (j.min_rad, j.max_rad):
             joints.append(j)
             continue
-        joints.append(dataclasses.replace(j, min_rad=r.limits[0], max_rad=r.limits[1], drive_mode=None,
-                                          range_min=None, range_max=None))
+        joints.append(remapped(j, min_rad=r.limits[0], max_rad=r.limits[1]))
     return dataclasses.replace(bus, joints=tuple(joints), shipped=False)
 
 
@@ -139,6 +139,5 @@ def directed_config(bus: BusConfig, result: list[Direction]) -> BusConfig:
         if r.direction in (0, j.direction):
             joints.append(j)
         else:
-            joints.append(dataclasses.replace(j, direction=r.direction, drive_mode=None, range_min=None,
-                                              range_max=None))
+            joints.append(remapped(j, direction=r.direction))
     return dataclasses.replace(bus, joints=tuple(joints), shipped=False)

@@ -299,6 +299,13 @@ def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
     return out
 
 
+def remapped(joint: ServoJoint, **changes) -> ServoJoint:
+    """A joint whose zero, direction or limits changed: a LeRobot range recorded for the old mapping
+    no longer describes it, so it is dropped (an export writes one afresh from the limits; the
+    servo's homing offset is kept unless `changes` gives one)."""
+    return dataclasses.replace(joint, **changes, **{k: None for k in LEROBOT_RANGE_KEYS})
+
+
 def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
     """The config with a joint map folded into its ticks: a reading b (rad, through `config`) that
     the joint map takes to q = sign · (b − offset) reads q through the result directly. (Also what
@@ -307,10 +314,8 @@ def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
     for j, off, sign in zip(config.joints, offsets, signs):
         zero = j.zero_tick if off == 0 else int(round(j.zero_tick + j.direction * float(off) * j.ticks_per_rad))
         direction = int(j.direction * (1 if sign > 0 else -1))
-        # a LeRobot range centred on the old zero no longer describes this one: exported afresh from
-        # the limits (the servo's homing offset is unchanged)
-        moved = {k: None for k in LEROBOT_RANGE_KEYS} if (zero, direction) != (j.zero_tick, j.direction) else {}
-        joints.append(dataclasses.replace(j, zero_tick=zero, direction=direction, **moved))
+        joints.append(j if (zero, direction) == (j.zero_tick, j.direction) else
+                      remapped(j, zero_tick=zero, direction=direction))
     return dataclasses.replace(config, joints=tuple(joints))
 
 

@@ -36,6 +36,9 @@ from firmware_protocol.errors import CommandRejectedError, DeviceError, Handshak
 from firmware_protocol.serial_port import open_serial
 
 CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
+# How long a servo is waited for at connect before it counts as silent: a reply late by a starved
+# host or an adapter's latency timer is still an answer there (a cycle's wait stays short).
+CONNECT_REPLY_S = 0.25
 BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}
 # plain ints: flag arithmetic on IntFlag members costs microseconds each, 17 joints a cycle
 FAULT_OF_ERROR = tuple((int(e), int(f)) for e, f in (
@@ -251,7 +254,7 @@ class BusBoard:
         ser.reset_input_buffer()
         frame = self.cls.ping_frame(unused)
         ser.write(frame)
-        back = probe.wire.read(len(frame), 0.01 + probe.wire.byte_time(len(frame)))
+        back = probe.wire.read(len(frame), CONNECT_REPLY_S + probe.wire.byte_time(len(frame)))
         return back == frame
 
     def open(self) -> BoardInfo:
@@ -274,11 +277,24 @@ class BusBoard:
         self._cycle()
         return self.info
 
+    def _identities(self) -> dict:
+        """Who answers at each configured id: one quick pass, then the silent ones asked again with
+        the connect's patience (only the first of them if nothing answered: a wrong baud rate)."""
+        ids = {j.servo_id: self.bus.ping(j.servo_id) for j in self.config.joints}
+        silent = [i for i, ident in ids.items() if ident is None]
+        with self.bus.patient(CONNECT_REPLY_S):
+            for n, i in enumerate(silent):
+                ids[i] = self.bus.ping(i)
+                if n == 0 and ids[i] is None and len(silent) == len(ids):
+                    break
+        return ids
+
     def _check_servos(self) -> None:
         """Every servo of the config answers, and is the model the config names; otherwise say which not, and why."""
         silent, wrong = [], []
+        idents = self._identities()
         for j in self.config.joints:
-            ident = self.bus.ping(j.servo_id) or self.bus.ping(j.servo_id)
+            ident = idents[j.servo_id]
             if ident is None:
                 silent.append(j)
             elif j.model and ident.model_name.lower() != j.model.lower() and ident.model is not None:
@@ -299,10 +315,11 @@ class BusBoard:
             raise HandshakeError(errno.ETIMEDOUT, f"{self.port}: no answer from {names}. Check that servo's cable "
                                                   "and power, and its id (`hil ports --probe` lists the ids that "
                                                   f"answer); or fix servo_id in {where}")
-        self._check_homing_offsets()
-        if self.config.check_servo_limits:
-            self._check_servo_limits()
-        self._write_torque_limits()
+        with self.bus.patient(CONNECT_REPLY_S):
+            self._check_homing_offsets()
+            if self.config.check_servo_limits:
+                self._check_servo_limits()
+            self._write_torque_limits()
 
     def _check_servo_limits(self) -> None:
         narrower = self.narrower_servo_limits()

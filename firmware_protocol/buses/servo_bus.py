@@ -8,6 +8,7 @@ the board state machine) is `board.BusBoard`'s business, the same for every bus.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import time
 from abc import ABC, abstractmethod
@@ -195,6 +196,17 @@ class ServoBus(ABC):
                 out[pkt.servo_id] = pkt
                 want.discard(pkt.servo_id)
         return out
+
+    @contextlib.contextmanager
+    def patient(self, reply_timeout_s: float):
+        """Replies waited for up to `reply_timeout_s` inside the block: at connect a late answer (a busy
+        host, an adapter's latency timer) is still an answer, where in a cycle it is a lost one."""
+        saved = self.reply_timeout_s
+        self.reply_timeout_s = max(saved, reply_timeout_s)
+        try:
+            yield
+        finally:
+            self.reply_timeout_s = saved
 
     def timeout(self, reply_bytes: int, replies: int = 1) -> float:
         """How long to wait for `replies` answers of `reply_bytes` in all, counted from the end of

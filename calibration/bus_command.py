@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration import bus_zeros, by_hand
+from calibration import bus_zeros, by_eye, by_hand
 from calibration import procedures as P
 from calibration.views import CalibrationView, ask, clear_latched_fault
+from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.board import BusBoard
 from hil import board_config, robots
 from hil.errors import HilError, InputError
@@ -28,11 +29,27 @@ from hil.errors import HilError, InputError
 
 def calibrate(args, model, bus) -> int:
     """`hil calibrate --bus …` for each method."""
+    cls = check_method(args.method, bus)
+    if args.method == "eye":
+        return _by_eye(args, model, bus, cls)
     if args.method == "range":
         return _ranges(args, model, bus)
     if args.method == "directions":
         return _directions(args, model, bus)
     return _reference(args, model, bus)
+
+
+def check_method(method: str, bus):
+    """The bus's servo class, if `method` can calibrate its servos; else InputError saying which can."""
+    cls = bus_class(bus.bus)
+    if not cls.measures_position and method != "eye":
+        raise InputError(f"--method {method} reads where each servo stands; {cls.title} servos cannot say "
+                         "(the controller reports only the pulse it sends): use --method eye, which drives them to "
+                         "the reference pose and lets you nudge each joint until the robot looks like the twin")
+    if cls.measures_position and method == "eye":
+        raise InputError(f"--method eye is for servos that cannot say where they stand; {cls.title} servos can: use "
+                         "--method reference (the robot held in the reference pose, torque off)")
+    return cls
 
 
 def _reference(args, model, bus) -> int:
@@ -76,11 +93,11 @@ def _connect(args, model, bus):
     return BusBoard.connect(args.port, dataclasses.replace(bus, check_servo_limits=False), expect_joints=model.n)
 
 
-def _save(args, bus, calibrated) -> str:
+def _save(args, bus, calibrated, how: str = "") -> str:
     """Write the calibrated config to --out (a user's own config in place) and read it back: what
     is saved must load as the run will load it."""
     out = args.out or bus.source
-    note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}"
+    note = f"calibrated by `hil calibrate --method {args.method}` from {bus.source}{how}"
     fresh = Path(out).with_name(Path(out).name + ".new")   # the file in place stays until this one loads
     fresh.write_text(board_config.to_toml(calibrated, note))
     try:
@@ -269,3 +286,63 @@ def _print_directions(result) -> None:
         else:
             verdict = "as configured" if r.moved > 0 else "reversed: direction turned"
         print(f"{r.name:<18} moved {math.degrees(r.moved):+7.1f}°  {verdict}")
+
+
+# ---------------------------------------------------------------------------- by eye, PWM servos
+def _by_eye(args, model, bus, cls) -> int:
+    """Servos that report only their pulse: driven to the reference pose as the config places it,
+    nudged by the user until the robot looks like the twin; the pulses held become the zeros."""
+    from hil.emulator_launch import parse_joint_values
+
+    q_ref = model.poses.get(args.pose)
+    if q_ref is None:
+        raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+    lower = np.array([j.min_rad for j in bus.joints])
+    upper = np.array([j.max_rad for j in bus.joints])
+    outside = [f"{n} {math.degrees(q):+.1f}°" for n, q, a, b in zip(model.joint_names, q_ref, lower, upper)
+               if not a <= q <= b]
+    if outside:
+        raise InputError(f"the pose {args.pose!r} lies outside the limits of {bus.where} at {', '.join(outside)}: "
+                         "choose another --pose")
+    first = parse_joint_values(model, args.nudge_deg, "--nudge-deg")
+    nudges = by_eye.Nudges(model, np.asarray(q_ref, dtype=np.float64), lower, upper)
+    view = CalibrationView(model, not args.headless)
+    try:
+        with _connect(args, model, bus) as link:
+            link.start_cycling()
+            clear_latched_fault(args, link)
+            ask(args, f"The servos will be powered and driven to the pose '{args.pose}' as {Path(bus.source).name} places it "
+                      f"(at {args.jog_speed_deg_s:g}°/s). Keep clear.")
+            link.enable()
+            try:
+                done = by_eye.session(link, model, nudges, None if first is None else np.radians(first),
+                                      math.radians(args.jog_speed_deg_s), not args.yes, view)
+            finally:
+                _disable(link)
+        if not done:
+            raise HilError(f"left without saving; {args.out or bus.source} is unchanged")
+        calibrated, narrowed = by_eye.zeroed_config(bus, nudges, cls.goal_range)
+        _print_eye(bus, calibrated, nudges)
+        for line in narrowed:
+            print(line)
+        out = _save(args, bus, calibrated, " (zeros estimated by eye)")
+        print(f"saved the board config with zeros estimated by eye: {out} (use it with --board-config {out}); "
+              "an estimate, as good as the match you saw: check a pose you know, and nudge again if needed")
+        view.close(0.0)
+    finally:
+        view.shared.close()
+    return 0
+
+
+def _disable(link) -> None:
+    try:
+        link.disable()
+    except HilError:
+        pass   # the board faulted on its own: torque is already off
+
+
+def _print_eye(bus, calibrated, nudges) -> None:
+    print(f"{'joint':<18} {'nudged':>9} {'zero (pulse)':>13}")
+    for new, d in zip(calibrated.joints, nudges.rad):
+        print(f"{new.name:<18} {math.degrees(float(d)):>+8.2f}° {new.zero_tick:>13.1f}"
+              + ("" if d else "   (as it was)"))

@@ -23,13 +23,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--port", help="serial port of the board")
     g.add_argument("--dry-run", action="store_true", help="calibrate the board emulator (see --emulate-*)")
-    p.add_argument("--method", choices=["reference", "directions", "range", "poses"],
+    p.add_argument("--method", choices=["reference", "directions", "range", "poses", "eye"],
                    help="reference: average the readings with the robot held in --pose and save the offsets (on a "
                         "servo bus: the zero ticks, placed inside one turn of each servo); directions: jog each joint "
                         "±5° and save which way it moves (on a servo bus: you move each joint by hand its positive "
                         "way, torque off); range: you sweep each joint by hand end to end, torque off, and its limits "
                         "become what it reached (servo buses); poses: fit the PUMA's offsets to measured tool "
-                        "points (--poses)")
+                        "points (--poses); eye: for PWM servos that cannot say where they stand (a PWM controller's), "
+                        "drive them to --pose and nudge each joint until the robot looks like the twin (an "
+                        "estimate)")
+    p.add_argument("--nudge-deg", metavar="JOINT=DEG,…",
+                   help="method eye: nudges to apply first (e.g. measured with a protractor); with --yes the only "
+                        "ones, else more are typed in (`JOINT DEG`, `done`)")
     p.add_argument("--pose", default="home", help="reference pose name (method reference)")
     p.add_argument("--poses", metavar="FILE.csv", help="method poses: q1..q6 (deg), x, y, z (mm) per line")
     p.add_argument("--lengths", action="store_true", help="method poses: also fit a2 and d4")
@@ -112,8 +117,8 @@ def main(args: argparse.Namespace) -> int:
     if args.import_lerobot or args.export_lerobot:
         return _lerobot(args, model)
     if args.method is None:
-        raise InputError("hil calibrate needs --method reference, directions, range or poses (or --import-lerobot / "
-                         "--export-lerobot to convert a LeRobot calibration file)")
+        raise InputError("hil calibrate needs --method reference, directions, range, poses or eye (or "
+                         "--import-lerobot / --export-lerobot to convert a LeRobot calibration file)")
     number(args.samples, "--samples", 10, 100_000)
     number(args.show_s, "--show-s", 0, 3600, "s")
     number(args.jog_deg, "--jog-deg", 1, 15, "°")
@@ -137,6 +142,15 @@ def main(args: argparse.Namespace) -> int:
         number(args.watchdog_ms, "--watchdog-ms", M.CMD_TIMEOUT_MS_MIN, M.CMD_TIMEOUT_MS_MAX, "ms")
     if args.sweep_s is not None:
         number(args.sweep_s, "--sweep-s", 1, 3600, "s")
+    if bus is None and args.method == "eye":
+        raise InputError("--method eye is for PWM servos on a servo bus (with --bus), which cannot say where they "
+                         "stand; hil's own boards measure their joints: use --method reference")
+    if args.nudge_deg and args.method != "eye":
+        raise InputError("--nudge-deg belongs to --method eye")
+    if bus is not None and args.method != "poses":
+        from calibration.bus_command import check_method
+
+        check_method(args.method, bus)
     if args.emulate_range_deg and not (args.dry_run and bus is not None and args.method == "range"):
         raise InputError("--emulate-range-deg belongs to a dry run of --method range on a servo bus")
     if bus is not None and args.out is None and bus.shipped:

@@ -36,7 +36,7 @@ from firmware_protocol.errors import CommandRejectedError, DeviceError, Handshak
 from firmware_protocol.serial_port import open_serial
 
 CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
-# How long a servo is waited for at connect before it counts as silent: a reply late by a starved
+# How long a servo is waited for at connect (and enable) before it counts as silent: a reply late by a starved
 # host or an adapter's latency timer is still an answer there (a cycle's wait stays short).
 CONNECT_REPLY_S = 0.25
 BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}
@@ -542,11 +542,12 @@ class BusBoard:
             if not reaction.effects & Effect.SEED_TARGETS:
                 return   # already enabled: nothing changes
             readings = self._io(self.bus.read_present, self.ids)
-            for _ in range(2):   # a reply lost on the bus is asked again before enable gives up
-                again = [i for i in self.ids if i not in readings]
-                if not again:
-                    break
-                readings.update(self._io(self.bus.read_present, again))
+            with self.bus.patient(CONNECT_REPLY_S):
+                for _ in range(2):   # a reply lost on the bus (or late) is asked again before enable gives up
+                    again = [i for i in self.ids if i not in readings]
+                    if not again:
+                        break
+                    readings.update(self._io(self.bus.read_present, again))
             missing = [f"{j.name} (id {j.servo_id})" for j in self.config.joints if j.servo_id not in readings]
             if missing:
                 raise CommandRejectedError(errno.EIO, f"{self.port}: ENABLE refused: no answer from "

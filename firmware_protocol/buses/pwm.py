@@ -31,6 +31,7 @@ class Ssc32Bus(ServoBus):
     bauds = (115_200, 38_400, 9_600)
     default_baud = 115_200
     measures_position = False
+    goal_range = (PULSE_MIN_US, PULSE_MAX_US)
     max_id = 31
 
     @classmethod
@@ -113,6 +114,7 @@ class MaestroBus(ServoBus):
     bauds = (115_200, 9_600, 57_600)
     default_baud = 115_200
     measures_position = False
+    goal_range = (PULSE_MIN_US, PULSE_MAX_US)
     max_id = 23
 
     @classmethod

@@ -168,6 +168,7 @@ class ServoBus(ABC):
     parity: ClassVar[str] = serial.PARITY_NONE
     bits_per_byte: ClassVar[int] = 10
     measures_position: ClassVar[bool] = True    # False: "present" is the commanded pulse (open loop)
+    goal_range: ClassVar[tuple[int, int] | None] = None   # the ticks a goal can take at all (None: any)
     has_watchdog: ClassVar[bool] = False        # the servos stop by themselves when the host goes quiet
     default_echo: ClassVar[bool] = False
     max_id: ClassVar[int] = 253

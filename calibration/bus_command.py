@@ -24,6 +24,7 @@ from calibration.views import CalibrationView, ask, clear_latched_fault
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.board import BusBoard
 from hil import board_config, robots
+from hil.emulator_launch import parse_joint_values
 from hil.errors import HilError, InputError
 
 
@@ -292,8 +293,6 @@ def _print_directions(result) -> None:
 def _by_eye(args, model, bus, cls) -> int:
     """Servos that report only their pulse: driven to the reference pose as the config places it,
     nudged by the user until the robot looks like the twin; the pulses held become the zeros."""
-    from hil.emulator_launch import parse_joint_values
-
     q_ref = model.poses.get(args.pose)
     if q_ref is None:
         raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")

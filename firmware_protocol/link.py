@@ -165,6 +165,7 @@ class Link:
 
     # ------------------------------------------------------------------ reading
     def _reader(self) -> None:
+        """Threaded mode: every chunk as it arrives (the port blocks in select), plus the heartbeat."""
         io = self._io
         while not self._stop.is_set():
             try:
@@ -173,15 +174,7 @@ class Link:
                 self._mark_lost(f"I/O error: {e}")
                 return
             now = time.monotonic()
-            if data:
-                self._last_rx = now
-                for frame in self.decoder.feed(data):
-                    self.stats.rx_frames += 1
-                    msg = M.decode_message(frame, self.decode_stats)
-                    if msg is not None:
-                        self._dispatch(msg, frame.seq, now)
-            elif now - self._last_rx > self.link_timeout_s:
-                self._mark_lost(f"no valid frame for {(now - self._last_rx) * 1e3:.0f} ms")
+            if not self._take(data, now):
                 return
             if now - self._last_cmd_tx > self.heartbeat_s and now - self._last_hb_tx > self.heartbeat_s:
                 self._last_hb_tx = now
@@ -191,36 +184,43 @@ class Link:
                     return
 
     def poll(self) -> StateSample | None:
-        """Non-threaded mode: read whatever arrived (never blocks), dispatch it, return the newest
-        state. Only the last STATE in the bytes read is decoded in full."""
+        """Non-threaded mode: read whatever arrived (never blocks), dispatch it, return the newest state."""
         self._check()
         try:
             data = self._io.read_now()
         except PORT_ERRORS as e:
             self._mark_lost(f"I/O error: {e}")
             self._check()
-        now = time.monotonic()
-        if data:
-            self._last_rx = now
-            last_state = None
-            for frame in self.decoder.feed(data):
-                self.stats.rx_frames += 1
-                if frame.msg_id == M.State.MSG_ID:
-                    if last_state is not None:
-                        self._count_state_seq(last_state.seq)
-                    last_state = frame
-                    continue
-                msg = M.decode_message(frame, self.decode_stats)
-                if msg is not None:
-                    self._dispatch(msg, frame.seq, now)
-            if last_state is not None:
-                msg = M.decode_message(last_state, self.decode_stats)
-                if msg is not None:
-                    self._dispatch(msg, last_state.seq, now)
-        elif now - self._last_rx > self.link_timeout_s:
-            self._mark_lost(f"no valid frame for {(now - self._last_rx) * 1e3:.0f} ms")
-            self._check()
+        self._take(data, time.monotonic())
+        self._check()
         return self._latest
+
+    def _take(self, data: bytes, now: float) -> bool:
+        """Bytes read at `now`, both modes' one way in: every frame dispatched except STATEs, of
+        which only the newest is decoded in full (the others counted); False once the link is lost
+        to silence (nothing valid for the link timeout)."""
+        if not data:
+            if now - self._last_rx > self.link_timeout_s:
+                self._mark_lost(f"no valid frame for {(now - self._last_rx) * 1e3:.0f} ms")
+                return False
+            return True
+        self._last_rx = now
+        last_state = None
+        for frame in self.decoder.feed(data):
+            self.stats.rx_frames += 1
+            if frame.msg_id == M.State.MSG_ID:
+                if last_state is not None:
+                    self._count_state_seq(last_state.seq)
+                last_state = frame
+                continue
+            msg = M.decode_message(frame, self.decode_stats)
+            if msg is not None:
+                self._dispatch(msg, frame.seq, now)
+        if last_state is not None:
+            msg = M.decode_message(last_state, self.decode_stats)
+            if msg is not None:
+                self._dispatch(msg, last_state.seq, now)
+        return True
 
     def _count_state_seq(self, seq: int) -> None:
         if self._last_state_seq is not None and seq != (self._last_state_seq + 1) & 0xFFFF:

@@ -1,10 +1,14 @@
-"""A small block of float64 numbers in a file, written by one process and read by others without a
-lock: word 0 is a sequence number the writer makes odd while it writes and even when done (a
-seqlock), so a reader that saw the same even number before and after its copy has a whole record.
+"""The one seqlock of hil: a record written by one process and read by others without a lock.
+A sequence word goes odd while the writer writes and even when it is done, so a reader that saw
+the same even word before and after its copy has a whole record.
 
-The shadow twin's block (`hil.runtime.shadow`) and the physics emulator's world block
-(`hil.physics.world`) are both one of these; the loop's own shared block (`hil.runtime.shared`)
-has more in it (requests, answers, events) and keeps its own layout.
+A reader gives up after `Seqlock.TRIES` attempts rather than spin: a writer stopped between its
+two increments (its CPU taken for milliseconds, or killed) leaves the word odd meanwhile or for
+good, and the real-time loop is among the readers. A reader that may wait asks again later.
+
+Users: the port process's command and state slots (`hil.runtime.port_process`), the loop's
+snapshot area (`hil.runtime.shared`), and `SeqlockFile`, a small block of float64 numbers in a
+file (the shadow twin's `hil.runtime.shadow` and the physics world's `hil.physics.world`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,35 @@ from __future__ import annotations
 import os
 
 import numpy as np
+
+
+class Seqlock:
+    """The sequence word `words[index]` (a shared int64 or float64 array) guarding one record."""
+
+    TRIES = 100
+
+    def __init__(self, words: np.ndarray, index: int = 0) -> None:
+        self.words = words
+        self.index = index
+
+    def begin_write(self) -> None:
+        self.words[self.index] += 1   # odd: writing
+
+    def end_write(self) -> None:
+        self.words[self.index] += 1   # even: whole
+
+    def read(self, copy) -> int | None:
+        """Call `copy()` until it ran inside an even, unchanged word: that word, or None when no
+        whole copy came within TRIES (what `copy` wrote is then garbage)."""
+        words, i = self.words, self.index
+        for _ in range(self.TRIES):
+            seq = int(words[i])
+            if seq & 1:
+                continue
+            copy()
+            if int(words[i]) == seq:
+                return seq
+        return None
 
 
 class SeqlockFile:
@@ -30,24 +63,19 @@ class SeqlockFile:
             if a.shape != (1 + size,) or a.dtype != np.float64:
                 raise ValueError(f"{path}: a block of {a.shape[0] - 1} numbers, not the {size} expected")
             self.a = a
+        self.lock = Seqlock(self.a, 0)
+        self._out = np.zeros(size)
 
     def write(self, values: np.ndarray) -> None:
-        a = self.a
-        a[0] += 1
-        a[1:] = values
-        a[0] += 1
+        self.lock.begin_write()
+        self.a[1:] = values
+        self.lock.end_write()
 
     def read(self) -> np.ndarray | None:
         """The last whole record, or None before the first (or when the writer is always mid-write)."""
-        a = self.a
-        for _ in range(10):
-            seq = a[0]
-            if seq % 2:
-                continue
-            out = a[1:].copy()
-            if a[0] == seq:
-                return out if seq > 0 else None
-        return None
+        out = self._out
+        seq = self.lock.read(lambda: np.copyto(out, self.a[1:]))
+        return out.copy() if seq else None
 
     def unlink(self) -> None:
         try:

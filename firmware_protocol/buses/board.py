@@ -31,14 +31,12 @@ from firmware_protocol.board_behaviour import Effect, Request, clamp_target, rea
 from firmware_protocol.board_data import BoardInfo, StateSample
 from firmware_protocol.joint_map import JointMap
 from firmware_protocol.buses import bus_class
-from firmware_protocol.buses.servo_bus import CycleCost, Reading, ServoError, Wire, error_text, wire_time_s
+from firmware_protocol.buses.servo_bus import (PATIENT_REPLY_S, CycleCost, Reading, ServoError, Wire, error_text,
+                                               wire_time_s)
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError
 from firmware_protocol.serial_port import open_serial
 
 CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
-# How long a servo is waited for at connect (and enable) before it counts as silent: a reply late by a starved
-# host or an adapter's latency timer is still an answer there (a cycle's wait stays short).
-CONNECT_REPLY_S = 0.25
 BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}
 # plain ints: flag arithmetic on IntFlag members costs microseconds each, 17 joints a cycle
 FAULT_OF_ERROR = tuple((int(e), int(f)) for e, f in (
@@ -248,14 +246,21 @@ class BusBoard:
         return self.cls(wire, self.config.reply_timeout_ms * 1e-3, self.config.return_delay_us * 1e-6, **kwargs)
 
     def _detect_echo(self, ser) -> bool:
-        """Does the adapter read back what it sends? Ask a servo id nobody uses and look."""
-        probe = self._make_bus(ser, False)
-        unused = next(i for i in range(self.cls.max_id, -1, -1) if i not in self.ids)
+        """Does the adapter read back what it sends? Ask the first configured servo and look at what
+        comes back first: the request itself, or its answer (which ends the wait at once, so a
+        plain adapter costs no time; only a silent bus waits the whole patient while)."""
+        wire = self._make_bus(ser, False).wire
+        frame = self.cls.ping_frame(self.ids[0])
         ser.reset_input_buffer()
-        frame = self.cls.ping_frame(unused)
         ser.write(frame)
-        back = probe.wire.read(len(frame), CONNECT_REPLY_S + probe.wire.byte_time(len(frame)))
-        return back == frame
+        deadline = time.monotonic() + PATIENT_REPLY_S + wire.byte_time(len(frame))
+        got = b""
+        while len(got) < len(frame) and frame.startswith(got):
+            chunk = wire.read_some(len(frame) - len(got), deadline - time.monotonic())
+            if not chunk:
+                break
+            got += chunk
+        return got == frame
 
     def open(self) -> BoardInfo:
         t0 = time.monotonic()
@@ -282,7 +287,7 @@ class BusBoard:
         the connect's patience (only the first of them if nothing answered: a wrong baud rate)."""
         ids = {j.servo_id: self.bus.ping(j.servo_id) for j in self.config.joints}
         silent = [i for i, ident in ids.items() if ident is None]
-        with self.bus.patient(CONNECT_REPLY_S):
+        with self.bus.patient(PATIENT_REPLY_S):
             for n, i in enumerate(silent):
                 ids[i] = self.bus.ping(i)
                 if n == 0 and ids[i] is None and len(silent) == len(ids):
@@ -315,7 +320,7 @@ class BusBoard:
             raise HandshakeError(errno.ETIMEDOUT, f"{self.port}: no answer from {names}. Check that servo's cable "
                                                   "and power, and its id (`hil ports --probe` lists the ids that "
                                                   f"answer); or fix servo_id in {where}")
-        with self.bus.patient(CONNECT_REPLY_S):
+        with self.bus.patient(PATIENT_REPLY_S):
             self._check_homing_offsets()
             if self.config.check_servo_limits:
                 self._check_servo_limits()
@@ -542,7 +547,7 @@ class BusBoard:
             if not reaction.effects & Effect.SEED_TARGETS:
                 return   # already enabled: nothing changes
             readings = self._io(self.bus.read_present, self.ids)
-            with self.bus.patient(CONNECT_REPLY_S):
+            with self.bus.patient(PATIENT_REPLY_S):
                 for _ in range(2):   # a reply lost on the bus (or late) is asked again before enable gives up
                     again = [i for i in self.ids if i not in readings]
                     if not again:

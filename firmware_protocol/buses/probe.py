@@ -18,7 +18,7 @@ import serial
 from firmware_protocol.buses import dynamixel1, dynamixel2, feetech
 from firmware_protocol.buses.kondo_ics import KondoIcsBus
 from firmware_protocol.buses.pwm import GET_ERRORS
-from firmware_protocol.buses.servo_bus import Identity, Wire
+from firmware_protocol.buses.servo_bus import PATIENT_REPLY_S, Identity, Wire
 
 
 QUICK_IDS = 32
@@ -78,7 +78,7 @@ def _echoes(wire: Wire) -> bool:
     frame = dynamixel1.packet(0xFD, dynamixel1.PING)
     wire.drain()
     wire.ser.write(frame)
-    return wire.read(len(frame), 0.01 + wire.byte_time(len(frame))) == frame
+    return wire.read(len(frame), PATIENT_REPLY_S + wire.byte_time(len(frame))) == frame
 
 
 def _maestro(wire: Wire) -> Found | None:

@@ -73,6 +73,12 @@ class Identity:
     firmware: int | None = None
 
 
+# How long a reply is waited for where a late one costs only time (connect, enable, a port probe's
+# echo test): a reply late by a starved host or an adapter's latency timer is still an answer there,
+# where in a bus cycle it is a lost one.
+PATIENT_REPLY_S = 0.25
+
+
 class Wire:
     """A serial port as a half-duplex bus: every write is read back first when the adapter echoes
     (`echo`), and reads wait for exactly the bytes asked for, up to a deadline."""

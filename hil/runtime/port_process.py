@@ -36,6 +36,7 @@ from firmware_protocol.board_data import Imu, StateSample
 from firmware_protocol.buses.board import BusConfig
 from firmware_protocol.errors import LinkLostError
 from hil.runtime.realtime import leave_the_loop_cpu, loop_cpu_choice
+from hil.seqlock import Seqlock
 from hil.runtime.transport import BoardTransport, ThreadPort, connect_board
 
 # int64 control words
@@ -65,28 +66,20 @@ class _Block:
         self.cmd = np.frombuffer(buf, dtype=np.float64, count=1 + n, offset=cmd)
         self.state = np.frombuffer(buf, dtype=np.float64, count=STATE_SCALARS + 4 * n, offset=state)
         self.reason = np.frombuffer(buf, dtype=np.uint8, count=REASON_BYTES, offset=total - REASON_BYTES)
+        self.locks = {K_CMD_SEQ: Seqlock(self.ctrl, K_CMD_SEQ), K_STATE_SEQ: Seqlock(self.ctrl, K_STATE_SEQ)}
 
     def write(self, seq_word: int, area: np.ndarray, values: np.ndarray) -> None:
-        """Seqlock write (one writer per area): odd while writing, even when done."""
-        ctrl = self.ctrl
-        ctrl[seq_word] += 1
+        """One writer per area (hil.seqlock)."""
+        lock = self.locks[seq_word]
+        lock.begin_write()
         area[:] = values
-        ctrl[seq_word] += 1
+        lock.end_write()
 
-    def read(self, seq_word: int, area: np.ndarray, out: np.ndarray, tries: int = 100) -> int:
-        """Seqlock read into `out`; returns the sequence word it read (even), or -1 when no
-        consistent copy came within `tries` (`out` is then garbage). The reader must not spin on:
-        a writer stopped between its two increments (its CPU taken for milliseconds, or killed)
-        leaves the word odd meanwhile or for good."""
-        ctrl = self.ctrl
-        for _ in range(tries):
-            s = int(ctrl[seq_word])
-            if s & 1:
-                continue
-            out[:] = area
-            if int(ctrl[seq_word]) == s:
-                return s
-        return -1
+    def read(self, seq_word: int, area: np.ndarray, out: np.ndarray) -> int:
+        """A whole copy of `area` into `out`: the sequence word it read (even), or -1 when none came
+        (`out` is then garbage; the loop never spins on a stopped writer)."""
+        seq = self.locks[seq_word].read(lambda: np.copyto(out, area))
+        return -1 if seq is None else seq
 
     def set_reason(self, text: str) -> None:
         raw = text.encode()[:REASON_BYTES - 1]

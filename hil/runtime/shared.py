@@ -39,6 +39,7 @@ from firmware_protocol.messages import BoardState
 from hil.errors import HilError, InputError, message
 from hil.runtime.lifecycle import Mode
 from hil.runtime.realtime import memory_folder
+from hil.seqlock import Seqlock
 
 BOARD_STATES = {int(s): s.name for s in BoardState}   # a published board_state as a word
 
@@ -198,6 +199,7 @@ class SharedState:
         self.mm = mmap.mmap(self.fd, size)
         buf = self.mm
         self.ctrl = np.ndarray((CTRL_WORDS,), dtype=np.int64, buffer=buf, offset=0)
+        self.lock = Seqlock(self.ctrl, C_SEQ)
         if create:
             self.ctrl[:] = 0
             self.ctrl[C_N] = n
@@ -256,10 +258,10 @@ class SharedState:
         return self.data[o:o + s]
 
     def begin_write(self) -> None:
-        self.ctrl[C_SEQ] += 1  # odd: writing
+        self.lock.begin_write()
 
     def end_write(self) -> None:
-        self.ctrl[C_SEQ] += 1  # even: consistent
+        self.lock.end_write()
 
     def set_event(self, text: str) -> None:
         """Publish an event line (kept in a ring of the last EVENT_SLOTS)."""
@@ -274,36 +276,33 @@ class SharedState:
 
     def events_since(self, seen: int) -> tuple[int, list[str]]:
         """(newest event number, texts of the events after `seen`), oldest first."""
-        for _ in range(100):
-            s1 = int(self.ctrl[C_SEQ])
-            if s1 & 1:
-                continue
+        got: list = []
+
+        def copy() -> None:
             k = int(self.ctrl[C_EVENTS])
             first = max(seen + 1, k - EVENT_SLOTS + 1, 1)
-            texts = [bytes(self.event_buf[i % EVENT_SLOTS]).split(b"\x00", 1)[0].decode("utf-8", "replace")
-                     for i in range(first, k + 1)]
-            if int(self.ctrl[C_SEQ]) == s1:
-                return k, texts
-        return seen, []
+            got[:] = [k, [bytes(self.event_buf[i % EVENT_SLOTS]).split(b"\x00", 1)[0].decode("utf-8", "replace")
+                          for i in range(first, k + 1)]]
+        return (got[0], got[1]) if self.lock.read(copy) is not None else (seen, [])
 
     # ------------------------------------------------------------- reader side
     def read(self, timeout_s: float = 0.1) -> Snapshot:
-        """A consistent snapshot (retries while the loop is mid-write)."""
+        """A consistent snapshot (asked again while the loop is mid-write, up to `timeout_s`)."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            s1 = int(self.ctrl[C_SEQ])
-            if not s1 & 1:
-                np.copyto(self._scratch, self.data)
-                k = int(self.ctrl[C_EVENTS])
-                ev = bytes(self.event_buf[k % EVENT_SLOTS]).split(b"\x00", 1)[0] if k else b""
-                if int(self.ctrl[C_SEQ]) == s1:
-                    break
+        last: list = [b""]
+
+        def copy() -> None:
+            np.copyto(self._scratch, self.data)
+            k = int(self.ctrl[C_EVENTS])
+            last[0] = bytes(self.event_buf[k % EVENT_SLOTS]).split(b"\x00", 1)[0] if k else b""
+        while self.lock.read(copy) is None:
             if time.monotonic() > deadline:
                 raise HilError("could not read a consistent snapshot (loop stuck mid-write?)")
+            time.sleep(0.0005)
         vals = {}
         for k, (o, s) in self._view.items():
             vals[k] = float(self._scratch[o]) if s == 1 else self._scratch[o:o + s].copy()
-        return Snapshot(vals, ev.decode("utf-8", "replace"))
+        return Snapshot(vals, last[0].decode("utf-8", "replace"))
 
     # ---------------------------------------------------------------- mailbox
     def check_request(self, kind, payload) -> np.ndarray:

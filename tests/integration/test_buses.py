@@ -272,14 +272,14 @@ def test_an_echoing_adapter_is_found_at_connect_and_its_echo_never_read_as_a_rep
 
 def test_fast_sync_read_reads_every_servo_in_one_reply_and_finds_a_silent_one():
     config = dataclasses.replace(board_config.shipped(MODEL, "dynamixel2"), fast_sync_read=True)
-    emu, _ = start("dynamixel2", "--fault", "silent:4@1.0", config=config)
+    emu, _ = start("dynamixel2", "--fault", "silent:4@3.0", config=config)   # after connect and the first drive
     board = BusBoard.connect(emu.path, config)
     try:
         board.enable()
         target = MODEL.home + 0.05
         s = drive(board, target, 0.6)
         assert s.state == M.BoardState.ENABLED and np.allclose(s.q, target, atol=0.01)
-        s = drive(board, target, 0.8)                  # id 4 stops answering: the chain breaks
+        s = drive(board, target, 5.0, until=lambda s: s.state != M.BoardState.ENABLED)   # id 4 stops answering
         assert s.state == M.BoardState.FAULT and "l_ankle_pitch (id 4): no answer" in board.describe_faults()
         assert not any(int(f) & M.JointFlag.STALE for k, f in enumerate(s.jflags) if k != 3)
     finally:

@@ -428,9 +428,13 @@ void hil_board_estop(struct hil_board *b) {
 
 static uint64_t period_us(uint32_t hz) { return hz ? 1000000u / hz : 10000000u; }
 
+/* Microseconds from `then` to `now`, 0 when `now` reads earlier: a clock read a hair behind the
+ * one that stamped `then` must not make the last command 584 000 years old (a watchdog trip). */
+static uint64_t since(uint64_t now, uint64_t then) { return now > then ? now - then : 0u; }
+
 void hil_board_tick(struct hil_board *b, uint64_t now_us) {
   b->now = now_us;
-  if (b->state == HIL_ENABLED && now_us - b->t_last_cmd > (uint64_t)b->cmd_timeout_ms * 1000u) {
+  if (b->state == HIL_ENABLED && since(now_us, b->t_last_cmd) > (uint64_t)b->cmd_timeout_ms * 1000u) {
     /* the host went quiet: latch the fault and hold where the joints are */
     react(b, HIL_REQ_WATCHDOG, 0);
     b->watchdog_trips++;
@@ -439,11 +443,11 @@ void hil_board_tick(struct hil_board *b, uint64_t now_us) {
     drive(b);
   }
   uint64_t idle = period_us(b->idle_state_hz);
-  if (now_us - b->t_last_cmd > idle && now_us - b->t_last_idle >= idle) {
+  if (since(now_us, b->t_last_cmd) > idle && since(now_us, b->t_last_idle) >= idle) {
     b->t_last_idle = now_us;
     send_state(b);
   }
-  if (now_us - b->t_last_heartbeat >= 1000000u || b->t_last_heartbeat == 0) {
+  if (since(now_us, b->t_last_heartbeat) >= 1000000u || b->t_last_heartbeat == 0) {
     b->t_last_heartbeat = now_us ? now_us : 1;
     send_heartbeat(b);
   }

@@ -183,12 +183,20 @@ volatile uint32_t stm32_ms;
 void SysTick_Handler(void) { stm32_ms++; }
 
 uint64_t hal_micros(void) {
-  uint32_t ms, cvr;
+  static uint64_t last;
+  uint32_t ms, cvr, pending;
   do {
     ms = stm32_ms;
     cvr = SYST_CVR;
+    pending = SCB_ICSR & ICSR_PENDSTSET;
   } while (ms != stm32_ms);
-  return (uint64_t)ms * 1000u + (uint64_t)((SYST_RVR - cvr) / (CPU_HZ / 1000000u));
+  uint64_t t = (uint64_t)ms * 1000u + (uint64_t)((SYST_RVR - cvr) / (CPU_HZ / 1000000u));
+  /* the counter wrapped but its interrupt is not taken yet (QEMU takes interrupts only between the
+   * blocks it translates; real hardware inside a masked section): the millisecond is already over */
+  if (pending && cvr > SYST_RVR / 2u) t += 1000u;
+  if (t < last) t = last;   /* never backwards: every age the board computes is a difference */
+  last = t;
+  return t;
 }
 
 #ifndef HIL_QEMU   /* QEMU has no unique id, no flash interface: its port provides these four */

@@ -81,6 +81,8 @@
 #define SYST_CSR REG(0xE000E010u)
 #define SYST_RVR REG(0xE000E014u)
 #define SYST_CVR REG(0xE000E018u)
+#define SCB_ICSR REG(0xE000ED04u)
+#define ICSR_PENDSTSET (1u << 26)
 #define NVIC_ISER(n) REG(0xE000E100u + 4 * (n))
 #define NVIC_ICER(n) REG(0xE000E180u + 4 * (n))
 #define SCB_AIRCR REG(0xE000ED0Cu)

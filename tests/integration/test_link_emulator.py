@@ -85,6 +85,26 @@ def test_thousand_command_state_cycles(emulator):
         np.testing.assert_allclose(s.q, target, atol=2e-4)
 
 
+def test_a_clock_read_a_little_early_never_trips_the_watchdog(emulator):
+    """A microcontroller's clock read that races its tick interrupt reads up to a millisecond early
+    (QEMU makes it common: it takes interrupts only between translated blocks); a command stamped
+    by a later read then looks newer than the board's next tick, and an age computed by unsigned
+    subtraction wrapped to centuries: a watchdog FAULT in mid-motion. The C board's clock is read
+    late at random here (its own fault, clocklag:US)."""
+    if emulator.impl != "c":
+        pytest.skip("a fault of the C core's host build: the Python board keeps its ages in floats")
+    emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000", "--fault", "clocklag:2000")
+    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
+        q0 = wait_for(link.latest).q.copy()
+        link.enable()
+        for k in range(300):
+            link.send_positions(q0 + 0.01 * min(1.0, k / 100))
+            time.sleep(0.002)
+        time.sleep(0.05)
+        s = link.latest()
+        assert s.state == M.BoardState.ENABLED and not s.faults, (s.state, M.fault_names(s.faults))
+
+
 def test_a_board_emulator_that_was_not_scheduled_still_answers_every_command(emulator):
     """The emulator's process stops for 30 ms (as on a busy machine) while the host streams at
     1 kHz: the commands wait in the pty, and a real board would have received them spread over that

@@ -5,6 +5,10 @@
  *                  [--fault SPEC]... [--uid HEX24] [--link PATH] [--baud B] [--latency-ms MS]
  *                  [--noise-deg D] [--seed N] [--duration S] [--watchdog-ms MS] [--parent-pid PID]
  *
+ * One fault of its own besides the Python emulator's: clocklag:US, every read of the board's clock
+ * late by up to US microseconds at random (a microcontroller's clock read racing its tick
+ * interrupt reads early; the core's ages must hold when a later read is the smaller).
+ *
  * Prints the pty path on stdout, then serves until SIGTERM/SIGINT. Floating point is used here,
  * in the simulated servos only: the core itself has none.
  */
@@ -40,7 +44,7 @@ static struct {
   int watchdog_ms, parent;
   const char *link;
   unsigned seed;
-  double drop, corrupt, garbage, delay;
+  double drop, corrupt, garbage, delay, clock_lag_us;
   struct window stalls[MAX_WINDOWS], mutes[MAX_WINDOWS];
   int n_stalls, n_mutes;
   double mute_usr1, stall_usr1, disconnect_at, reboots[MAX_WINDOWS], bad_states[MAX_WINDOWS];
@@ -121,8 +125,9 @@ static void parse_fault(const char *spec) {
     opt.reboots[opt.n_reboots++] = number(spec + 7, "bad --fault %s");
   else if (!strncmp(spec, "badstate@", 9) && opt.n_bad < MAX_WINDOWS)
     opt.bad_states[opt.n_bad++] = number(spec + 9, "bad --fault %s");
+  else if (!strncmp(spec, "clocklag:", 9)) opt.clock_lag_us = number(spec + 9, "bad --fault %s (clocklag:US)");
   else die("bad --fault %s; expected drop:P, corrupt:P, garbage:P, delay:MS, stall:S@T, disconnect@T, reboot@T, "
-           "mute:S@T or badstate@T", spec);
+           "mute:S@T, badstate@T or clocklag:US", spec);
   if (opt.drop > 1 || opt.corrupt > 1 || opt.garbage > 1) die("bad --fault %s (probability must be in [0, 1])", spec);
 }
 
@@ -226,7 +231,11 @@ static double gauss(void) {
   return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-uint64_t hal_micros(void) { double t = mono() - t_boot; return t > 0 ? (uint64_t)llround(t * 1e6) : 0; }
+uint64_t hal_micros(void) {
+  double t = mono() - t_boot;
+  if (opt.clock_lag_us > 0) t -= opt.clock_lag_us * 1e-6 * rand() / ((double)RAND_MAX + 1.0);
+  return t > 0 ? (uint64_t)llround(t * 1e6) : 0;
+}
 /* the host build simulates no IMU (the physics emulator, hil emulate --physics, has one) */
 int hal_read_imu(int16_t quat[4], int16_t gyro_mrad_s[3], int16_t acc_mm_s2[3]) {
   (void)quat; (void)gyro_mrad_s; (void)acc_mm_s2;

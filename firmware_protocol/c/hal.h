@@ -9,7 +9,10 @@
 /* Queue bytes for the UART / USB CDC. Returns how many were taken: a full queue drops a STATE
  * (the next one supersedes it), never a reply to a transaction (the core sends those first). */
 size_t hal_uart_write(const uint8_t *data, size_t len);
-/* Microseconds since boot, monotonic. */
+/* Microseconds since boot, never smaller than the last value returned: a port whose tick counter
+ * can wrap before its interrupt is taken (SysTick on a Cortex-M, with interrupts masked or under
+ * QEMU) must see the pending tick (ports/stm32f4/common.c). The core tolerates a read a little
+ * early anyway (its ages are 0, never negative). */
 uint64_t hal_micros(void);
 /* The joints' positions in µrad (board frame: the port applies the servo's own zero and
  * direction), velocities in mrad/s, currents in mA, temperature in °C, and per joint the flags

@@ -76,19 +76,21 @@ def shipped(model, bus: str) -> BusConfig:
 
 
 def generated(model, bus: str) -> BusConfig:
-    """A servo map for a robot none is shipped for: the bus's usual servo and settings (those of our
-    humanoid17 kit on that bus), ids counted up from the kit's first in the robot's joint order, the
-    robot's own limits. What `--bus` uses without `--board-config`; `hil robots --robot R --bus B`
-    prints it to start a real one from."""
-    template = parse_toml(read_text(str(shipped_path("humanoid17", bus)), "board config"), bus)
-    first = int(template["joint"][0]["servo_id"])
-    data = {key: value for key, value in template.items() if key != "joint"}
-    data["robot"] = model.name
-    data["defaults"] = {k: v for k, v in data.get("defaults", {}).items() if k not in ("min_deg", "max_deg")}
-    data["joint"] = [{"name": name, "servo_id": first + i} for i, name in enumerate(model.joint_names)]
+    """A servo map for a robot none is shipped for: the bus's usual kit (its `usual`: servo model,
+    ticks, zero, first id, physics preset) at its usual baud rate, ids counted up in the robot's
+    joint order, the robot's own limits. What `--bus` uses without `--board-config`; `hil robots
+    --robot R --bus B` prints it to start a real one from."""
     cls = bus_class(bus)
-    if first + model.n - 1 > cls.max_id:
-        raise InputError(f"{model.name} has {model.n} joints, more than a {bus} bus addresses ({cls.max_id - first + 1})")
+    kit = cls.usual
+    if kit.first_id + model.n - 1 > cls.max_id:
+        raise InputError(f"{model.name} has {model.n} joints, more than a {bus} bus addresses "
+                         f"({cls.max_id - kit.first_id + 1})")
+    defaults = {"ticks_per_rad": kit.ticks_per_rad, "zero_tick": kit.zero_tick}
+    if kit.model is not None:
+        defaults["model"] = kit.model
+    data = {"robot": model.name, "bus": bus, "baud": cls.default_baud, "servo": {"preset": kit.servo_preset},
+            "defaults": defaults,
+            "joint": [{"name": name, "servo_id": kit.first_id + i} for i, name in enumerate(model.joint_names)]}
     where = f"the generated {bus} map for {model.name} (`hil robots --robot {model.spec} --bus {bus}` prints it)"
     return dataclasses.replace(parse(data, model, where), shipped=True)
 

@@ -8,10 +8,11 @@ is read in turn.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
-from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError, UsualKit
 
 BROADCAST = 0xFE
 PING, READ, WRITE, REG_WRITE, ACTION, RESET, SYNC_READ, SYNC_WRITE, BULK_READ = (
@@ -159,6 +160,7 @@ class Dynamixel1Bus(SumChecksumBus):
     title = "Dynamixel Protocol 1.0"
     bauds = (1_000_000, 57_600, 115_200, 500_000, 400_000, 250_000, 200_000, 9_600)
     default_baud = 1_000_000
+    usual = UsualKit("AX-12A", 1024 / math.radians(300), 512, 1, "AX-12A")   # 1024 ticks over 300°
 
     @classmethod
     def turn_ticks(cls, model_name: str | None) -> int | None:

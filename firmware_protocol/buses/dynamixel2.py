@@ -7,13 +7,14 @@ instruction and parameters every FF FF FD is followed by an extra FD on the wire
 
 from __future__ import annotations
 
+import math
 import struct
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError, UsualKit
 
 HEADER = b"\xff\xff\xfd\x00"
 BROADCAST = 0xFE
@@ -196,6 +197,7 @@ class Dynamixel2Bus(ServoBus):
     title = "Dynamixel Protocol 2.0"
     bauds = (1_000_000, 57_600, 115_200, 2_000_000, 3_000_000, 4_000_000, 9_600)
     default_baud = 1_000_000
+    usual = UsualKit("XM430-W350", 4096 / (2 * math.pi), 2048, 1, "XM430-W350")
     has_watchdog = True
     has_torque_limit = True
 

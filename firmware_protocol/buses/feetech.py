@@ -6,12 +6,13 @@ Signed registers are sign-magnitude: bit 15 for positions and speeds, bit 10 for
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
 from firmware_protocol.buses.dynamixel1 import (BROADCAST, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
                                                 sign_magnitude, sync_write, write)
-from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError, UsualKit
 
 FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
 HOMING_OFFSET, OPERATING_MODE, TORQUE_ENABLE, ACCELERATION, GOAL_POSITION, LOCK = 31, 33, 40, 41, 42, 55
@@ -77,6 +78,7 @@ class FeetechBus(SumChecksumBus):
     title = "Feetech STS/SCS"
     bauds = (1_000_000, 500_000, 115_200, 250_000, 128_000, 57_600, 38_400)
     default_baud = 1_000_000
+    usual = UsualKit("STS3215", 4096 / (2 * math.pi), 2048, 1, "STS3215")
     has_torque_limit = True
 
     def _model(self, servo_id: int) -> Model | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import serial
 
-from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, UsualKit
 
 SET_POSITION, READ_PARAM, WRITE_PARAM, ID_COMMAND = 0x80, 0xA0, 0xC0, 0xE0
 SC_EEPROM, SC_STRETCH, SC_SPEED, SC_CURRENT, SC_TEMPERATURE, SC_POSITION = 0, 1, 2, 3, 4, 5
@@ -43,6 +43,7 @@ class KondoIcsBus(ServoBus):
     title = "Kondo ICS 3.5"
     bauds = (115_200, 1_250_000, 625_000)
     default_baud = 115_200
+    usual = UsualKit(None, 1697.8458, 7500, 0, "KRS-3304")   # KRS position units, 7500 the centre
     parity = serial.PARITY_EVEN
     bits_per_byte = 11
     default_echo = True      # Kondo's adapters read back what they send

@@ -7,7 +7,9 @@ horn is: `measures_position` is False and the board flags its positions as estim
 
 from __future__ import annotations
 
-from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus
+import math
+
+from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, UsualKit
 
 PULSE_MIN_US, PULSE_MAX_US = 500, 2500
 
@@ -30,6 +32,7 @@ class Ssc32Bus(ServoBus):
     title = "Lynxmotion SSC-32"
     bauds = (115_200, 38_400, 9_600)
     default_baud = 115_200
+    usual = UsualKit(None, 1000 / math.radians(90), 1500, 0, "PWM-standard")   # 1000 µs per 90°
     measures_position = False
     goal_range = (PULSE_MIN_US, PULSE_MAX_US)
     max_id = 31
@@ -113,6 +116,7 @@ class MaestroBus(ServoBus):
     title = "Pololu Maestro"
     bauds = (115_200, 9_600, 57_600)
     default_baud = 115_200
+    usual = UsualKit(None, 1000 / math.radians(90), 1500, 0, "PWM-standard")
     measures_position = False
     goal_range = (PULSE_MIN_US, PULSE_MAX_US)
     max_id = 23

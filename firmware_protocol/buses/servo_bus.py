@@ -73,6 +73,19 @@ class Identity:
     firmware: int | None = None
 
 
+@dataclass(frozen=True)
+class UsualKit:
+    """The servos a kit on a bus usually has: what a robot with no servo map shipped for that bus
+    gets (`hil.board_config.generated`, `hil robots --robot R --bus B`), so that a new bus needs no
+    template file. The shipped kit files of that bus agree with it (tests/unit/test_board_config.py)."""
+
+    model: str | None       # the model its servos report (None: a bus with no model to check)
+    ticks_per_rad: float
+    zero_tick: float        # the tick at joint angle 0: the middle of the servo's travel
+    first_id: int           # the first servo id, counted up in the robot's joint order
+    servo_preset: str       # its servos as a physics model (hil.robots.servos presets)
+
+
 # How long a reply is waited for where a late one costs only time (connect, enable, a port probe's
 # echo test): a reply late by a starved host or an adapter's latency timer is still an answer there,
 # where in a bus cycle it is a lost one.
@@ -175,6 +188,7 @@ class ServoBus(ABC):
     bits_per_byte: ClassVar[int] = 10
     measures_position: ClassVar[bool] = True    # False: "present" is the commanded pulse (open loop)
     goal_range: ClassVar[tuple[int, int] | None] = None   # the ticks a goal can take at all (None: any)
+    usual: ClassVar[UsualKit]                   # the kit a robot without a servo map gets
     has_watchdog: ClassVar[bool] = False        # the servos stop by themselves when the host goes quiet
     default_echo: ClassVar[bool] = False
     max_id: ClassVar[int] = 253

@@ -31,6 +31,28 @@ def test_every_bus_has_a_shipped_humanoid17_config_that_maps_every_joint(bus):
     assert f"{bus} at " in text and 10 < rate < 1000
 
 
+@pytest.mark.parametrize("bus", list(BUSES))
+def test_a_robot_without_a_map_gets_its_bus_usual_kit_which_the_shipped_kit_agrees_with(bus):
+    """`generated` asks only the bus's registration (no template file): the usual servo, ticks,
+    zero, first id and physics preset; humanoid17's shipped file of that bus is that kit."""
+    from firmware_protocol.buses import bus_class
+
+    kit, cls = bus_class(bus).usual, bus_class(bus)
+    arm = robots.load("so101")
+    made = board_config.generated(arm, bus)
+    assert [j.servo_id for j in made.joints] == list(range(kit.first_id, kit.first_id + arm.n))
+    assert made.baud == cls.default_baud and made.servo == {"preset": kit.servo_preset}
+    for k, m in enumerate(made.joints):
+        assert (m.model, m.zero_tick, m.ticks_per_rad) == (kit.model, kit.zero_tick, kit.ticks_per_rad)
+        assert (m.min_rad, m.max_rad) == (arm.lower[k], arm.upper[k])
+    kit_file = tomllib.loads(board_config.shipped_path("humanoid17", bus).read_text())   # its own joints aside
+    defaults = kit_file["defaults"]
+    assert kit_file["baud"] == cls.default_baud and kit_file["servo"] == made.servo
+    assert min(j["servo_id"] for j in kit_file["joint"]) == kit.first_id
+    assert (defaults.get("model"), defaults["zero_tick"]) == (kit.model, kit.zero_tick)
+    assert defaults["ticks_per_rad"] == pytest.approx(kit.ticks_per_rad, abs=1e-3)
+
+
 def _base() -> dict:
     return tomllib.loads(board_config.shipped_path("humanoid17", "dynamixel2").read_text())
 

@@ -37,8 +37,7 @@ from hil.robots.servos import servo_table
 
 BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
 TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
-            "command_timeout_ms", "max_step_deg", "stale_cycles", "ics_read_command", "fast_sync_read", "description",
-            "defaults", "joint", "servo"}
+            "command_timeout_ms", "max_step_deg", "stale_cycles", "description", "defaults", "joint", "servo"}
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model",
               "homing_offset", "drive_mode", "range_min", "range_max", "torque_limit_pct"}
 LEROBOT_RANGE_KEYS = ("drive_mode", "range_min", "range_max")   # from a LeRobot file: hil.lerobot_calibration
@@ -111,9 +110,11 @@ def _num(value, where: str, lo: float, hi: float, integer: bool = False) -> floa
 
 
 def parse(data: dict, model, path: str = "board config") -> BusConfig:
-    unknown = set(data) - TOP_KEYS
+    owners = {key: kind for kind in BUSES for key in bus_class(kind).options}   # the buses' own keys
+    unknown = set(data) - TOP_KEYS - set(owners)
     if unknown:
-        raise InputError(f"{path}: unknown key {sorted(unknown)[0]!r}; keys are {', '.join(sorted(TOP_KEYS))}")
+        raise InputError(f"{path}: unknown key {sorted(unknown)[0]!r}; keys are {', '.join(sorted(TOP_KEYS))} "
+                         f"(and each bus's own: {', '.join(f'{k} ({b})' for k, b in owners.items())})")
     robot = data.get("robot")
     if robot != model.name:
         raise InputError(f"{path}: robot = {robot!r}, but the run is for {model.name!r}; "
@@ -157,16 +158,26 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
         extra["stale_cycles"] = int(extra["stale_cycles"])
     if "max_step_deg" in data:
         extra["max_step_rad"] = math.radians(_num(data["max_step_deg"], f"{path}: max_step_deg", 0.1, 90))
-    for key in ("ics_read_command", "fast_sync_read"):
-        if key in data:
-            if not isinstance(data[key], bool):
-                raise InputError(f"{path}: {key} = {data[key]!r} must be true or false")
-            extra[key] = data[key]
+    extra["options"] = _options(data, bus, owners, path)
     joints = tuple(by_name[n] for n in model.joint_names)
     if "servo" in data:   # the kit's servos as a physics model (hil.robots.servos): checked now
         servo_table(model, data["servo"], str(path))
         extra["servo"] = data["servo"]
     return BusConfig(model.name, bus, baud, joints, echo=echo, source=str(path), **extra)
+
+
+def _options(data: dict, bus: str, owners: dict, path: str) -> dict:
+    """The bus's own true/false keys in the file (a key of another bus is refused, naming whose)."""
+    out = {}
+    for key, kind in owners.items():
+        if key not in data:
+            continue
+        if kind != bus:
+            raise InputError(f"{path}: {key} is an option of the {kind} bus, not of {bus}; take it out")
+        if not isinstance(data[key], bool):
+            raise InputError(f"{path}: {key} = {data[key]!r} must be true or false")
+        out[key] = data[key]
+    return out
 
 
 def _joint(row: dict, model, cls, where: str) -> ServoJoint:
@@ -330,9 +341,7 @@ def to_toml(config: BusConfig, note: str = "") -> str:
     for key in ("reply_timeout_ms", "return_delay_us", "watchdog_ms", "command_timeout_ms", "stale_cycles"):
         lines.append(f"{key} = {getattr(config, key):g}")
     lines.append(f"max_step_deg = {math.degrees(config.max_step_rad):.4g}")
-    for key in ("ics_read_command", "fast_sync_read"):
-        if getattr(config, key):
-            lines.append(f"{key} = true")
+    lines += [f"{key} = true" for key, on in config.options.items() if on]
     if config.servo:
         lines += ["", "[servo]"] + [f"{k} = {_toml_value(v)}" for k, v in config.servo.items() if k != "joint"]
         for name, values in (config.servo.get("joint") or {}).items():

@@ -97,8 +97,7 @@ class BusConfig:
     command_timeout_ms: float = 100.0  # the host-side watchdog: no command for this long → FAULT
     max_step_rad: float = 0.2          # per command
     stale_cycles: int = 5              # a servo silent this many cycles in a row → SERVO_BUS
-    ics_read_command: bool = False     # Kondo ICS 3.6: read positions without freeing the servo
-    fast_sync_read: bool = False       # Dynamixel 2.0: one combined reply (recent X-series firmware only)
+    options: dict = field(default_factory=dict)   # the bus's own true/false keys (its ServoBus.options)
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
     servo: dict | None = None          # the kit's servos as a physics model ([servo] table: hil.robots.servos)
@@ -120,11 +119,15 @@ class BusConfig:
         key = f"{self.bus}|{self.robot}|" + ",".join(f"{j.name}:{j.servo_id}" for j in self.joints)
         return hashlib.sha256(key.encode()).hexdigest()[:24].upper()
 
+    def driver_options(self) -> dict[str, bool]:
+        """The options turned on, as the keywords the bus's driver (and its cycle_cost) take."""
+        names = bus_class(self.bus).options
+        return {names[k]: True for k, on in self.options.items() if on}
+
 
 def cycle_cost(config: BusConfig) -> CycleCost:
     """One cycle of this config's bus, as its options make it."""
-    cls = bus_class(config.bus)
-    return cls.cycle_cost(config.n, fast=True) if config.fast_sync_read else cls.cycle_cost(config.n)
+    return bus_class(config.bus).cycle_cost(config.n, **config.driver_options())
 
 
 def cycle_note(config: BusConfig) -> tuple[str, float]:
@@ -238,12 +241,8 @@ class BusBoard:
 
     def _make_bus(self, ser, echo: bool):
         wire = Wire(ser, echo=echo, bits_per_byte=self.cls.bits_per_byte)
-        kwargs = {}
-        if self.config.bus == "kondo-ics" and self.config.ics_read_command:
-            kwargs["read_command"] = True
-        if self.config.bus == "dynamixel2" and self.config.fast_sync_read:
-            kwargs["fast"] = True
-        return self.cls(wire, self.config.reply_timeout_ms * 1e-3, self.config.return_delay_us * 1e-6, **kwargs)
+        return self.cls(wire, self.config.reply_timeout_ms * 1e-3, self.config.return_delay_us * 1e-6,
+                        **self.config.driver_options())
 
     def _detect_echo(self, ser) -> bool:
         """Does the adapter read back what it sends? Ask the first configured servo and look at what

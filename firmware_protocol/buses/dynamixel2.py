@@ -197,6 +197,7 @@ class Dynamixel2Bus(ServoBus):
     title = "Dynamixel Protocol 2.0"
     bauds = (1_000_000, 57_600, 115_200, 2_000_000, 3_000_000, 4_000_000, 9_600)
     default_baud = 1_000_000
+    options = {"fast_sync_read": "fast"}   # every servo's state in one combined reply (recent X firmware)
     usual = UsualKit("XM430-W350", 4096 / (2 * math.pi), 2048, 1, "XM430-W350")
     has_watchdog = True
     has_torque_limit = True

@@ -43,6 +43,7 @@ class KondoIcsBus(ServoBus):
     title = "Kondo ICS 3.5"
     bauds = (115_200, 1_250_000, 625_000)
     default_baud = 115_200
+    options = {"ics_read_command": "read_command"}   # ICS 3.6: positions read without freeing the servo
     usual = UsualKit(None, 1697.8458, 7500, 0, "KRS-3304")   # KRS position units, 7500 the centre
     parity = serial.PARITY_EVEN
     bits_per_byte = 11
@@ -105,5 +106,5 @@ class KondoIcsBus(ServoBus):
         self.wire.drain()
 
     @classmethod
-    def cycle_cost(cls, n: int) -> CycleCost:
+    def cycle_cost(cls, n: int, read_command: bool = False) -> CycleCost:
         return CycleCost(3 * n, 3 * n, n, n, f"{n} set-position exchanges (each also reads the position)")

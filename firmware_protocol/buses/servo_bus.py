@@ -189,6 +189,8 @@ class ServoBus(ABC):
     measures_position: ClassVar[bool] = True    # False: "present" is the commanded pulse (open loop)
     goal_range: ClassVar[tuple[int, int] | None] = None   # the ticks a goal can take at all (None: any)
     usual: ClassVar[UsualKit]                   # the kit a robot without a servo map gets
+    # this bus's own true/false keys in a board config → the keyword its driver and cycle_cost take
+    options: ClassVar[dict[str, str]] = {}
     has_watchdog: ClassVar[bool] = False        # the servos stop by themselves when the host goes quiet
     default_echo: ClassVar[bool] = False
     max_id: ClassVar[int] = 253
@@ -314,8 +316,9 @@ class ServoBus(ABC):
 
     @classmethod
     @abstractmethod
-    def cycle_cost(cls, n: int) -> CycleCost:
-        """Bytes and replies of one write-all + read-all cycle for `n` servos."""
+    def cycle_cost(cls, n: int, **options: bool) -> CycleCost:
+        """Bytes and replies of one write-all + read-all cycle for `n` servos (with `options`, the
+        keywords of `ServoBus.options` that a config turns on)."""
 
 
 def wire_time_s(cost: CycleCost, baud: int, bits_per_byte: int, return_delay_s: float) -> float:

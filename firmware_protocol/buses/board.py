@@ -210,6 +210,7 @@ class BusBoard:
         self._seq = 0
         self._watchdog_armed = False
         self._stopped_by_watchdog: tuple[list[int], float] = ([], 0.0)   # servo ids, the host's silence (s)
+        self._servo_limits: dict[int, tuple[int, int]] = {}   # each servo's own Min/Max, as read at connect
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -556,6 +557,7 @@ class BusBoard:
             if missing:
                 raise CommandRejectedError(errno.EIO, f"{self.port}: ENABLE refused: no answer from "
                                                       f"{', '.join(missing)}")
+            self._refuse_outside_servo_limits(readings)
             goals = []
             for j, js in zip(self.config.joints, self._joints):
                 r = readings[j.servo_id]
@@ -573,6 +575,21 @@ class BusBoard:
             self._last_cmd_at = time.monotonic()
             self._take_reaction(reaction)
             self._cycle()
+
+    def _refuse_outside_servo_limits(self, readings: dict) -> None:
+        """A servo standing outside its own Min/Max Position Limits drives itself to the nearer one
+        at its full speed once its torque is on, whatever goal it is given: no ENABLE, each named."""
+        out = []
+        for j in self.config.joints:
+            held, t = self._servo_limits.get(j.servo_id), readings[j.servo_id].ticks
+            if held is not None and not held[0] - 1 <= t <= held[1] + 1:
+                out.append(f"{j.name} (id {j.servo_id}) stands at tick {t}, outside its servo's own limits "
+                           f"{held[0]} … {held[1]}")
+        if out:
+            raise CommandRejectedError(errno.ERANGE, f"{self.port}: ENABLE refused: {'; '.join(out)}. With its "
+                                                     "torque on such a servo drives itself to its nearer limit at "
+                                                     "full speed: move the joint inside by hand (torque off), then "
+                                                     "enable")
 
     def _allowed(self, request: Request, name: str, bits: int = 0):
         """The table's reaction, or CommandRejectedError naming the result as a board's ACK would."""
@@ -640,6 +657,7 @@ class BusBoard:
                 held = self._io(self.bus.position_limits, j.servo_id)
                 if held is None or held[0] == held[1]:     # none, or both 0: a servo in multi-turn mode
                     continue
+                self._servo_limits[j.servo_id] = held
                 a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
                 if a < held[0] - 1 or b > held[1] + 1:
                     out.append(f"{j.name} (id {j.servo_id}): its servo's limits are ticks {held[0]} … {held[1]}, "

@@ -750,7 +750,9 @@ class Loop:
         t, what = incidents[0]
         more = f" (and {len(incidents) - 1} more such event{'s' if len(incidents) > 2 else ''} after it)" \
             if len(incidents) > 1 else ""
-        return f"{what} at t = {t - self.t0:.2f} s, without anyone asking{more}"
+        # an enable the board refused was asked for; everything else came unasked
+        asked = what.startswith((Ev.ENABLE_FAILED.value, Ev.ENABLE_TIMEOUT.value))
+        return f"{what} at t = {t - self.t0:.2f} s{'' if asked else ', without anyone asking'}{more}"
 
     def _write_stats(self, verdict: str = "") -> None:
         cfg, st = self.cfg, self.stats

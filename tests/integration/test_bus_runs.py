@@ -264,6 +264,28 @@ def test_a_knee_powered_up_outside_its_range_is_brought_in_slowly_when_asked(tmp
     assert moving.max() <= ramp * 1.25, np.degrees(moving.max())
 
 
+def test_a_joint_outside_its_servos_own_limits_is_never_enabled_even_when_brought_in():
+    """l_knee stands 10° below its range, and its servo's own Min/Max Position Limits are the range
+    (as `hil calibrate` writes them): with torque on, the servo would drive itself to its limit at
+    full speed whatever goal it got, so even --bring-in must not enable it; the run says which joint,
+    its tick, its servo's limits and what to do."""
+    config = board_config.shipped(MODEL, "dynamixel2")
+    servos = board_config.emulated_servos(config, MODEL)
+    k = MODEL.joint_index("l_knee")
+    j = config.joints[k]
+    servos[k]["initial"] = j.ticks(MODEL.lower[k] - np.radians(10))
+    emu = bus_emulator("dynamixel2", servos, "--baud", str(config.baud))
+    try:
+        r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--port", emu.path, "--bus", "dynamixel2",
+                                  "--headless", "--duration", "2", "--enable", "--bring-in"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        emu.stop()
+    said = r.stdout + r.stderr
+    assert r.returncode != 0 and "l_knee (id 3) stands at tick" in said and "outside its servo's own limits" in said, said
+    assert "Traceback" not in said
+
+
 def test_a_torque_limit_in_the_config_is_written_to_the_servo_and_the_stall_watch_knows_it(tmp_path):
     """l_knee's servo capped at 50 % of its torque (torque_limit_pct): written into its PWM Limit at
     connect, the emulated servo pushes no harder than that when blocked, and the loop's stall watch,

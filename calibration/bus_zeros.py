@@ -50,7 +50,9 @@ def _span(zero: float, joint: ServoJoint) -> tuple[float, float]:
 
 
 def _fits(a: float, b: float, turn: int) -> bool:
-    return round(a) >= 0 and round(b) <= turn - 1
+    # not rounded (floating point's noise aside): a range ending at tick -0.1 reads 4095 a hair past
+    # its end, across the wrap
+    return a >= -1e-6 and b <= turn - 1 + 1e-6
 
 
 def place(joint: ServoJoint, reference_tick: float, q_ref: float, turn: int | None, held: int | None,

@@ -237,10 +237,10 @@ def _within_one_turn(cls, model_name, zero: float, scale: float, lower: float, u
     turn = cls.turn_ticks(model_name)
     if turn is None:
         return
-    a, b = sorted((round(zero + scale * lower), round(zero + scale * upper)))
-    if a < 0 or b > turn - 1:
+    a, b = sorted((zero + scale * lower, zero + scale * upper))
+    if a < -1e-6 or b > turn - 1 + 1e-6:   # not rounded: an end at tick -0.1 reads 4095, across the wrap
         span = f"[{math.degrees(lower):.1f}, {math.degrees(upper):.1f}]°"
-        raise InputError(f"{where}: its range {span} is ticks {a} … {b} "
+        raise InputError(f"{where}: its range {span} is ticks {a:.1f} … {b:.1f} "
                          f"with zero_tick {zero:g}, past the servo's 0 … {turn - 1}: it crosses the encoder's wrap. "
                          f"`hil calibrate --method reference --bus {cls.kind}` places the range inside one turn (with "
                          "a homing offset where needed)")

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from calibration import bus_zeros
@@ -56,6 +56,7 @@ def test_a_knee_standing_at_the_wrap_gets_a_homing_offset(sign, limit, reading):
 @settings(max_examples=300, deadline=None)
 @given(reading=st.floats(0, TURN - 1), q_ref=st.floats(-0.4, 2.2), held=st.integers(-500, 500),
        direction=st.sampled_from([1, -1]), sign=st.sampled_from([1, -1]))
+@example(reading=1479.0, q_ref=0.0, held=0, direction=-1, sign=1)   # a range ending a tenth of a tick below 0
 def test_any_knee_is_placed_or_refused_never_left_across_the_wrap(reading, q_ref, held, direction, sign):
     joint = ServoJoint("l_knee", 3, TPR, 2048, direction, math.radians(-26), math.radians(130))
     try:

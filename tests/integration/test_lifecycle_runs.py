@@ -263,13 +263,14 @@ def test_a_request_flood_changes_neither_threads_nor_state(tmp_path):
     finally:
         out = finish(proc)
     # the flood enabled it once; on a busy machine the loop (without real-time scheduling) can miss
-    # enough deadlines to disable itself, and the flood, still running, then enables it once more
+    # enough deadlines to disable itself, or its port process be starved past the link timeout, and
+    # the flood, still running, then enables it once more: once after each such move toward safety
     enables = 0
     for line in out.splitlines():
         if "enable: DISABLED → ENABLING" in line:
             enables += 1
             assert enables == 1, out
-        elif "→ DISABLED" in line and "missed deadlines" in line:
+        elif any(f"→ {mode}" in line for mode in ("DISABLED", "DISCONNECTED", "FAULT", "ESTOP")):
             enables = 0
     assert "enable: DISABLED → ENABLING" in out, out
 

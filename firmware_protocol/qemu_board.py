@@ -168,13 +168,17 @@ class Relay:
     def _mangle(self, data: bytes) -> bytes:
         return self.faults.mangle(data, self.rng)
 
-    def from_board(self, data: bytes, now: float) -> None:
+    def from_board(self, data: bytes, now: float, since: float) -> None:
+        """Bytes the firmware sent between `since` (this relay's last look) and `now`: the wire was
+        free for them from `since` on, so a relay that was not scheduled for a while does not take
+        its own lateness for a full TX queue (a burst it finds is what the wire carried meanwhile)."""
         if self.faults.garbage and self.rng.random() < self.faults.garbage:
             data = self.rng.integers(0, 256, int(self.rng.integers(1, 65)), dtype=np.uint8).tobytes() + data
         data = self._mangle(data)
-        if self.last_release - now > self.MAX_BACKLOG_S:
+        start = max(since, self.last_release)
+        if start - now > self.MAX_BACKLOG_S:
             return
-        self.last_release = max(now, self.last_release) + len(data) * self.byte_time
+        self.last_release = start + len(data) * self.byte_time
         self.queue.append((self.last_release + self.latency_s, data))
 
     def flush(self, fd: int, now: float, muted: bool) -> None:
@@ -200,6 +204,7 @@ class Relay:
     def run(self, master: int, serial: socket.socket, duration: float | None, stop) -> int:
         f, t0 = self.faults, time.monotonic()
         reboots = sorted(f.reboots)
+        looked = t0
         while not stop():
             now = time.monotonic()
             rel = now - t0
@@ -245,7 +250,8 @@ class Relay:
                 if data == b"":
                     return 1     # QEMU ended
                 if data:
-                    self.from_board(data, now)
+                    self.from_board(data, now, looked)
+            looked = now
             self.flush(master, now, muted)
         return 0
 

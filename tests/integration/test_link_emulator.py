@@ -78,7 +78,10 @@ def test_thousand_command_state_cycles(emulator):
             pid = M.Param.RX_DROPPED
             dropped = int(link.transact(M.ParamGet(pid, M.JOINT_BOARD), lambda seq: ("param", pid, M.JOINT_BOARD),
                                         timeout_s=0.5).value)
-        least = 950 if emulator.impl == "qemu" else 990
+        # (on QEMU beside other work, the relay standing in for its UART also overruns while QEMU's
+        # processor is not scheduled: whole commands lost, 5 to 15 % of them beside two CPU hogs,
+        # which the firmware never sees and cannot count)
+        least = 800 if emulator.impl == "qemu" else 990
         assert link.stats.rx_states - states0 + dropped >= least, (link.stats.rx_states - states0, dropped)
         assert link.decoder.stats.dropped == 0 and link.decode_stats.bad_payload == 0
         assert s.state == M.BoardState.ENABLED, s

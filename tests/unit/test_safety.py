@@ -350,3 +350,91 @@ def test_the_floor_margin_is_the_lowest_capsule_above_the_floor(puma):
             lowest = min(lowest, min(e[2] for e in ends) - c[7] - floor_z)
         assert checker.info[SK.I_FLOOR] == pytest.approx(lowest, abs=1e-9)
         assert bool(verdict.flags & FLOOR) == (lowest < 0)
+
+
+# ------------------------------------------------------------------ the workspace bounds, at their edges
+def _bound_at(checker, q, **settings) -> int:
+    """The workspace bound the kernel names at q (-1: none), with some WS_* settings changed (no
+    collision pairs, no floor: only the workspace decides)."""
+    ws = checker.ws.copy()
+    ws[SK.WS_FLOOR_ON] = 0.0
+    for name, value in settings.items():
+        ws[getattr(SK, name)] = value
+    flags = SK.check_pose_core(np.asarray(q, float), checker.kin, checker.mt, checker.caps,
+                               np.zeros((0, 2), dtype=np.int64), ws, checker.bal, checker.poses, checker.wpts,
+                               checker.info, checker.scratch)
+    bound = int(checker.info[SK.I_WS])
+    assert bool(flags & WORKSPACE) == (bound >= 0)
+    return bound
+
+
+def _reach_making(v: float) -> float:
+    """The WS_REACH whose reach as the kernel counts it (+1 mm for noise) is exactly v."""
+    r = v - 1e-3
+    for _ in range(64):
+        if r + 1e-3 == v:
+            return r
+        r = np.nextafter(r, math.inf if r + 1e-3 < v else -math.inf)
+    pytest.skip("no float lands on the edge exactly")
+
+
+def _wrist_where(checker, model, rng, accept):
+    """A pose in the PUMA's range whose wrist centre (x, y, z) satisfies `accept`."""
+    f = int(checker.ws[SK.WS_FRAME])
+    for _ in range(20_000):
+        q = rng.uniform(model.lower, model.upper)
+        _bound_at(checker, q)
+        p = checker.poses[f, :3, 3].copy()
+        if accept(*p):
+            return q, p
+    raise AssertionError("no such pose sampled")
+
+
+@pytest.mark.parametrize("bound, coordinate, accept", [
+    (0, lambda x, y, z: z, lambda x, y, z: z > 0.1 and z > abs(y) + 0.05 and z > x + 0.05),
+    (1, lambda x, y, z: abs(y), lambda x, y, z: abs(y) > 0.1 and abs(y) > z + 0.05 and abs(y) > x + 0.05),
+    (2, lambda x, y, z: x, lambda x, y, z: x > 0.1 and x > abs(y) + 0.05 and x > z + 0.05),
+])
+def test_each_reach_bound_holds_its_edge_exactly(puma, bound, coordinate, accept):
+    """Zhao et al.'s bounds 0-2 (z, |y|, x against the reach): a wrist on the bound is inside, half a
+    millimetre past it (with the 1 mm allowed for noise) is outside and named; the bounds after it
+    opened wide (a3, the lower angle) so that only this one decides."""
+    model, checker = puma
+    q, p = _wrist_where(checker, model, np.random.default_rng(bound), accept)
+    v = coordinate(*p)
+    wide = {"WS_A3": 10.0, "WS_COS_LOWER": 10.0}   # bounds 3 and 4 out of the way
+    assert _bound_at(checker, q, WS_REACH=_reach_making(v), **wide) == -1
+    assert _bound_at(checker, q, WS_REACH=v - 1e-3 + 5e-4, **wide) == -1
+    assert _bound_at(checker, q, WS_REACH=v - 1e-3 - 5e-4, **wide) == bound
+    assert _bound_at(checker, q, WS_REACH=_reach_making(np.nextafter(v, -math.inf)), **wide) == bound
+
+
+def test_the_shoulder_cylinder_and_the_lower_angle_hold_their_edges(puma):
+    """Bound 3 (y² + z² ≤ reach² + a3²) and bound 4 (x ≥ −reach · cos of the lower angle), each
+    against its own setting, the earlier bounds satisfied by a wide reach."""
+    model, checker = puma
+    rng = np.random.default_rng(3)
+    q, (x, y, z) = _wrist_where(checker, model, rng, lambda x, y, z: min(abs(y), z) > 0.25)
+    reach = max(abs(x), abs(y), z) + 0.01       # bounds 0-2 hold
+    eff = reach + 1e-3
+    a3 = math.sqrt(y * y + z * z - eff * eff)   # the cylinder through the wrist
+    assert _bound_at(checker, q, WS_REACH=reach, WS_A3=a3 + 1e-6, WS_COS_LOWER=10.0) == -1
+    assert _bound_at(checker, q, WS_REACH=reach, WS_A3=a3 - 1e-6, WS_COS_LOWER=10.0) == 3
+    q, (x, y, z) = _wrist_where(checker, model, rng, lambda x, y, z: x < -0.1)
+    reach = max(abs(x), abs(y), z) + 0.01
+    eff = reach + 1e-3
+    cos_edge = -x / eff                         # the lower bound through the wrist
+    assert _bound_at(checker, q, WS_REACH=reach, WS_A3=10.0, WS_COS_LOWER=cos_edge + 1e-6) == -1
+    assert _bound_at(checker, q, WS_REACH=reach, WS_A3=10.0, WS_COS_LOWER=cos_edge - 1e-6) == 4
+
+
+def test_a_reach_sphere_holds_its_edge(puma):
+    """Robots without the paper's bounds: a sphere about the base origin (bound 5)."""
+    model, checker = puma
+    q = np.asarray(PUMA_WORKSPACE)
+    _bound_at(checker, q)
+    r = float(np.linalg.norm(checker.poses[int(checker.ws[SK.WS_FRAME]), :3, 3]))
+    sphere = {"WS_KIND": SK.WS_SPHERE}
+    assert _bound_at(checker, q, WS_REACH=r - 1e-3 + 5e-4, **sphere) == -1
+    assert _bound_at(checker, q, WS_REACH=r - 1e-3 - 5e-4, **sphere) == 5
+    assert _bound_at(checker, q, WS_REACH=r + 1.0, WS_KIND=SK.WS_OFF) == -1

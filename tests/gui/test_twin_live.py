@@ -424,3 +424,55 @@ def test_the_twin_puts_the_body_where_the_world_block_says_not_where_its_soles_w
                 if min(np.hypot(p[0] - a[0], p[1] - a[1]) for a in aside) > 30]
     assert sum(map(drawn, aside)) >= 0.8 * len(aside), "the body is not drawn where the world block puts it"
     assert len(standing) >= 5 and sum(map(drawn, standing)) <= 0.2 * len(standing), "drawn standing as well"
+
+
+def test_calibration_by_eye_draws_the_reference_and_the_nudged_servos_over_it(tmp_path, xdisplay):
+    """`hil calibrate --method eye` on PWM servos: the twin draws the reference pose solid and the
+    pose the servos are sent (reference + the nudges) as the ghost; a nudge moves the ghost's foot
+    away from the solid one, and `done` saves."""
+    from twin import scene as S
+
+    m = robots.load("humanoid17")
+    out = tmp_path / "eye.toml"
+    proc = subprocess.Popen(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "ssc32", "--method",
+                                   "eye", "--headless", "--jog-speed-deg-s", "60", "--out", str(out)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        from hil.runtime.shared import loop_name
+
+        name = loop_name("humanoid17", proc.pid)
+        proc.stdin.write("\nl_knee 25\n")   # go ahead, then bend the left knee 25° further
+        proc.stdin.flush()
+        from hil.runtime.shared import runtime_dir
+
+        wait_for(lambda: os.path.exists(os.path.join(runtime_dir(), name)) or None, timeout_s=60)
+        time.sleep(3.0)                      # the ramp to the reference and the nudge (25° at 60°/s)
+        shot = tmp_path / "eye.png"
+        r = subprocess.run(HIL + ["twin", "--attach", name, "--robot", "humanoid17", "--screenshot", str(shot)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        proc.stdin.write("done\n")
+        proc.stdin.close()
+        said = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0, said
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        if not proc.stdin.closed:
+            proc.stdin.close()
+    assert "l_knee: +25.00° from the config's zero" in said and out.exists(), said
+    img = read_png(str(shot))
+    px = projector("humanoid17")
+    q_ref = m.poses["home"]
+    nudged = q_ref.copy()
+    nudged[m.joint_index("l_knee")] += np.radians(25)
+    # the twin stands each pose on its lower sole: both at home, the right one with the left knee bent
+    from hil.kinematics.floating import FloatingBase
+
+    solid_at = px(FloatingBase(m, "l_sole", m.home).frame_pose(q_ref, "l_foot")[:3, 3])
+    ghost_at = px(FloatingBase(m, "r_sole", m.home).frame_pose(nudged, "l_foot")[:3, 3])
+    assert np.hypot(solid_at[0] - ghost_at[0], solid_at[1] - ghost_at[1]) > 8, (solid_at, ghost_at)
+    assert near(img, solid_at, S.MEASURED, radius=6), "the reference pose's foot is not drawn solid"
+    assert near(img, ghost_at, S.GHOST, radius=6), "the nudged foot is not drawn as the ghost"

@@ -13,7 +13,11 @@ def register(sub) -> None:
                     "amount (saves the signs); reference — with the robot held in a known pose, averages the "
                     "readings (saves the offsets); poses — fits the PUMA's offsets to tool points measured in "
                     "several poses (a CSV from a touch probe or tracker). The file is saved under "
-                    "~/.config/hil/calibration/<board id>.toml and applied at every connect.",
+                    "~/.config/hil/calibration/<board id>.toml and applied at every connect. On a servo bus "
+                    "(--bus) the result is a board config (--out): directions and range are shown by hand with "
+                    "the torque off; PWM servos, which cannot say where they stand, are calibrated by eye "
+                    "(eye — driven to the reference pose, each joint nudged until the robot looks like the "
+                    "twin; an estimate).",
                     ["hil calibrate --robot humanoid17 --port /dev/ttyACM0 --method directions",
                      "hil calibrate --robot humanoid17 --port /dev/ttyACM0 --method reference",
                      "hil calibrate --robot puma560 --method poses --poses probe.csv --out puma.toml"])

@@ -128,6 +128,17 @@ def test_a_run_without_delimiters_is_dropped_whole_however_it_is_cut():
     assert dec.feed(longest[:-1]) == [] and len(dec.feed(longest[-1:])) == 1
 
 
+def test_each_overlong_run_is_counted_once():
+    """Two runs too long to be frames, each cut across feeds (so the second is found overlong while
+    buffered, not when decoded): two drops, and the frame after them still decodes."""
+    junk = bytes([0x55]) * (F.MAX_BODY + 10)
+    dec = FrameDecoder()
+    for _ in range(2):
+        assert dec.feed(junk) == [] and dec.feed(b"\x00") == []
+    assert [f.payload for f in dec.feed(encode_frame(2, 3, b"after"))] == [b"after"]
+    assert dec.stats.too_long == 2 and dec.stats.dropped == 2
+
+
 def test_nothing_fed_changes_nothing():
     dec = FrameDecoder()
     assert dec.feed(b"") == [] and dec.stats.bytes == 0

@@ -3,6 +3,7 @@ nudged by the user until the robot looks like the twin; the pulses held become t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -31,6 +32,8 @@ def test_the_pulses_held_after_the_nudges_are_what_the_new_zeros_give_the_refere
     session, each servo's pulse read back from the controller is the new config's pulse for the
     reference pose — the nudged joints' and the others' alike."""
     emu, config = start("maestro")
+    # no host-side watchdog here: on a busy machine this process can stall past it (its own tests are elsewhere)
+    config = dataclasses.replace(config, command_timeout_ms=5000)
     q_ref = np.asarray(MODEL.poses["home"], dtype=np.float64)
     lower = np.array([j.min_rad for j in config.joints])
     upper = np.array([j.max_rad for j in config.joints])

@@ -304,10 +304,12 @@ def _by_eye(args, model, bus, cls) -> int:
         raise InputError(f"the pose {args.pose!r} lies outside the limits of {bus.where} at {', '.join(outside)}: "
                          "choose another --pose")
     first = parse_joint_values(model, args.nudge_deg, "--nudge-deg")
+    # a busy machine's margin while the servos are held (as hil run's option); not saved in the config
+    held = bus if args.watchdog_ms is None else dataclasses.replace(bus, command_timeout_ms=float(args.watchdog_ms))
     nudges = by_eye.Nudges(model, np.asarray(q_ref, dtype=np.float64), lower, upper)
     view = CalibrationView(model, not args.headless)
     try:
-        with _connect(args, model, bus) as link:
+        with _connect(args, model, held) as link:
             link.start_cycling()
             clear_latched_fault(args, link)
             ask(args, f"The servos will be powered and driven to the pose '{args.pose}' as {Path(bus.source).name} places it "

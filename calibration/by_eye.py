@@ -19,7 +19,8 @@ import numpy as np
 
 from calibration import procedures as P
 from hil import board_config
-from hil.errors import InputError
+from firmware_protocol import messages as M
+from hil.errors import HilError, InputError
 
 NUDGE_MAX_DEG = 30.0   # more than this from the config's zero: a horn on the wrong spline, or the wrong config
 HOLD_HZ = 50.0         # commands while waiting for the user: the board's watchdog wants them
@@ -137,8 +138,19 @@ def stream_to(link, q_from: np.ndarray, q_to: np.ndarray, speed: float) -> None:
     d = q_to - q_from
     n = max(1, int(math.ceil(float(np.max(np.abs(d))) / speed * HOLD_HZ)))
     for k in range(1, n + 1):
-        link.send_positions(q_from + d * k / n)
+        hold(link, q_from + d * k / n)
         time.sleep(1.0 / HOLD_HZ)
+
+
+def hold(link, q: np.ndarray) -> None:
+    """Send q; HilError once the board has left ENABLED (its watchdog, a fault, an e-stop): the
+    servos no longer follow, and a zero taken from where they were sent would be wrong."""
+    s = link.latest()
+    if s is not None and s.state != M.BoardState.ENABLED:
+        raise HilError(f"the board left ENABLED (now {M.BoardState(s.state).name}: {M.fault_names(s.faults)}); "
+                       "nothing was saved. Check power and cable (on a busy machine, give the board's watchdog "
+                       "more time with --watchdog-ms), then calibrate again")
+    link.send_positions(q)
 
 
 def session(link, model, nudges: Nudges, first: np.ndarray | None, speed: float, interactive: bool, view) -> bool:
@@ -155,7 +167,7 @@ def session(link, model, nudges: Nudges, first: np.ndarray | None, speed: float,
     lines = Lines()
     print(HELP)
     while True:
-        line = lines.next(lambda: link.send_positions(nudges.target()))
+        line = lines.next(lambda: hold(link, nudges.target()))
         if line is None:
             print("input ended before `done`: nothing saved")
             return False

@@ -51,8 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="dry run on a bus: where a hand takes the joints for --method range (default: each joint's "
                         "whole range)")
     p.add_argument("--watchdog-ms", type=int, metavar="MS",
-                   help="method directions on hil's boards: the board's command watchdog while it jogs (10 … 1000 "
-                        "ms; default the board's own, 50): more margin on a machine busy with other work")
+                   help="methods directions on hil's boards and eye on a bus: the board's command watchdog while it "
+                        "moves the joints (10 … 1000 ms; default the board's own): more margin on a machine busy "
+                        "with other work")
     p.add_argument("--out", metavar="FILE.toml", help="calibration file (default: the board's own, by id)")
     p.add_argument("--yes", action="store_true", help="do not ask; assume the robot is ready")
     p.add_argument("--headless", action="store_true", help="do not open the twin to show before and after")

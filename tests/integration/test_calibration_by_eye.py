@@ -15,6 +15,7 @@ import pytest
 from calibration import by_eye
 from firmware_protocol.buses.board import BusBoard
 from hil import board_config, robots
+from hil.errors import HilError
 from tests.integration.test_buses import start
 
 pytestmark = pytest.mark.slow
@@ -58,6 +59,28 @@ def test_the_pulses_held_after_the_nudges_are_what_the_new_zeros_give_the_refere
     assert {i: r.ticks for i, r in held.items()} == pytest.approx(want, abs=1)
     moved = [j.name for j, c in zip(config.joints, calibrated.joints) if j.zero_tick != c.zero_tick]
     assert moved == ["l_knee", "r_elbow"]
+
+
+def test_a_board_that_leaves_enabled_mid_session_ends_it_without_a_zero():
+    """An e-stop (or a watchdog, a fault) while the servos are held: they no longer follow what is
+    sent, so the session ends saying so instead of taking a zero from pulses never output."""
+    emu, config = start("ssc32")
+    q_ref = np.asarray(MODEL.poses["home"], dtype=np.float64)
+    nudges = by_eye.Nudges(MODEL, q_ref, np.array([j.min_rad for j in config.joints]),
+                           np.array([j.max_rad for j in config.joints]))
+    first = np.zeros(MODEL.n)
+    first[MODEL.joint_index("l_knee")] = math.radians(5.0)
+    try:
+        with BusBoard.connect(emu.path, dataclasses.replace(config, command_timeout_ms=5000),
+                              expect_joints=MODEL.n) as board:
+            board.start_cycling()
+            board.enable()
+            board.estop()
+            time.sleep(0.1)
+            with pytest.raises(HilError, match="the board left ENABLED .*ESTOP.*nothing was saved"):
+                by_eye.session(board, MODEL, nudges, first, math.radians(60), False, _View())
+    finally:
+        emu.stop()
 
 
 def test_nudges_typed_in_become_the_zeros_and_bad_lines_are_answered_not_fatal(tmp_path):

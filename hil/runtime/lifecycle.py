@@ -106,9 +106,9 @@ class Step:
     before: Mode
     mode: Mode
     activity: Activity
-    actions: tuple[Action, ...] = ()
-    cleared: bool = False   # intent was forgotten
-    refused: str = ""       # a user request that does not apply here, and why
+    actions: tuple[Action, ...]
+    cleared: bool   # intent was forgotten
+    refused: str    # a user request that does not apply here, and why ("": none)
 
 
 class Lifecycle:

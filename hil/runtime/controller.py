@@ -130,7 +130,8 @@ class Controller:
         refused = self._check_jog(payload) if ev == Ev.JOG else self._check_enable() if ev == Ev.ENABLE else ""
         if refused:
             self.say(f"{ev.value} refused: {refused}")
-            return Step(ev, self.life.mode, self.life.mode, self.life.activity, actions=(), cleared=False, refused=refused)
+            mode = self.life.mode
+            return Step(ev, mode, mode, self.life.activity, actions=(), cleared=False, refused=refused)
         step = self.life.handle(ev, start_after)
         self._after(step, payload, why)
         if not queued and step.mode != step.before and step.mode in (DISABLED, FAULT, ESTOP, DISCONNECTED):

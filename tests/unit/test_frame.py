@@ -74,16 +74,16 @@ def test_each_dropped_frame_is_counted_once_under_its_reason():
         "reserved_flags": wire_of(reserved),
         "empty": b"\x00\x00",
     }
-    for reason, stream in cases.items():
+    for reason, stream in cases.items():   # each bad frame twice: counted twice
         dec = FrameDecoder()
-        frames = dec.feed(stream + good)
+        frames = dec.feed(stream + stream + good)
         assert len(frames) == 1 and frames[0].payload == b"ok", reason
         counts = dec.stats.as_dict()
         for key in ("crc", "cobs", "too_short", "too_long", "version", "reserved_flags"):
-            assert counts[key] == (1 if key == reason else 0), (reason, counts)
-        assert counts["frames"] == 1 and counts["bytes"] == len(stream + good)
-        assert counts["dropped"] == (0 if reason == "empty" else 1), reason
-        assert dec.stats.empty >= (1 if reason == "empty" else 0)
+            assert counts[key] == (2 if key == reason else 0), (reason, counts)
+        assert counts["frames"] == 1 and counts["bytes"] == len(stream + stream + good)
+        assert counts["dropped"] == (0 if reason == "empty" else 2), reason
+        assert dec.stats.empty >= (2 if reason == "empty" else 0)
 
 
 def test_the_counters_add_up_over_many_frames():

@@ -188,3 +188,72 @@ def test_a_fresh_lifecycle_is_disconnected_with_no_intent_and_nothing_held():
     assert life.holds == 0 and not life.start_when_enabled and not life.clearing and not life.estop_pending
     step = life.handle(Ev.RECONNECTED)
     assert step.mode == OFF and not step.cleared and not step.actions and not life.has_intent
+
+
+# ------------------------------------------------------------------ what the mutation pass found unguarded
+def test_accepted_requests_are_not_refused_and_refusals_say_why():
+    """A request that is taken comes back with no refusal (else the user is told it was refused
+    while it was carried out); each refusal names the state and what to do, the two "already"
+    cases apart."""
+    life = in_mode(ACT)
+    for ev in (Ev.JOG, Ev.STOP, Ev.START, Ev.DISABLE):
+        assert life.handle(ev).refused == "", ev
+    life = in_mode(D)
+    step = life.handle(Ev.ESTOP)
+    assert step.refused == "" and life.estop_pending       # taken: sent when the link is back
+    life = in_mode(ACT)
+    assert life.handle(Ev.ESTOP).refused == ""
+    assert in_mode(ACT).handle(Ev.CLEAR_FAULT).refused == "nothing to clear while the board is enabled"
+    assert in_mode(FAULT).handle(Ev.ENABLE).refused == "the board is in FAULT: clear the fault first"
+    assert in_mode(ESTOP).handle(Ev.ENABLE).refused == "the board is in ESTOP: clear the fault first"
+    assert in_mode(ACT).handle(Ev.ENABLE).refused == "already enabled"
+    assert in_mode(ING).handle(Ev.ENABLE).refused == "already enabling"
+    assert in_mode(OFF).handle(Ev.JOG).refused == "the board is not enabled (DISABLED): enable it first"
+
+
+def test_a_stop_before_the_ramp_in_ends_cancels_the_pending_start():
+    """`--enable --motion M` then STOP while ramping in: the motion must not start when the ramp
+    is done (only a user's request moves toward motion; the STOP was the last one)."""
+    life = in_mode(RAMP)
+    assert life.start_when_enabled
+    life.handle(Ev.STOP)
+    assert life.activity == Activity.IDLE and not life.start_when_enabled and not life.has_intent
+    for _ in range(2):
+        step = life.handle(Ev.RAMP_DONE)
+        assert Action.BEGIN_MOTION not in step.actions
+    assert life.mode == ACT and life.activity == Activity.IDLE
+
+
+@pytest.mark.parametrize("ev", [Ev.JOG, Ev.START], ids=lambda e: e.name)
+def test_a_jog_or_start_replaces_a_pending_start(ev):
+    """A JOG during the ramp-in is the user's newer wish: the pending start is dropped, and the ramp's
+    end begins nothing else (a START begins its motion once)."""
+    life = in_mode(RAMP)
+    life.handle(ev)
+    assert not life.start_when_enabled
+    begun = [Action.BEGIN_MOTION in life.handle(Ev.RAMP_DONE).actions for _ in range(3)]
+    assert life.activity == (Activity.JOG if ev == Ev.JOG else Activity.MOTION)
+    assert not any(begun)    # the START's own BEGIN_MOTION came with the request, not at the ramp's end
+
+
+def test_an_estop_sent_on_reconnection_is_sent_once():
+    life = in_mode(ACT)
+    life.handle(Ev.LINK_LOST)
+    life.handle(Ev.ESTOP)
+    assert Action.SEND_ESTOP in life.handle(Ev.RECONNECTED).actions and not life.estop_pending
+    life.handle(Ev.CLEAR_FAULT)
+    life.handle(Ev.CLEARED)
+    life.handle(Ev.LINK_LOST)
+    step = life.handle(Ev.RECONNECTED)
+    assert life.mode == OFF and Action.SEND_ESTOP not in step.actions
+
+
+def test_nothing_stays_held_once_the_robot_is_not_enabled():
+    life = in_mode(HELD)
+    assert life.holds
+    life.handle(Ev.DISABLE)
+    assert life.holds == 0
+    life.handle(Ev.ENABLE)
+    life.handle(Ev.SAW_ENABLED)
+    life.handle(Ev.RAMP_DONE)
+    assert life.mode == ACT    # not HELD by a hold from before

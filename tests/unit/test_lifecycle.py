@@ -257,3 +257,9 @@ def test_nothing_stays_held_once_the_robot_is_not_enabled():
     life.handle(Ev.SAW_ENABLED)
     life.handle(Ev.RAMP_DONE)
     assert life.mode == ACT    # not HELD by a hold from before
+
+
+@pytest.mark.parametrize("mode", ALL, ids=lambda m: m.name)
+def test_enabled_is_the_enabled_modes(mode):
+    # read by the cycle's overrun handling: a hold or a disable only where there is something to stop
+    assert in_mode(mode).enabled is (mode in ENABLED_MODES)

@@ -307,6 +307,8 @@ def _by_eye(args, model, bus, cls) -> int:
     # a busy machine's margin while the servos are held (as hil run's option); not saved in the config
     held = bus if args.watchdog_ms is None else dataclasses.replace(bus, command_timeout_ms=float(args.watchdog_ms))
     nudges = by_eye.Nudges(model, np.asarray(q_ref, dtype=np.float64), lower, upper)
+    first = None if first is None else np.radians(first)
+    nudges.check(first)
     view = CalibrationView(model, not args.headless)
     try:
         with _connect(args, model, held) as link:
@@ -316,8 +318,8 @@ def _by_eye(args, model, bus, cls) -> int:
                       f"(at {args.jog_speed_deg_s:g}°/s). Keep clear.")
             link.enable()
             try:
-                done = by_eye.session(link, model, nudges, None if first is None else np.radians(first),
-                                      math.radians(args.jog_speed_deg_s), not args.yes, view)
+                done = by_eye.session(link, model, nudges, first, math.radians(args.jog_speed_deg_s), not args.yes,
+                                      view)
             finally:
                 _disable(link)
         if not done:

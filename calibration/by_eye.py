@@ -18,8 +18,8 @@ import time
 import numpy as np
 
 from calibration import procedures as P
-from hil import board_config
 from firmware_protocol import messages as M
+from hil import board_config
 from hil.errors import HilError, InputError
 
 NUDGE_MAX_DEG = 30.0   # more than this from the config's zero: a horn on the wrong spline, or the wrong config
@@ -57,6 +57,16 @@ class Nudges:
                     "there (choose another --pose)")
         self.rad[joint] = total
         return None
+
+    def check(self, first: np.ndarray | None) -> None:
+        """Nudges given up front (--nudge-deg, rad) that would be refused: InputError before anything
+        connects, naming each."""
+        if first is None:
+            return
+        trial = Nudges(self.model, self.q_ref, self.lower, self.upper)
+        refused = [r for i in np.flatnonzero(first) if (r := trial.add(int(i), float(first[i])))]
+        if refused:
+            raise InputError("--nudge-deg: " + "; ".join(refused))
 
     def lines(self) -> list[str]:
         return [f"  {name:<18} {math.degrees(r):+7.2f}°" for name, r in zip(self.model.joint_names, self.rad) if r]

@@ -118,3 +118,14 @@ def test_a_method_that_cannot_calibrate_these_servos_is_refused_before_anything_
                               *(("--bus", bus) if bus else ()), "--out", str(tmp_path / "x.toml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and says in r.stderr and "emulator" not in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("nudge, says", [("l_knee=31", "more than 30° from the config's zero"),
+                                         ("l_knee=-25", "l_knee: -31.0° is outside its limits")])
+def test_a_nudge_given_up_front_that_cannot_be_taken_is_refused_before_anything_moves(tmp_path, nudge, says):
+    out = tmp_path / "x.toml"
+    r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "ssc32", "--method", "eye",
+                              "--nudge-deg", nudge, "--yes", "--headless", "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and says in r.stderr and "powered" not in r.stdout, r.stdout + r.stderr
+    assert not out.exists()

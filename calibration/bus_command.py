@@ -80,8 +80,10 @@ def _reference(args, model, bus) -> int:
             after.start_cycling()
             measured = P.read_samples(after, 20).mean(axis=0)
         view.show(measured, q_ref, "calibration: after (solid: measured with the new zeros, ghost: reference)")
-        print(f"after: measured pose within {math.degrees(float(np.max(np.abs(measured - q_ref)))):.3f}° of the "
-              "reference")
+        off = np.abs(measured - q_ref)
+        worst = int(np.argmax(off))
+        print(f"after: measured pose within {math.degrees(float(off[worst])):.3f}° of the reference (largest: "
+              f"{model.joint_names[worst]})")
         print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
         view.close(args.show_s)
     finally:

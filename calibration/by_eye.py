@@ -13,7 +13,6 @@ import math
 import queue
 import sys
 import threading
-import time
 
 import numpy as np
 
@@ -142,14 +141,10 @@ class Lines:
                 hold()
 
 
-def stream_to(link, q_from: np.ndarray, q_to: np.ndarray, speed: float) -> None:
-    """The command moved from q_from to q_to at `speed` rad/s: a PWM servo follows its pulse as fast
-    as it can, so the pulse itself is ramped."""
-    d = q_to - q_from
-    n = max(1, int(math.ceil(float(np.max(np.abs(d))) / speed * HOLD_HZ)))
-    for k in range(1, n + 1):
-        hold(link, q_from + d * k / n)
-        time.sleep(1.0 / HOLD_HZ)
+def _ramp(link, q_from: np.ndarray, q_to: np.ndarray, speed: float) -> None:
+    """A PWM servo follows its pulse as fast as it can, so the pulse itself is ramped (each command
+    checked by `hold`)."""
+    P.stream_to(link, q_from, q_to, speed, HOLD_HZ, send=lambda q: hold(link, q))
 
 
 def hold(link, q: np.ndarray) -> None:
@@ -168,7 +163,7 @@ def session(link, model, nudges: Nudges, first: np.ndarray | None, speed: float,
     True when the user said `done` (or there was nothing to ask), False on `quit` or end of input."""
     q_now = P.read_samples(link, 5)[-1]          # the pulses the servos were enabled at
     view.show(nudges.q_ref, nudges.target(), "calibration by eye: make the robot look like the twin (solid)")
-    stream_to(link, q_now, nudges.target(), speed)
+    _ramp(link, q_now, nudges.target(), speed)
     if first is not None:
         for i in np.flatnonzero(first):
             _nudge(link, model, nudges, int(i), float(first[i]), speed, view)
@@ -202,6 +197,6 @@ def _nudge(link, model, nudges: Nudges, joint: int, rad: float, speed: float, vi
     if refused:
         print(f"error: {refused}")
         return
-    stream_to(link, before, nudges.target(), speed)
+    _ramp(link, before, nudges.target(), speed)
     view.show(nudges.q_ref, nudges.target(), "")
     print(f"{model.joint_names[joint]}: {math.degrees(nudges.rad[joint]):+.2f}° from the config's zero")

@@ -94,13 +94,16 @@ def reference(link: Link, model, q_ref: np.ndarray, signs: np.ndarray | None = N
     return res
 
 
-def _stream_to(link: Link, q_from: np.ndarray, q_to: np.ndarray, speed: float, rate_hz: float = 100.0) -> None:
-    """Move the command from q_from to q_to at `speed` rad/s, streaming at rate_hz (feeds the watchdog)."""
+def stream_to(link: Link, q_from: np.ndarray, q_to: np.ndarray, speed: float, rate_hz: float = 100.0,
+              send=None) -> None:
+    """Move the command from q_from to q_to at `speed` rad/s, streaming at rate_hz (feeds the
+    watchdog); `send(q)` in place of `link.send_positions` where each command is checked first."""
+    send = send or link.send_positions
     d = q_to - q_from
     T = max(float(np.max(np.abs(d))) / speed, 1.0 / rate_hz)
     n = int(math.ceil(T * rate_hz))
     for k in range(1, n + 1):
-        link.send_positions(q_from + d * k / n)
+        send(q_from + d * k / n)
         time.sleep(1.0 / rate_hz)
 
 
@@ -136,10 +139,10 @@ def directions(link: Link, model, amplitude_rad: float = math.radians(5), speed:
             start = read_samples(link, 20, hold_q=q_cmd).mean(axis=0)
             target = q_cmd.copy()
             target[j] = min(max(target[j] + amp, lo), hi)
-            _stream_to(link, q_cmd, target, speed)
+            stream_to(link, q_cmd, target, speed)
             _hold(link, target, settle_s)
             end = read_samples(link, 20, hold_q=target).mean(axis=0)
-            _stream_to(link, target, q_cmd, speed)
+            stream_to(link, target, q_cmd, speed)
             _hold(link, q_cmd, 0.75 * settle_s)
             state = link.latest().state
             if state != M.BoardState.ENABLED:

@@ -185,9 +185,8 @@ def _ics(wire: Wire, bauds) -> Found | None:
         bus = KondoIcsBus(wire, reply_timeout_s=0.003)
         found = [s for s in (bus.ping(i) for i in range(32)) if s is not None]
         if not found:   # the kit's first ids asked again, patiently: a busy host can miss every 3 ms reply
-            bus.reply_timeout_s = 0.02
-            found = [s for s in (bus.ping(i) for i in range(2)) if s is not None]
-            bus.reply_timeout_s = 0.003
+            with bus.patient(0.02):
+                found = [s for s in (bus.ping(i) for i in range(2)) if s is not None]
         if found:
             have = {s.servo_id for s in found}
             bus.reply_timeout_s = 0.02   # those that did not answer, asked again more patiently (a busy host)

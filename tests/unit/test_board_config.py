@@ -141,3 +141,21 @@ def test_a_torque_limit_on_a_bus_whose_servos_take_none_is_refused():
     data["joint"][0]["torque_limit_pct"] = 50
     with pytest.raises(InputError, match="hil sets no torque limit on"):
         board_config.parse(data, MODEL, "kit.toml")
+
+
+def test_a_bus_option_is_read_written_back_and_refused_on_another_bus(tmp_path):
+    """`fast_sync_read` is Dynamixel 2.0's own key: read as true/false, written back by `to_toml`,
+    handed to the driver as its keyword; in another bus's config it is refused, naming whose it is."""
+    data = _base()
+    data["fast_sync_read"] = True
+    config = board_config.parse(data, MODEL, "kit.toml")
+    assert config.options == {"fast_sync_read": True} and config.driver_options() == {"fast": True}
+    (tmp_path / "again.toml").write_text(board_config.to_toml(config))
+    assert board_config.load(str(tmp_path / "again.toml"), MODEL).options == {"fast_sync_read": True}
+    data["fast_sync_read"] = "yes"
+    with pytest.raises(InputError, match="kit.toml: fast_sync_read = 'yes' must be true or false"):
+        board_config.parse(data, MODEL, "kit.toml")
+    feetech = tomllib.loads(board_config.shipped_path("humanoid17", "feetech").read_text())
+    feetech["fast_sync_read"] = True
+    with pytest.raises(InputError, match="fast_sync_read is an option of the dynamixel2 bus, not of feetech"):
+        board_config.parse(feetech, MODEL, "kit.toml")

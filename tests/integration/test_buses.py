@@ -271,7 +271,9 @@ def test_an_echoing_adapter_is_found_at_connect_and_its_echo_never_read_as_a_rep
 
 
 def test_fast_sync_read_reads_every_servo_in_one_reply_and_finds_a_silent_one():
-    config = dataclasses.replace(board_config.shipped(MODEL, "dynamixel2"), options={"fast_sync_read": True})
+    # neither watchdog here (each has its own test): beside other work this process can stall past them
+    config = dataclasses.replace(board_config.shipped(MODEL, "dynamixel2"), options={"fast_sync_read": True},
+                                 command_timeout_ms=5000, watchdog_ms=0)
     emu, _ = start("dynamixel2", "--fault", "silent:4@3.0", config=config)   # after connect and the first drive
     board = BusBoard.connect(emu.path, config)
     try:

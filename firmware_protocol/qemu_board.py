@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 from firmware_protocol import messages as M
+from firmware_protocol.board_cpu import as_a_board_cpu, as_a_spinning_board_cpu
 from firmware_protocol.emulator.__main__ import Faults, build_config, check_watchdog, parser as emulator_parser
 from firmware_protocol.pty_host import exit_with_parent, open_pty
 
@@ -46,7 +47,6 @@ LAUNCH_MAGIC = 0x514C4948   # "HILQ"
 LAUNCH_FORMAT = f"<IIBB2x12sIIIIi{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i{M.MAX_JOINTS}i" \
                 f"{M.MAX_JOINTS}b2x"
 QEMU = "qemu-system-arm"
-BOARD_NICE = -10   # as the other emulators are given (hil.emulator_launch.BOARD_NICE)
 QEMU_WATCHDOG_MS = 200
 
 
@@ -77,8 +77,10 @@ def qemu_argv(elf: str, launch_path: str, serial_sock: str, qmp_sock: str) -> li
 
 
 def _die_with_us() -> None:
-    """In QEMU's process before it starts: killed when this launcher dies, however it dies."""
+    """In QEMU's process before it starts: killed when this launcher dies, however it dies, and
+    scheduled as a processor that never sleeps (this launcher's relay may run at a real-time priority)."""
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
+    as_a_spinning_board_cpu()
 
 
 def _connect(path: str, proc: subprocess.Popen, timeout_s: float = 10.0) -> socket.socket:
@@ -275,10 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    try:   # the share of a busy CPU a board's processor would have, for QEMU's every thread (they inherit it)
-        os.setpriority(os.PRIO_PROCESS, 0, min(os.getpriority(os.PRIO_PROCESS, 0), BOARD_NICE))
-    except OSError:
-        pass
+    as_a_board_cpu(0)   # the relay: it sleeps between bytes (QEMU itself is scheduled in _die_with_us)
     with tempfile.TemporaryDirectory(prefix="hil-qemu-") as tmp:
         launch, serial_sock, qmp_sock = (os.path.join(tmp, name) for name in ("launch.bin", "usart2", "qmp"))
         with open(launch, "wb") as fh:

@@ -24,6 +24,7 @@ import firmware_protocol
 from firmware_protocol import messages as M
 from firmware_protocol.buses.emulator import parse_faults
 from firmware_protocol.emulator.__main__ import Faults
+from firmware_protocol.board_cpu import as_a_board_cpu
 from firmware_protocol.buses import FIRST_BUS
 from hil.board_config import emulated_servos
 from hil.errors import InputError
@@ -275,20 +276,6 @@ class EmulatorHandle:
                 self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-
-
-BOARD_NICE = -10   # about nine times an ordinary process's share of a busy CPU
-
-
-def as_a_board_cpu(pid: int) -> None:
-    """Best effort: schedule an emulator more like the processor it stands in for, which no other
-    job on the host holds up; starved by a busy machine, it would stop answering or moving its
-    servos as a failing board does. A raised share of the CPU, not real-time scheduling: the
-    loop's CPU keeps its real-time budget for the loop. Left as it is where that is refused."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, BOARD_NICE)
-    except (AttributeError, OSError):
-        pass
 
 
 def _spawn(argv: list[str], what: str) -> EmulatorHandle:

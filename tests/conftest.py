@@ -30,7 +30,7 @@ class EmulatorProcess:
         self.args = list(args)
         self.proc = subprocess.Popen([*(argv0 or [sys.executable, "-m", module]), *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        from hil.emulator_launch import as_a_board_cpu
+        from firmware_protocol.board_cpu import as_a_board_cpu
 
         as_a_board_cpu(self.proc.pid)   # as `hil run --dry-run` starts its own
         line = self.proc.stdout.readline().strip()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from firmware_protocol.messages import BoardState, fault_names
+from firmware_protocol.messages import BoardState, JointFlag, fault_names
 from hil.runtime.balance import BalanceWatch, Stabiliser
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ENABLING, ESTOP, FAULT, HELD, HOLD_OVERRUN, HOLD_SAFETY, JOG, MOTION, RAMPING, Action, Ev, Lifecycle, Step)
 from hil.runtime.stall import StallWatch
@@ -326,7 +326,7 @@ class Controller:
         seen, or that last time asked for an action again (an e-stop the board has not followed)."""
         ev = BOARD_STATE_EVENT.get(int(sample.state))
         before = self.life.mode
-        step = self.handle(ev, why=_board_why(sample)) if ev is not None else None
+        step = self.handle(ev, why=_board_why(sample, self.model.joint_names)) if ev is not None else None
         self._seen_state, self._seen_mode = sample.state, self.life.mode
         self._observe_again = bool(step and step.actions)
         if step is None:
@@ -445,5 +445,18 @@ class Controller:
         return min(1.0, self.motion_t / dur) if dur > 0 else 0.0
 
 
-def _board_why(sample) -> str:
-    return f"faults: {fault_names(sample.faults)}" if sample.faults and sample.state in (BoardState.FAULT, BoardState.ESTOP) else ""
+# what a joint's flags in a faulted STATE say happened to it (the fault names the kind, these the joints)
+JOINT_TROUBLE = ((JointFlag.STALE, "silent"), (JointFlag.OVERLOAD, "overload"), (JointFlag.OVERTEMP, "overheated"),
+                 (JointFlag.VOLTAGE, "supply voltage"), (JointFlag.ENCODER, "encoder"))
+
+
+def _board_why(sample, joint_names) -> str:
+    """The faults of a FAULT or ESTOP state, and each joint whose flags say what happened to it."""
+    if not (sample.faults and sample.state in (BoardState.FAULT, BoardState.ESTOP)):
+        return ""
+    troubles = []
+    for name, flags in zip(joint_names, np.asarray(sample.jflags, dtype=np.int64)):
+        said = [what for flag, what in JOINT_TROUBLE if flags & flag]
+        if said:
+            troubles.append(f"{name} {', '.join(said)}")
+    return f"faults: {fault_names(sample.faults)}" + (f"; {'; '.join(troubles)}" if troubles else "")

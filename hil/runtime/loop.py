@@ -659,8 +659,10 @@ class Loop:
         mode = self.ctl.life.mode
         if mode == DISCONNECTED:
             return True
+        # a fault's description (which joint, what to do) is the run's answer to "why": waited for
         return mode in (ESTOP, DISABLED, FAULT) and sample.state in STOPPED_BOARD and \
-            not self.actions.busy_with(Action.SEND_DISABLE)
+            not self.actions.busy_with(Action.SEND_DISABLE) and not self.actions.busy_with("describe") and \
+            not self.actions.has_done
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, wake: float, cycle: int, sample, stale: bool, flags: int) -> None:

@@ -59,6 +59,17 @@ def test_an_overloaded_servo_is_named_in_the_run_and_the_run_holds(tmp_path):
     assert "FAULT" in r.stdout and "intent cleared" in r.stdout
 
 
+def test_a_run_stopped_by_a_silent_servo_names_it_before_it_exits():
+    """The run's answer to "why did it stop" comes before the run ends, not after."""
+    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--headless",
+                              "--enable", "--motion", "examples/wave.toml", "--exit-when-done",
+                              "--fault", "silent:12@2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "board reports FAULT (faults: servo bus; l_shoulder_roll silent)" in r.stdout, r.stdout
+    assert "board fault: l_shoulder_roll (id 12): no answer" in r.stdout, r.stdout
+    assert "l_shoulder_roll silent" in r.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("bus,expect", [("dynamixel2", "dynamixel2 at 1000000 baud: 17 servos (XM430-W350 ids 1–17)"),
                                         ("feetech", "feetech at 1000000 baud: 17 servos (STS3215 ids 1–17)"),
                                         ("kondo-ics", "kondo-ics at 115200 baud: 17 servos (ICS servo ids 0–16)")])

@@ -3,7 +3,6 @@ on a real pty, emulator in a third process."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -60,7 +60,7 @@ def _reference(args, model, bus) -> int:
     q_ref = model.poses.get(args.pose)
     if q_ref is None:
         raise HilError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
-    view = CalibrationView(model, not args.headless)
+    view = CalibrationView(model, None if args.headless else args.start_twin)
     try:
         link = _connect(args, model, bus)
         try:
@@ -202,7 +202,7 @@ def _follow(link, view, ghost, ended, every) -> by_hand.Unwrapped:
 def _ranges(args, model, bus) -> int:
     """Each joint swept by hand end to end: its limits become the narrower of the robot's and the
     sweep, written to the servos' Min/Max Position Limits and the config."""
-    view = CalibrationView(model, not args.headless)
+    view = CalibrationView(model, None if args.headless else args.start_twin)
     try:
         with _connect(args, model, bus) as link:
             link.start_cycling()
@@ -249,7 +249,7 @@ def _directions(args, model, bus) -> int:
     """Each joint moved by hand its positive way (the twin's ghost shows it): a reading that went
     down is a servo mounted the other way round, and its direction turns."""
     threshold = math.radians(args.jog_deg)
-    view = CalibrationView(model, not args.headless)
+    view = CalibrationView(model, None if args.headless else args.start_twin)
     try:
         with _connect(args, model, bus) as link:
             link.start_cycling()
@@ -311,7 +311,7 @@ def _by_eye(args, model, bus, cls) -> int:
     nudges = by_eye.Nudges(model, np.asarray(q_ref, dtype=np.float64), lower, upper)
     first = None if first is None else np.radians(first)
     nudges.check(first)
-    view = CalibrationView(model, not args.headless)
+    view = CalibrationView(model, None if args.headless else args.start_twin)
     try:
         with _connect(args, model, held) as link:
             link.start_cycling()

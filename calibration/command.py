@@ -188,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
                            f"... --robot {model.name}`), torque off.")
                 print(f"reading {args.samples} samples per joint …")
                 q_ref = model.poses[args.pose]
-                view = CalibrationView(model, not args.headless)
+                view = CalibrationView(model, None if args.headless else args.start_twin)
                 # before: the readings through the calibration in force (nominal when there is none)
                 before = old_sign * (P.read_samples(link, 20).mean(axis=0) - old_off)
                 view.show(before, q_ref, "calibration: before (solid: measured, ghost: reference pose)")

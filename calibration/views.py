@@ -11,7 +11,7 @@ from firmware_protocol import messages as M
 from hil.display import display_available
 from hil.errors import HilError
 from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
-from hil.runtime.twin_launch import start_twin
+from hil.runtime.twin_launch import TwinStarter
 
 
 def ask(args, text: str) -> None:
@@ -30,14 +30,14 @@ class CalibrationView:
     Publishes into a shared-state block like a running loop does, so `hil twin` (opened here when
     a display is available) shows it; `hil twin --attach NAME` works too."""
 
-    def __init__(self, model, open_twin: bool) -> None:
+    def __init__(self, model, start_twin: TwinStarter | None) -> None:
         self.model = model
         self.name = loop_name(model.name, os.getpid())
         self.shared = SharedState(self.name, model.n, create=True)
         self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
         self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
         self.twin = None
-        if open_twin:
+        if start_twin is not None:
             if display_available():
                 self.twin = start_twin(self.name, model.spec)
                 print("twin: showing the measured pose (solid) against the reference (ghost)")
@@ -57,6 +57,7 @@ class CalibrationView:
         if self.twin is not None:
             time.sleep(linger_s)
             self.twin.terminate()
+            self.twin.join(timeout=3)
         self.shared.close()
 
 

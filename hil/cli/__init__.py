@@ -16,7 +16,6 @@ from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, export_cmd, fk_cmd, pa
                      robots_cmd, rtcheck_cmd, run_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
 from hil.cli.common import HelpFormatter
 from hil.errors import EXPECTED, message
-from hil.runtime.process_life import exit_with_parent_from_env
 
 # in the order `hil --help` lists them
 COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, calibrate_cmd, robots_cmd, fk_cmd, urdf_cmd,
@@ -41,7 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    exit_with_parent_from_env()  # a twin started by `hil run` ends with it
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

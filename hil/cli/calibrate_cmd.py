@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command
+from hil.cli.common import add_command, twin_beside_a_run
 
 
 def register(sub) -> None:
@@ -28,4 +28,5 @@ def register(sub) -> None:
 def run(args) -> int:
     from calibration.command import main
 
+    args.start_twin = twin_beside_a_run()
     return main(args)

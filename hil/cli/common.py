@@ -138,6 +138,15 @@ def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str 
     return args.out
 
 
+def twin_beside_a_run():
+    """The twin as a run (or a replay, or a calibration) starts it: `hil twin --attach NAME`, this
+    CLI's own main called in a process of its own (hil.runtime.twin_launch)."""
+    from hil.cli import main
+    from hil.runtime.twin_launch import twin_starter
+
+    return twin_starter(main)
+
+
 def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None = None,
                 path_file: str | None = None, speed: float = 1.0) -> int:
     """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done. A
@@ -161,4 +170,4 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
         strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,
-        bring_in=args.bring_in))
+        bring_in=args.bring_in), twin=twin_beside_a_run())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command
+from hil.cli.common import add_command, twin_beside_a_run
 
 
 def register(sub) -> None:
@@ -22,4 +22,4 @@ def run(args) -> int:
     from hil.runtime.replay import replay
 
     number(args.speed, "--speed", 0.01, 100, "× recorded speed")
-    return replay(args.file, args.speed, args.headless, args.loop)
+    return replay(args.file, args.speed, args.headless, args.loop, start_twin=twin_beside_a_run())

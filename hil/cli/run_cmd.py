@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import (ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option,
-                             add_pace_options, servo_for, speed_of)
+                             add_pace_options, servo_for, speed_of, twin_beside_a_run)
 
 
 def register(sub) -> None:
@@ -99,4 +99,4 @@ def run(args) -> int:
             print(f"{args.motion}: {motion.note}")
         if getattr(motion, "torques", None) is not None:
             print(f"{args.motion}: {motion.torques.summary()}")
-    return supervisor.run(req)
+    return supervisor.run(req, twin=twin_beside_a_run())

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+from typing import Callable
 
 PR_SET_PDEATHSIG = 1
-ENV_PARENT = "HIL_EXIT_WITH_PARENT"  # pid of the process a child must not outlive
+PR_SET_NAME = 15
 
 
 def die_with_parent(sig: int = signal.SIGTERM, parent_pid: int | None = None) -> bool:
@@ -28,14 +29,29 @@ def die_with_parent(sig: int = signal.SIGTERM, parent_pid: int | None = None) ->
     return parent_pid is not None and os.getppid() != parent_pid
 
 
-def exit_with_parent_from_env() -> None:
-    """For a child started with ENV_PARENT set (the twin): SIGTERM when that parent dies."""
-    value = os.environ.pop(ENV_PARENT, None)
-    if not value:
-        return
+def name_this_process(name: str) -> None:
+    """What `ps`, `top` and /proc/PID/comm call this process (at most 15 bytes; Linux only)."""
     try:
-        parent = int(value)
-    except ValueError:
-        return
-    if die_with_parent(signal.SIGTERM, parent):
-        os.kill(os.getpid(), signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def start_helper(target: Callable[..., int | None], args: tuple, name: str):
+    """`target(*args)` in a process of its own that ends with this one (the twin, the shadow): a new
+    interpreter (spawn: none of this process's threads, locks or real-time settings come along),
+    SIGTERM when this process dies, however it dies. Its exit code is what `target` returns.
+    Returns the started `multiprocessing.Process`."""
+    import multiprocessing as mp
+
+    proc = mp.get_context("spawn").Process(target=_helper_main, args=(target, args, os.getpid(), name),
+                                           name=name, daemon=True)
+    proc.start()
+    return proc
+
+
+def _helper_main(target: Callable[..., int | None], args: tuple, parent_pid: int, name: str) -> None:
+    name_this_process(name)
+    if die_with_parent(signal.SIGTERM, parent_pid):
+        raise SystemExit(0)
+    raise SystemExit(int(target(*args) or 0))

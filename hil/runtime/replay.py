@@ -15,7 +15,7 @@ from hil.runtime.recorder import LOOP_MOTION, open_run
 from hil.runtime.shared import (C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
                                 C_STATUS, LoopStatus, SharedState, loop_name)
 from hil.display import display_available
-from hil.runtime.twin_launch import start_twin
+from hil.runtime.twin_launch import TwinStarter
 
 
 class _Stopped(Exception):
@@ -30,10 +30,12 @@ def _raise_stopped(signum, frame) -> None:
     raise _Stopped(signum)
 
 
-def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False) -> int:
+def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False,
+           start_twin: TwinStarter | None = None) -> int:
     """Play a recording into a shared block (and the twin); 0 when it ran to its end, 128 + the
     signal's number when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped it. The block goes either way.
-    The twin's replay bar pauses it, scrubs it and sets its speed (the block's C_REPLAY_* words)."""
+    The twin (started with `start_twin`; none without) has a replay bar that pauses it, scrubs it and
+    sets its speed (the block's C_REPLAY_* words)."""
     data, meta, model = open_run(path)
     robot = meta.get("robot")
     if speed <= 0:
@@ -43,6 +45,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     shared.ctrl[C_REPLAY_ROWS] = len(data)
     shared.set_info(robot=model.spec, replay=os.path.abspath(path), pid=os.getpid())
     twin = None
+    headless = headless or start_twin is None
     if not headless and display_available():
         twin = start_twin(name, model.spec)
     elif not headless:
@@ -63,6 +66,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
         shared.ctrl[C_STATUS] = LoopStatus.STOPPED
         if twin is not None:
             twin.terminate()
+            twin.join(timeout=3)
         shared.close()
     if stopped is not None:
         print(f"replay stopped by {signal.Signals(stopped).name} at t = {player.t_now:.2f} s of the recording",

@@ -32,7 +32,6 @@ import numpy as np
 from hil import robots
 from hil.board_config import load as load_board_config, servos_of
 from hil.seqlock import SeqlockFile
-from hil.runtime.process_life import exit_with_parent_from_env
 from hil.runtime.shared import LoopClient, runtime_dir
 
 OFFSET, REVERSED, BACKLASH, STALL = 1, 2, 4, 8
@@ -161,7 +160,6 @@ class Shadow:
 
 
 def main(argv: list[str] | None = None) -> int:
-    exit_with_parent_from_env()
     p = argparse.ArgumentParser(prog="python -m hil.runtime.shadow", allow_abbrev=False)
     p.add_argument("--loop", required=True)
     p.add_argument("--robot", required=True)

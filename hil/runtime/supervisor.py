@@ -27,7 +27,7 @@ from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.realtime import check_a_loop_cpu_is_free
 from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
-from hil.runtime.twin_launch import start_shadow, start_twin
+from hil.runtime.twin_launch import TwinStarter, start_shadow
 from hil.safety import flag_names
 
 
@@ -177,9 +177,9 @@ def start_bridge(req: RunRequest, loop_name: str) -> subprocess.Popen:
     return subprocess.Popen(argv)
 
 
-def run(req: RunRequest) -> int:
-    """Start the emulator (dry-run), the shared block, the loop process and the twin, show events and
-    a status line, and stop everything in order. Returns the exit code."""
+def run(req: RunRequest, twin: TwinStarter | None = None) -> int:
+    """Start the emulator (dry-run), the shared block, the loop process and the twin (with `twin`,
+    unless headless), show events and a status line, and stop everything in order. Returns the exit code."""
     model = robots.load(req.robot)
     bus = bus_config(req, model)
     rate = check(req, model, bus)
@@ -205,7 +205,7 @@ def run(req: RunRequest) -> int:
         if emu is not None:  # it holds our stdout: a caller waiting for EOF would wait forever
             emu.stop()
         raise
-    headless = req.headless
+    headless = req.headless or twin is None
     if not headless and not display_available():
         print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
         headless = True
@@ -219,7 +219,7 @@ def run(req: RunRequest) -> int:
                      stabilise=req.stabilise, watchdog_ms=None if bus is not None else watchdog_ms(req),
                      bring_in=req.bring_in,
                      **extra)
-    session = _Run(shared, req, model, headless)
+    session = _Run(shared, req, model, headless, twin)
     try:
         session.supervise(cfg)
     finally:
@@ -243,8 +243,9 @@ def _remove(path: str) -> None:
 class _Run:
     """One run's processes and what it has said, from start to the exit code."""
 
-    def __init__(self, shared, req: RunRequest, model, headless: bool) -> None:
+    def __init__(self, shared, req: RunRequest, model, headless: bool, start_twin: TwinStarter | None) -> None:
         self.shared, self.req, self.model, self.headless = shared, req, model, headless
+        self.start_twin = start_twin
         self.proc = None
         self.twin = None
         self.shadow = None
@@ -272,7 +273,7 @@ class _Run:
         client = LoopClient(self.shared.name)
         try:
             if not self.headless:
-                self.twin = start_twin(self.shared.name, self.model.spec, self.req.path_file, self.req.view)
+                self.twin = self.start_twin(self.shared.name, self.model.spec, self.req.path_file, self.req.view)
                 print("twin: starting …")
             if self.req.zenoh:
                 self.bridge = start_bridge(self.req, self.shared.name)
@@ -305,10 +306,10 @@ class _Run:
 
     def _watch_twin(self) -> None:
         twin = self.twin
-        if twin is None or twin.poll() is None:
+        if twin is None or twin.is_alive():
             return
-        if twin.returncode != 0:  # it could not open, or died: the run has no e-stop button
-            print(f"hil run: the twin failed (exit code {twin.returncode}); see its messages above. "
+        if twin.exitcode != 0:  # it could not open, or died: the run has no e-stop button
+            print(f"hil run: the twin failed (exit code {twin.exitcode}); see its messages above. "
                   "Stopping the run (use --headless to run without it)", file=sys.stderr)
             self.code = 1
             self.shared.ctrl[C_STOP] = signal.SIGTERM
@@ -390,12 +391,13 @@ class _Run:
             self.proc.join(timeout=3)
         if self.twin is not None:
             self.twin.terminate()
+            self.twin.join(timeout=3)
         if self.shadow is not None:
             self.shadow.terminate()
-            try:
-                self.shadow.wait(timeout=5)   # it writes its recording as it ends
-            except subprocess.TimeoutExpired:
+            self.shadow.join(timeout=5)   # it writes its recording as it ends
+            if self.shadow.is_alive():
                 self.shadow.kill()
+                self.shadow.join()
         if self.bridge is not None:
             self.bridge.terminate()
             try:

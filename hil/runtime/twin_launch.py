@@ -1,30 +1,46 @@
-"""Start the twin, and the shadow, each in its own process (DearPyGui must never share a process with
-the loop, nor physics its CPU)."""
+"""The twin and the shadow beside a run, each in its own process (DearPyGui must never share a
+process with the loop, nor physics its CPU), each ending with the run that started it.
+
+The twin is a layer above the runtime, which does not name it: whoever starts a run (the CLI, with
+`hil twin --attach` as a function) hands the runtime a `TwinStarter`. The shadow is the runtime's own.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from typing import Callable, Protocol
 
-from hil.runtime.process_life import ENV_PARENT
+from hil.runtime.process_life import start_helper
 
 
-def start_twin(loop_name: str, robot: str, path: str | None = None, view: str | None = None) -> subprocess.Popen:
-    # -P: the current folder (a hil checkout, say) must not shadow the installed package
-    argv = [sys.executable, "-P", "-m", "hil.cli", "twin", "--attach", loop_name, "--robot", robot]
-    if path:
-        argv += ["--path", path]
-    if view:
-        argv += ["--view", view]
-    return subprocess.Popen(argv, env={**os.environ, ENV_PARENT: str(os.getpid())})
+class TwinStarter(Protocol):
+    def __call__(self, loop_name: str, robot: str, path: str | None = None, view: str | None = None):
+        """The twin attached to the loop (or replay, or calibration) publishing as `loop_name`, in a
+        process of its own that ends with this one; returns that `multiprocessing.Process`."""
 
 
-def start_shadow(loop_name: str, robot: str, board_config: str | None, record: str | None) -> subprocess.Popen:
-    """The shadow twin (hil.runtime.shadow) beside the loop `loop_name`; it ends with this process."""
-    argv = [sys.executable, "-P", "-m", "hil.runtime.shadow", "--loop", loop_name, "--robot", robot]
+def twin_starter(main: Callable[[list[str]], int]) -> TwinStarter:
+    """The starter of a twin run as `main(["twin", "--attach", NAME, …])` (the CLI's main)."""
+    def start(loop_name: str, robot: str, path: str | None = None, view: str | None = None):
+        argv = ["twin", "--attach", loop_name, "--robot", robot]
+        if path:
+            argv += ["--path", path]
+        if view:
+            argv += ["--view", view]
+        return start_helper(main, (argv,), "hil-twin")
+    return start
+
+
+def start_shadow(loop_name: str, robot: str, board_config: str | None, record: str | None):
+    """The shadow twin (hil.runtime.shadow) beside the loop `loop_name`."""
+    argv = ["--loop", loop_name, "--robot", robot]
     if board_config:
         argv += ["--board-config", board_config]
     if record:
         argv += ["--record", record]
-    return subprocess.Popen(argv, env={**os.environ, ENV_PARENT: str(os.getpid())})
+    return start_helper(_shadow_main, (argv,), "hil-shadow")
+
+
+def _shadow_main(argv: list[str]) -> int:
+    from hil.runtime.shadow import main   # MuJoCo is imported in the shadow's process only
+
+    return main(argv)

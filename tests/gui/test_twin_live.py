@@ -88,8 +88,8 @@ def test_a_twin_that_dies_fails_the_run(tmp_path, xdisplay):
     def twin_pid():
         for pid in children_of(proc.pid):
             try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"twin" in f.read():
+                with open(f"/proc/{pid}/comm", "rb") as f:
+                    if f.read().strip() == b"hil-twin":
                         return pid
             except OSError:
                 pass
@@ -436,7 +436,8 @@ def test_calibration_by_eye_draws_the_reference_and_the_nudged_servos_over_it(tm
     m = robots.load("humanoid17")
     out = tmp_path / "eye.toml"
     proc = subprocess.Popen(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "ssc32", "--method",
-                                   "eye", "--headless", "--jog-speed-deg-s", "60", "--out", str(out)],
+                                   "eye", "--headless", "--jog-speed-deg-s", "60", "--out", str(out),
+                                   "--watchdog-ms", "1000"],   # a busy machine's margin: the session ends on a trip
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         from hil.runtime.shared import loop_name
@@ -446,7 +447,8 @@ def test_calibration_by_eye_draws_the_reference_and_the_nudged_servos_over_it(tm
         proc.stdin.flush()
         from hil.runtime.shared import runtime_dir
 
-        wait_for(lambda: os.path.exists(os.path.join(runtime_dir(), name)) or None, timeout_s=60)
+        assert wait_for(lambda: os.path.exists(os.path.join(runtime_dir(), name)) or None, timeout_s=90), \
+            "the calibration did not publish its view"
         time.sleep(3.0)                      # the ramp to the reference and the nudge (25° at 60°/s)
         shot = tmp_path / "eye.png"
         r = subprocess.run(HIL + ["twin", "--attach", name, "--robot", "humanoid17", "--screenshot", str(shot)],

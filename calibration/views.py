@@ -11,7 +11,7 @@ from firmware_protocol import messages as M
 from hil.display import display_available
 from hil.errors import HilError
 from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
-from hil.runtime.twin_launch import TwinStarter
+from hil.runtime.helpers import TwinStarter
 
 
 def ask(args, text: str) -> None:

@@ -140,9 +140,9 @@ def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str 
 
 def twin_beside_a_run():
     """The twin as a run (or a replay, or a calibration) starts it: `hil twin --attach NAME`, this
-    CLI's own main called in a process of its own (hil.runtime.twin_launch)."""
+    CLI's own main called in a process of its own (hil.runtime.helpers)."""
     from hil.cli import main
-    from hil.runtime.twin_launch import twin_starter
+    from hil.runtime.helpers import twin_starter
 
     return twin_starter(main)
 

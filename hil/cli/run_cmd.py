@@ -99,4 +99,10 @@ def run(args) -> int:
             print(f"{args.motion}: {motion.note}")
         if getattr(motion, "torques", None) is not None:
             print(f"{args.motion}: {motion.torques.summary()}")
-    return supervisor.run(req, twin=twin_beside_a_run())
+    return supervisor.run(req, twin=twin_beside_a_run(), bridge=_zenoh_bridge() if args.zenoh else None)
+
+
+def _zenoh_bridge():
+    from hil.remote.zenoh_bridge import main   # Zenoh, an optional extra, only when --zenoh asks for it
+
+    return main

@@ -9,6 +9,7 @@ started by is still there (it may have died before the request was made).
 from __future__ import annotations
 
 import ctypes
+import multiprocessing as mp
 import os
 import signal
 from typing import Callable
@@ -42,8 +43,6 @@ def start_helper(target: Callable[..., int | None], args: tuple, name: str):
     interpreter (spawn: none of this process's threads, locks or real-time settings come along),
     SIGTERM when this process dies, however it dies. Its exit code is what `target` returns.
     Returns the started `multiprocessing.Process`."""
-    import multiprocessing as mp
-
     proc = mp.get_context("spawn").Process(target=_helper_main, args=(target, args, os.getpid(), name),
                                            name=name, daemon=True)
     proc.start()

@@ -15,7 +15,7 @@ from hil.runtime.recorder import LOOP_MOTION, open_run
 from hil.runtime.shared import (C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
                                 C_STATUS, LoopStatus, SharedState, loop_name)
 from hil.display import display_available
-from hil.runtime.twin_launch import TwinStarter
+from hil.runtime.helpers import TwinStarter
 
 
 class _Stopped(Exception):

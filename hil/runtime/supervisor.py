@@ -8,11 +8,11 @@ import math
 import multiprocessing as mp
 import os
 import signal
-import subprocess
 import sys
 import time
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 from firmware_protocol.buses.board import cycle_note
 from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN, BoardState, fault_names
@@ -27,7 +27,7 @@ from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.realtime import check_a_loop_cpu_is_free
 from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
-from hil.runtime.twin_launch import TwinStarter, start_shadow
+from hil.runtime.helpers import TwinStarter, start_bridge, start_shadow
 from hil.safety import flag_names
 
 
@@ -166,20 +166,12 @@ def _check_zenoh(req: RunRequest) -> None:
                          "control (access_control.enabled) or TLS endpoints (tls/…), so only authorised peers can")
 
 
-def start_bridge(req: RunRequest, loop_name: str) -> subprocess.Popen:
-    """The Zenoh bridge process for a run (it ends with the run: PDEATHSIG, and when the loop stops)."""
-    argv = [sys.executable, "-P", "-m", "hil.remote.zenoh_bridge", "--loop", loop_name, "--rate",
-            str(req.zenoh_rate_hz), "--parent-pid", str(os.getpid())]
-    if req.zenoh_config:
-        argv += ["--config", req.zenoh_config]
-    if req.zenoh_control:
-        argv.append("--control")
-    return subprocess.Popen(argv)
-
-
-def run(req: RunRequest, twin: TwinStarter | None = None) -> int:
-    """Start the emulator (dry-run), the shared block, the loop process and the twin (with `twin`,
-    unless headless), show events and a status line, and stop everything in order. Returns the exit code."""
+def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list[str]], int] | None = None) -> int:
+    """Start the emulator (dry-run), the shared block, the loop process, the twin (with `twin`, unless
+    headless) and the Zenoh bridge (`bridge`: its main, with req.zenoh), show events and a status
+    line, and stop everything in order. Returns the exit code."""
+    if req.zenoh and bridge is None:
+        raise InputError("--zenoh: this caller gave no Zenoh bridge to start")
     model = robots.load(req.robot)
     bus = bus_config(req, model)
     rate = check(req, model, bus)
@@ -219,7 +211,7 @@ def run(req: RunRequest, twin: TwinStarter | None = None) -> int:
                      stabilise=req.stabilise, watchdog_ms=None if bus is not None else watchdog_ms(req),
                      bring_in=req.bring_in,
                      **extra)
-    session = _Run(shared, req, model, headless, twin)
+    session = _Run(shared, req, model, headless, twin, bridge)
     try:
         session.supervise(cfg)
     finally:
@@ -243,9 +235,10 @@ def _remove(path: str) -> None:
 class _Run:
     """One run's processes and what it has said, from start to the exit code."""
 
-    def __init__(self, shared, req: RunRequest, model, headless: bool, start_twin: TwinStarter | None) -> None:
+    def __init__(self, shared, req: RunRequest, model, headless: bool, start_twin: TwinStarter | None,
+                 bridge_main: Callable[[list[str]], int] | None) -> None:
         self.shared, self.req, self.model, self.headless = shared, req, model, headless
-        self.start_twin = start_twin
+        self.start_twin, self.bridge_main = start_twin, bridge_main
         self.proc = None
         self.twin = None
         self.shadow = None
@@ -276,7 +269,9 @@ class _Run:
                 self.twin = self.start_twin(self.shared.name, self.model.spec, self.req.path_file, self.req.view)
                 print("twin: starting …")
             if self.req.zenoh:
-                self.bridge = start_bridge(self.req, self.shared.name)
+                r = self.req
+                self.bridge = start_bridge(self.bridge_main, self.shared.name, r.zenoh_rate_hz, r.zenoh_config,
+                                           r.zenoh_control)
             if self.req.shadow:
                 self.shadow = start_shadow(self.shared.name, self.model.spec, self.req.board_config, self.req.record)
             last_print = 0.0
@@ -318,9 +313,9 @@ class _Run:
         self.twin = None
 
     def _watch_bridge(self) -> None:
-        if self.bridge is not None and self.bridge.poll() is not None:
-            if self.bridge.returncode != 0:   # not a safety matter: the loop runs on, said once
-                print(f"hil run: the Zenoh bridge stopped (exit code {self.bridge.returncode}); the loop runs on "
+        if self.bridge is not None and not self.bridge.is_alive():
+            if self.bridge.exitcode != 0:   # not a safety matter: the loop runs on, said once
+                print(f"hil run: the Zenoh bridge stopped (exit code {self.bridge.exitcode}); the loop runs on "
                       "without it", file=sys.stderr)
             self.bridge = None
 
@@ -400,10 +395,10 @@ class _Run:
                 self.shadow.join()
         if self.bridge is not None:
             self.bridge.terminate()
-            try:
-                self.bridge.wait(timeout=3)
-            except subprocess.TimeoutExpired:
+            self.bridge.join(timeout=3)
+            if self.bridge.is_alive():
                 self.bridge.kill()
+                self.bridge.join()
         if emu is not None:
             emu.stop()
         self.shared.close()

@@ -5,6 +5,7 @@ run. `hil run --zenoh-control` without access control or TLS is refused before a
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -145,13 +146,29 @@ def test_an_estop_from_any_peer_is_accepted(remote_run):
 
 
 def test_the_bridge_ends_with_the_run(tmp_path):
+    from tests.integration.test_lifecycle_runs import children_of
+
     locator = f"tcp/127.0.0.1:{free_port()}"
     cfg = config(tmp_path, "b.json5", listen=locator)
-    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
-                              "--zenoh-config", cfg], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "zenoh bridge: hil/" in r.stdout, r.stdout + r.stderr
-    left = subprocess.run(["pgrep", "-f", f"zenoh_bridge.*{cfg}"], capture_output=True, text=True).stdout.split()
-    assert not left
+    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
+                                   "--zenoh-config", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def bridge():
+        for pid in children_of(proc.pid):
+            try:
+                with open(f"/proc/{pid}/comm", "rb") as f:
+                    if f.read().strip() == b"hil-zenoh":
+                        return pid
+            except OSError:
+                pass
+        return None
+
+    pid = wait_for(bridge, timeout_s=60, step_s=0.05)
+    out = finish(proc, timeout_s=120)
+    assert proc.returncode == 0 and "zenoh bridge: hil/" in out, out
+    assert pid, "no bridge process beside the run"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_remote_control_needs_access_control_or_tls(tmp_path):

@@ -40,6 +40,8 @@ def modules():
 
 
 def imports(path: Path):
+    """Every module a file imports, and every module it starts as a program (`-m MODULE` in a
+    command line it builds): a process started by name is a dependency all the same."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -47,6 +49,11 @@ def imports(path: Path):
                 yield a.name, node.lineno
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.module, node.lineno
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            for flag, module in zip(words, words[1:]):
+                if flag == "-m" and isinstance(module, str):
+                    yield module, node.lineno
 
 
 def test_imports_only_go_down_and_the_protocol_stands_alone():

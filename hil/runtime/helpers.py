@@ -1,8 +1,9 @@
-"""The twin and the shadow beside a run, each in its own process (DearPyGui must never share a
-process with the loop, nor physics its CPU), each ending with the run that started it.
+"""The helpers beside a run — the twin, the Zenoh bridge, the shadow — each in its own process
+(DearPyGui must never share a process with the loop, nor network I/O or physics its CPU), each
+ending with the run that started it (`process_life.start_helper`).
 
-The twin is a layer above the runtime, which does not name it: whoever starts a run (the CLI, with
-`hil twin --attach` as a function) hands the runtime a `TwinStarter`. The shadow is the runtime's own.
+The twin and the bridge are layers above the runtime, which does not name them: whoever starts a
+run (the CLI) hands the runtime a `TwinStarter` and the bridge's main. The shadow is the runtime's own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ def twin_starter(main: Callable[[list[str]], int]) -> TwinStarter:
     return start
 
 
+def start_bridge(bridge_main: Callable[[list[str]], int], loop_name: str, rate_hz: float, config: str | None,
+                 control: bool):
+    """The Zenoh bridge (`bridge_main`: hil.remote.zenoh_bridge.main) publishing the loop `loop_name`."""
+    argv = ["--loop", loop_name, "--rate", str(rate_hz)]
+    if config:
+        argv += ["--config", config]
+    if control:
+        argv.append("--control")
+    return start_helper(bridge_main, (argv,), "hil-zenoh")
+
+
 def start_shadow(loop_name: str, robot: str, board_config: str | None, record: str | None):
     """The shadow twin (hil.runtime.shadow) beside the loop `loop_name`."""
     argv = ["--loop", loop_name, "--robot", robot]
@@ -41,6 +53,6 @@ def start_shadow(loop_name: str, robot: str, board_config: str | None, record: s
 
 
 def _shadow_main(argv: list[str]) -> int:
-    from hil.runtime.shadow import main   # MuJoCo is imported in the shadow's process only
+    from hil.runtime.shadow import main   # lazy: MuJoCo is imported in the shadow's process only
 
     return main(argv)

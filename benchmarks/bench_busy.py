@@ -1,7 +1,8 @@
 """Dry runs on a busy machine: do they go to the end as asked?
 
-Each condition runs the same short dry runs (`hil run --dry-run --headless --enable --motion demo`,
-PUMA at 500 Hz and humanoid17 at 200 Hz) and reads their stats files:
+Each condition runs the same short dry runs (`hil run --dry-run --headless --enable --motion demo`:
+PUMA at 500 Hz and humanoid17 at 200 Hz on our board's emulator, and humanoid17 over a Dynamixel
+bus with the robot in physics) and reads their stats files:
 - idle: nothing else running (the baseline);
 - hog: one CPU-bound process per CPU beside each run (`while True: pass`);
 - hog + second loop: the same, and another robot's loop running through the whole run;
@@ -25,12 +26,14 @@ import tempfile
 import time
 
 HIL = [sys.executable, "-m", "hil.cli"]
-ROBOTS = ("puma560", "humanoid17")
+# what each kind of run adds to `hil run --dry-run …`
+ROBOTS = {"puma560": ["--robot", "puma560"], "humanoid17": ["--robot", "humanoid17"],
+          "h17 bus+phys": ["--robot", "humanoid17", "--bus", "dynamixel2", "--physics"]}
 
 
 def dry_run(robot: str, seconds: float, folder: str, tag: str, wait: bool = True):
-    stats = os.path.join(folder, f"{tag}.json")
-    argv = [*HIL, "run", "--robot", robot, "--dry-run", "--headless", "--duration", str(seconds), "--enable",
+    stats = os.path.join(folder, f"{tag.replace(' ', '_').replace('+', '_')}.json")
+    argv = [*HIL, "run", *ROBOTS[robot], "--dry-run", "--headless", "--duration", str(seconds), "--enable",
             "--motion", "demo", "--stats-json", stats]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if not wait:
@@ -121,13 +124,13 @@ def main() -> None:
                 "hog + a second loop": condition("second", args.runs, folder, lambda: second_loop(folder))}
         third = third_loop(folder) if (os.cpu_count() or 1) == 2 else "(not a 2-CPU machine: skipped)"
     base = {robot: rows["idle"][robot]["misses_median"] for robot in ROBOTS}
-    print(f"{'condition':<22} {'robot':<11} {'as asked':>9} {'misses p50':>11} {'max':>5} {'× idle':>7} "
+    print(f"{'condition':<22} {'robot':<13} {'as asked':>9} {'misses p50':>11} {'max':>5} {'× idle':>7} "
           f"{'start s':>8}")
     for name, by_robot in rows.items():
         for robot, r in by_robot.items():
             ratio = (f"{r['misses_median'] / base[robot]:.1f}" if base[robot] else "—") \
                 if r["misses_median"] is not None else "—"
-            print(f"{name:<22} {robot:<11} {r['as_asked']:>4}/{r['runs']:<4} {r['misses_median']!s:>11} "
+            print(f"{name:<22} {robot:<13} {r['as_asked']:>4}/{r['runs']:<4} {r['misses_median']!s:>11} "
                   f"{r['misses_max']!s:>5} {ratio:>7} {r['start_median_s'] or 0:>8.2f}")
     for name, by_robot in rows.items():
         for robot, r in by_robot.items():

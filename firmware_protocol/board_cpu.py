@@ -4,10 +4,11 @@ A board's or a servo's processor has its own CPU: no other job on the host holds
 shares the host's CPUs with everything else, and starved by a busy machine it stops answering, or
 stops moving its servos, exactly as a failing board does — the host would rightly fault. So an
 emulator that sleeps between requests (our board model, the C firmware's host build, the servo
-bus emulators, the QEMU launcher's relay) runs at SCHED_FIFO `BOARD_FIFO`: ahead of ordinary work,
+bus emulators) runs at SCHED_FIFO `BOARD_FIFO`: ahead of ordinary work,
 behind the loop (SCHED_FIFO 50) and its port process (40, hil.runtime.realtime), whose wake-ups it
-must not delay. A processor that never sleeps (QEMU's, whose firmware polls) gets a raised share
-of the CPU instead (`BOARD_NICE`): at a real-time priority it would take a whole CPU from the host.
+must not delay. A processor that never sleeps (QEMU's, whose firmware polls, and the launcher that
+relays its bytes) gets a raised share of the CPU instead (`BOARD_NICE`): at a real-time priority
+it would take a whole CPU from the host, and the relay, ahead of QEMU, would starve it.
 Whatever the host refuses (no root, no real-time budget) is left as it was.
 """
 
@@ -22,23 +23,14 @@ BOARD_NICE = -10   # about nine times an ordinary process's share of a busy CPU
 def as_a_board_cpu(pid: int, sleeps: bool = True) -> str:
     """Schedule process `pid` (and the threads it starts later) as a board's processor; returns
     what it got: "fifo", "nice" or "" (nothing permitted)."""
-    if sleeps:
-        try:
-            os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(BOARD_FIFO))
-            return "fifo"
-        except (AttributeError, OSError):
-            pass
-    return "nice" if _raise_share(pid) else ""
-
-
-def as_a_spinning_board_cpu() -> None:
-    """In a child about to exec a processor that never sleeps (QEMU), started by a process that runs
-    at SCHED_FIFO: back to ordinary scheduling, with the raised share."""
     try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setscheduler(pid, os.SCHED_FIFO if sleeps else os.SCHED_OTHER,
+                              os.sched_param(BOARD_FIFO if sleeps else 0))
+        if sleeps:
+            return "fifo"
     except (AttributeError, OSError):
         pass
-    _raise_share(0)
+    return "nice" if _raise_share(pid) else ""
 
 
 def _raise_share(pid: int) -> bool:

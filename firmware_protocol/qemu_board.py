@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_cpu import as_a_board_cpu, as_a_spinning_board_cpu
+from firmware_protocol.board_cpu import as_a_board_cpu
 from firmware_protocol.emulator.__main__ import Faults, build_config, check_watchdog, parser as emulator_parser
 from firmware_protocol.pty_host import exit_with_parent, open_pty
 
@@ -77,10 +77,8 @@ def qemu_argv(elf: str, launch_path: str, serial_sock: str, qmp_sock: str) -> li
 
 
 def _die_with_us() -> None:
-    """In QEMU's process before it starts: killed when this launcher dies, however it dies, and
-    scheduled as a processor that never sleeps (this launcher's relay may run at a real-time priority)."""
+    """In QEMU's process before it starts: killed when this launcher dies, however it dies."""
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
-    as_a_spinning_board_cpu()
 
 
 def _connect(path: str, proc: subprocess.Popen, timeout_s: float = 10.0) -> socket.socket:
@@ -277,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    as_a_board_cpu(0)   # the relay: it sleeps between bytes (QEMU itself is scheduled in _die_with_us)
+    as_a_board_cpu(0, sleeps=False)   # the relay runs beside QEMU's processor, as part of it
     with tempfile.TemporaryDirectory(prefix="hil-qemu-") as tmp:
         launch, serial_sock, qmp_sock = (os.path.join(tmp, name) for name in ("launch.bin", "usart2", "qmp"))
         with open(launch, "wb") as fh:

@@ -184,7 +184,8 @@ def test_a_failure_inside_the_port_process_is_the_links_loss_reason(emulator, mo
 def test_a_dry_run_s_emulator_is_scheduled_as_a_board_s_own_processor(impl):
     """The emulator stands in for a board's own processor: a busy host must not starve it. One that
     sleeps between requests runs ahead of ordinary work and behind the loop and its port process;
-    QEMU's processor, which never sleeps, gets a raised share instead (where root may ask)."""
+    QEMU's processor, which never sleeps, and its launcher's relay get a raised share instead
+    (where root may ask)."""
     from firmware_protocol.board_cpu import BOARD_FIFO, BOARD_NICE
     from hil import robots
     from hil.emulator_launch import start_emulator
@@ -197,13 +198,14 @@ def test_a_dry_run_s_emulator_is_scheduled_as_a_board_s_own_processor(impl):
     emu = start_emulator(robots.load("puma560"), impl=impl)
     try:
         pid = emu.proc.pid
-        assert os.sched_getscheduler(pid) == os.SCHED_FIFO
-        assert BOARD_FIFO < 40 and os.sched_getparam(pid).sched_priority == BOARD_FIFO
-        if impl == "qemu":
-            kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-            assert kids, "QEMU is a child of its launcher"
-            for kid in kids:
-                assert os.sched_getscheduler(kid) == os.SCHED_OTHER
-                assert os.getpriority(os.PRIO_PROCESS, kid) == BOARD_NICE
+        if impl != "qemu":
+            assert os.sched_getscheduler(pid) == os.SCHED_FIFO
+            assert BOARD_FIFO < 40 and os.sched_getparam(pid).sched_priority == BOARD_FIFO
+            return
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        assert kids, "QEMU is a child of its launcher"
+        for p in (pid, *kids):
+            assert os.sched_getscheduler(p) == os.SCHED_OTHER
+            assert os.getpriority(os.PRIO_PROCESS, p) == BOARD_NICE
     finally:
         emu.stop()

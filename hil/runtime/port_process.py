@@ -99,13 +99,15 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     block = _Block(buf, n)
+    # before the link exists: every thread it starts inherits the priority (one left at ordinary
+    # priority beside a busy machine's work would hold up the real-time thread waiting on it)
+    if realtime:  # forked before the loop's claim: its CPU is the one the claim will choose
+        leave_the_loop_cpu(loop_cpu_choice(), fifo=True)
     try:
         link = connect_board(port, baud, link_timeout_s, n, bus, watchdog_ms)
     except BaseException as e:  # noqa: BLE001 - handed to the loop, which reports it
         conn.send(("error", e))
         return
-    if realtime:  # forked before the loop's claim: its CPU is the one the claim will choose
-        leave_the_loop_cpu(loop_cpu_choice(), fifo=True)
     block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
     conn.send(("info", link.info))
     send_lock = threading.Lock()

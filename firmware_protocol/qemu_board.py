@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    as_a_board_cpu(0, sleeps=False)   # the relay runs beside QEMU's processor, as part of it
+    as_a_board_cpu(0)   # the relay, and QEMU (it inherits both)
     with tempfile.TemporaryDirectory(prefix="hil-qemu-") as tmp:
         launch, serial_sock, qmp_sock = (os.path.join(tmp, name) for name in ("launch.bin", "usart2", "qmp"))
         with open(launch, "wb") as fh:

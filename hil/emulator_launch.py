@@ -278,12 +278,11 @@ class EmulatorHandle:
             self.proc.stdout.close()
 
 
-def _spawn(argv: list[str], what: str, sleeps: bool = True) -> EmulatorHandle:
-    """An emulator in its own process; returns once it has printed its pty path. `sleeps`: it waits
-    for requests without using the CPU (see firmware_protocol.board_cpu)."""
+def _spawn(argv: list[str], what: str) -> EmulatorHandle:
+    """An emulator in its own process; returns once it has printed its pty path."""
     # its own session: a Ctrl-C in the terminal must reach the loop (which sends ESTOP), not kill the board
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    as_a_board_cpu(proc.pid, sleeps)
+    as_a_board_cpu(proc.pid)
     path = proc.stdout.readline().strip()
     if not path.startswith("/dev/"):
         proc.kill()
@@ -294,8 +293,7 @@ def _spawn(argv: list[str], what: str, sleeps: bool = True) -> EmulatorHandle:
 
 def start_emulator(model, **kwargs) -> EmulatorHandle:
     """Start the matching board emulator; returns once its pty path is known."""
-    # QEMU's launcher relays every byte between the pty and QEMU's processor, and runs beside it
-    return _spawn(emulator_argv(model, **kwargs), "board emulator", sleeps=kwargs.get("impl") != "qemu")
+    return _spawn(emulator_argv(model, **kwargs), "board emulator")
 
 
 def check_fault(spec: str) -> None:

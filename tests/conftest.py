@@ -26,14 +26,13 @@ class EmulatorProcess:
     """A board emulator in its own process on a pty (python -m firmware_protocol.emulator, or
     another emulator `module` with the same conventions: the pty path first on stdout)."""
 
-    def __init__(self, *args: str, module: str = "firmware_protocol.emulator", argv0: list[str] | None = None,
-                 sleeps: bool = True) -> None:
+    def __init__(self, *args: str, module: str = "firmware_protocol.emulator", argv0: list[str] | None = None) -> None:
         self.args = list(args)
         self.proc = subprocess.Popen([*(argv0 or [sys.executable, "-m", module]), *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         from firmware_protocol.board_cpu import as_a_board_cpu
 
-        as_a_board_cpu(self.proc.pid, sleeps)   # as `hil run --dry-run` starts its own
+        as_a_board_cpu(self.proc.pid)   # as `hil run --dry-run` starts its own
         line = self.proc.stdout.readline().strip()
         if not line.startswith("/dev/"):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
@@ -182,7 +181,7 @@ def emulator(emulator_impl):
         argv0 = [sys.executable, "-m", "firmware_protocol.qemu_board", "--elf", qemu_image()]
 
     def start(*args: str) -> EmulatorProcess:
-        e = EmulatorProcess(*args, argv0=argv0, sleeps=emulator_impl != "qemu")
+        e = EmulatorProcess(*args, argv0=argv0)
         started.append(e)
         return e
 

@@ -51,6 +51,11 @@ LATCHING = int(ServoError.OVERLOAD | ServoError.OVERHEAT | ServoError.VOLTAGE | 
                | ServoError.SHOCK | ServoError.HARDWARE | ServoError.WATCHDOG)
 STALE, TORQUE_ON = int(M.JointFlag.STALE), int(M.JointFlag.TORQUE_ON)
 SERVO_BUS, WATCHDOG = int(M.Fault.SERVO_BUS), int(M.Fault.WATCHDOG)
+# A servo is silent (SERVO_BUS) after `stale_cycles` cycles in a row without an answer and at
+# least this long: at a fast bus rate a handful of cycles is a few tens of ms, which a host busy
+# with other work (or a USB adapter's hiccup) can take from a healthy bus. The servos keep getting
+# their goals meanwhile, and their own watchdog (100 ms) is the same order.
+SILENT_MIN_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class BusConfig:
     watchdog_ms: float = 100.0         # the servos' own bus watchdog, where they have one
     command_timeout_ms: float = 100.0  # the host-side watchdog: no command for this long → FAULT
     max_step_rad: float = 0.2          # per command
-    stale_cycles: int = 5              # a servo silent this many cycles in a row → SERVO_BUS
+    stale_cycles: int = 5              # a servo silent this many cycles in a row (and SILENT_MIN_S) → SERVO_BUS
     options: dict = field(default_factory=dict)   # the bus's own true/false keys (its ServoBus.options)
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
@@ -163,6 +168,7 @@ class _JointState:
     current: float = 0.0
     temperature: float = 0.0
     stale: int = 0          # cycles in a row without an answer
+    silent_since: float = 0.0   # when the first of them was asked
     errors: int = 0         # the servo's latest error flags
     torque: bool = False
     target: float | None = None   # board-frame radians last written (None: not since enable)
@@ -469,9 +475,11 @@ class BusBoard:
         for j, js in zip(self.config.joints, self._joints):
             r = readings.get(j.servo_id)
             if r is None:
+                if not js.stale:
+                    js.silent_since = now
                 js.stale += 1
                 self.stats.missing_replies += 1
-                if js.stale >= self.config.stale_cycles and js.ever:
+                if self._silent(js, now) and js.ever:
                     latched |= SERVO_BUS
                 continue
             js.stale = 0
@@ -701,13 +709,18 @@ class BusBoard:
         js = self._joints[joint]
         return int(round((js.target if js.target is not None else js.b) * 1e6))
 
+    def _silent(self, js: _JointState, now: float) -> bool:
+        return js.stale >= self.config.stale_cycles and now - js.silent_since >= SILENT_MIN_S
+
     def describe_faults(self) -> str:
         """Which joints are at fault and what to do, one clause per joint."""
         parts = []
+        now = time.monotonic()
         for j, js in zip(self.config.joints, self._joints):
-            if js.stale >= self.config.stale_cycles:
-                parts.append(f"{j.name} (id {j.servo_id}): no answer for {js.stale} cycles — check its cable and "
-                             "power; clear the fault once it answers")
+            if self._silent(js, now):
+                parts.append(f"{j.name} (id {j.servo_id}): no answer for {js.stale} cycles "
+                             f"({(now - js.silent_since) * 1e3:.0f} ms) — check its cable and power; clear the fault "
+                             "once it answers")
             elif js.errors:
                 parts.append(f"{j.name} (id {j.servo_id}): {error_text(js.errors)}")
         ids, silent_s = self._stopped_by_watchdog

@@ -90,7 +90,6 @@ class RealtimeGrant:
 LOOP_CPU_ENV = "HIL_LOOP_CPU"   # the CPU a loop reserved, for its port process (inherited)
 LOOP_FIFO = 50     # the loop's SCHED_FIFO priority
 HELPER_FIFO = 40   # its helpers' (the port process or thread, the threads it started): one below it
-# (board emulators run below both: firmware_protocol.board_cpu.BOARD_FIFO)
 _reserved: dict[str, object] = {}   # this process's reservation: cpu, the held lock's fd, a note
 
 

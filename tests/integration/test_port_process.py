@@ -210,29 +210,23 @@ def test_a_failure_inside_the_port_process_is_the_links_loss_reason(emulator, mo
 
 @pytest.mark.parametrize("impl", ["python", "c", "qemu"])
 def test_a_dry_run_s_emulator_is_scheduled_as_a_board_s_own_processor(impl):
-    """The emulator stands in for a board's own processor: a busy host must not starve it. One that
-    sleeps between requests runs ahead of ordinary work and behind the loop and its port process;
-    QEMU's processor, which never sleeps, and its launcher's relay get a raised share instead
-    (where root may ask)."""
-    from firmware_protocol.board_cpu import BOARD_FIFO, BOARD_NICE
+    """The emulator stands in for a board's own processor: a busy host must not starve it. It gets a
+    raised share at ordinary scheduling (a real-time emulator starved the kernel's pty delivery),
+    QEMU with its launcher (where root may ask)."""
+    from firmware_protocol.board_cpu import BOARD_NICE
     from hil import robots
     from hil.emulator_launch import start_emulator
-    from hil.runtime.realtime import HELPER_FIFO
     from tests.conftest import HAVE_C_TOOLS, HAVE_QEMU_TOOLS
 
     if impl == "c" and not HAVE_C_TOOLS or impl == "qemu" and not HAVE_QEMU_TOOLS:
         pytest.skip(f"the {impl} emulator's tools are not installed")
     if os.geteuid() != 0:
-        pytest.skip("real-time scheduling and a raised share need root or CAP_SYS_NICE")
+        pytest.skip("a raised share needs root or CAP_SYS_NICE")
     emu = start_emulator(robots.load("puma560"), impl=impl)
     try:
         pid = emu.proc.pid
-        if impl != "qemu":
-            assert os.sched_getscheduler(pid) == os.SCHED_FIFO
-            assert BOARD_FIFO < HELPER_FIFO and os.sched_getparam(pid).sched_priority == BOARD_FIFO
-            return
         kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-        assert kids, "QEMU is a child of its launcher"
+        assert bool(kids) == (impl == "qemu"), "QEMU is a child of its launcher"
         for p in (pid, *kids):
             assert os.sched_getscheduler(p) == os.SCHED_OTHER
             assert os.getpriority(os.PRIO_PROCESS, p) == BOARD_NICE

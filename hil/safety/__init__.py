@@ -15,7 +15,7 @@ import numpy as np
 
 from hil.safety import _kernel as SK
 from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, I_STEP, I_TO_TARGET,  # noqa: F401
-                                I_TRACK, LIMIT, NONFINITE, RATE, WORKSPACE)
+                                I_TRACK, LIMIT, NONFINITE, RATE, WORKSPACE, stall_step)
 
 WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)²+a3²", "x > -(a2+d4)·cos 20°",
                     "the reach sphere")

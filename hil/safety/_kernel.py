@@ -355,3 +355,21 @@ def check_path(Q, kin, mt, caps, pairs, ws, bal, lower, upper, poses, wpts, info
         if f != 0 and first < 0:
             first = k
     return first
+
+
+@kernel("int64(float64[:], float64[:], float64[:], float64[:], float64[:], int64[:], float64, float64, float64)")
+def stall_step(q_cmd, q_meas, qd_meas, current_mA, stall_mA, count, load, error_rad, still_rad_s):
+    """One cycle of the loop's stall watch (hil.runtime.stall), in place: count[j] goes up where
+    joint j pushes with at least `load` of its stall current, stands more than `error_rad` short of
+    its command and moves slower than `still_rad_s`, and back to 0 elsewhere (a NaN is no push).
+    Returns the joint with the longest count (the first of equals)."""
+    worst = 0
+    for j in range(count.shape[0]):
+        if abs(current_mA[j]) >= load * stall_mA[j] and abs(q_cmd[j] - q_meas[j]) > error_rad \
+                and abs(qd_meas[j]) < still_rad_s:
+            count[j] += 1
+        else:
+            count[j] = 0
+        if count[j] > count[worst]:
+            worst = j
+    return worst

@@ -347,3 +347,26 @@ def test_high_current_alone_or_a_lag_alone_is_not_a_stall():
         assert watch.update(q, q, zero, full) < 0
     tripped = [watch.update(behind, q, zero, full) for _ in range(n)]
     assert tripped.index(0) == watch.cycles - 1
+
+
+def test_the_stall_watch_counts_each_joint_as_its_three_conditions_say():
+    """The compiled pass against the conditions written out in NumPy, on random cycles with NaNs."""
+    from hil.runtime.stall import STALL_ERROR_RAD, STALL_LOAD, STILL_RAD_S
+
+    watch = StallWatch(servo_table(robots.load("puma560")), T)
+    rng = np.random.default_rng(7)
+    count = np.zeros(6, dtype=np.int64)
+    for _ in range(400):
+        q_cmd, q_meas = rng.normal(0, 0.06, 6), rng.normal(0, 0.06, 6)
+        qd = rng.choice([0.0, 0.01, 0.2], 6)
+        cur = watch.stall_mA * rng.choice([0.5, 0.9, 1.0], 6) * rng.choice([-1, 1], 6)
+        q_meas[rng.integers(0, 6)] = np.nan if rng.random() < 0.1 else q_meas[0]
+        pushing = (np.abs(cur) >= STALL_LOAD * watch.stall_mA) & (np.abs(q_cmd - q_meas) > STALL_ERROR_RAD) \
+            & (np.abs(qd) < STILL_RAD_S)
+        count = np.where(pushing, count + 1, 0)
+        got = watch.update(q_cmd, q_meas, qd, cur)
+        worst = int(np.argmax(count))
+        assert got == (worst if count[worst] >= watch.cycles else -1)
+        if got >= 0:
+            count[:] = 0
+        np.testing.assert_array_equal(watch.count, count)

@@ -40,7 +40,7 @@ def name_this_process(name: str) -> None:
 
 def start_helper(target: Callable[..., int | None], args: tuple, name: str):
     """`target(*args)` in a process of its own that ends with this one (the twin, the shadow): a new
-    interpreter (spawn: none of this process's threads, locks or real-time settings come along),
+    interpreter (spawn: none of this process's threads or locks come along; its scheduling does),
     SIGTERM when this process dies, however it dies. Its exit code is what `target` returns.
     Returns the started `multiprocessing.Process`."""
     proc = mp.get_context("spawn").Process(target=_helper_main, args=(target, args, os.getpid(), name),

@@ -99,8 +99,7 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     block = _Block(buf, n)
-    # before the link exists: every thread it starts inherits the priority (one left at ordinary
-    # priority beside a busy machine's work would hold up the real-time thread waiting on it)
+    # before the link exists, so that any thread it starts runs at the same priority
     if realtime:  # forked before the loop's claim: its CPU is the one the claim will choose
         leave_the_loop_cpu(loop_cpu_choice(), fifo=True)
     try:

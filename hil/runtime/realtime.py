@@ -11,7 +11,6 @@ import errno
 import fcntl
 import os
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -89,7 +88,7 @@ class RealtimeGrant:
 
 LOOP_CPU_ENV = "HIL_LOOP_CPU"   # the CPU a loop reserved, for its port process (inherited)
 LOOP_FIFO = 50     # the loop's SCHED_FIFO priority
-HELPER_FIFO = 40   # its helpers' (the port process or thread, the threads it started): one below it
+HELPER_FIFO = 40   # its helpers' (the port process or thread): one below it
 _reserved: dict[str, object] = {}   # this process's reservation: cpu, the held lock's fd, a note
 
 
@@ -227,24 +226,6 @@ def leave_the_loop_cpu(loop_cpu: int | None, fifo: bool) -> None:
             pass
 
 
-def _raise_other_threads(priority: int) -> None:
-    """The threads this process started before its claim (a link's reader, say) at SCHED_FIFO
-    `priority`: left at ordinary priority beside a busy machine's work, one of them holding the GIL
-    or the next frame would hold the real-time thread up behind it (priority inversion)."""
-    me = threading.get_native_id()
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return
-    for tid in tids:
-        if tid == me:
-            continue
-        try:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-        except (PermissionError, OSError, AttributeError):
-            pass
-
-
 def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant:
     """Ask for what the loop runs with: SCHED_FIFO 50, pinning to a CPU of its own (see
     `reserve_loop_cpu`: the last allowed one unless another loop has it), and that CPU
@@ -258,7 +239,6 @@ def claim_realtime(realtime: bool, keep_cpu_awake: bool = True) -> RealtimeGrant
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(LOOP_FIFO))
             fifo = True
             notes.append(f"SCHED_FIFO {LOOP_FIFO} granted")
-            _raise_other_threads(HELPER_FIFO)
         except (PermissionError, OSError, AttributeError) as e:
             notes.append(f"SCHED_FIFO not permitted ({e.__class__.__name__}); normal scheduling")
         try:

@@ -79,23 +79,12 @@ def test_the_twin_opens_from_a_folder_that_shadows_the_package(tmp_path, xdispla
 
 def test_a_twin_that_dies_fails_the_run(tmp_path, xdisplay):
     """A run whose twin is gone has no e-stop button: it stops, with an error, instead of going on."""
-    from tests.integration.test_lifecycle_runs import children_of
+    from tests.integration.test_lifecycle_runs import child_named
 
     proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--duration", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     client = attach(proc, "puma560")
-
-    def twin_pid():
-        for pid in children_of(proc.pid):
-            try:
-                with open(f"/proc/{pid}/comm", "rb") as f:
-                    if f.read().strip() == b"hil-twin":
-                        return pid
-            except OSError:
-                pass
-        return None
-
-    pid = wait_for(twin_pid, timeout_s=30, step_s=0.1)
+    pid = wait_for(lambda: child_named(proc.pid, "hil-twin"), timeout_s=30, step_s=0.1)
     assert pid, "no twin process"
     client.close()
     os.kill(pid, 9)

@@ -54,6 +54,18 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
+def child_named(pid: int, name: str) -> int | None:
+    """The child of `pid` that `ps` calls `name` (a run's helpers name themselves: hil-twin, …)."""
+    for child in children_of(pid):
+        try:
+            with open(f"/proc/{child}/comm", "rb") as f:
+                if f.read().strip() == name.encode():
+                    return child
+        except OSError:
+            pass
+    return None
+
+
 def test_after_a_reconnect_a_board_that_kept_running_is_disabled_not_driven(emulator, tmp_path):
     """Repro 1: a board with a 400 ms watchdog, silent for 0.3 s but still executing. The loop
     used to reconnect, ramp in and resume the motion by itself."""

@@ -57,12 +57,11 @@ def test_commands_go_out_and_states_come_back_through_the_port_process(emulator)
 
 
 @pytest.mark.parametrize("bus", [None, "dynamixel2"])
-def test_every_thread_of_the_port_process_runs_at_the_helpers_priority(emulator, bus, tmp_path):
-    """A thread left at ordinary priority (one a link starts) beside a busy machine's work would
-    hold up the real-time thread waiting for it."""
+def test_the_port_process_runs_at_the_helpers_priority_off_the_loop_s_cpu(emulator, bus):
+    """One step below the loop (SCHED_FIFO 40), every thread of it, and never on the loop's CPU."""
     from hil import board_config, robots
     from hil.emulator_launch import start_bus_emulator
-    from hil.runtime.realtime import HELPER_FIFO
+    from hil.runtime.realtime import HELPER_FIFO, loop_cpu_choice
 
     if os.geteuid() != 0:
         pytest.skip("real-time scheduling needs root or CAP_SYS_NICE")
@@ -75,9 +74,11 @@ def test_every_thread_of_the_port_process_runs_at_the_helpers_priority(emulator,
     link = PortLink(emu.path, 1_000_000, 0.25, n, realtime=True, bus=config)
     try:
         pid = link._proc.pid
+        loop_cpu = loop_cpu_choice()
         for tid in [int(t) for t in os.listdir(f"/proc/{pid}/task")]:
             assert os.sched_getscheduler(tid) == os.SCHED_FIFO, tid
             assert os.sched_getparam(tid).sched_priority == HELPER_FIFO
+            assert loop_cpu is None or loop_cpu not in os.sched_getaffinity(tid)
     finally:
         link.close()
         if bus is not None:

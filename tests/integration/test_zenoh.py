@@ -146,24 +146,13 @@ def test_an_estop_from_any_peer_is_accepted(remote_run):
 
 
 def test_the_bridge_ends_with_the_run(tmp_path):
-    from tests.integration.test_lifecycle_runs import children_of
+    from tests.integration.test_lifecycle_runs import child_named
 
     locator = f"tcp/127.0.0.1:{free_port()}"
     cfg = config(tmp_path, "b.json5", listen=locator)
     proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
                                    "--zenoh-config", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def bridge():
-        for pid in children_of(proc.pid):
-            try:
-                with open(f"/proc/{pid}/comm", "rb") as f:
-                    if f.read().strip() == b"hil-zenoh":
-                        return pid
-            except OSError:
-                pass
-        return None
-
-    pid = wait_for(bridge, timeout_s=60, step_s=0.05)
+    pid = wait_for(lambda: child_named(proc.pid, "hil-zenoh"), timeout_s=60, step_s=0.05)
     out = finish(proc, timeout_s=120)
     assert proc.returncode == 0 and "zenoh bridge: hil/" in out, out
     assert pid, "no bridge process beside the run"

@@ -350,7 +350,8 @@ def test_high_current_alone_or_a_lag_alone_is_not_a_stall():
 
 
 def test_the_stall_watch_counts_each_joint_as_its_three_conditions_say():
-    """The compiled pass against the conditions written out in NumPy, on random cycles with NaNs."""
+    """The compiled pass against the conditions written out in NumPy, on random cycles with NaNs and
+    currents on the threshold."""
     from hil.runtime.stall import STALL_ERROR_RAD, STALL_LOAD, STILL_RAD_S
 
     watch = StallWatch(servo_table(robots.load("puma560")), T)
@@ -359,7 +360,7 @@ def test_the_stall_watch_counts_each_joint_as_its_three_conditions_say():
     for _ in range(400):
         q_cmd, q_meas = rng.normal(0, 0.06, 6), rng.normal(0, 0.06, 6)
         qd = rng.choice([0.0, 0.01, 0.2], 6)
-        cur = watch.stall_mA * rng.choice([0.5, 0.9, 1.0], 6) * rng.choice([-1, 1], 6)
+        cur = watch.stall_mA * rng.choice([0.5, STALL_LOAD, 0.9, 1.0], 6) * rng.choice([-1, 1], 6)   # the edge too
         q_meas[rng.integers(0, 6)] = np.nan if rng.random() < 0.1 else q_meas[0]
         pushing = (np.abs(cur) >= STALL_LOAD * watch.stall_mA) & (np.abs(q_cmd - q_meas) > STALL_ERROR_RAD) \
             & (np.abs(qd) < STILL_RAD_S)

@@ -156,6 +156,54 @@ def _world_points(caps, poses, wpts):
 
 
 @kernel(inline="always")
+def support_margin(mt, poses, bal, scratch):
+    """Signed distance (m) of the centre of mass inside the support polygon, in the lower sole's
+    frame (positive inside): the support sole's rectangle, plus the other sole's when it lies in the
+    support sole's plane (double support). `poses` are all frames' poses in the base frame."""
+    fl = int(bal[BAL_SOLE_L])
+    fr = int(bal[BAL_SOLE_R])
+    # support = the sole lower along the body's z axis; express everything in its frame
+    s = fl if poses[fl, 2, 3] <= poses[fr, 2, 3] else fr
+    o = fr if s == fl else fl
+    # COM in the base frame
+    cx, cy, cz, _ = com_point(mt, poses)
+    # COM in the support sole frame
+    dx = cx - poses[s, 0, 3]
+    dy = cy - poses[s, 1, 3]
+    dz = cz - poses[s, 2, 3]
+    px = poses[s, 0, 0] * dx + poses[s, 1, 0] * dy + poses[s, 2, 0] * dz
+    py = poses[s, 0, 1] * dx + poses[s, 1, 1] * dy + poses[s, 2, 1] * dz
+    # support polygon: the support sole's rectangle, plus the other sole's when it is level with
+    # it (double support); margin = signed distance of the COM inside their convex hull
+    hl = bal[BAL_HALF_LENGTH]
+    hw = bal[BAL_HALF_WIDTH]
+    npts = 0
+    for sx_ in (-1.0, 1.0):
+        for sy_ in (-1.0, 1.0):
+            scratch[2 * npts] = sx_ * hl
+            scratch[2 * npts + 1] = sy_ * hw
+            npts += 1
+    ox = poses[o, 0, 3] - poses[s, 0, 3]
+    oy = poses[o, 1, 3] - poses[s, 1, 3]
+    oz = poses[o, 2, 3] - poses[s, 2, 3]
+    ocx = poses[s, 0, 0] * ox + poses[s, 1, 0] * oy + poses[s, 2, 0] * oz
+    ocy = poses[s, 0, 1] * ox + poses[s, 1, 1] * oy + poses[s, 2, 1] * oz
+    ocz = poses[s, 0, 2] * ox + poses[s, 1, 2] * oy + poses[s, 2, 2] * oz
+    if abs(ocz) < bal[BAL_CONTACT_TOL]:
+        # the other sole's x and y axes in the support frame
+        axx = poses[s, 0, 0] * poses[o, 0, 0] + poses[s, 1, 0] * poses[o, 1, 0] + poses[s, 2, 0] * poses[o, 2, 0]
+        axy = poses[s, 0, 1] * poses[o, 0, 0] + poses[s, 1, 1] * poses[o, 1, 0] + poses[s, 2, 1] * poses[o, 2, 0]
+        ayx = poses[s, 0, 0] * poses[o, 0, 1] + poses[s, 1, 0] * poses[o, 1, 1] + poses[s, 2, 0] * poses[o, 2, 1]
+        ayy = poses[s, 0, 1] * poses[o, 0, 1] + poses[s, 1, 1] * poses[o, 1, 1] + poses[s, 2, 1] * poses[o, 2, 1]
+        for sx_ in (-1.0, 1.0):
+            for sy_ in (-1.0, 1.0):
+                scratch[2 * npts] = ocx + sx_ * hl * axx + sy_ * hw * ayx
+                scratch[2 * npts + 1] = ocy + sx_ * hl * axy + sy_ * hw * ayy
+                npts += 1
+    return _hull_margin(scratch, npts, px, py)
+
+
+@kernel(inline="always")
 def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch):
     """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info.
     `ws` and `bal` hold the settings in the WS_* and BAL_* slots."""
@@ -216,51 +264,10 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
             info[I_PAIR] = p
     if info[I_CLEARANCE] < 0.0:
         flags |= COLLISION
-    # static balance: COM over the support polygon of the soles in contact, in the lower sole's frame
+    # static balance: COM over the support polygon of the soles in contact
     if bal[BAL_ON] != 0.0:
-        fl = int(bal[BAL_SOLE_L])
-        fr = int(bal[BAL_SOLE_R])
-        # support = the sole lower along the body's z axis; express everything in its frame
-        s = fl if poses[fl, 2, 3] <= poses[fr, 2, 3] else fr
-        o = fr if s == fl else fl
-        # COM in the base frame
-        cx, cy, cz, _ = com_point(mt, poses)
-        # COM in the support sole frame
-        dx = cx - poses[s, 0, 3]
-        dy = cy - poses[s, 1, 3]
-        dz = cz - poses[s, 2, 3]
-        px = poses[s, 0, 0] * dx + poses[s, 1, 0] * dy + poses[s, 2, 0] * dz
-        py = poses[s, 0, 1] * dx + poses[s, 1, 1] * dy + poses[s, 2, 1] * dz
-        # support polygon: the support sole's rectangle, plus the other sole's when it is level with
-        # it (double support); margin = signed distance of the COM inside their convex hull
-        hl = bal[BAL_HALF_LENGTH]
-        hw = bal[BAL_HALF_WIDTH]
-        npts = 0
-        for sx_ in (-1.0, 1.0):
-            for sy_ in (-1.0, 1.0):
-                scratch[2 * npts] = sx_ * hl
-                scratch[2 * npts + 1] = sy_ * hw
-                npts += 1
-        ox = poses[o, 0, 3] - poses[s, 0, 3]
-        oy = poses[o, 1, 3] - poses[s, 1, 3]
-        oz = poses[o, 2, 3] - poses[s, 2, 3]
-        ocx = poses[s, 0, 0] * ox + poses[s, 1, 0] * oy + poses[s, 2, 0] * oz
-        ocy = poses[s, 0, 1] * ox + poses[s, 1, 1] * oy + poses[s, 2, 1] * oz
-        ocz = poses[s, 0, 2] * ox + poses[s, 1, 2] * oy + poses[s, 2, 2] * oz
-        if abs(ocz) < bal[BAL_CONTACT_TOL]:
-            # the other sole's x and y axes in the support frame
-            axx = poses[s, 0, 0] * poses[o, 0, 0] + poses[s, 1, 0] * poses[o, 1, 0] + poses[s, 2, 0] * poses[o, 2, 0]
-            axy = poses[s, 0, 1] * poses[o, 0, 0] + poses[s, 1, 1] * poses[o, 1, 0] + poses[s, 2, 1] * poses[o, 2, 0]
-            ayx = poses[s, 0, 0] * poses[o, 0, 1] + poses[s, 1, 0] * poses[o, 1, 1] + poses[s, 2, 0] * poses[o, 2, 1]
-            ayy = poses[s, 0, 1] * poses[o, 0, 1] + poses[s, 1, 1] * poses[o, 1, 1] + poses[s, 2, 1] * poses[o, 2, 1]
-            for sx_ in (-1.0, 1.0):
-                for sy_ in (-1.0, 1.0):
-                    scratch[2 * npts] = ocx + sx_ * hl * axx + sy_ * hw * ayx
-                    scratch[2 * npts + 1] = ocy + sx_ * hl * axy + sy_ * hw * ayy
-                    npts += 1
-        margin = _hull_margin(scratch, npts, px, py)
-        info[I_COM_MARGIN] = margin
-        if margin < bal[BAL_MARGIN]:
+        info[I_COM_MARGIN] = support_margin(mt, poses, bal, scratch)
+        if info[I_COM_MARGIN] < bal[BAL_MARGIN]:
             flags |= BALANCE
     return flags
 

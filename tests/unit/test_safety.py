@@ -438,3 +438,96 @@ def test_a_reach_sphere_holds_its_edge(puma):
     assert _bound_at(checker, q, WS_REACH=r - 1e-3 + 5e-4, **sphere) == -1
     assert _bound_at(checker, q, WS_REACH=r - 1e-3 - 5e-4, **sphere) == 5
     assert _bound_at(checker, q, WS_REACH=r + 1.0, WS_KIND=SK.WS_OFF) == -1
+
+
+def _rotation(rng) -> np.ndarray:
+    """A uniformly random rotation (QR of a Gaussian matrix, signs fixed)."""
+    qm, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    qm = qm * np.sign(np.diag(r))
+    return qm if np.linalg.det(qm) > 0 else -qm
+
+
+def _rigid(R, t) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = R, t
+    return T
+
+
+def _support_margin_reference(mt, poses, bal) -> tuple[float, bool]:
+    """The static balance margin from its definition, with matrices: the COM and the soles' corners
+    in the lower sole's frame (lower along the base's z), the other sole's corners added when its
+    origin lies within the contact tolerance of that sole's plane, the margin in their hull."""
+    com = sum(mt[b, 0] * (poses[b] @ np.r_[mt[b, 1:4], 1.0])[:3] for b in range(len(mt))) / mt[:, 0].sum()
+    left, right = int(bal[SK.BAL_SOLE_L]), int(bal[SK.BAL_SOLE_R])
+    s, o = (left, right) if poses[left][2, 3] <= poses[right][2, 3] else (right, left)
+    to_sole = np.linalg.inv(poses[s])
+    corners = [np.array([sx * bal[SK.BAL_HALF_LENGTH], sy * bal[SK.BAL_HALF_WIDTH], 0.0, 1.0])
+               for sx in (-1, 1) for sy in (-1, 1)]
+    points = [c[:2] for c in corners]
+    other = to_sole @ poses[o]
+    double = abs(other[2, 3]) < bal[SK.BAL_CONTACT_TOL]
+    if double:
+        points += [(other @ c)[:2] for c in corners]
+    return _hull_margin_reference(np.array(points), (to_sole @ np.r_[com, 1.0])[:2]), double
+
+
+def _random_stance(rng, model, bal) -> tuple[np.ndarray, np.ndarray]:
+    """A mass table and frame poses with the soles anywhere: the body tilted any way, single support
+    (the other sole lifted or tilted) or double support (the other sole turned and placed in the
+    support sole's plane, within or just beyond the contact tolerance), the COM near the soles."""
+    _, mt = model.tables
+    mt = mt.copy()
+    mt[:, 0] = rng.uniform(0.0, 1.0, len(mt))
+    mt[0, 0] += 0.1                                     # a robot has mass
+    mt[:, 1:4] = rng.normal(size=(len(mt), 3)) * 0.03
+    body = _rigid(_rotation(rng) if rng.random() < 0.8 else np.eye(3), rng.normal(size=3) * 0.1)
+    poses = np.array([body @ _rigid(np.eye(3), rng.normal(size=3) * 0.05) for _ in model.frame_names])
+    left, right = int(bal[SK.BAL_SOLE_L]), int(bal[SK.BAL_SOLE_R])
+    support, other = (left, right) if rng.random() < 0.5 else (right, left)
+    poses[support] = body @ _rigid(_rotation(rng) if rng.random() < 0.7 else np.eye(3), rng.normal(size=3) * 0.05)
+    kind = rng.random()
+    if kind < 0.6:       # double support, or nearly
+        yaw = rng.uniform(-math.pi, math.pi) if rng.random() < 0.8 else 0.0
+        Rz = np.array([[math.cos(yaw), -math.sin(yaw), 0.0], [math.sin(yaw), math.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+        lift = rng.uniform(-2.0, 2.0) * bal[SK.BAL_CONTACT_TOL]
+        offset = np.r_[rng.normal(size=2) * 0.08, lift]
+        poses[other] = poses[support] @ _rigid(Rz, offset)
+    elif kind < 0.7:     # both soles at exactly the same height along the base's z
+        poses[other] = body @ _rigid(_rotation(rng), rng.normal(size=3) * 0.05)
+        poses[other][2, 3] = poses[support][2, 3]
+    else:
+        poses[other] = body @ _rigid(_rotation(rng), rng.normal(size=3) * 0.05)
+    return mt, poses
+
+
+def test_the_balance_margin_matches_its_definition_for_soles_placed_anyhow(humanoid):
+    model, checker = humanoid
+    bal = checker.bal.copy()
+    scratch = np.empty(32)
+    rng = np.random.default_rng(5)
+    inside = double = 0
+    for trial in range(400):
+        mt, poses = _random_stance(rng, model, bal)
+        want, on_both = _support_margin_reference(mt, poses, bal)
+        got = SK.support_margin(mt, poses, bal, scratch)
+        assert got == pytest.approx(want, abs=1e-9), trial
+        inside += want > 0
+        double += on_both
+    # both sides of the polygon's edge, and single and double support, were tried
+    assert 40 < inside < 360 and 40 < double < 360
+
+
+def test_the_loop_s_balance_check_uses_the_robot_s_own_soles_and_com(humanoid):
+    """The kernel's check at random leg poses: its margin is the definition's at the FK's poses."""
+    model, checker = humanoid
+    kin, mt = model.tables
+    rng = np.random.default_rng(8)
+    poses = np.empty((len(model.frame_names), 4, 4))
+    for _ in range(60):
+        q = model.home + rng.uniform(-0.35, 0.35, model.n)
+        q = np.clip(q, model.lower, model.upper)
+        SK.check_pose_core(q, kin, mt, checker.caps, checker.pairs, checker.ws, checker.bal, poses,
+                           checker.wpts, checker.info, checker.scratch)
+        want, _ = _support_margin_reference(mt, poses, checker.bal)
+        assert checker.info[SK.I_COM_MARGIN] == pytest.approx(want, abs=1e-9)
+        assert bool(checker.check(q).flags & BALANCE) == (want < checker.bal[SK.BAL_MARGIN])

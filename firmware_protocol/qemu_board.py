@@ -276,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         exit_with_parent(args.parent_pid)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     as_a_board_cpu(0)   # the relay, and QEMU (it inherits both)
-    with tempfile.TemporaryDirectory(prefix="hil-qemu-") as tmp:
+    # a stop before the relay's own handlers are set still removes the folder below
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop_now)
+    tmp = tempfile.mkdtemp(prefix="hil-qemu-")
+    try:
         launch, serial_sock, qmp_sock = (os.path.join(tmp, name) for name in ("launch.bin", "usart2", "qmp"))
         with open(launch, "wb") as fh:
             fh.write(launch_block(config, seed))
@@ -284,17 +288,26 @@ def main(argv: list[str] | None = None) -> int:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=_die_with_us)
         try:
-            return _serve(args, config, faults, proc, serial_sock, qmp_sock)
+            return _serve(args, config, faults, proc, serial_sock, qmp_sock, lambda: shutil.rmtree(tmp, True))
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _serve(args, config, faults: Faults, proc, serial_sock: str, qmp_sock: str) -> int:
+def _stop_now(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _serve(args, config, faults: Faults, proc, serial_sock: str, qmp_sock: str, forget_files) -> int:
     serial = _connect(serial_sock, proc)     # QEMU starts the processor once this is connected
     serial.setblocking(False)
     relay = Relay(faults, args.baud, args.latency_ms / 1000.0, args.seed, Qmp(qmp_sock, proc))
+    # QEMU has loaded the launch block and both sockets are connected: nothing needs the files any
+    # more, and removed now they are not left behind however this process ends (SIGKILL included)
+    forget_files()
     master, slave, path = open_pty(args.link)
     print(path, flush=True)
     print(f"board emulator: {args.kind} ({config.n_joints} joints) on {path}, uid {config.uid.hex().upper()}, "

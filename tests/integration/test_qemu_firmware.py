@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import struct
 import subprocess
 import sys
@@ -124,6 +125,26 @@ def test_hil_emulate_serves_the_image_garbage_first_then_a_connect(robot, kind, 
         emu.stdout.close()
         emu.stderr.close()
     assert _gone(tag), "QEMU outlived hil emulate"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_the_image_s_emulator_leaves_no_files_however_it_is_stopped(tmp_path, stop):
+    env, tag = _tagged_env()
+    env["TMPDIR"] = str(tmp_path)
+    emu = subprocess.Popen(HIL + ["emulate", "--robot", "puma560", "--impl", "qemu"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        path = emu.stdout.readline().strip()
+        assert path.startswith("/dev/")
+        with Link.connect(path, expect_joints=6) as link:    # the image serves with its files gone
+            assert link.wait_state().state == M.BoardState.DISABLED
+            assert os.listdir(tmp_path) == []
+    finally:
+        emu.send_signal(stop)
+        emu.wait(timeout=10)
+        emu.stdout.close()
+    assert _gone(tag), "QEMU outlived hil emulate"
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("robot, motion", [("humanoid17", "examples/wave.toml"), ("puma560", "demo")])

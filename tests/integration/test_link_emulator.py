@@ -193,9 +193,10 @@ def test_line_faults_are_counted_and_the_link_survives(emulator, fault):
         print(fault, link.decoder.stats.as_dict(), "states", link.stats.rx_states)
 
 
-def test_stall_is_detected_as_silence_and_the_link_recovers(emulator):
-    emu = emulator("--kind", "puma6", "--fault", "stall:0.6@1.0", "--link", "/tmp/hil-test-stall")
-    link = Link.connect("/tmp/hil-test-stall", link_timeout_s=0.25)
+def test_stall_is_detected_as_silence_and_the_link_recovers(emulator, tmp_path):
+    port = str(tmp_path / "hil-test-stall")
+    emulator("--kind", "puma6", "--fault", "stall:0.6@1.0", "--link", port)
+    link = Link.connect(port, link_timeout_s=0.25)
     try:
         wait_for(link.latest)
         with pytest.raises(LinkLostError, match="hil-test-stall.*no valid frame"):
@@ -223,10 +224,10 @@ def test_board_reboot_is_noticed_and_it_stays_disabled(emulator):
         assert link.latest().state == M.BoardState.DISABLED  # never re-enabled by itself
 
 
-def test_killed_emulator_raises_link_lost_and_restart_reconnects_disabled(emulator):
-    uid = "A1B2C3D4E5F60718293A4B5C"
-    emu = emulator("--kind", "puma6", "--uid", uid, "--link", "/tmp/hil-test-replug")
-    link = Link.connect("/tmp/hil-test-replug")
+def test_killed_emulator_raises_link_lost_and_restart_reconnects_disabled(emulator, tmp_path):
+    uid, port = "A1B2C3D4E5F60718293A4B5C", str(tmp_path / "hil-test-replug")
+    emu = emulator("--kind", "puma6", "--uid", uid, "--link", port)
+    link = Link.connect(port)
     try:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
@@ -237,7 +238,7 @@ def test_killed_emulator_raises_link_lost_and_restart_reconnects_disabled(emulat
                 link.send_positions(q0)
                 link.latest()
                 time.sleep(0.005)
-        emulator("--kind", "puma6", "--uid", uid, "--link", "/tmp/hil-test-replug")
+        emulator("--kind", "puma6", "--uid", uid, "--link", port)
         info = link.reconnect(timeout_s=5.0)
         assert info.uid == uid and info.boot_id != boot
         s = wait_for(link.latest)
@@ -304,10 +305,10 @@ def _board_param(link, param_id):
                          pump=True).value
 
 
-def test_a_kept_board_parameter_is_set_at_connect_and_again_on_the_board_that_comes_back(emulator):
+def test_a_kept_board_parameter_is_set_at_connect_and_again_on_the_board_that_comes_back(emulator, tmp_path):
     from hil.runtime.transport import connect_board
 
-    uid, path = "0A1B2C3D4E5F60718293A4B5", f"/tmp/hil-test-kept-{os.getpid()}"
+    uid, path = "0A1B2C3D4E5F60718293A4B5", str(tmp_path / "hil-test-kept")
     emu = emulator("--kind", "puma6", "--uid", uid, "--link", path)
     link = connect_board(path, 1_000_000, 0.25, 6, watchdog_ms=700)
     try:

@@ -503,18 +503,32 @@ def _random_stance(rng, model, bal) -> tuple[np.ndarray, np.ndarray]:
 def test_the_balance_margin_matches_its_definition_for_soles_placed_anyhow(humanoid):
     model, checker = humanoid
     bal = checker.bal.copy()
-    scratch = np.empty(32)
     rng = np.random.default_rng(5)
     inside = double = 0
     for trial in range(400):
         mt, poses = _random_stance(rng, model, bal)
         want, on_both = _support_margin_reference(mt, poses, bal)
+        scratch = rng.normal(size=32)   # whatever an earlier call left: none of it may count
         got = SK.support_margin(mt, poses, bal, scratch)
         assert got == pytest.approx(want, abs=1e-9), trial
         inside += want > 0
         double += on_both
     # both sides of the polygon's edge, and single and double support, were tried
     assert 40 < inside < 360 and 40 < double < 360
+
+
+def test_a_sole_exactly_the_contact_tolerance_above_the_other_is_lifted(humanoid):
+    model, checker = humanoid
+    bal = checker.bal.copy()
+    _, mt = model.tables
+    poses = np.array([np.eye(4) for _ in model.frame_names])
+    left, right = int(bal[SK.BAL_SOLE_L]), int(bal[SK.BAL_SOLE_R])
+    poses[right][:3, 3] = [0.0, -0.1, 0.0]
+    for lift, on_both in ((bal[SK.BAL_CONTACT_TOL], False), (np.nextafter(bal[SK.BAL_CONTACT_TOL], 0.0), True)):
+        poses[left][:3, 3] = [0.0, 0.1, lift]
+        want, double = _support_margin_reference(mt, poses, bal)
+        assert double == on_both
+        assert SK.support_margin(mt, poses, bal, np.zeros(32)) == pytest.approx(want, abs=1e-12)
 
 
 def test_the_loop_s_balance_check_uses_the_robot_s_own_soles_and_com(humanoid):

@@ -43,6 +43,9 @@ MOVING_RAD_S = 0.05                # a joint faster than this (predicted) is mov
 OFFSET_RAD = math.radians(2.5)
 STALL_RAD = math.radians(3.0)
 RATE_HZ = 200.0
+# not run for longer than this (a machine busy with other work), the shadow has missed the commands
+# of that time: holding the last one through the gap would predict a robot that never was
+GAP_S = 0.05
 
 
 def block_path(loop_name: str) -> str:
@@ -127,6 +130,8 @@ class Shadow:
         self.plant = PhysicsPlant(pm, initial=s.q_meas, brakes="dh" in self.model.meta)
         self.block = ShadowBlock(block_path(loop_name), self.model.n, create=True)
         self.rows: list[tuple] = []
+        self.gaps: list[float] = []      # each time this process was not run for longer than GAP_S (s)
+        self.last_step: float | None = None
 
     def _resync(self, q: np.ndarray) -> None:
         """Not enabled: the shadow stands where the robot is measured to be."""
@@ -142,7 +147,14 @@ class Shadow:
         s = self.client.snapshot()
         now = time.monotonic()
         enabled = int(s.board_state) == 2
-        if enabled:
+        gap, self.last_step = now - (self.last_step or now), now
+        if enabled and gap > GAP_S:
+            # start over from the robot: the pose it is measured in, a diagnosis window of its own
+            self._resync(s.q_meas)
+            self.plant.t = now
+            self.rows = []
+            self.gaps.append(gap)
+        elif enabled:
             self.plant.drive(s.q_cmd, np.ones(self.model.n, dtype=bool))
             self.plant.advance(now)
         else:
@@ -183,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"shadow: {line}", flush=True)
             time.sleep(1.0 / RATE_HZ)
     finally:
+        if shadow.gaps:
+            print(f"shadow: not run for more than {GAP_S * 1e3:.0f} ms {len(shadow.gaps)} time(s) (the longest "
+                  f"{max(shadow.gaps) * 1e3:.0f} ms: the machine is busy); it started over from the measured pose "
+                  "each time", flush=True)
         if args.record and rows:
             n = shadow.model.n
             out = np.zeros(len(rows), dtype=[("t", "f8"), ("q_pred", "f8", (n,)), ("residual", "f8", (n,)),

@@ -4,7 +4,11 @@ named with its joint and servo id in the run's events."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
+import time
 import sys
 
 import numpy as np
@@ -13,7 +17,7 @@ import pytest
 from hil import board_config, robots
 from hil.robots.servos import servo_table
 from hil.runtime.recorder import load_recording
-from tests.conftest import bus_emulator, motion_clock, played_motion
+from tests.conftest import bus_emulator, motion_clock, played_motion, wait_for
 
 pytestmark = pytest.mark.slow
 HIL = [sys.executable, "-m", "hil.cli"]
@@ -212,6 +216,31 @@ def test_a_blocked_servo_stops_the_motion_names_its_joint_and_the_run_says_so(tm
     t = data["t"]
     eased = np.flatnonzero((t > t[pushing[0]]) & (np.abs(data["q_cmd"][:, knee] - data["q_meas"][:, knee]) < 1e-3))
     assert len(eased) and t[eased[0]] - t[pushing[0]] <= 0.2 + 0.05, (t[pushing[0]], t[eased[0]])
+
+
+def test_a_shadow_that_was_not_run_for_a_while_starts_over_instead_of_blaming_the_robot(tmp_path):
+    """The shadow's process stopped for 0.3 s mid-motion (what a busy machine does to it): it says
+    so and starts over from the measured pose; nothing is diagnosed on a robot that did its job."""
+    pytest.importorskip("mujoco")
+    from tests.integration.test_lifecycle_runs import child_named
+    from tests.integration.test_runtime import attach, finish, start_run
+
+    rec = tmp_path / "run.npy"
+    proc = start_run("--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--headless", "--enable",
+                     "--motion", "examples/squat.toml", "--duration", "6", "--shadow", "--record", str(rec))
+    try:
+        client = attach(proc, "humanoid17")
+        assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=30)
+        shadow = wait_for(lambda: child_named(proc.pid, "hil-shadow"), timeout_s=10)
+        time.sleep(0.5)
+        os.kill(shadow, signal.SIGSTOP)
+        time.sleep(0.3)
+        os.kill(shadow, signal.SIGCONT)
+    finally:
+        out = finish(proc, timeout_s=60)
+    assert re.search(r"shadow: not run for more than 50 ms \d+ time\(s\) \(the longest (\d+) ms", out), out
+    assert int(re.search(r"the longest (\d+) ms", out).group(1)) >= 300
+    assert "stall" not in out and not np.load(str(rec) + ".shadow.npy")["flags"].any(), out
 
 
 def test_the_shadow_twin_runs_beside_the_robot_and_names_a_stall(tmp_path):

@@ -10,6 +10,13 @@ scheduling. Not a real-time priority: the bytes between the host and an emulator
 which the kernel delivers in worker threads of ordinary priority; emulators ahead of them (tried:
 SCHED_FIFO 30) starved that delivery whenever they were busy, and the links of every run on the
 machine stalled for hundreds of milliseconds. Whatever the host refuses (no root) is left as it was.
+
+Where the kernel groups processes by session for its fair share (autogroup, on by default in
+Debian's and most desktop kernels), a process's nice value only orders it against the processes of
+its own session; against every other session it counts as its session's group, at the group's own
+nice value. An emulator runs in a session of its own, so its group is raised too: left at 0, the
+emulator was measured runnable and not run for 231 ms beside two CPU-bound jobs and a QEMU board,
+and its servos' bus went silent.
 """
 
 from __future__ import annotations
@@ -29,6 +36,18 @@ def as_a_board_cpu(pid: int) -> bool:
         pass
     try:
         os.setpriority(os.PRIO_PROCESS, pid, min(os.getpriority(os.PRIO_PROCESS, pid), BOARD_NICE))
-        return True
     except (AttributeError, OSError):
         return False
+    _raise_its_session(pid)
+    return True
+
+
+def _raise_its_session(pid: int) -> None:
+    """The autogroup's share of a process that leads its own session (nothing else is in it)."""
+    try:
+        if os.getsid(pid) != (pid or os.getpid()):
+            return      # a session shared with its starter: raising it would raise the starter's too
+        with open(f"/proc/{pid or 'self'}/autogroup", "w") as f:
+            f.write(str(BOARD_NICE))
+    except OSError:
+        pass        # no autogroup in this kernel, or not allowed: the nice value above is what there is

@@ -28,8 +28,10 @@ class EmulatorProcess:
 
     def __init__(self, *args: str, module: str = "firmware_protocol.emulator", argv0: list[str] | None = None) -> None:
         self.args = list(args)
+        # a session of its own, as `hil run --dry-run` starts its own
         self.proc = subprocess.Popen([*(argv0 or [sys.executable, "-m", module]), *self.args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
         from firmware_protocol.board_cpu import as_a_board_cpu
 
         as_a_board_cpu(self.proc.pid)   # as `hil run --dry-run` starts its own

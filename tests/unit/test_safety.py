@@ -545,3 +545,124 @@ def test_the_loop_s_balance_check_uses_the_robot_s_own_soles_and_com(humanoid):
         want, _ = _support_margin_reference(mt, poses, checker.bal)
         assert checker.info[SK.I_COM_MARGIN] == pytest.approx(want, abs=1e-9)
         assert bool(checker.check(q).flags & BALANCE) == (want < checker.bal[SK.BAL_MARGIN])
+
+
+# ------------------------------------------------------------------ each flag whatever else happened
+def test_a_limit_and_a_rate_on_different_joints_are_both_flagged(puma):
+    model, checker = puma
+    dt = 0.002
+    prev = model.home.copy()
+    for limit_joint, rate_joint in ((3, 5), (5, 3)):   # the wrist: its limits keep the arm where it was
+        target = prev.copy()
+        target[limit_joint] = model.upper[limit_joint] + 0.5          # clamped onto its range
+        prev_here = prev.copy()
+        prev_here[limit_joint] = model.upper[limit_joint]
+        target[rate_joint] = prev[rate_joint] + model.velocity_limit[rate_joint] * dt * 3
+        flags, _ = step(checker, target, prev_here, dt=dt)
+        assert flags == LIMIT | RATE, flag_names(flags)
+
+
+def test_a_target_on_its_limit_and_a_step_of_exactly_the_speed_limit_pass_unflagged(puma):
+    model, checker = puma
+    for bound in (model.lower, model.upper):
+        for j in range(model.n):
+            target = model.home.copy()
+            target[j] = bound[j]
+            flags, q_cmd = step(checker, target, target)
+            assert flags & LIMIT == 0 and q_cmd[j] == bound[j], model.joint_names[j]
+    dt, moved = 0.002, 0
+    for sign in (1.0, -1.0):
+        for j in range(model.n):
+            prev = model.home.copy()
+            prev[j] = 0.0
+            target = prev.copy()
+            target[j] = sign * model.velocity_limit[j] * dt * 1.0    # the loop's own product, from 0
+            flags, q_cmd = step(checker, target, prev, dt=dt)
+            assert flags & (RATE | LIMIT) == 0, (model.joint_names[j], flag_names(flags))
+            if not flags & HELD:
+                assert q_cmd[j] == target[j]
+                moved += 1
+    assert moved > model.n
+
+
+def _every_check_failing(model, checker, floor: bool, workspace: bool, balance: bool):
+    """The kernel's settings with chosen checks made to fail at any pose: the floor 10 m up, a
+    workspace sphere of 1 mm, a centre of mass asked to stay 1 km inside the soles."""
+    ws, bal = checker.ws.copy(), np.zeros(SK.BAL_LEN)
+    if floor:
+        ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, 10.0
+    if workspace:
+        ws[SK.WS_KIND], ws[SK.WS_FRAME], ws[SK.WS_REACH] = SK.WS_SPHERE, model.frame_index(model.tool_frame), 1e-3
+    if balance:
+        bal[SK.BAL_ON], bal[SK.BAL_SOLE_L], bal[SK.BAL_SOLE_R] = 1.0, 1, 2
+        bal[SK.BAL_HALF_LENGTH] = bal[SK.BAL_HALF_WIDTH] = 0.01
+        bal[SK.BAL_MARGIN], bal[SK.BAL_CONTACT_TOL] = 1e3, 0.003
+    return ws, bal
+
+
+@pytest.mark.parametrize("floor", [False, True])
+@pytest.mark.parametrize("workspace", [False, True])
+@pytest.mark.parametrize("balance", [False, True])
+def test_each_failing_pose_check_is_flagged_whatever_else_fails(puma, floor, workspace, balance):
+    model, checker = puma
+    kin, mt = model.tables
+    ws, bal = _every_check_failing(model, checker, floor, workspace, balance)
+    base = checker.check(PUMA_COLLISION).flags & WORKSPACE   # the pose's own, with the usual settings
+    want = (FLOOR if floor else 0) | (WORKSPACE if workspace else base) | (BALANCE if balance else 0)
+    poses, wpts = np.empty_like(checker.poses), np.empty_like(checker.wpts)
+    for q, colliding in ((model.home, 0), (np.asarray(PUMA_COLLISION), COLLISION)):
+        flags = SK.check_pose_core(np.asarray(q, float), kin, mt, checker.caps, checker.pairs, ws, bal, poses,
+                                   wpts, np.empty(SK.INFO_LEN), np.empty(32))
+        expected = want | colliding if colliding else want & ~base | (WORKSPACE if workspace else 0)
+        assert flags == expected, (flag_names(flags), flag_names(expected))
+
+
+def test_the_clearance_is_the_closest_pair_of_capsules(puma, humanoid):
+    """info's clearance and pair slots against an independent computation: every checked pair's
+    segment distance at the FK's poses less both radii, the least of them and which pair it is."""
+    rng = np.random.default_rng(3)
+    for model, checker in (puma, humanoid):
+        for _ in range(40):
+            q = rng.uniform(model.lower, model.upper)
+            checker.check(q)
+            F = model.fk_frames(q)
+            ends = [(F[1 + int(c[0])][:3, :3] @ c[1:4] + F[1 + int(c[0])][:3, 3],
+                     F[1 + int(c[0])][:3, :3] @ c[4:7] + F[1 + int(c[0])][:3, 3]) for c in checker.caps]
+            clear = [math.sqrt(_seg_dist_reference(*ends[a], *ends[b])) - checker.caps[a, 7] - checker.caps[b, 7]
+                     for a, b in checker.pairs]
+            assert checker.info[SK.I_CLEARANCE] == pytest.approx(min(clear), abs=1e-9)
+            assert int(checker.info[SK.I_PAIR]) == int(np.argmin(clear))
+            assert bool(checker.check(q).flags & COLLISION) == (min(clear) < 0)
+
+
+def test_a_capsule_resting_exactly_on_the_floor_is_not_below_it(puma):
+    model, checker = puma
+    kin, mt = model.tables
+    q = np.asarray(PUMA_FLOOR, float)
+    ws = checker.ws.copy()
+    ws[SK.WS_FLOOR_Z] = 0.0
+    info = np.empty(SK.INFO_LEN)
+    args = (kin, mt, checker.caps, checker.pairs, ws, checker.bal, np.empty_like(checker.poses),
+            np.empty_like(checker.wpts), info, np.empty(32))
+    SK.check_pose_core(q, *args)
+    ws[SK.WS_FLOOR_Z] = info[SK.I_FLOOR]           # the floor raised to the lowest capsule's bottom
+    assert SK.check_pose_core(q, *args) & FLOOR == 0 and info[SK.I_FLOOR] == 0.0
+    ws[SK.WS_FLOOR_Z] = np.nextafter(ws[SK.WS_FLOOR_Z], 1.0)
+    assert SK.check_pose_core(q, *args) & FLOOR
+
+
+def test_a_robot_in_collision_may_move_apart_but_not_further_in(puma):
+    model, checker = puma
+    home, bad = model.home, np.asarray(PUMA_COLLISION)
+    path = [home + a * (bad - home) for a in np.linspace(0.0, 1.0, 201)]
+    clearance = []
+    for q in path:
+        checker.check(q)
+        clearance.append(checker.info[SK.I_CLEARANCE])
+    # a colliding pose whose neighbours on the path, both colliding, lie one shallower, one deeper
+    k = next(k for k in range(1, 200) if clearance[k - 1] > clearance[k] > clearance[k + 1] and clearance[k - 1] < 0)
+    shallower, there, deeper = path[k - 1], path[k], path[k + 1]
+    flags, q_cmd = step(checker, shallower, there)
+    assert flags & COLLISION and not flags & HELD and np.array_equal(q_cmd, shallower)
+    flags, q_cmd = step(checker, deeper, there)
+    assert flags & COLLISION and flags & HELD and np.array_equal(q_cmd, there)

@@ -553,13 +553,14 @@ def test_a_limit_and_a_rate_on_different_joints_are_both_flagged(puma):
     dt = 0.002
     prev = model.home.copy()
     for limit_joint, rate_joint in ((3, 5), (5, 3)):   # the wrist: its limits keep the arm where it was
-        target = prev.copy()
-        target[limit_joint] = model.upper[limit_joint] + 0.5          # clamped onto its range
-        prev_here = prev.copy()
-        prev_here[limit_joint] = model.upper[limit_joint]
-        target[rate_joint] = prev[rate_joint] + model.velocity_limit[rate_joint] * dt * 3
-        flags, _ = step(checker, target, prev_here, dt=dt)
-        assert flags == LIMIT | RATE, flag_names(flags)
+        for bound, past, sign in ((model.upper, 0.5, 1.0), (model.lower, -0.5, -1.0)):
+            target = prev.copy()
+            target[limit_joint] = bound[limit_joint] + past                  # clamped onto its range
+            prev_here = prev.copy()
+            prev_here[limit_joint] = bound[limit_joint]
+            target[rate_joint] = prev[rate_joint] + sign * model.velocity_limit[rate_joint] * dt * 3
+            flags, _ = step(checker, target, prev_here, dt=dt)
+            assert flags == LIMIT | RATE, flag_names(flags)
 
 
 def test_a_target_on_its_limit_and_a_step_of_exactly_the_speed_limit_pass_unflagged(puma):

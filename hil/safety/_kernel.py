@@ -205,13 +205,12 @@ def support_margin(mt, poses, bal, scratch):
 
 @kernel(inline="always")
 def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch):
-    """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info.
-    `ws` and `bal` hold the settings in the WS_* and BAL_* slots."""
+    """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info's
+    pose slots (I_CLEARANCE to I_WS; each check left out keeps its "unchecked" value). `ws` and `bal`
+    hold the settings in the WS_* and BAL_* slots."""
     flags = 0
     fk_all_core(q, kin, poses)
     _world_points(caps, poses, wpts)
-    for i in range(INFO_LEN):
-        info[i] = 0.0
     info[I_CLEARANCE] = math.inf
     info[I_PAIR] = -1.0
     info[I_FLOOR] = math.inf

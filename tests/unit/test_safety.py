@@ -667,3 +667,62 @@ def test_a_robot_in_collision_may_move_apart_but_not_further_in(puma):
     assert flags & COLLISION and not flags & HELD and np.array_equal(q_cmd, shallower)
     flags, q_cmd = step(checker, deeper, there)
     assert flags & COLLISION and flags & HELD and np.array_equal(q_cmd, there)
+
+
+def test_a_check_left_out_says_so_in_its_info_slot(puma):
+    """The slots' "unchecked" values (the kernel's header): no pairs, no floor, no workspace, no
+    balance: clearance and floor +inf, no pair, no bound, the COM margin +inf."""
+    model, checker = puma
+    kin, mt = model.tables
+    info = np.full(SK.INFO_LEN, 7.0)
+    flags = SK.check_pose_core(np.asarray(PUMA_COLLISION, float), kin, mt, checker.caps, np.zeros((0, 2), np.int64),
+                               np.zeros(SK.WS_LEN), np.zeros(SK.BAL_LEN), np.empty_like(checker.poses),
+                               np.empty_like(checker.wpts), info, np.empty(32))
+    assert flags == 0
+    assert info[SK.I_CLEARANCE] == math.inf and info[SK.I_PAIR] == -1.0 and info[SK.I_FLOOR] == math.inf
+    assert info[SK.I_WS] == -1.0 and info[SK.I_COM_MARGIN] == math.inf
+
+
+def test_the_floor_check_looks_at_every_capsule_of_a_many_linked_robot(humanoid):
+    model, checker = humanoid
+    kin, mt = model.tables
+    assert len(checker.caps) > checker.caps.shape[1]      # more capsules than a capsule row has numbers
+    info = np.empty(SK.INFO_LEN)
+    q = leaning(model, 5)
+    F = model.fk_frames(q)
+    bottoms = [min((F[1 + int(c[0])][:3, :3] @ c[1 + 3 * e:4 + 3 * e] + F[1 + int(c[0])][:3, 3])[2]
+                   for e in (0, 1)) - c[7] for c in checker.caps if c[0] >= 0]
+    ws = checker.ws.copy()
+    ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, min(bottoms) + 1e-3   # only the lowest capsule is under it
+    flags = SK.check_pose_core(q, kin, mt, checker.caps, checker.pairs, ws, checker.bal,
+                               np.empty_like(checker.poses), np.empty_like(checker.wpts), info, np.empty(32))
+    assert flags & FLOOR and info[SK.I_FLOOR] == pytest.approx(-1e-3, abs=1e-9)
+
+
+def test_capsules_exactly_touching_do_not_collide(puma):
+    model, checker = puma
+    kin, mt = model.tables
+    q = np.asarray(PUMA_COLLISION, float)
+    assert checker.check(q).flags & COLLISION
+    pair = checker.pairs[[int(checker.info[SK.I_PAIR])]]
+    caps = checker.caps.copy()
+    caps[pair[0, 1], 7] += checker.info[SK.I_CLEARANCE]     # one radius shrunk until the two just touch
+    info = np.empty(SK.INFO_LEN)
+    flags = SK.check_pose_core(q, kin, mt, caps, pair, checker.ws, checker.bal, np.empty_like(checker.poses),
+                               np.empty_like(checker.wpts), info, np.empty(32))
+    assert info[SK.I_CLEARANCE] == 0.0 and not flags & COLLISION
+
+
+def test_a_centre_of_mass_exactly_at_the_required_margin_is_in_balance(humanoid):
+    model, checker = humanoid
+    q = leaning(model, 8)
+    checker.check(q)
+    margin = checker.info[SK.I_COM_MARGIN]
+    saved = checker.bal[SK.BAL_MARGIN]
+    try:
+        checker.bal[SK.BAL_MARGIN] = margin
+        assert not checker.check(q).flags & BALANCE
+        checker.bal[SK.BAL_MARGIN] = np.nextafter(margin, 1.0)
+        assert checker.check(q).flags & BALANCE
+    finally:
+        checker.bal[SK.BAL_MARGIN] = saved

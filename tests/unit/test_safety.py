@@ -316,20 +316,23 @@ def _hull_margin_reference(points: np.ndarray, p: np.ndarray) -> float:
     return out
 
 
-def test_the_support_polygon_margin_matches_an_independent_hull():
+@pytest.mark.parametrize("size", [1e-6, 0.1, 1e3])
+def test_the_support_polygon_margin_matches_an_independent_hull(size):
+    """At a sole's size and far smaller and larger ones: the collinearity tolerance scales with the
+    polygon, so a micrometre polygon is not all one line and a kilometre one not all corners."""
     rng = np.random.default_rng(11)
     for trial in range(300):
         n = int(rng.integers(3, 9))
-        pts = rng.normal(size=(n, 2)) * 0.1
+        pts = rng.normal(size=(n, 2)) * size
         if trial % 5 == 0:
             pts[1] = pts[0]                           # a repeated corner
         if trial % 7 == 0:
             pts[2] = (pts[0] + pts[1]) / 2            # a corner on an edge
-        p = rng.normal(size=2) * 0.08
+        p = rng.normal(size=2) * 0.8 * size
         flat = np.zeros(16 + n)
         flat[:2 * n] = pts.reshape(-1)
         got = SK._hull_margin(flat, n, p[0], p[1])
-        assert got == pytest.approx(_hull_margin_reference(pts, p), abs=1e-12), (pts, p)
+        assert got == pytest.approx(_hull_margin_reference(pts, p), abs=1e-11 * size), (pts, p)
 
 
 def test_the_floor_margin_is_the_lowest_capsule_above_the_floor(puma):

@@ -729,3 +729,62 @@ def test_a_centre_of_mass_exactly_at_the_required_margin_is_in_balance(humanoid)
         assert checker.check(q).flags & BALANCE
     finally:
         checker.bal[SK.BAL_MARGIN] = saved
+
+
+def _step_with(checker, bal, target, prev):
+    """The loop's step with the balance settings `bal` (the PUMA's base links as soles)."""
+    m = checker.model
+    kin, mt = m.tables
+    q_cmd, info = np.empty(m.n), np.empty(SK.INFO_LEN)
+    flags = SK.safety_step(np.asarray(target, float), np.asarray(prev, float), np.asarray(prev, float), m.lower,
+                           m.upper, m.velocity_limit, 100.0, 1.0, kin, mt, checker.caps, checker.pairs, checker.ws,
+                           bal, q_cmd, np.empty_like(checker.poses), np.empty_like(checker.wpts), info, np.empty(32))
+    return flags, q_cmd, info
+
+
+def _margins(checker, bal, q):
+    """(clearance, COM margin) at q with the balance settings `bal`."""
+    m = checker.model
+    kin, mt = m.tables
+    info = np.empty(SK.INFO_LEN)
+    SK.check_pose_core(np.asarray(q, float), kin, mt, checker.caps, checker.pairs, checker.ws, bal,
+                       np.empty_like(checker.poses), np.empty_like(checker.wpts), info, np.empty(32))
+    return info[SK.I_CLEARANCE], info[SK.I_COM_MARGIN]
+
+
+@pytest.mark.parametrize("required", [1e3, -1e3], ids=["out of balance", "in balance"])
+def test_a_step_that_worsens_nothing_flagged_is_allowed_whatever_else_changes(puma, required):
+    """Out of balance (required margin 1 km), a step may bring two capsules closer as long as none
+    collide; in collision, a step out of it may take the COM nearer the soles' edge as long as the
+    balance holds; and a step that changes neither measure (the last wrist joint turns a link whose
+    mass and capsule lie on its axis) is allowed in collision and out of balance alike."""
+    model, checker = puma
+    _, bal = _every_check_failing(model, checker, False, False, True)
+    bal[SK.BAL_MARGIN] = required
+    if required < 0:
+        prev = np.asarray(PUMA_COLLISION, float)
+    else:   # on the way to that collision, the two capsules 1 to 3 cm apart
+        path = [model.home + a * (np.asarray(PUMA_COLLISION) - model.home) for a in np.linspace(0, 1, 101)]
+        prev = next(q for q in path if 0.01 < _margins(checker, bal, q)[0] < 0.03)
+    c_prev, m_prev = _margins(checker, bal, prev)
+    found = 0
+    for j in range(model.n):
+        for d in (-0.05, 0.05):
+            target = prev.copy()
+            target[j] += d
+            c, m = _margins(checker, bal, target)
+            # the measure not flagged gets worse, without crossing its limit
+            worse = (0 <= c < c_prev) if required > 0 else (m < m_prev)
+            better = (m >= m_prev) if required > 0 else (c >= c_prev)   # the flagged one, not worse
+            flags, q_cmd, _ = _step_with(checker, bal, target, prev)
+            if worse and better and not flags & (WORKSPACE | FLOOR | LIMIT | RATE):
+                assert not flags & HELD and np.array_equal(q_cmd, target), (j, d, flag_names(flags))
+                found += 1
+    assert found
+    prev = np.asarray(PUMA_COLLISION, float)
+    bal[SK.BAL_MARGIN] = 1e3
+    target = prev.copy()
+    target[5] += 0.3
+    assert _margins(checker, bal, target) == _margins(checker, bal, prev)
+    flags, q_cmd, _ = _step_with(checker, bal, target, prev)
+    assert flags & COLLISION and flags & BALANCE and not flags & HELD and np.array_equal(q_cmd, target)

@@ -371,3 +371,26 @@ def test_the_stall_watch_counts_each_joint_as_its_three_conditions_say():
         if got >= 0:
             count[:] = 0
         np.testing.assert_array_equal(watch.count, count)
+
+
+def test_the_stall_pass_at_each_condition_s_edge_and_the_first_of_equal_counts():
+    """Exactly `error_rad` short or moving exactly `still_rad_s` is no push (the conditions say
+    more than, slower than); of joints pushing equally long, the first is named."""
+    from hil.safety import stall_step
+
+    def once(q_cmd, qd, count):
+        n = len(count)
+        return stall_step(np.full(n, q_cmd), np.zeros(n), np.full(n, qd), np.full(n, 900.0), np.full(n, 1000.0),
+                          count, 0.5, 0.05, 0.1)
+
+    count = np.zeros(3, dtype=np.int64)
+    once(0.05, 0.0, count)
+    assert not count.any()                               # exactly the error allowed: no push
+    once(np.nextafter(0.05, 1.0), 0.0, count)
+    assert (count == 1).all()
+    once(0.06, 0.1, count)
+    assert not count.any()                               # exactly the still speed: moving
+    count[:] = [2, 5, 5]
+    assert once(0.06, 0.0, count) == 1 and list(count) == [3, 6, 6]
+    count[:] = [0, 0, 0]
+    assert once(0.0, 0.0, count) == 0                    # nothing pushes: the first joint, count 0

@@ -143,6 +143,8 @@ def test_a_robot_already_out_of_balance_may_move_back_but_never_further_out(huma
     flags, q_cmd = step(checker, leaning(model, 24), out)        # further out
     assert flags & BALANCE and flags & HELD
     assert np.array_equal(q_cmd, out)
+    flags, q_cmd = step(checker, leaning(model, 16), out, dt=0.002)   # back, cut to the joints' speed
+    assert flags == BALANCE | RATE, flag_names(flags)
 
 
 def test_a_robot_measured_below_the_floor_may_rise_but_not_sink(puma):
@@ -215,6 +217,31 @@ def test_a_path_check_flags_each_row_and_names_the_first_bad_one(puma):
     Q[2, roll] = model.lower[roll] - 1e-6
     first, flags = checker.check_path(Q)
     assert first == 2 and flags[2] == LIMIT
+
+
+def test_a_path_check_keeps_every_flag_of_a_row_and_the_first_bad_row(puma):
+    model, checker = puma
+    roll = model.n - 1
+    Q = np.tile(model.home, (4, 1))
+    Q[:, roll] = 0.0
+    Q[0, roll] = model.upper[roll] + 1.0                  # row 0: out of range …
+    Q[0, 3] = math.nan                                    # … and a NaN after it
+    Q[2, 0], Q[2, roll] = math.nan, model.lower[roll] - 1.0   # row 2: a NaN, then out of range
+    first, flags = checker.check_path(Q)
+    assert first == 0 and flags[0] == LIMIT | NONFINITE and flags[2] == LIMIT | NONFINITE and flags[1] == 0
+
+
+def test_a_path_on_its_limits_and_within_their_tolerance_is_clean(puma):
+    model, checker = puma
+    roll = model.n - 1
+    for bound, sign in ((model.lower, -1.0), (model.upper, 1.0)):
+        Q = np.tile(model.home, (4, 1))
+        Q[0, roll] = bound[roll]
+        Q[1, roll] = bound[roll] + sign * 1e-9            # the kernel's own tolerance, to the last bit
+        Q[2, roll] = bound[roll] + sign * 1.5e-9          # past it
+        Q[3, roll] = bound[roll] - sign * 1e-9            # inside
+        first, flags = checker.check_path(Q)
+        assert list(flags) == [0, 0, LIMIT, 0] and first == 2, flag_names(int(flags[2]))
 
 
 def test_a_clean_path_has_no_first_bad_row(puma):

@@ -224,8 +224,8 @@ def test_a_path_check_keeps_every_flag_of_a_row_and_the_first_bad_row(puma):
     roll = model.n - 1
     Q = np.tile(model.home, (4, 1))
     Q[:, roll] = 0.0
-    Q[0, roll] = model.upper[roll] + 1.0                  # row 0: out of range …
-    Q[0, 3] = math.nan                                    # … and a NaN after it
+    Q[0, 3] = model.upper[3] + 1.0                        # row 0: out of range …
+    Q[0, roll] = math.nan                                 # … and a NaN after it
     Q[2, 0], Q[2, roll] = math.nan, model.lower[roll] - 1.0   # row 2: a NaN, then out of range
     first, flags = checker.check_path(Q)
     assert first == 0 and flags[0] == LIMIT | NONFINITE and flags[2] == LIMIT | NONFINITE and flags[1] == 0

@@ -34,7 +34,7 @@ class EmulatorProcess:
                                      start_new_session=True)
         from firmware_protocol.board_cpu import as_a_board_cpu
 
-        as_a_board_cpu(self.proc.pid)   # as `hil run --dry-run` starts its own
+        as_a_board_cpu(self.proc.pid)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("/dev/"):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""

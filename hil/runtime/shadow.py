@@ -131,7 +131,7 @@ class Shadow:
         self.block = ShadowBlock(block_path(loop_name), self.model.n, create=True)
         self.rows: list[tuple] = []
         self.gaps: list[float] = []      # each time this process was not run for longer than GAP_S (s)
-        self.last_step: float | None = None
+        self.last_step = time.monotonic()
 
     def _resync(self, q: np.ndarray) -> None:
         """Not enabled: the shadow stands where the robot is measured to be."""
@@ -147,17 +147,14 @@ class Shadow:
         s = self.client.snapshot()
         now = time.monotonic()
         enabled = int(s.board_state) == 2
-        gap, self.last_step = now - (self.last_step or now), now
-        if enabled and gap > GAP_S:
-            # start over from the robot: the pose it is measured in, a diagnosis window of its own
-            self._resync(s.q_meas)
-            self.plant.t = now
-            self.rows = []
-            self.gaps.append(gap)
-        elif enabled:
+        gap, self.last_step = now - self.last_step, now
+        if enabled and gap <= GAP_S:
             self.plant.drive(s.q_cmd, np.ones(self.model.n, dtype=bool))
             self.plant.advance(now)
         else:
+            if enabled:   # after a gap: start over from the robot, with a diagnosis window of its own
+                self.rows = []
+                self.gaps.append(gap)
             self._resync(s.q_meas)
             self.plant.t = now
         pred = self.plant.q.copy()

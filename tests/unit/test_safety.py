@@ -577,6 +577,16 @@ def test_the_loop_s_balance_check_uses_the_robot_s_own_soles_and_com(humanoid):
         assert bool(checker.check(q).flags & BALANCE) == (want < checker.bal[SK.BAL_MARGIN])
 
 
+def _pose_check(checker, q, info=None, **settings):
+    """The kernel's pose check at q with some of the checker's tables replaced (caps, pairs, ws, bal):
+    (flags, info)."""
+    t = {"caps": checker.caps, "pairs": checker.pairs, "ws": checker.ws, "bal": checker.bal, **settings}
+    info = np.empty(SK.INFO_LEN) if info is None else info
+    flags = SK.check_pose_core(np.asarray(q, float), checker.kin, checker.mt, t["caps"], t["pairs"], t["ws"],
+                               t["bal"], np.empty_like(checker.poses), np.empty((len(t["caps"]), 6)), info, np.empty(32))
+    return flags, info
+
+
 # ------------------------------------------------------------------ each flag whatever else happened
 def test_a_limit_and_a_rate_on_different_joints_are_both_flagged(puma):
     model, checker = puma
@@ -636,14 +646,11 @@ def _every_check_failing(model, checker, floor: bool, workspace: bool, balance: 
 @pytest.mark.parametrize("balance", [False, True])
 def test_each_failing_pose_check_is_flagged_whatever_else_fails(puma, floor, workspace, balance):
     model, checker = puma
-    kin, mt = model.tables
     ws, bal = _every_check_failing(model, checker, floor, workspace, balance)
     base = checker.check(PUMA_COLLISION).flags & WORKSPACE   # the pose's own, with the usual settings
     want = (FLOOR if floor else 0) | (WORKSPACE if workspace else base) | (BALANCE if balance else 0)
-    poses, wpts = np.empty_like(checker.poses), np.empty_like(checker.wpts)
-    for q, colliding in ((model.home, 0), (np.asarray(PUMA_COLLISION), COLLISION)):
-        flags = SK.check_pose_core(np.asarray(q, float), kin, mt, checker.caps, checker.pairs, ws, bal, poses,
-                                   wpts, np.empty(SK.INFO_LEN), np.empty(32))
+    for q, colliding in ((model.home, 0), (PUMA_COLLISION, COLLISION)):
+        flags, _ = _pose_check(checker, q, ws=ws, bal=bal)
         expected = want | colliding if colliding else want & ~base | (WORKSPACE if workspace else 0)
         assert flags == expected, (flag_names(flags), flag_names(expected))
 
@@ -668,18 +675,14 @@ def test_the_clearance_is_the_closest_pair_of_capsules(puma, humanoid):
 
 def test_a_capsule_resting_exactly_on_the_floor_is_not_below_it(puma):
     model, checker = puma
-    kin, mt = model.tables
-    q = np.asarray(PUMA_FLOOR, float)
     ws = checker.ws.copy()
     ws[SK.WS_FLOOR_Z] = 0.0
-    info = np.empty(SK.INFO_LEN)
-    args = (kin, mt, checker.caps, checker.pairs, ws, checker.bal, np.empty_like(checker.poses),
-            np.empty_like(checker.wpts), info, np.empty(32))
-    SK.check_pose_core(q, *args)
+    _, info = _pose_check(checker, PUMA_FLOOR, ws=ws)
     ws[SK.WS_FLOOR_Z] = info[SK.I_FLOOR]           # the floor raised to the lowest capsule's bottom
-    assert SK.check_pose_core(q, *args) & FLOOR == 0 and info[SK.I_FLOOR] == 0.0
+    flags, info = _pose_check(checker, PUMA_FLOOR, ws=ws)
+    assert flags & FLOOR == 0 and info[SK.I_FLOOR] == 0.0
     ws[SK.WS_FLOOR_Z] = np.nextafter(ws[SK.WS_FLOOR_Z], 1.0)
-    assert SK.check_pose_core(q, *args) & FLOOR
+    assert _pose_check(checker, PUMA_FLOOR, ws=ws)[0] & FLOOR
 
 
 def test_a_robot_in_collision_may_move_apart_but_not_further_in(puma):
@@ -702,12 +705,9 @@ def test_a_robot_in_collision_may_move_apart_but_not_further_in(puma):
 def test_a_check_left_out_says_so_in_its_info_slot(puma):
     """The slots' "unchecked" values (the kernel's header): no pairs, no floor, no workspace, no
     balance: clearance and floor +inf, no pair, no bound, the COM margin +inf."""
-    model, checker = puma
-    kin, mt = model.tables
-    info = np.full(SK.INFO_LEN, 7.0)
-    flags = SK.check_pose_core(np.asarray(PUMA_COLLISION, float), kin, mt, checker.caps, np.zeros((0, 2), np.int64),
-                               np.zeros(SK.WS_LEN), np.zeros(SK.BAL_LEN), np.empty_like(checker.poses),
-                               np.empty_like(checker.wpts), info, np.empty(32))
+    _, checker = puma
+    flags, info = _pose_check(checker, PUMA_COLLISION, np.full(SK.INFO_LEN, 7.0), pairs=np.zeros((0, 2), np.int64),
+                              ws=np.zeros(SK.WS_LEN), bal=np.zeros(SK.BAL_LEN))
     assert flags == 0
     assert info[SK.I_CLEARANCE] == math.inf and info[SK.I_PAIR] == -1.0 and info[SK.I_FLOOR] == math.inf
     assert info[SK.I_WS] == -1.0 and info[SK.I_COM_MARGIN] == math.inf
@@ -715,31 +715,24 @@ def test_a_check_left_out_says_so_in_its_info_slot(puma):
 
 def test_the_floor_check_looks_at_every_capsule_of_a_many_linked_robot(humanoid):
     model, checker = humanoid
-    kin, mt = model.tables
     assert len(checker.caps) > checker.caps.shape[1]      # more capsules than a capsule row has numbers
-    info = np.empty(SK.INFO_LEN)
     q = leaning(model, 5)
     F = model.fk_frames(q)
     bottoms = [min((F[1 + int(c[0])][:3, :3] @ c[1 + 3 * e:4 + 3 * e] + F[1 + int(c[0])][:3, 3])[2]
                    for e in (0, 1)) - c[7] for c in checker.caps if c[0] >= 0]
     ws = checker.ws.copy()
     ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, min(bottoms) + 1e-3   # only the lowest capsule is under it
-    flags = SK.check_pose_core(q, kin, mt, checker.caps, checker.pairs, ws, checker.bal,
-                               np.empty_like(checker.poses), np.empty_like(checker.wpts), info, np.empty(32))
+    flags, info = _pose_check(checker, q, ws=ws)
     assert flags & FLOOR and info[SK.I_FLOOR] == pytest.approx(-1e-3, abs=1e-9)
 
 
 def test_capsules_exactly_touching_do_not_collide(puma):
-    model, checker = puma
-    kin, mt = model.tables
-    q = np.asarray(PUMA_COLLISION, float)
-    assert checker.check(q).flags & COLLISION
+    _, checker = puma
+    assert checker.check(PUMA_COLLISION).flags & COLLISION
     pair = checker.pairs[[int(checker.info[SK.I_PAIR])]]
     caps = checker.caps.copy()
     caps[pair[0, 1], 7] += checker.info[SK.I_CLEARANCE]     # one radius shrunk until the two just touch
-    info = np.empty(SK.INFO_LEN)
-    flags = SK.check_pose_core(q, kin, mt, caps, pair, checker.ws, checker.bal, np.empty_like(checker.poses),
-                               np.empty_like(checker.wpts), info, np.empty(32))
+    flags, info = _pose_check(checker, PUMA_COLLISION, caps=caps, pairs=pair)
     assert info[SK.I_CLEARANCE] == 0.0 and not flags & COLLISION
 
 
@@ -771,11 +764,7 @@ def _step_with(checker, bal, target, prev):
 
 def _margins(checker, bal, q):
     """(clearance, COM margin) at q with the balance settings `bal`."""
-    m = checker.model
-    kin, mt = m.tables
-    info = np.empty(SK.INFO_LEN)
-    SK.check_pose_core(np.asarray(q, float), kin, mt, checker.caps, checker.pairs, checker.ws, bal,
-                       np.empty_like(checker.poses), np.empty_like(checker.wpts), info, np.empty(32))
+    _, info = _pose_check(checker, q, bal=bal)
     return info[SK.I_CLEARANCE], info[SK.I_COM_MARGIN]
 
 

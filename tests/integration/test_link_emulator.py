@@ -321,3 +321,30 @@ def test_a_kept_board_parameter_is_set_at_connect_and_again_on_the_board_that_co
         link.close()
     with pytest.raises(Exception, match="refused CMD_TIMEOUT_MS = 5: OUT_OF_RANGE"):
         connect_board(path, 1_000_000, 0.25, 6, watchdog_ms=5)
+
+
+def _autogroup_nice(pid: int | str) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:
+        return int(f.read().split()[-1])
+
+
+def test_an_emulator_s_session_gets_the_board_s_share(emulator):
+    """Where the kernel shares the CPU by session first (autogroup), a nice value orders a process
+    only within its session: each emulator (the tests' and the CLI's) leads a session of its own,
+    and that session is raised; the session that started it is not."""
+    from firmware_protocol.board_cpu import BOARD_NICE
+    from hil import robots
+    from hil.emulator_launch import start_emulator
+
+    if not os.path.exists("/proc/self/autogroup") or os.geteuid() != 0:
+        pytest.skip("needs the kernel's autogroup and root (a session's share is raised by root only)")
+    ours = _autogroup_nice("self")
+    emu = emulator("--kind", "puma6")
+    launched = start_emulator(robots.load("puma560"))
+    try:
+        for proc in (emu.proc, launched.proc):
+            assert os.getsid(proc.pid) == proc.pid and _autogroup_nice(proc.pid) == BOARD_NICE
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) <= BOARD_NICE
+        assert _autogroup_nice("self") == ours
+    finally:
+        launched.stop()

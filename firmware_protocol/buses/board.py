@@ -360,7 +360,7 @@ class BusBoard:
         for j in self.config.joints:
             if j.homing_offset is None:
                 continue
-            held = self.bus.homing_offset(j.servo_id)
+            held = self._register(self.bus.homing_offset, j.servo_id)
             if held is not None and held != j.homing_offset:
                 off = abs(held - j.homing_offset) / j.ticks_per_rad
                 wrong.append(f"{j.name} (id {j.servo_id}) holds {held}, the config says {j.homing_offset} "
@@ -662,7 +662,7 @@ class BusBoard:
         with self._lock:
             out = []
             for j in self.config.joints:
-                held = self._io(self.bus.position_limits, j.servo_id)
+                held = self._register(self.bus.position_limits, j.servo_id)
                 if held is None or held[0] == held[1]:     # none, or both 0: a servo in multi-turn mode
                     continue
                 self._servo_limits[j.servo_id] = held
@@ -674,9 +674,21 @@ class BusBoard:
             return out
 
     def read_homing_offsets(self) -> list[int | None]:
-        """Each joint's servo's Homing Offset register (None: it has none)."""
+        """Each joint's servo's Homing Offset register (None: it has none, or it answered none of
+        the patient asks)."""
         with self._lock:
-            return [self._io(self.bus.homing_offset, j.servo_id) for j in self.config.joints]
+            return [self._register(self.bus.homing_offset, j.servo_id) for j in self.config.joints]
+
+    def _register(self, read, servo_id: int, tries: int = 3):
+        """A register read out of the cycle: a late reply (a busy host) is waited for, a lost one
+        asked again. A reading that stayed None would pass for "the servo has no such register"
+        and change what calibration writes."""
+        with self.bus.patient(PATIENT_REPLY_S):
+            for _ in range(tries):
+                value = self._io(read, servo_id)
+                if value is not None:
+                    return value
+        return None
 
     def write_servo_setup(self, joint: int, homing: int | None, limits: tuple[int, int] | None) -> list[str]:
         """Write a joint's servo's Homing Offset and Min/Max Position Limits (EEPROM: only with
@@ -693,11 +705,12 @@ class BusBoard:
 
     def _written(self, write, *args, tries: int = 3) -> bool:
         """A register write that reads back as written (None: the servo has no such register);
-        tried again where a reply was lost on the bus, as one may be."""
-        for _ in range(tries):
-            ok = self._io(write, *args)
-            if ok is None or ok:
-                return True
+        waited for patiently and tried again where a reply was late or lost, as one may be."""
+        with self.bus.patient(PATIENT_REPLY_S):
+            for _ in range(tries):
+                ok = self._io(write, *args)
+                if ok is None or ok:
+                    return True
         return False
 
     def param_get(self, param_id: int, joint: int = 0xFF) -> int:

@@ -191,15 +191,18 @@ def test_a_servo_silent_for_a_few_cycles_but_less_than_a_tenth_of_a_second_is_no
     """What a busy host or an adapter's hiccup takes from a healthy bus is not a broken cable."""
     from firmware_protocol.buses.board import SILENT_MIN_S
 
-    emu, config = start("dynamixel2", "--fault", "silent:13@0.8-0.85")
-    config = dataclasses.replace(config, command_timeout_ms=5000, watchdog_ms=0, stale_cycles=2)
+    # silent for 80 ms from 2 s after the emulator's start: well after the connect (a busy machine
+    # slows it), long enough for the cycles the count allows even when this process is held up
+    started = time.monotonic()
+    emu, config = start("dynamixel2", "--fault", "silent:13@2.0-2.08")
+    # a cycle waits 10 ms for a reply that does not come: several cycles fit the silence
+    config = dataclasses.replace(config, command_timeout_ms=5000, watchdog_ms=0, stale_cycles=2, reply_timeout_ms=10)
     board = BusBoard.connect(emu.path, config)
     try:
         board.enable()
         j = [k for k, jt in enumerate(config.joints) if jt.servo_id == 13][0]
         most, s = 0, None
-        end = time.monotonic() + 1.5
-        while time.monotonic() < end:
+        while time.monotonic() < started + 2.5 or (most < config.stale_cycles and time.monotonic() < started + 6):
             board.send_positions(MODEL.home)
             s = board.poll() or s
             most = max(most, board._joints[j].stale)
@@ -336,4 +339,29 @@ def test_a_homing_offset_the_servos_do_not_hold_is_refused_at_connect(bus):
                                                  r"-1500 \(its readings would be 158\.2° off\).*--import-lerobot"):
             BusBoard.connect(emu.path, config)
     finally:
+        emu.stop()
+
+
+def test_a_register_read_waits_out_a_busy_host_and_never_takes_a_late_reply_for_no_register():
+    """Calibration asks each servo's Homing Offset before it places the zeros: a reply held up by a
+    busy machine (the emulator stopped for 0.15 s here) is waited for, not read as "this servo has
+    no Homing Offset" (which made calibration refuse a knee whose range crossed the wrap)."""
+    import threading
+
+    emu, config = start("dynamixel2")
+    board = BusBoard.connect(emu.path, config)
+    try:
+        read = []
+        asking = threading.Thread(target=lambda: read.append(board.read_homing_offsets()))
+        os.kill(emu.proc.pid, signal.SIGSTOP)
+        try:
+            asking.start()
+            time.sleep(0.15)
+        finally:
+            os.kill(emu.proc.pid, signal.SIGCONT)
+        asking.join(10)
+        assert read and read[0] == [0] * MODEL.n, read
+        assert board.narrower_servo_limits() == []
+    finally:
+        board.close()
         emu.stop()

@@ -12,6 +12,10 @@ where the residual has a shape:
   backlash   the residual flips sign with the direction of motion: play in the gears
   stall      predicted moving, the joint still, the residual growing: something blocks it
 
+A joint "moves" where its model moves and it was commanded to: a model that moves on under a
+command held still (settling, a body swaying on its feet in physics after the motion stopped) is
+the model's own motion, which the robot, told to stand, rightly does not follow.
+
 While the robot is not enabled the shadow is put where the robot is measured to be, so each enable
 starts both from the same pose. The block (`<loop>.shadow` in the runtime folder) is read by the
 twin; with `--record FILE` the shadow writes FILE.shadow.npy at the end (t, q_pred, residual, flags)
@@ -37,7 +41,8 @@ from hil.runtime.shared import LoopClient, runtime_dir
 OFFSET, REVERSED, BACKLASH, STALL = 1, 2, 4, 8
 DIAGNOSES = {OFFSET: "offset", REVERSED: "reversed", BACKLASH: "backlash", STALL: "stall"}
 WINDOW_S = 2.0                     # the residual's history a diagnosis looks at
-MOVING_RAD_S = 0.05                # a joint faster than this (predicted) is moving
+MOVING_RAD_S = 0.05                # a joint faster than this (predicted, commanded) is moving
+COMMANDED_RECENTLY_S = 0.2         # and it moves on in its model this long after its command stops
 # steady residuals above this are an offset (or, flipping with the direction, backlash): above what a
 # model's servo stiffness being somewhat off gives (a soft servo's sag under load, its compensation)
 OFFSET_RAD = math.radians(2.5)
@@ -74,19 +79,21 @@ class ShadowBlock:
         return float(v[0]), v[1:1 + n], v[1 + n:1 + 2 * n], v[1 + 2 * n:]
 
 
-def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray) -> np.ndarray:
-    """Per joint, the flags the last WINDOW_S of measured and predicted positions (rows) show."""
+def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray, cmd: np.ndarray) -> np.ndarray:
+    """Per joint, the flags the last WINDOW_S of measured, predicted and commanded positions (rows)
+    show."""
     n = meas.shape[1]
     flags = np.zeros(n)
     keep = np.concatenate([[True], np.diff(t) > 0]) if len(t) else np.zeros(0, dtype=bool)
-    t, meas, pred = t[keep], meas[keep], pred[keep]   # (a state read twice is one sample)
+    t, meas, pred, cmd = t[keep], meas[keep], pred[keep], cmd[keep]   # (a state read twice is one sample)
     if len(t) < 10:
         return flags
     dt = np.diff(t)[:, None]
     vp, vm = np.diff(pred, axis=0) / dt, np.diff(meas, axis=0) / dt
+    commanded = _commanded_recently(t[1:], np.abs(np.diff(cmd, axis=0) / dt) > MOVING_RAD_S)
     r = (meas - pred)[1:]
     for j in range(n):
-        moving = np.abs(vp[:, j]) > MOVING_RAD_S
+        moving = (np.abs(vp[:, j]) > MOVING_RAD_S) & commanded[:, j]
         if moving.sum() < 5:
             continue
         a, b = vp[moving, j], vm[moving, j]
@@ -94,7 +101,7 @@ def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray) -> np.ndarray:
             flags[j] += REVERSED
             continue
         still = np.abs(b) < 0.2 * np.abs(a)
-        if still[-5:].all() and abs(r[-1, j]) > STALL_RAD and abs(r[-1, j]) > abs(r[moving, j][0]):
+        if moving[-5:].all() and still[-5:].all() and abs(r[-1, j]) > STALL_RAD and abs(r[-1, j]) > abs(r[moving, j][0]):
             flags[j] += STALL
             continue
         up, down = r[moving & (vp[:, j] > 0), j], r[moving & (vp[:, j] < 0), j]
@@ -104,6 +111,12 @@ def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray) -> np.ndarray:
         elif abs(np.median(r[moving, j])) > OFFSET_RAD and np.std(r[moving, j]) < 0.5 * abs(np.median(r[moving, j])):
             flags[j] += OFFSET
     return flags
+
+
+def _commanded_recently(t: np.ndarray, cmd_moving: np.ndarray) -> np.ndarray:
+    """Per sample and joint: its command moved within the last COMMANDED_RECENTLY_S."""
+    last = np.where(cmd_moving, t[:, None], -np.inf)
+    return t[:, None] - np.maximum.accumulate(last, axis=0) <= COMMANDED_RECENTLY_S
 
 
 def describe(names, residual: np.ndarray, flags: np.ndarray) -> list[str]:
@@ -158,11 +171,11 @@ class Shadow:
             self._resync(s.q_meas)
             self.plant.t = now
         pred = self.plant.q.copy()
-        self.rows.append((float(s.t), s.q_meas.copy(), pred, enabled))
+        self.rows.append((float(s.t), s.q_meas.copy(), pred, s.q_cmd.copy(), enabled))
         self.rows = [r for r in self.rows if r[0] > s.t - WINDOW_S]
-        moving = [r for r in self.rows if r[3]]
-        flags = diagnose(np.array([r[0] for r in moving]), np.array([r[1] for r in moving]),
-                         np.array([r[2] for r in moving])) if len(moving) > 10 else np.zeros(self.model.n)
+        moving = [r for r in self.rows if r[4]]
+        flags = diagnose(*(np.array([r[k] for r in moving]) for k in range(4))) if len(moving) > 10 \
+            else np.zeros(self.model.n)
         residual = s.q_meas - pred
         self.block.write(float(s.t), pred, residual, flags)
         return float(s.t), pred, residual, flags

@@ -15,7 +15,7 @@ PRED = 0.4 * np.sin(2 * math.pi * 0.7 * T)             # a joint swinging ±23°
 
 
 def _one(meas: np.ndarray) -> int:
-    return int(diagnose(T, meas[:, None], PRED[:, None])[0])
+    return int(diagnose(T, meas[:, None], PRED[:, None], PRED[:, None])[0])
 
 
 def test_a_joint_that_does_what_its_model_does_is_not_flagged():
@@ -42,7 +42,20 @@ def test_a_joint_that_stops_while_its_model_moves_on_is_stalled():
     stop = len(T) // 4                                  # blocked a quarter of the way
     meas[stop:] = PRED[stop]
     t, pred, meas = T[:stop + 40], PRED[:stop + 40], meas[:stop + 40]
-    assert int(diagnose(t, meas[:, None], pred[:, None])[0]) == STALL
+    assert int(diagnose(t, meas[:, None], pred[:, None], pred[:, None])[0]) == STALL
+
+
+def test_a_joint_held_still_while_its_model_moves_on_is_not_stalled():
+    """The run held the motion (another joint stalled): the command stops, the model in physics
+    still moves (settling, a body swaying on its feet) and the joint stands where it is told."""
+    stop = len(T) // 4
+    cmd = PRED.copy()
+    cmd[stop:] = PRED[stop]
+    meas = cmd.copy()
+    t, pred, meas, cmd = T[:stop + 80], PRED[:stop + 80], meas[:stop + 80], cmd[:stop + 80]
+    assert int(diagnose(t, meas[:, None], pred[:, None], cmd[:, None])[0]) == 0
+    # the same joint, commanded on as its model moves, is stalled
+    assert int(diagnose(t, meas[:, None], pred[:, None], pred[:, None])[0]) == STALL
 
 
 def test_describe_names_the_joint_and_the_size():

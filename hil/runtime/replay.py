@@ -115,9 +115,9 @@ class _Player:
                     self.k += 1
             last = now
             if self.k != shown:
+                ctrl[C_REPLAY_ROW] = self.k     # first: whoever sees the row's state sees its number too
                 self._publish(self.k)
                 shown = self.k
-                ctrl[C_REPLAY_ROW] = self.k
             if self.k == len(self.t) - 1 and not ctrl[C_REPLAY_PAUSE] and self.t_now >= self.t[-1]:
                 if not self.loop:
                     return

@@ -16,9 +16,9 @@ Debian's and most desktop kernels), a process's nice value only orders it agains
 its own session; against every other session it counts as its session's group, at the group's own
 nice value. An emulator runs in a session of its own, so its group is raised too: left at 0, the
 emulator was measured runnable and not run for 231 ms beside two CPU-bound jobs and a QEMU board,
-and its servos' bus went silent. Where a cgroup of its own holds the process's CPU share instead
-(containers, many CI machines: /proc/PID/autogroup prints nothing), the kernel takes no such write,
-and the nice value orders the emulator among the processes of that cgroup.
+and its servos' bus went silent. Where the kernel does not group a process by its session
+(/proc/PID/autogroup prints nothing, as on the CI machines), the write is refused and the nice
+value alone orders the emulator, as it then should.
 """
 
 from __future__ import annotations

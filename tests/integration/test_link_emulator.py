@@ -324,8 +324,8 @@ def test_a_kept_board_parameter_is_set_at_connect_and_again_on_the_board_that_co
 
 
 def _autogroup_nice(pid: int | str) -> int | None:
-    """The session group's nice value; None where the process's CPU group is not its session's
-    (the kernel prints nothing when a cgroup of its own, as in many containers, holds it)."""
+    """The session group's nice value; None where the kernel does not group the process by its
+    session (it prints nothing then, as on the CI machines)."""
     with open(f"/proc/{pid}/autogroup") as f:
         words = f.read().split()
     return int(words[-1]) if words else None
@@ -343,7 +343,7 @@ def test_an_emulator_s_session_gets_the_board_s_share(emulator):
         pytest.skip("needs the kernel's autogroup and root (a session's share is raised by root only)")
     ours = _autogroup_nice("self")
     if ours is None:
-        pytest.skip("this process's CPU share is set by a cgroup here, not by its session's autogroup")
+        pytest.skip("the kernel does not group this process by its session here (no autogroup)")
     emu = emulator("--kind", "puma6")
     launched = start_emulator(robots.load("puma560"))
     try:

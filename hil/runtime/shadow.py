@@ -101,7 +101,8 @@ def diagnose(t: np.ndarray, meas: np.ndarray, pred: np.ndarray, cmd: np.ndarray)
             flags[j] += REVERSED
             continue
         still = np.abs(b) < 0.2 * np.abs(a)
-        if moving[-5:].all() and still[-5:].all() and abs(r[-1, j]) > STALL_RAD and abs(r[-1, j]) > abs(r[moving, j][0]):
+        growing = abs(r[-1, j]) > STALL_RAD and abs(r[-1, j]) > abs(r[moving, j][0])
+        if moving[-5:].all() and still[-5:].all() and growing:
             flags[j] += STALL
             continue
         up, down = r[moving & (vp[:, j] > 0), j], r[moving & (vp[:, j] < 0), j]

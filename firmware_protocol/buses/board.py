@@ -679,16 +679,21 @@ class BusBoard:
         with self._lock:
             return [self._register(self.bus.homing_offset, j.servo_id) for j in self.config.joints]
 
-    def _register(self, read, servo_id: int, tries: int = 3):
-        """A register read out of the cycle: a late reply (a busy host) is waited for, a lost one
-        asked again. A reading that stayed None would pass for "the servo has no such register"
-        and change what calibration writes."""
+    def _register(self, read, servo_id: int):
+        """A register read out of the cycle (None: the servo has none, or never answered). A reading
+        lost to a busy host would pass for "the servo has no such register" and change what
+        calibration writes: it is asked patiently."""
+        return self._patiently(read, servo_id, done=lambda value: value is not None)
+
+    def _patiently(self, fn, *args, done, tries: int = 3):
+        """fn(*args) out of the cycle: a late reply (a busy host) waited for, a lost one asked
+        again, until `done(result)` or `tries` asks; the last result."""
         with self.bus.patient(PATIENT_REPLY_S):
             for _ in range(tries):
-                value = self._io(read, servo_id)
-                if value is not None:
-                    return value
-        return None
+                result = self._io(fn, *args)
+                if done(result):
+                    break
+        return result
 
     def write_servo_setup(self, joint: int, homing: int | None, limits: tuple[int, int] | None) -> list[str]:
         """Write a joint's servo's Homing Offset and Min/Max Position Limits (EEPROM: only with
@@ -703,15 +708,11 @@ class BusBoard:
                 failed.append(f"Min/Max Position Limits {limits[0]} … {limits[1]}")
             return failed
 
-    def _written(self, write, *args, tries: int = 3) -> bool:
-        """A register write that reads back as written (None: the servo has no such register);
-        waited for patiently and tried again where a reply was late or lost, as one may be."""
-        with self.bus.patient(PATIENT_REPLY_S):
-            for _ in range(tries):
-                ok = self._io(write, *args)
-                if ok is None or ok:
-                    return True
-        return False
+    def _written(self, write, *args) -> bool:
+        """A register write that reads back as written (None: the servo has no such register),
+        asked patiently."""
+        ok = self._patiently(write, *args, done=lambda ok: ok is None or ok)
+        return ok is None or bool(ok)
 
     def param_get(self, param_id: int, joint: int = 0xFF) -> int:
         """The parameters a host tool reads from a board: TARGET (the joint's current target, µrad,

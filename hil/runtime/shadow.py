@@ -143,7 +143,7 @@ class Shadow:
         s = self.client.snapshot()
         self.plant = PhysicsPlant(pm, initial=s.q_meas, brakes="dh" in self.model.meta)
         self.block = ShadowBlock(block_path(loop_name), self.model.n, create=True)
-        self.rows: list[tuple] = []
+        self.rows: list[tuple] = []      # (t, measured, predicted, commanded) while enabled, last WINDOW_S
         self.gaps: list[float] = []      # each time this process was not run for longer than GAP_S (s)
         self.last_step = time.monotonic()
 
@@ -172,10 +172,10 @@ class Shadow:
             self._resync(s.q_meas)
             self.plant.t = now
         pred = self.plant.q.copy()
-        self.rows.append((float(s.t), s.q_meas.copy(), pred, s.q_cmd.copy(), enabled))
         self.rows = [r for r in self.rows if r[0] > s.t - WINDOW_S]
-        moving = [r for r in self.rows if r[4]]
-        flags = diagnose(*(np.array([r[k] for r in moving]) for k in range(4))) if len(moving) > 10 \
+        if enabled:
+            self.rows.append((float(s.t), s.q_meas.copy(), pred, s.q_cmd.copy()))
+        flags = diagnose(*(np.array(column) for column in zip(*self.rows))) if len(self.rows) > 10 \
             else np.zeros(self.model.n)
         residual = s.q_meas - pred
         self.block.write(float(s.t), pred, residual, flags)

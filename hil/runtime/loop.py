@@ -746,7 +746,10 @@ class Loop:
         a lost link, a fall, …), with when."""
         if self.stop_failed and self.stop_reason:
             return self.stop_reason
-        incidents = self.ctl.incidents
+        # what follows a user's stop (a signal to the whole process group also stops helpers) is its
+        # consequence, not news
+        asked_at = self.stop_at if self.stop_reason is not None and not self.stop_failed else None
+        incidents = [(t, what) for t, what in self.ctl.incidents if asked_at is None or t < asked_at]
         if not incidents:
             return ""
         t, what = incidents[0]

@@ -96,8 +96,10 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
            parent: int, bus=None, watchdog_ms: int | None = None) -> None:
     """The port process: connect, then move commands out and states in until told to stop, the
     loop's process is gone, or the link is lost (then wait for a reconnect request)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle: it stops us
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Ctrl-C, or a SIGTERM/SIGHUP to the whole process group (`timeout`, a service manager), is the
+    # loop's to handle: it e-stops the board through us, then stops us; we also end when it dies
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     block = _Block(buf, n)
     # before the link exists, so that any thread it starts runs at the same priority
     if realtime:  # forked before the loop's claim: its CPU is the one the claim will choose
@@ -384,7 +386,7 @@ class PortLink:
     # ---------------------------------------------------------------------------------- closing
     def _kill(self) -> None:
         if self._proc.is_alive():
-            self._proc.terminate()
+            self._proc.kill()  # it ignores the stop signals (see _serve)
         self._proc.join(timeout=2.0)
         self._conn.close()
         os.close(self._efd)

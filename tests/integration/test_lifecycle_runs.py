@@ -177,6 +177,25 @@ def test_a_signal_to_hil_alone_ends_the_run_like_ctrl_c(tmp_path, sig):
     assert wait_for(lambda: not any(alive(p) for p in helpers + [loop_pid]), timeout_s=10), out
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_run_s_whole_process_group_ends_it_as_asked(tmp_path, sig):
+    """`timeout`, a service manager or `kill -- -PGID` signal every process of the run: the port
+    process died of it under the loop, and the run ended on "link lost …, without anyone asking"."""
+    stats = tmp_path / "s.json"
+    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--enable",
+                                   "--motion", "demo", "--stats-json", str(stats)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    client = attach(proc, "puma560")
+    assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=10)
+    client.close()
+    os.killpg(proc.pid, sig)
+    out = finish(proc, timeout_s=30)
+    assert proc.returncode == 128 + sig, out
+    assert "link lost" not in out and "without anyone asking" not in out, out
+    assert f"E-STOP from {signal.Signals(sig).name}" in out, out
+    assert json.loads(stats.read_text())["stop_reason"] == f"{signal.Signals(sig).name} received"
+
+
 def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, tmp_path):
     """Repro 3: after SIGKILL of `hil run` the loop drove the robot on, the port process with it,
     the dry-run emulator stayed behind, and cpu 1's idle setting stayed changed."""

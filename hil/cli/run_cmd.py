@@ -5,6 +5,7 @@ from __future__ import annotations
 from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import (ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option,
                              add_pace_options, servo_for, speed_of, twin_beside_a_run)
+from hil.errors import InputError
 
 
 def register(sub) -> None:
@@ -44,8 +45,9 @@ def register(sub) -> None:
                    help="enable the board at start and start the motion once ramped in (once; otherwise nothing "
                         "moves until you enable in the twin or with `hil ctl enable`)")
     s.add_argument("--exit-when-done", action="store_true",
-                   help="stop when the motion is finished; headless, also (exit code 1) when it can no longer "
-                        "finish (fault, e-stop, link lost, held more than 3 s)")
+                   help="stop when the motion is finished (a motion file or trajectory: hold and demo never "
+                        "finish); headless, also (exit code 1) when it can no longer finish (fault, e-stop, link "
+                        "lost, held more than 3 s)")
     s.add_argument("--no-realtime", action="store_true", help="do not ask for SCHED_FIFO and CPU pinning")
     s.add_argument("--allow-cpu-idle", action="store_true",
                    help="let the CPUs enter idle states between cycles (saves power; each wake-up then pays the "
@@ -91,6 +93,9 @@ def run(args) -> int:
         shadow=args.shadow, watchdog_ms=args.watchdog_ms, bring_in=args.bring_in)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
+    if args.exit_when_done and args.duration is None and (args.motion or "hold") in ("hold", "jog", "demo"):
+        raise InputError(f"--exit-when-done: the motion {args.motion or 'hold'!r} never finishes (it runs until "
+                         "stopped), so the run would not end: give --duration S, or a motion file or trajectory")
     if args.motion:
         # a bad motion file is refused before anything starts
         motion = make_motion(args.motion, model, servo_for(args, model), not args.no_compensation, speed_of(args),

@@ -264,6 +264,15 @@ def test_bad_spin_is_refused_before_anything_starts():
     assert "board emulator" not in r.stdout  # refused before the emulator was started
 
 
+@pytest.mark.parametrize("motion", [[], ["--motion", "demo"], ["--motion", "hold"]])
+def test_exit_when_done_with_a_motion_that_never_finishes_is_refused(motion):
+    """`hil run --motion demo --exit-when-done` ran until killed: demo and hold never finish."""
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--enable", "--exit-when-done",
+                              *motion], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "never finishes" in r.stderr and "--duration" in r.stderr, r.stdout + r.stderr
+    assert "board emulator" not in r.stdout
+
+
 def test_sigint_leaves_a_complete_recording(tmp_path):
     rec = tmp_path / "sigint.npy"
     stats = tmp_path / "sigint.json"

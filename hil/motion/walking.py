@@ -306,12 +306,16 @@ def refuse_unsafe(model, res: WalkResult) -> None:
                                + "; try a wider --width, a shorter stride or a smaller --side")
 
 
+def _leg_joints(model) -> set[int]:
+    """The joints between the body and either sole (whatever they are named)."""
+    return {i for side in FEET for i in np.flatnonzero(np.abs(model.jacobian(model.home, f"{side}_sole")).sum(axis=0)
+                                                         > 1e-9)}
+
+
 def _leg_can_yaw(model) -> bool:
     """True if some leg joint turns about an (almost) vertical axis at the home pose."""
     J = model.jacobian(model.home, "l_sole")
-    legs = [i for i, n in enumerate(model.joint_names) if n.startswith("l_") and ("hip" in n or "knee" in n
-                                                                                  or "ankle" in n)]
-    return any(abs(J[5, i]) > 0.5 for i in legs)
+    return any(abs(J[5, i]) > 0.5 for i in _leg_joints(model))
 
 
 def _rolls(p: WalkParams) -> bool:
@@ -677,6 +681,9 @@ def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False
     in the air, the sole's position (a rolling walk: its heel corner's), pitch and roll."""
     other = "r" if root == "l_sole" else "l"
     stretch = p.knee_stretched and kind == "air"
+    # a leg with a hip yaw sets the lifted foot's heading too: left free, it drifts in the swing and
+    # jumps back when the foot lands
+    heading = " rz" if _leg_can_yaw(model) else ""
     tasks = [Task("com", np.zeros(3), mask="x y" if stretch else "position", priority=1, ref=root),
              Task(model.base_frame, np.eye(4), mask="orientation", priority=1, ref=root)]
     # ε per sample (Tanaka & Sugihara 2014, eqs. 2-3): when a foot becomes a contact, or its contact changes,
@@ -686,15 +693,14 @@ def _walk_solver(model, p: WalkParams, root: str, kind: str, ahead: bool = False
     if kind == "both":
         frame, mask = f"{other}_sole", "pose"
     elif kind == "air":
-        frame, mask = (f"{other}_heel_contact" if _rolls(p) else f"{other}_sole"), "x y z rx ry"
+        frame, mask = (f"{other}_heel_contact" if _rolls(p) else f"{other}_sole"), "x y z rx ry" + heading
     else:
-        frame, mask = contacts.corner_frame(other, TOE if kind == "toe" else HEEL), "x y z rx ry"
+        frame, mask = contacts.corner_frame(other, TOE if kind == "toe" else HEEL), "x y z rx ry" + heading
     tasks.append(Task(frame, np.eye(4), mask=mask, priority=1, ref=root, max_error_step=eps))
-    # arms and head keep their pose: they are not needed, and their tiny COM Jacobian columns
-    # would otherwise be used as nearly singular directions
-    q0 = model.home
-    locked = {n: float(q0[model.joint_index(n)]) for n in model.joint_names
-              if "shoulder" in n or "elbow" in n or n == "head_yaw"}
+    # everything but the legs (arms, head, a waist) keeps its pose: not needed, and the arms' tiny
+    # COM Jacobian columns would otherwise be used as nearly singular directions
+    legs = _leg_joints(model)
+    locked = {n: float(model.home[i]) for i, n in enumerate(model.joint_names) if i not in legs}
     return LMSolver(model, tasks, max_iter=200, tol=1e-9, locked=locked)
 
 

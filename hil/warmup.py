@@ -7,7 +7,9 @@ upgrade) pays for it: about a minute on a 2-core machine, during which nothing e
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -20,17 +22,32 @@ COMPILE_NOTE = ("compiling the kinematics and safety kernels (first run on this 
 
 def cache_is_cold() -> bool:
     """True when no compiled safety kernel is cached for the installed source (the loop's first
-    start would compile): none at all, or only older than the source (hil upgraded or edited,
-    which makes Numba compile again)."""
+    start would compile): none at all, or only for another source or Numba (hil upgraded or edited).
+    Read as Numba reads its index: the version, then the source's stamp (its content's hash in
+    recent Numba, its mtime and size in older ones), so a file only touched is not taken as new."""
     folder = os.environ.get("NUMBA_CACHE_DIR")
     source = Path(hil.__file__).parent / "safety" / "_kernel.py"
     pattern = (os.path.join(folder, "safety_*", "_kernel.*.nbi") if folder
                else str(source.parent / "__pycache__" / "_kernel.*.nbi"))
     try:
-        changed = source.stat().st_mtime
+        st = source.stat()
+        stamps = (hashlib.sha256(source.read_bytes()).digest(), (st.st_mtime, st.st_size))
     except OSError:
         return False
-    return not any(os.path.getmtime(index) >= changed for index in glob.glob(pattern))
+    return not any(_index_stamp(index) in stamps for index in glob.glob(pattern))
+
+
+def _index_stamp(path: str):
+    """The source stamp a Numba cache index was written for (None: unreadable, or another Numba)."""
+    import numba
+
+    try:
+        with open(path, "rb") as f:
+            if pickle.load(f) != numba.__version__:
+                return None
+            return pickle.loads(f.read())[0]
+    except Exception:  # noqa: BLE001 - any unreadable index is one Numba will not use either
+        return None
 
 
 def warm_if_cold(out=sys.stdout) -> None:

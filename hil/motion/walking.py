@@ -24,7 +24,7 @@ from hil.kinematics.ik import LMSolver, Task
 from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
-from hil.motion.torques import TorquePlan, torque_plan
+from hil.motion.torques import TORQUE_RESERVE, TorquePlan, torque_plan
 from hil.robots.servos import servo_table
 from hil.safety import SafetyChecker
 
@@ -46,6 +46,8 @@ class WalkParams:
     knee_stretched: bool = False  # leave COM height free and stretch the support knee
     rate_hz: float = 200.0
     settle: float = 0.8           # time before the first and after the last step (s)
+    stand: float | None = None    # time standing still before the first settle's ZMP shift (s); None: as
+                                  # long as the robot's height needs (0 for humanoid17, see `_standing_lead`)
     zmp_heel_toe: float = 0.01    # ZMP travel along the support sole in single support (m)
     crouch: float | None = None   # COM lowered by this much while walking (m; in double support only when
                                   # knee-stretched): the short thighs give the stance little height to spare
@@ -99,7 +101,9 @@ class WalkResult:
         knee = "" if math.isnan(self.knee_mid_stance_deg) else (
             f", support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight "
             f"(leg {self.leg_short_mm:.1f} mm short of full extension)")
-        return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
+        stand = self.params.stand if self.params is not None else None
+        first = f" (standing {stand:.2f} s before its first shift)" if stand else ""
+        return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s{first}, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
                 f"feet slide ≤ {1e3 * self.slide:.2f} mm, peak joint speed {100 * self.max_speed_ratio:.0f}% "
                 f"of the limits" + knee)
 
@@ -241,21 +245,26 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
     `strict` refuses instead of planning again slower."""
     servo = servo or servo_table(model)
     res = generate(model, params, progress)
+    before = math.inf
     for attempt in range(6):   # slower until the joints' speed, acceleration and torque limits hold
         res.torques = torque_plan(model, res.t, res.q, res.support, servo, compensate)
+        _refuse_too_weak_to_stand(res.torques)
         report = _limits(model, res)
         if report.time_scale <= 1.0 and not res.torques.over():
             break
         # a longer step is not the same motion slowed down (the settles keep their time, the COM
         # and the knees are planned again): the ratio can fall short, so each try asks for more
+        k, j, tau, avail = res.torques.worst()
         if report.time_scale > 1.0:
-            scale, why = report.time_scale, report.worst
+            scale, why, over = report.time_scale, report.worst, report.time_scale
         else:
-            k, j, tau, avail = res.torques.worst()
-            scale, why = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}"
+            scale, why, over = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}", tau / avail
         if strict:
             raise UnreachableError(f"walk: refused (--strict): at a {params.period:.2f} s step period: {why}; "
                                    "try a longer --period, a shorter stride or --speed")
+        if over > 0.95 * before:   # a slower pace did not help: standing asks too much, or the plan jumps
+            raise UnreachableError(_not_a_matter_of_pace(model, res, report, why))
+        before = over
         params = replace(params, period=params.period * scale * (1.02 + 0.02 * attempt))
         say(f"walk: {why}: planned again with a {params.period:.2f} s step period")
         res = generate(model, params, progress)
@@ -275,6 +284,26 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
                                + "; ".join(checker.explain(int(flags[bad]), res.q_cmd[bad]))
                                + "; try --no-compensation or a smaller step")
     return res
+
+
+def _refuse_too_weak_to_stand(torques) -> None:
+    """A robot whose servos cannot hold it up standing still walks at no pace: refused at once."""
+    tau, avail = np.abs(torques.tau[0]), (1.0 - TORQUE_RESERVE) * torques.available[0]
+    j = int(np.argmax(tau / np.maximum(avail, 1e-9)))
+    if tau[j] > avail[j]:
+        raise UnreachableError(f"walk: refused: {torques.joint_names[j]} needs {tau[j]:.2f} N·m to hold the robot "
+                               f"up standing still, more than its servo gives ({torques.available[0, j]:.2f} N·m, "
+                               f"{100 * TORQUE_RESERVE:.0f} % kept in reserve): no pace helps; give the kit's "
+                               "servos in a [servo] table (docs/physics.md)")
+
+
+def _not_a_matter_of_pace(model, res: WalkResult, report, why: str) -> str:
+    """Why a walk that a slower pace does not bring within the limits is refused."""
+    if report.time_scale <= 1.0:
+        return (res.torques.refusal("walk") + ", and no less at a slower pace (holding the robot up asks it): "
+                "its servos are too weak for it; give the kit's servos in a [servo] table (docs/physics.md)")
+    return (f"walk: refused: {why}, and no less at a slower pace: the plan jumps there (not a matter of pace); "
+            "try a shorter stride, another --width, or --no-compensation")
 
 
 def _limits(model, res: WalkResult):
@@ -355,11 +384,13 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     com0 = base.com(q0)
     zc = float(com0[2])
     hl, hw = model.sole_half
-    gait = _Gait(p, _footsteps(p, W_l, W_r, width), W_l, W_r, dt, hl, hw)
+    if p.stand is None:
+        p = replace(p, stand=_standing_lead(p, _footsteps(p, W_l, W_r, width), W_l, W_r, dt, hl, hw, zc, com0))
+    gait = _Gait(p, _footsteps(p, W_l, W_r, width), W_l, W_r, dt, hl, hw, com0)
     t = gait.t
     com_xy = preview_com(gait.zmp_ref, dt, zc - p.crouch, com0[:2])
     # COM height: down to the walking height during the first settle, back up during the last
-    ramp_in = np.clip(t / p.settle, 0, 1)
+    ramp_in = np.clip((t - p.stand) / p.settle, 0, 1)
     ramp_out = np.clip((gait.times[-1] - t) / p.settle, 0, 1)
     blend = np.minimum(ramp_in, ramp_out)
     blend = blend * blend * (3 - 2 * blend)
@@ -386,6 +417,30 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     res.com_ref = gait.com
     res.params = p
     return res
+
+
+STANDS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)   # the standing leads tried, shortest first (s)
+
+
+def _standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: float, zc: float,
+                   com0: np.ndarray) -> float:
+    """How long the robot stands still before the first shift of its weight. The COM starts at
+    rest and the first shift begins at once; the taller the robot, the harder its COM must be
+    pushed to follow, and the push moves the ZMP the other way: on G1 (COM 0.67 m up) 0.7 m out of
+    its feet. The shortest lead whose cart-table ZMP stays a quarter of a sole's width inside both
+    soles (none on humanoid17)."""
+    for stand in STANDS:
+        gait = _Gait(replace(p, stand=stand), steps, W_l, W_r, dt, hl, hw, com0)
+        first = gait.t < gait.times[1]
+        com = preview_com(gait.zmp_ref[first], dt, zc - p.crouch, com0[:2])
+        acc = np.zeros_like(com)
+        acc[1:-1] = (com[2:] - 2 * com[1:-1] + com[:-2]) / dt ** 2
+        zmp = com - (zc - p.crouch) * acc / G
+        soles = np.array([(gait.sole[0, f] @ np.array([x, y, 0.0, 1.0]))[:2] for f in range(2)
+                          for x in (-hl, hl) for y in (-hw, hw)])
+        if min(_hull_margin(soles, z) for z in zmp) >= hw / 4:
+            return stand
+    return STANDS[-1]
 
 
 def _footsteps(p: WalkParams, W_l: np.ndarray, W_r: np.ndarray, width: float) -> list[tuple[str, np.ndarray]]:
@@ -424,12 +479,13 @@ class _Gait:
     heading, the ZMP reference, and the target of the other foot's task. A walk whose feet roll
     (toe-off, heel strike) plans each swing from where the solution put the foot at lift-off."""
 
-    def __init__(self, p: WalkParams, steps, W_l: np.ndarray, W_r: np.ndarray, dt: float, hl: float, hw: float):
-        self.p, self.hl, self.hw, self.dt = p, hl, hw, dt
+    def __init__(self, p: WalkParams, steps, W_l: np.ndarray, W_r: np.ndarray, dt: float, hl: float, hw: float,
+                 com0: np.ndarray | None = None):
+        self.p, self.hl, self.hw, self.dt, self.com0 = p, hl, hw, dt, com0
         self.rolls = _rolls(p)
         T_ds = p.period * p.double_support
         self.T_toe, self.T_heel = p.toe_fraction * T_ds, p.heel_fraction * T_ds
-        phases = [("both", None, p.settle)]
+        phases = [("both", None, p.stand + p.settle)]
         for i, (side, T) in enumerate(steps):
             phases.append(("single", (side, T), p.period - T_ds))
             phases.append(("both", None, T_ds if i < len(steps) - 1 else p.settle))
@@ -573,11 +629,14 @@ class _Gait:
             else:
                 ends.append((held["l"][:2, 3] + held["r"][:2, 3]) / 2)
         ref = np.zeros((len(self.t), 2))
-        first = (self.held_at_phase[0]["l"][:2, 3] + self.held_at_phase[0]["r"][:2, 3]) / 2
+        # where a robot standing still has its ZMP: under its COM (between the soles if not known)
+        first = (self.com0[:2] if self.com0 is not None
+                 else (self.held_at_phase[0]["l"][:2, 3] + self.held_at_phase[0]["r"][:2, 3]) / 2)
         for k, tk in enumerate(self.t):
             i = self.ph_of[k]
             kind, info, dur = self.phases[i]
-            u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
+            lead = p.stand if i == 0 else 0.0   # the first shift waits while the robot stands
+            u = min(1.0, max(0.0, (tk - self.times[i] - lead) / (dur - lead)))
             start = ends[i - 1] if i > 0 else first
             if kind == "both":
                 ref[k] = start + hand_over(u) * (ends[i] - start)

@@ -101,3 +101,38 @@ def test_a_leg_with_a_hip_yaw_keeps_the_lifted_foot_s_heading():
     dt = res.t[1] - res.t[0]
     acc = np.abs(np.diff(res.q[:, yaws], 2, axis=0)) / dt ** 2
     assert np.degrees(acc.max()) < 0.5 * np.degrees(g1.acceleration_limit[yaws].min()), np.degrees(acc.max())
+
+
+def test_a_tall_robot_stands_still_before_its_first_shift_and_humanoid17_does_not(walk6):
+    """G1's COM, 0.67 m up, had to be kicked into the first shift of its weight at once: its ZMP
+    went 0.7 m out of its feet in the first 10 ms, and every G1 walk was refused."""
+    g1 = robots.load("examples/robots/g1.toml")
+    res = walking.generate(g1, walking.WalkParams(steps=2))
+    assert res.params.stand > 0 and res.margin.min() > 0, (res.params.stand, res.margin.min())
+    walking.refuse_unsafe(g1, res)
+    still = res.t < res.params.stand
+    assert np.abs(res.zmp_ref[still] - res.zmp_ref[0]).max() < 1e-12   # the reference waits while it stands
+    assert walk6.params.stand == 0.0
+
+
+def test_a_robot_its_servos_cannot_hold_up_is_refused_at_once():
+    """G1 on the XM430s of a generated Dynamixel config was planned again and again at ever slower
+    paces (a 7 355 s step) until the command was killed: no pace makes 1.86 N·m hold a 35 kg robot."""
+    from hil.robots.servos import servo_table
+
+    g1 = robots.load("examples/robots/g1.toml")
+    weak = servo_table(g1, {"preset": "XM430-W350"}, "a test's board config")
+    said = []
+    with pytest.raises(UnreachableError, match=r"needs \d+\.\d+ N·m to hold the robot up standing still, more than "
+                                               r"its servo gives \(1\.86 N·m"):
+        walking.plan(g1, walking.WalkParams(steps=2), say=said.append, servo=weak)
+    assert not said   # refused before any slower plan
+
+
+def test_a_limit_a_slower_pace_does_not_bring_down_is_refused_without_more_tries(hum):
+    """A plan that jumps somewhere exceeds the joints' acceleration at any pace: it is not planned
+    again slower and slower, but refused saying so."""
+    said = []
+    with pytest.raises(UnreachableError, match="and no less at a slower pace: the plan jumps there"):
+        walking.plan(hum, walking.WalkParams(steps=4, stride=0.0, side=0.02, knee_stretched=True), say=said.append)
+    assert 1 <= len(said) < 5, said   # (it was planned again six times, to a longer and longer step)

@@ -255,14 +255,17 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
         # a longer step is not the same motion slowed down (the settles keep their time, the COM
         # and the knees are planned again): the ratio can fall short, so each try asks for more
         k, j, tau, avail = res.torques.worst()
-        if report.time_scale > 1.0:
-            scale, why, over = report.time_scale, report.worst, report.time_scale
+        if report.time_scale > 1.0:   # (over: how far past the limit, as a share of it)
+            scale, why, over = report.time_scale, report.worst, report.time_scale - 1.0
         else:
-            scale, why, over = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}", tau / avail
+            scale, why = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}"
+            over = tau / ((1.0 - TORQUE_RESERVE) * avail) - 1.0
         if strict:
             raise UnreachableError(f"walk: refused (--strict): at a {params.period:.2f} s step period: {why}; "
                                    "try a longer --period, a shorter stride or --speed")
-        if over > 0.95 * before:   # a slower pace did not help: standing asks too much, or the plan jumps
+        # far past a limit, and a slower pace did not bring it down: the plan jumps there (near a
+        # limit, successive plans' peaks move a few percent either way: planned again)
+        if over > FAR_PAST_A_LIMIT and over > 0.9 * before:
             raise UnreachableError(_not_a_matter_of_pace(model, res, report, why))
         before = over
         params = replace(params, period=params.period * scale * (1.02 + 0.02 * attempt))
@@ -284,6 +287,9 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
                                + "; ".join(checker.explain(int(flags[bad]), res.q_cmd[bad]))
                                + "; try --no-compensation or a smaller step")
     return res
+
+
+FAR_PAST_A_LIMIT = 0.25   # a plan's time scale (or torque) a quarter past its limit, or more
 
 
 def _refuse_too_weak_to_stand(torques) -> None:

@@ -254,10 +254,10 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
             break
         # a longer step is not the same motion slowed down (the settles keep their time, the COM
         # and the knees are planned again): the ratio can fall short, so each try asks for more
-        k, j, tau, avail = res.torques.worst()
         if report.time_scale > 1.0:   # (over: how far past the limit, as a share of it)
             scale, why, over = report.time_scale, report.worst, report.time_scale - 1.0
         else:
+            k, j, tau, avail = res.torques.worst()
             scale, why = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}"
             over = tau / ((1.0 - TORQUE_RESERVE) * avail) - 1.0
         if strict:
@@ -390,9 +390,11 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     com0 = base.com(q0)
     zc = float(com0[2])
     hl, hw = model.sole_half
+    steps = _footsteps(p, W_l, W_r, width)
     if p.stand is None:
-        p = replace(p, stand=_standing_lead(p, _footsteps(p, W_l, W_r, width), W_l, W_r, dt, hl, hw, zc, com0))
-    gait = _Gait(p, _footsteps(p, W_l, W_r, width), W_l, W_r, dt, hl, hw, com0)
+        p, gait = _standing_lead(p, steps, W_l, W_r, dt, hl, hw, zc, com0)
+    else:
+        gait = _Gait(p, steps, W_l, W_r, dt, hl, hw, com0)
     t = gait.t
     com_xy = preview_com(gait.zmp_ref, dt, zc - p.crouch, com0[:2])
     # COM height: down to the walking height during the first settle, back up during the last
@@ -429,12 +431,12 @@ STANDS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)   # the standing leads tried, shor
 
 
 def _standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: float, zc: float,
-                   com0: np.ndarray) -> float:
+                   com0: np.ndarray) -> "tuple[WalkParams, _Gait]":
     """How long the robot stands still before the first shift of its weight. The COM starts at
     rest and the first shift begins at once; the taller the robot, the harder its COM must be
     pushed to follow, and the push moves the ZMP the other way: on G1 (COM 0.67 m up) 0.7 m out of
     its feet. The shortest lead whose cart-table ZMP stays a quarter of a sole's width inside both
-    soles (none on humanoid17)."""
+    soles (none on humanoid17). Returns the parameters with that lead, and their gait."""
     for stand in STANDS:
         gait = _Gait(replace(p, stand=stand), steps, W_l, W_r, dt, hl, hw, com0)
         first = gait.t < gait.times[1]
@@ -445,8 +447,8 @@ def _standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: flo
         soles = np.array([(gait.sole[0, f] @ np.array([x, y, 0.0, 1.0]))[:2] for f in range(2)
                           for x in (-hl, hl) for y in (-hw, hw)])
         if min(_hull_margin(soles, z) for z in zmp) >= hw / 4:
-            return stand
-    return STANDS[-1]
+            break
+    return gait.p, gait
 
 
 def _footsteps(p: WalkParams, W_l: np.ndarray, W_r: np.ndarray, width: float) -> list[tuple[str, np.ndarray]]:

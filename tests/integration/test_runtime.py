@@ -251,7 +251,10 @@ def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
         results[latency] = (r.stdout, json.loads(stats.read_text())["round_trip_ms"])
     out, trips = results[16.0]
     assert "warning: round trip to the board is" in out and "longer than one 500 Hz cycle" in out, out
-    assert min(trips) >= 16.0, trips
+    # every trip waits out the adapter; a busy host that holds a command up past the board's 100 ms
+    # idle timer makes that one trip's answer the board's own idle STATE: short, once in a while
+    # (as in test_round_trips_are_not_timed_against_a_state_already_under_way)
+    assert sorted(trips)[1] >= 16.0, trips
     out, trips = results[None]
     assert "round trip to the board" not in out, out
     assert sorted(trips)[len(trips) // 2] < 5.0, trips  # ~1.3 ms here; the median, as the warning uses

@@ -211,10 +211,11 @@ def test_each_missed_deadline_is_taken_apart():
     work = [m for m in explained if m["cause"] == M.WORK and not m["catching_up"] and m["work_us"] >= 3000
             and m["deadlines"] == 3]
     assert len(work) >= 2, dump
-    # and the loop goes on at the next deadline, not with a catch-up under the same cause
+    # and the loop goes on at the next deadline, not with a catch-up: whatever the deadline after
+    # them meets (on a busy machine, a miss of its own), it inherits less than a period from them
     for w in work:
         following = [m for m in explained if abs(m["deadline_s"] - (w["deadline_s"] + 0.003)) < 1e-4]
-        assert not [m for m in following if m["catching_up"] or m["cause"] == M.WORK], following
+        assert not [m for m in following if m["catching_up"] or m["inherited_us"] >= 1000], following
 
     # The GIL held through the loop's sleep: a wake-up late by the wait, with the switches of a
     # wait (more than the sleep's one), and the deadlines passed meanwhile skipped under its cause

@@ -66,10 +66,10 @@ def test_an_overloaded_servo_is_named_in_the_run_and_the_run_holds(tmp_path):
 def test_a_run_stopped_by_a_silent_servo_names_it_before_it_exits():
     """The run's answer to "why did it stop" comes before the run ends, not after."""
     r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--bus", "dynamixel2", "--headless",
-                              "--enable", "--motion", "examples/wave.toml", "--speed", "0.3", "--exit-when-done",
-                              # silent well after connect and enable, which a busy machine slows, and
-                              # well before the motion's end
-                              "--fault", "silent:12@4"], capture_output=True, text=True, timeout=120)
+                              "--enable", "--motion", "examples/wave.toml", "--speed", "0.2", "--exit-when-done",
+                              # silent well after connect and enable, which a busy machine slows (past
+                              # 4 s beside two CPU-bound jobs), and well before the motion's end (14 s)
+                              "--fault", "silent:12@8"], capture_output=True, text=True, timeout=120)
     said = r.stdout + r.stderr
     assert r.returncode != 0, said
     assert "board reports FAULT (faults: servo bus; l_shoulder_roll silent)" in r.stdout, said

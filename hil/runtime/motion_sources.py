@@ -119,12 +119,13 @@ class Trajectory(MotionSource):
         self.torques = None                     # hil.motion.torques.TorquePlan, where computed
 
     @classmethod
-    def load(cls, path: str, model=None, speed: float = 1.0) -> "Trajectory":
+    def load(cls, path: str, model=None, speed: float = 1.0, servo=None) -> "Trajectory":
         """A trajectory file (t, q), played at `speed` (its times divided by it; a file's own
         compensated commands are then dropped, to be planned again at that pace). A file's claim
         that its balance was checked dynamically (`dynamic_balance_checked`, from `hil walk`) is
         not trusted: with the `support` array beside it the ZMP is computed again from the joint
-        motion as it will run (`model` needed), and without it the static balance check applies."""
+        motion as it will run (`model` needed), and without it the static balance check applies.
+        `servo`: the servos that run it (default the robot's own), which bound a compensation."""
         try:
             with np.load(path, allow_pickle=False) as f:
                 traj = cls(f["t"], f["q"], name=path)
@@ -136,7 +137,7 @@ class Trajectory(MotionSource):
         if model is not None and traj.q.shape[1] != model.n:
             raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         if q_plan is not None:
-            traj.q_plan = _checked_plan(model, traj.q, q_plan, path)
+            traj.q_plan = _checked_plan(model, traj.q, q_plan, path, servo)
         if speed != 1.0:
             traj.t = traj.t / speed
             traj.duration = float(traj.t[-1])
@@ -175,14 +176,15 @@ class Trajectory(MotionSource):
         return Q[k] + a * (Q[k + 1] - Q[k])
 
 
-def _checked_plan(model, q: np.ndarray, q_plan: np.ndarray, where: str) -> np.ndarray:
+def _checked_plan(model, q: np.ndarray, q_plan: np.ndarray, where: str, servo=None) -> np.ndarray:
     """A trajectory file's plan beside its commands: the commands may differ from it by no more
-    than a compliance compensation can (COMPENSATION_MARGIN × torque limit / stiffness per joint)."""
+    than a compliance compensation can (COMPENSATION_MARGIN × torque limit / stiffness per joint, of
+    `servo`: the servos that run it, default the robot's own)."""
     if not np.all(np.isfinite(q_plan)) or q_plan.shape != q.shape:
         raise InputError(f"{where}: q_plan must be finite and of q's shape {q.shape}, got {q_plan.shape}")
     if model is None:
         return q_plan
-    servo = servo_table(model)
+    servo = servo or servo_table(model)
     bound = COMPENSATION_MARGIN * servo.column("torque_limit_nm") / servo.column("kp_nm_per_rad") + 1e-9
     over = np.abs(q - q_plan) > bound
     if over.any():
@@ -303,7 +305,7 @@ def make_motion(spec: str | None, model, servo=None, compensate: bool = True, sp
     if spec == "demo":
         return Demo(model)
     if spec.endswith(".npz"):
-        traj = Trajectory.load(spec, model, speed)
+        traj = Trajectory.load(spec, model, speed, servo)
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         report = check_limits(model, traj.t, traj.q_plan)

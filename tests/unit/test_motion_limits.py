@@ -142,3 +142,19 @@ def test_a_program_whose_feed_the_joints_cannot_keep_is_refused_by_strict_and_ru
     half = path.plan_path(puma, gcode.parse("G21 G90\nG1 X0 Y0 Z0 F1000\nG1 X60\nG1 Y40\n", "slow.nc"), place,
                           tool, 0.05, 500.0, speed=0.5)
     assert half.duration > 1.8 * slower.duration
+
+
+def test_a_walk_file_compensated_for_a_bus_s_servos_is_bounded_by_those_servos(tmp_path):
+    """STS3215 servos sag more than the robot's own: the walk planned for them carries more than
+    the robot's own servos would need, and the run that drives them takes its file as it is."""
+    from hil import board_config
+    from hil.motion import walking
+
+    servo = board_config.servos_of(MODEL, board_config.shipped(MODEL, "feetech"))
+    res = walking.plan(MODEL, walking.WalkParams(steps=2), say=lambda text: None, servo=servo)
+    path = tmp_path / "walk.npz"
+    res.save(str(path))
+    traj = make_motion(str(path), MODEL, servo=servo)
+    np.testing.assert_allclose(traj.q, res.q_cmd)
+    with pytest.raises(InputError, match="more than a compliance compensation can"):
+        make_motion(str(path), MODEL)   # what the robot's own servos would need is less

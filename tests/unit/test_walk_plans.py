@@ -136,3 +136,19 @@ def test_a_limit_a_slower_pace_does_not_bring_down_is_refused_without_more_tries
     with pytest.raises(UnreachableError, match="and no less at a slower pace: the plan jumps there"):
         walking.plan(hum, walking.WalkParams(steps=4, stride=0.0, side=0.02, knee_stretched=True), say=said.append)
     assert 1 <= len(said) < 5, said   # (it was planned again six times, to a longer and longer step)
+
+
+@pytest.mark.parametrize("bus", ["dynamixel2", "dynamixel1", "feetech", "kondo-ics", "ssc32", "maestro"])
+def test_a_walk_plans_on_every_shipped_bus_with_its_servos_compensation(hum, bus):
+    """The compensated commands turn where the torques turn, smoothly: a corner in the averaged
+    torques became an ankle command 2300 °/s² past the limit on softer servos, and every walk on
+    those buses was refused."""
+    from hil import board_config
+
+    servo = board_config.servos_of(hum, board_config.shipped(hum, bus))
+    tried = []
+    res = walking.plan(hum, walking.WalkParams(steps=2), say=tried.append, servo=servo)
+    assert res.torques.compensated and not tried, tried
+    assert np.abs(res.q_cmd - res.q).max() > np.radians(1.0)   # the servos sag: there is something to carry
+    report = check_limits(hum, res.t, res.q_cmd)
+    assert report.time_scale <= 1.0, report.worst

@@ -232,7 +232,10 @@ def test_a_shadow_that_was_not_run_for_a_while_starts_over_instead_of_blaming_th
         client = attach(proc, "humanoid17")
         assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=30)
         shadow = wait_for(lambda: child_named(proc.pid, "hil-shadow"), timeout_s=10)
-        time.sleep(0.5)
+        # stopped once it steps (on a busy machine, building its model takes seconds: a stop before
+        # its first step is no gap in its stepping)
+        assert wait_for(lambda: _shadow_time(proc.pid) > 0.0, timeout_s=30)
+        time.sleep(0.2)
         os.kill(shadow, signal.SIGSTOP)
         time.sleep(0.3)
         os.kill(shadow, signal.SIGCONT)
@@ -241,6 +244,17 @@ def test_a_shadow_that_was_not_run_for_a_while_starts_over_instead_of_blaming_th
     assert re.search(r"shadow: not run for more than 50 ms \d+ time\(s\) \(the longest (\d+) ms", out), out
     assert int(re.search(r"the longest (\d+) ms", out).group(1)) >= 300
     assert "stall" not in out and not np.load(str(rec) + ".shadow.npy")["flags"].any(), out
+
+
+def _shadow_time(run_pid: int) -> float:
+    """The loop time of the shadow's last step (0: not stepped yet)."""
+    from hil.runtime.shadow import ShadowBlock, block_path
+
+    try:
+        read = ShadowBlock(block_path(f"hil_humanoid17_{run_pid}"), MODEL.n).read()
+    except (OSError, ValueError):
+        return 0.0
+    return read[0] if read is not None else 0.0
 
 
 def test_the_shadow_twin_runs_beside_the_robot_and_names_a_stall(tmp_path):

@@ -65,8 +65,7 @@ def run(args) -> int:
                                          baud=args.baud, latency_ms=args.latency_ms, noise_deg=args.noise_deg)
     if reverse:
         print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
-    sys.stdout.flush()
-    os.execv(argv[0], argv)  # become the emulator: it prints the pty path and runs until Ctrl-C
+    _become_the_emulator(argv)   # it prints the pty path and runs until Ctrl-C
     return 0  # not reached
 
 
@@ -95,6 +94,16 @@ def _bus(args, model) -> int:
                                              baud=args.baud, return_delay_us=args.return_delay_us, link=args.link,
                                              physics=args.physics)
     print(f"servo bus config: {config.source}", file=sys.stderr)
-    sys.stdout.flush()
-    os.execv(argv[0], argv)  # it prints the pty path (stdout) and its bus, servos and baud (stderr)
+    _become_the_emulator(argv)   # it prints the pty path (stdout) and its bus, servos and baud (stderr)
     return 0  # not reached
+
+
+def _become_the_emulator(argv: list[str]) -> None:
+    """Exec the emulator, scheduled as the processor it stands in for (as `--dry-run` starts it):
+    at an ordinary share beside a busy machine's other jobs it stops answering, as a failing board
+    would, and the host rightly faults."""
+    from firmware_protocol.board_cpu import as_a_board_cpu
+
+    as_a_board_cpu(0)
+    sys.stdout.flush()
+    os.execv(argv[0], argv)

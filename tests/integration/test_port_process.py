@@ -209,6 +209,28 @@ def test_a_failure_inside_the_port_process_is_the_links_loss_reason(emulator, mo
         link.close()
 
 
+@pytest.mark.parametrize("bus", [None, "dynamixel2"])
+def test_an_emulator_started_by_hand_is_scheduled_as_a_board_s_own_processor(bus):
+    """`hil emulate` from a shell: the emulator it becomes gets the board's share too (at an
+    ordinary share beside a busy machine's jobs, a physics emulator's servos went silent for 123 ms
+    and the walk faulted); the shell's session is left as it was."""
+    from firmware_protocol.board_cpu import BOARD_NICE
+
+    if os.geteuid() != 0:
+        pytest.skip("a raised share needs root or CAP_SYS_NICE")
+    robot = ["--robot", "humanoid17", "--bus", bus] if bus else ["--robot", "puma560"]
+    proc = subprocess.Popen([sys.executable, "-m", "hil.cli", "emulate", *robot], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("/dev/"), proc.stderr.read() if proc.poll() is not None else ""
+        assert os.sched_getscheduler(proc.pid) == os.SCHED_OTHER
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == BOARD_NICE
+        assert os.getpriority(os.PRIO_PROCESS, 0) > BOARD_NICE
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
 @pytest.mark.parametrize("impl", ["python", "c", "qemu"])
 def test_a_dry_run_s_emulator_is_scheduled_as_a_board_s_own_processor(impl):
     """The emulator stands in for a board's own processor: a busy host must not starve it. It gets a

@@ -51,6 +51,9 @@ RATE_HZ = 200.0
 # not run for longer than this (a machine busy with other work), the shadow has missed the commands
 # of that time: holding the last one through the gap would predict a robot that never was
 GAP_S = 0.05
+# started over mid-motion, the shadow's joints start from rest while the robot's are moving: their
+# servos take this long to take the motion up again, and what they show meanwhile is no diagnosis
+SETTLE_S = 0.5
 
 
 def block_path(loop_name: str) -> str:
@@ -146,6 +149,7 @@ class Shadow:
         self.rows: list[tuple] = []      # (t, measured, predicted, commanded) while enabled, last WINDOW_S
         self.gaps: list[float] = []      # each time this process was not run for longer than GAP_S (s)
         self.last_step = time.monotonic()
+        self.settled_from = self.last_step   # no rows before this (after starting over mid-motion)
 
     def _resync(self, q: np.ndarray) -> None:
         """Not enabled: the shadow stands where the robot is measured to be."""
@@ -169,11 +173,12 @@ class Shadow:
             if enabled:   # after a gap: start over from the robot, with a diagnosis window of its own
                 self.rows = []
                 self.gaps.append(gap)
+                self.settled_from = now + SETTLE_S
             self._resync(s.q_meas)
             self.plant.t = now
         pred = self.plant.q.copy()
         self.rows = [r for r in self.rows if r[0] > s.t - WINDOW_S]
-        if enabled:
+        if enabled and now >= self.settled_from:
             self.rows.append((float(s.t), s.q_meas.copy(), pred, s.q_cmd.copy()))
         flags = diagnose(*(np.array(column) for column in zip(*self.rows))) if len(self.rows) > 10 \
             else np.zeros(self.model.n)

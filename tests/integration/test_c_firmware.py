@@ -154,8 +154,10 @@ def test_bad_input_never_moves_a_joint_outside_its_limits_and_is_counted():
     """Garbage, truncated frames, commands far outside the limits and a flood: the C board stays
     up, its joints stay inside POS_MIN/POS_MAX, and it still answers."""
     cfg = '{"lower_deg": [-10, -10, -10, -10, -10, -10], "upper_deg": [10, 10, 10, 10, 10, 10]}'
-    p = subprocess.Popen([c_emulator_binary(), "--kind", "puma6", "--config", cfg, "--noise-deg", "0"],
-                         stdout=subprocess.PIPE, text=True)
+    # the watchdog at its longest: this process (not real-time) beside a busy machine's jobs can
+    # pause longer than the default between commands (its own test is elsewhere)
+    p = subprocess.Popen([c_emulator_binary(), "--kind", "puma6", "--config", cfg, "--noise-deg", "0",
+                          "--watchdog-ms", "1000"], stdout=subprocess.PIPE, text=True)
     path = p.stdout.readline().strip()
     try:
         with Link.connect(path, threaded=True, expect_joints=6) as link:

@@ -18,13 +18,12 @@ from tests.conftest import wait_for
 pytestmark = pytest.mark.slow
 
 
-def _silence_s(emulator) -> float:
-    """How long a link may hear nothing before it counts as lost, in the tests not about losing it
-    (the link's own default is for a real board on a machine that gives the loop its CPU): here
-    the test's own process, not real-time, shares two CPUs with the other test worker and whatever
-    else runs, and was seen not to hear its emulator for 252 ms beside two CPU-bound jobs; QEMU's
-    processor, emulated on that host, stalls longer still."""
-    return 1.0
+# How long a link may hear nothing before it counts as lost, in the tests not about losing it (the
+# link's own default is for a real board on a machine that gives the loop its CPU): here the test's
+# own process, not real-time, shares two CPUs with the other test worker and whatever else runs, and
+# was seen not to hear its emulator for 252 ms beside two CPU-bound jobs; QEMU's processor, emulated
+# on that host, stalls longer still
+SILENCE_S = 1.0
 
 
 def _stream(link, q, seconds, rate_hz=500.0):
@@ -53,7 +52,7 @@ def test_thousand_command_state_cycles(emulator):
     # longer than the default allows, which stops the board short of the target (its own tests
     # are elsewhere)
     emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
-    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
+    with Link.connect(emu.path, link_timeout_s=SILENCE_S) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         target = q0 + 0.02
@@ -99,7 +98,7 @@ def test_a_clock_read_a_little_early_never_trips_the_watchdog(emulator):
     if emulator.impl != "c":
         pytest.skip("a fault of the C core's host build: the Python board keeps its ages in floats")
     emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000", "--fault", "clocklag:2000")
-    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
+    with Link.connect(emu.path, link_timeout_s=SILENCE_S) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         for k in range(300):
@@ -119,7 +118,7 @@ def test_a_board_emulator_that_was_not_scheduled_still_answers_every_command(emu
         pytest.skip("on QEMU the process stopped would be the launcher relaying bytes, not the firmware; a "
                     "stopped processor is stall:S@T there (QEMU's own stop), tested with the others")
     emu = emulator("--kind", "puma6", "--noise-deg", "0", "--watchdog-ms", "1000")
-    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
+    with Link.connect(emu.path, link_timeout_s=SILENCE_S) as link:
         q0 = wait_for(link.latest).q.copy()
         before = link.stats.rx_states
         for k in range(300):
@@ -157,7 +156,7 @@ def test_watchdog_trips_when_host_goes_quiet_and_stays_latched(emulator):
 
 def test_estop_stops_at_once(emulator):
     emu = emulator("--kind", "puma6")
-    with Link.connect(emu.path, link_timeout_s=_silence_s(emulator)) as link:
+    with Link.connect(emu.path, link_timeout_s=SILENCE_S) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         # at a pace the board's UART carries: on QEMU's (a few hundred frames a second) 500 a second
@@ -290,7 +289,7 @@ def test_round_trips_are_not_timed_against_a_state_already_under_way(emulator):
     when the timing starts; taken for the first answer, it shifted every trip by one answer
     (8–10 ms measured instead of ≥ 16). Started at eight phases of the idle STATEs' 100 ms."""
     emu = emulator("--kind", "puma6", "--latency-ms", "16")
-    with Link.connect(emu.path, threaded=False, link_timeout_s=_silence_s(emulator)) as link:
+    with Link.connect(emu.path, threaded=False, link_timeout_s=SILENCE_S) as link:
         for k in range(8):
             time.sleep(0.1 + k * 0.0125)  # idle: the board streams its 10 Hz STATEs meanwhile
             trips = link.round_trips_ms(4)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hil.cli.common import add_command, add_run_target, run_planned, servo_for, speed_of
-from hil.errors import HilError, InputError, UnreachableError
+from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
 
 
@@ -25,7 +25,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from hil import robots
     from hil.runtime.motion_sources import make_motion
-    from hil.safety import SafetyChecker
 
     if args.rate is not None:
         number(args.rate, "--rate", 10, 1000, "Hz")
@@ -34,15 +33,8 @@ def run(args) -> int:
     model = robots.load(args.robot or _robot_named_in(args.file))
     # validates the file (errors name keyframe and joint), plans its torques and compensation
     speed = speed_of(args)
+    # every sample checked as the loop checks it (hil.motion.plan_check), before anything runs
     motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation, speed, args.strict)
-    dynamic = getattr(motion, "dynamic_balance_checked", False)
-    # every sample, with the checks the loop applies (a walk's balance is its ZMP, checked at load)
-    checker = SafetyChecker(model, balance=False if dynamic else None)
-    bad_row, flags = checker.check_path(motion.q)
-    if bad_row >= 0:
-        reasons = checker.explain(int(flags[bad_row]), motion.q[bad_row])
-        raise UnreachableError(f"{args.file}: refused before any motion: at t = {motion.t[bad_row]:.3f} s "
-                               f"(sample {bad_row}): " + "; ".join(reasons))
     if getattr(motion, "note", ""):
         print(f"{args.file}: {motion.note}")
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")

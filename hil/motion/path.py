@@ -18,7 +18,7 @@ from hil.errors import InputError, UnreachableError
 from hil.kinematics.ik import ik_puma
 from hil.kinematics.rotations import rpy_matrix
 from hil.motion.gcode import Program, Segment
-from hil.safety import SafetyChecker
+from hil.motion.plan_check import PlanRefused, check_plan
 
 RAPID_MM_MIN = 12000.0   # G0 speed along the path before joint limits (200 mm/s)
 CORNER_DEG = 2.0         # tangent change above which the path stops at the junction (exact stop)
@@ -255,12 +255,12 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
         raise PlanError(f"line {line_t[k]} sample {k}: the tool tip reaches z = {p_base[k, 2] * 1e3:.1f} mm, "
                         f"below the floor (z = {floor_z * 1e3:.0f} mm)")
 
-    # plan-time check of the whole path before anything moves
-    checker = SafetyChecker(model)
-    first_bad, flags = checker.check_path(q_t)
-    if first_bad >= 0:
-        reasons = checker.explain(int(flags[first_bad]), q_t[first_bad])
-        raise PlanError(f"line {line_t[first_bad]} sample {first_bad}: " + "; ".join(reasons))
+    # plan-time check of the whole path before anything moves (the G-code line of the first bad sample)
+    try:
+        check_plan(model, t, q_t, where="path")
+    except PlanRefused as e:
+        raise PlanError(f"line {line_t[e.sample]} sample {e.sample}: {e.reason}" if e.sample is not None
+                        else str(e)) from None
     wrist = np.degrees(np.abs(q_t[:, 4]))
     T_wp, half = _workpiece(prog, T_place, workpiece_mm)
     _check_workpiece(model, q_t, T_wp, half, line_t)

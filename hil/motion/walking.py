@@ -24,9 +24,9 @@ from hil.kinematics.ik import LMSolver, Task
 from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
+from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.torques import TORQUE_RESERVE, TorquePlan, torque_plan
 from hil.robots.servos import servo_table
-from hil.safety import SafetyChecker
 
 G = 9.81
 
@@ -280,12 +280,6 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
         if res.torques.over():
             raise UnreachableError(res.torques.refusal("walk") + "; try a shorter stride or a longer --period")
     refuse_unsafe(model, res)
-    checker = SafetyChecker(model, balance=False)   # the commands as the loop will check them
-    bad, flags = checker.check_path(res.q_cmd)
-    if bad >= 0:
-        raise UnreachableError(f"walk: refused: the compensated command at t = {res.t[bad]:.3f} s: "
-                               + "; ".join(checker.explain(int(flags[bad]), res.q_cmd[bad]))
-                               + "; try --no-compensation or a smaller step")
     return res
 
 
@@ -333,12 +327,12 @@ def refuse_unsafe(model, res: WalkResult) -> None:
     if res.contact_error > CONTACT_TOLERANCE or res.slide > SLIDE_TOLERANCE:
         raise UnreachableError(f"walk: refused: a foot on the ground is {1e3 * res.contact_error:.3f} mm off it "
                                f"or slides {1e3 * res.slide:.3f} mm; try a shorter stride or a longer --period")
-    checker = SafetyChecker(model, balance=False)   # balance is the ZMP's, checked above
-    bad, flags = checker.check_path(res.q)
-    if bad >= 0:
-        raise UnreachableError(f"walk: refused: at t = {res.t[bad]:.3f} s (sample {bad}): "
-                               + "; ".join(checker.explain(int(flags[bad]), res.q[bad]))
-                               + "; try a wider --width, a shorter stride or a smaller --side")
+    # the plan and its commands as the loop will check them (balance: the ZMP's, checked above)
+    advice = "try a wider --width, a shorter stride or a smaller --side"
+    check_plan(model, res.t, res.q, static_balance=False, where="walk", advice=advice)
+    if res.torques is not None:
+        check_commands(model, res.t, res.q_cmd, static_balance=False, where="walk",
+                       advice=advice + (" or --no-compensation" if res.torques.compensated else ""))
 
 
 def _leg_joints(model) -> set[int]:

@@ -15,6 +15,7 @@ from hil.errors import InputError
 from hil.motion import contacts
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
+from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.torques import COMPENSATION_MARGIN, torque_plan
 from hil.motion.walking import WalkParams, check_walk
 from hil.robots.servos import servo_table
@@ -270,6 +271,8 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
     if motion.dynamic:
         scaled.check_dynamic(model, rate)  # the ZMP computed back from this very motion
         traj.dynamic_balance_checked = True
+    check_plan(model, traj.t, traj.q_plan, static_balance=not motion.dynamic, where=spec)
+    check_commands(model, traj.t, traj.q, traj.torques, static_balance=not motion.dynamic, where=spec)
     return traj
 
 
@@ -308,11 +311,11 @@ def make_motion(spec: str | None, model, servo=None, compensate: bool = True, sp
         traj = Trajectory.load(spec, model, speed, servo)
         if traj.q.shape[1] != model.n:
             raise InputError(f"{spec}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
-        report = check_limits(model, traj.t, traj.q_plan)
-        if report.first_over_t is not None:   # samples at given times: not ours to slow down
-            raise InputError(f"{spec}: refused: from t = {report.first_over_t:.3f} s the joints go faster "
-                             f"than their limits; worst: {report.worst}. Plan it slower, or play it slower (--speed)")
-        _compensate(traj, model, servo, compensate)
+        # samples at given times: not ours to slow down; refused wherever a check fails
+        static = not traj.dynamic_balance_checked
+        check_plan(model, traj.t, traj.q_plan, static_balance=static, where=spec)
+        tp = _compensate(traj, model, servo, compensate)
+        check_commands(model, traj.t, traj.q, tp, static_balance=static, where=spec)
         return traj
     if spec.endswith((".toml", ".json")):
         return _keyframe_motion(spec, model, servo, compensate, speed, strict)

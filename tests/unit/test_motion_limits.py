@@ -54,7 +54,7 @@ def test_a_trajectory_over_the_limits_is_refused_naming_where(tmp_path):
     q[100:, j] += np.radians(20)                                 # a step: infinite acceleration
     path = tmp_path / "jump.npz"
     np.savez(path, t=t, q=q)
-    with pytest.raises(InputError, match=r"refused: from t = 0\.49\d s .*l_knee"):
+    with pytest.raises(InputError, match=r"refused before any motion: from t = 0\.49\d s .*l_knee"):
         make_motion(str(path), MODEL)
 
 

@@ -5,17 +5,63 @@ from __future__ import annotations
 
 import math
 import os
+import stat
+from typing import BinaryIO
 
 from hil.errors import InputError
 
 
-def read_text(path: str, what: str = "file") -> str:
-    """A UTF-8 text file's contents; InputError for a missing, unreadable or binary file."""
+# The largest file hil reads whole: a text file (a board config, a motion, a G-code program, a
+# calibration, a side file) or an array file (a trajectory, a recording's columns). Far above any
+# real one (a 200 000-line G-code program is about 6 MB), far below what would exhaust memory.
+MAX_TEXT_BYTES = 32 * 2**20
+MAX_ARRAY_BYTES = 2 * 2**30
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_regular(path: str, what: str = "file", limit: int = MAX_TEXT_BYTES) -> BinaryIO:
+    """The file at `path` opened for reading, once it is known to be a regular file (a symlink to
+    one is one) of at most `limit` bytes: InputError for anything else — missing, unreadable, a
+    folder, a FIFO (opened without waiting for a writer), a device such as /dev/zero, too large."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as e:
         raise InputError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
+        if kind is not None or not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{what} {path}: is {kind or 'not a regular file'}; give a regular file")
+        if st.st_size > limit:
+            raise InputError(f"{what} {path}: {st.st_size / 2**20:.1f} MiB, more than the {limit / 2**20:.0f} MiB hil "
+                             f"reads as one {what}; split it into smaller files")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str, what: str = "file", limit: int = MAX_TEXT_BYTES) -> bytes:
+    """A regular file's bytes (see `open_regular`), read with the limit (a file growing while it is
+    read is cut off there and refused)."""
+    with open_regular(path, what, limit) as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise InputError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise InputError(f"{what} {path}: more than the {limit / 2**20:.0f} MiB hil reads as one {what}; split it "
+                         "into smaller files")
+    return data
+
+
+def read_text(path: str, what: str = "file", limit: int = MAX_TEXT_BYTES) -> str:
+    """A UTF-8 text file's contents; InputError for a missing, unreadable, binary, special or too
+    large file."""
+    data = read_bytes(path, what, limit)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -62,12 +108,19 @@ def parse_toml(text: str, where: str) -> dict:
     import tomllib   # lazy: the command line's start-up does without it
 
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
+        too_deep = _depth(data) > MAX_NESTING
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{where}: not valid TOML ({e})") from None
     except RecursionError:
-        raise InputError(f"{where}: nested too deeply to read (arrays or tables inside each other hundreds of "
-                         "levels down); no hil file needs more than a few") from None
+        too_deep = True
+    if too_deep:
+        raise InputError(f"{where}: nested too deeply to read (more than {MAX_NESTING} levels of arrays or tables "
+                         "inside each other); no hil file needs more than a few")
+    return data
+
+
+MAX_NESTING = 64   # levels of arrays and tables inside each other in a TOML or JSON file
 
 
 def parse_json(text: str, where: str):
@@ -75,8 +128,87 @@ def parse_json(text: str, where: str):
     import json   # lazy: as above
 
     try:
-        return json.loads(text)
+        data = json.loads(text)
+        too_deep = _depth(data) > MAX_NESTING
     except ValueError as e:
         raise InputError(f"{where}: not valid JSON ({e})") from None
     except RecursionError:
-        raise InputError(f"{where}: nested too deeply to read; no hil file needs more than a few levels") from None
+        too_deep = True
+    if too_deep:
+        raise InputError(f"{where}: nested too deeply to read (more than {MAX_NESTING} levels of arrays or tables "
+                         "inside each other); no hil file needs more than a few")
+    return data
+
+
+def _depth(value) -> int:
+    """How deeply arrays and tables nest in a parsed document (without recursion: any depth)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            deepest = max(deepest, d)
+            if d > MAX_NESTING:
+                return d
+            todo.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def load_npy(path: str, what: str = "array file", limit: int = MAX_ARRAY_BYTES):
+    """A `.npy` array, its header checked against the file before anything is allocated: a header
+    that claims more rows than the file holds (a truncated or forged file) is refused, not read into
+    memory; pickled objects are never loaded."""
+
+    with open_regular(path, what, limit) as f:
+        return _read_npy(f, os.fstat(f.fileno()).st_size, f"{what} {path}")
+
+
+def _read_npy(f, size: int, where: str):
+    """One .npy array from the stream `f` of `size` bytes in all (header included)."""
+    import numpy as np   # lazy: the command line's start-up reads no arrays
+
+    try:
+        version = np.lib.format.read_magic(f)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read_header is None:
+            raise ValueError(f"format version {version}")
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject:
+            raise InputError(f"{where}: holds Python objects, which hil never loads; save plain numbers")
+        count = math.prod(shape)
+        body = size - f.tell()
+        if count * dtype.itemsize > body:
+            raise InputError(f"{where}: its header claims {count} items of {dtype.itemsize} bytes, the file holds "
+                             f"{body // max(dtype.itemsize, 1)}: truncated or not written by hil")
+        data = np.frombuffer(f.read(count * dtype.itemsize), dtype=dtype, count=count).copy()
+    except InputError:
+        raise
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
+        raise InputError(f"{where}: not a .npy array ({e})") from None
+    return data.reshape(shape, order="F" if fortran else "C")
+
+
+def load_npz(path: str, what: str = "array file", limit: int = MAX_ARRAY_BYTES) -> dict:
+    """The arrays of a `.npz` archive, each member's size checked before it is inflated (a small
+    archive that inflates to gigabytes is refused); pickled objects are never loaded."""
+    import zipfile   # lazy: as numpy below
+
+    with open_regular(path, what, limit) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                infos = [i for i in z.infolist() if i.filename.endswith(".npy")]
+                total = sum(i.file_size for i in infos)
+                if total > limit:
+                    raise InputError(f"{what} {path}: its arrays inflate to {total / 2**20:.0f} MiB, more than the "
+                                     f"{limit / 2**20:.0f} MiB hil reads; split it into smaller files")
+                out = {}
+                for info in infos:
+                    with z.open(info) as member:
+                        out[info.filename[:-4]] = _read_npy(member, info.file_size, f"{what} {path}")
+                return out
+        except InputError:
+            raise
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, SyntaxError, TypeError) as e:
+            raise InputError(f"{what} {path}: not an .npz archive of arrays ({e})") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hil.errors import InputError
+from hil.motion.bounds import MAX_MOVES
 
 INCH = 25.4
 ARC_TOL_MM = 0.01  # |start − centre| and |end − centre| may differ by this much (plus 1e-4 relative)
@@ -227,6 +228,9 @@ def parse(text: str, source: str = "") -> Program:
             prog.segments.append(_arc(pos, end, centre_words, radius, plane, motion == 2, feed, scale, lineno,
                                       seen, source))
         pos = end
+        if len(prog.segments) > MAX_MOVES:
+            raise GCodeError(f"more than {MAX_MOVES} moves, the most hil plans in one program; split it into "
+                             "several programs run one after another", lineno, 1, source)
     if not prog.segments:
         raise GCodeError("the program has no moves", max(1, len(text.splitlines())), 1, source)
     return prog

@@ -33,6 +33,7 @@ import numpy as np
 from hil.errors import ConfigError, InputError
 from hil.inputs import parse_json, parse_toml, read_text
 from hil.motion import contacts
+from hil.motion.bounds import MAX_KEYFRAMES, check_count, check_duration
 from hil.motion.walking import WalkParams, check_walk
 
 
@@ -58,24 +59,24 @@ class KeyframeMotion:
 
     def sample(self, t: float) -> np.ndarray:
         """Joint angles (rad) at time t; keyframe 0 is reached at its time from q_start."""
-        times = [0.0] + [k.time_s for k in self.keyframes]
-        qs = [self.q_start] + [k.q for k in self.keyframes]
-        if t <= 0:
-            return qs[0].copy()
-        if t >= times[-1]:
-            return qs[-1].copy()
-        i = int(np.searchsorted(times, t, side="right")) - 1
+        return self.samples(np.array([float(t)]))[0]
+
+    def samples(self, t: np.ndarray) -> np.ndarray:
+        """Joint angles (N, n) at times t (N,): linear, or cubic Hermite with Catmull-Rom tangents and
+        zero velocity at the first and last keyframe; one pass over all samples at once."""
+        times = np.array([0.0] + [k.time_s for k in self.keyframes])
+        qs = np.array([self.q_start] + [k.q for k in self.keyframes])
+        t = np.clip(np.asarray(t, dtype=np.float64), 0.0, times[-1])
+        i = np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(times) - 2)
         t0, t1 = times[i], times[i + 1]
-        u = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+        h = t1 - t0
+        u = np.where(h > 0, (t - t0) / np.where(h > 0, h, 1.0), 1.0)[:, None]
         if self.interpolation == "linear":
             return qs[i] + u * (qs[i + 1] - qs[i])
-        # cubic Hermite with Catmull-Rom tangents, zero velocity at the first and last keyframe
-        def tangent(j):
-            if j == 0 or j == len(qs) - 1:
-                return np.zeros_like(qs[j])
-            return (qs[j + 1] - qs[j - 1]) / (times[j + 1] - times[j - 1])
-        h = t1 - t0
-        m0, m1 = tangent(i) * h, tangent(i + 1) * h
+        tangents = np.zeros_like(qs)
+        if len(qs) > 2:
+            tangents[1:-1] = (qs[2:] - qs[:-2]) / (times[2:] - times[:-2])[:, None]
+        m0, m1 = tangents[i] * h[:, None], tangents[i + 1] * h[:, None]
         h00 = 2 * u ** 3 - 3 * u ** 2 + 1
         h10 = u ** 3 - 2 * u ** 2 + u
         h01 = -2 * u ** 3 + 3 * u ** 2
@@ -87,7 +88,7 @@ class KeyframeMotion:
         support polygon, and feet on the ground must not slide (ConfigError otherwise)."""
 
         t, Q = self.trajectory(rate_hz)
-        support = np.array([contacts.parse(self.support_at(x) or "both") for x in t])
+        support = self.support_codes(t, missing=contacts.parse("both"))
         hl, hw = model.sole_half
         res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=rate_hz), hl, hw, 0.0,
                          self.name)
@@ -109,11 +110,19 @@ class KeyframeMotion:
                 return k.support
         return self.keyframes[-1].support if self.keyframes else None
 
+    def support_codes(self, t: np.ndarray, missing: int = contacts.UNKNOWN) -> np.ndarray:
+        """`support_at` for every time in t at once, as hil.motion.contacts codes (`missing` where a
+        keyframe says nothing)."""
+        codes = np.array([missing if k.support is None else contacts.parse(k.support) for k in self.keyframes],
+                         dtype=np.int64)
+        times = np.array([k.time_s for k in self.keyframes])
+        return codes[np.minimum(np.searchsorted(times, np.asarray(t, dtype=np.float64), side="left"), len(times) - 1)]
+
     def trajectory(self, rate_hz: float) -> tuple[np.ndarray, np.ndarray]:
         t = np.arange(0.0, self.duration + 1e-12, 1.0 / rate_hz)
         if t[-1] < self.duration:
             t = np.append(t, self.duration)
-        return t, np.array([self.sample(x) for x in t])
+        return t, self.samples(t)
 
 
 def _mirror_name(name: str) -> str | None:
@@ -157,6 +166,7 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
     frames = data.get("keyframe")
     if not isinstance(frames, list) or not frames:
         raise ConfigError(f"{where}: needs at least one [[keyframe]]")
+    check_count(len(frames), MAX_KEYFRAMES, "keyframes", where, "split it into several files")
     q = model.poses[start_pose].copy()
     t = 0.0
     out = []
@@ -168,8 +178,9 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
             dur = float(kf["duration_s"])
         except (KeyError, TypeError, ValueError):
             raise ConfigError(f"{w}: needs duration_s (seconds, a number)") from None
-        if not (math.isfinite(dur) and dur > 0):
+        if not dur > 0:
             raise ConfigError(f"{w}: duration_s must be positive, got {kf.get('duration_s')!r}")
+        check_duration(t + dur, w, "split it into several files")
         support = kf.get("support")
         if support is not None:
             try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.errors import InputError, UnreachableError
+from hil.motion.bounds import MAX_PATH_POINTS, check_count, check_duration
 from hil.kinematics.ik import ik_puma
 from hil.kinematics.rotations import rpy_matrix
 from hil.motion.gcode import Program, Segment
@@ -69,21 +70,38 @@ class Plan:
                 + (f"\nfeed: {self.feed_note}" if self.feed_note else ""))
 
 
-def _discretise(prog: Program, chord_mm: float):
-    """Points (mm, workpiece frame) along the program, no farther apart than allowed by the chord
-    tolerance on arcs (and 2 mm on lines), with per point its segment, exact-stop flag and
-    fraction u of its segment (samples between points are taken on the segment itself)."""
+def _pieces(s: Segment, chord_mm: float) -> int:
+    """How many pieces a segment is cut into: no chord error above `chord_mm` on an arc, 2 mm on any."""
+    L = s.length()
+    if s.kind != "arc":
+        return max(1, int(math.ceil(L / 2.0)))
+    r = math.hypot(*(s.start[[i for i in range(3) if i != _normal(s)]] -
+                     s.centre[[i for i in range(3) if i != _normal(s)]]))
+    dth = 2 * math.acos(max(-1.0, 1 - chord_mm / max(r, 1e-9))) if r > chord_mm else math.pi / 8
+    return max(2, int(math.ceil(s.sweep / max(dth, 1e-6))), int(math.ceil(L / 2.0)))
+
+
+def _check_size(prog: Program, chord_mm: float, speed: float) -> list[int]:
+    """Each segment's pieces, once the program is known to be within what hil plans in one go: its
+    points along the path and its time at the programmed feeds (before any slowing)."""
+    pieces = [_pieces(s, chord_mm) for s in prog.segments]
+    split = "split the program into several run one after another"
+    check_count(sum(pieces) + 1, MAX_PATH_POINTS, f"points along the path (at --chord-mm {chord_mm:g})",
+                prog.source or "the program", f"raise --chord-mm, or {split}")
+    seconds = sum(60.0 * s.length() / (RAPID_MM_MIN if s.kind == "rapid" else s.feed_mm_min) for s in prog.segments)
+    check_duration(seconds / speed, f"{prog.source or 'the program'} at its feeds"
+                   + (f" and --speed {speed:g}" if speed != 1.0 else ""),
+                   f"raise {'--speed or ' if speed != 1.0 else ''}its feeds (F), or {split}")
+    return pieces
+
+
+def _discretise(prog: Program, chord_mm: float, pieces: list[int]):
+    """Points (mm, workpiece frame) along the program, `pieces[k]` per segment (`_pieces`), with per
+    point its segment, exact-stop flag and fraction u of its segment (samples between points are
+    taken on the segment itself)."""
     pts, seg_of, stop, u_of = [], [], [], []
     for k, s in enumerate(prog.segments):
-        L = s.length()
-        if s.kind == "arc":
-            r = math.hypot(*(s.start[[i for i in range(3) if i != _normal(s)]] -
-                             s.centre[[i for i in range(3) if i != _normal(s)]]))
-            dth = 2 * math.acos(max(-1.0, 1 - chord_mm / max(r, 1e-9))) if r > chord_mm else math.pi / 8
-            n = max(2, int(math.ceil(s.sweep / max(dth, 1e-6))), int(math.ceil(L / 2.0)))
-        else:
-            n = max(1, int(math.ceil(L / 2.0)))
-        us = np.linspace(0.0, 1.0, n + 1)
+        us = np.linspace(0.0, 1.0, pieces[k] + 1)
         first = 0 if not pts else 1
         for u in us[first:]:
             pts.append(s.point(u))
@@ -231,7 +249,9 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     mt = model.with_tool(tool)
     q_near = model.home if q_start is None else np.asarray(q_start, float)
     R_tool = T_place[:3, :3] @ np.diag([1.0, -1.0, -1.0])  # tool z into the face
-    pts_mm, seg_of, stop, u_of = _discretise(prog, chord_mm)
+    if not 0.0 < speed <= 1.0:
+        raise InputError(f"speed {speed:g}: a fraction of the programmed feeds, more than 0 and at most 1")
+    pts_mm, seg_of, stop, u_of = _discretise(prog, chord_mm, _check_size(prog, chord_mm, speed))
     segs = prog.segments
     lines = np.array([segs[k].line for k in seg_of])
 
@@ -327,6 +347,8 @@ def _time_law(v_lim, a_lim, stop, s, ds, on_path, lines, Q, mt, pose_at, dt):
         vm = max((v[i] + v[i - 1]) / 2, 1e-6)
         t_pts[i] = t_pts[i - 1] + ds[i - 1] / vm
     duration = float(t_pts[-1])
+    check_duration(duration, "the path, slowed where its joints' speed and acceleration limits need it",
+                   "place the workpiece where the joints move less, or split the program")
     t = np.arange(0.0, duration + dt, dt)
     t[-1] = min(t[-1], duration)
     seg = np.clip(np.searchsorted(t_pts, t, side="right") - 1, 0, len(s) - 2)

@@ -22,6 +22,7 @@ from hil.errors import InputError, UnreachableError
 from hil.kinematics.floating import FloatingBase, inverse_transform
 from hil.kinematics.ik import LMSolver, Task
 from hil.motion import contacts
+from hil.motion.bounds import check_duration
 from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
 from hil.motion.plan_check import check_commands, check_plan
@@ -244,6 +245,7 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
     compensation (`compensate`, where the servos declare a stiffness). `say` hears each replanning;
     `strict` refuses instead of planning again slower."""
     servo = servo or servo_table(model)
+    _check_length(params)
     res = generate(model, params, progress)
     before = math.inf
     for attempt in range(6):   # slower until the joints' speed, acceleration and torque limits hold
@@ -269,6 +271,7 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
             raise UnreachableError(_not_a_matter_of_pace(model, res, report, why))
         before = over
         params = replace(params, period=params.period * scale * (1.02 + 0.02 * attempt))
+        _check_length(params, f"at the {params.period:.2f} s step period its limits need")
         say(f"walk: {why}: planned again with a {params.period:.2f} s step period")
         res = generate(model, params, progress)
     else:
@@ -281,6 +284,12 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
             raise UnreachableError(res.torques.refusal("walk") + "; try a shorter stride or a longer --period")
     refuse_unsafe(model, res)
     return res
+
+
+def _check_length(params: WalkParams, why: str = "") -> None:
+    """A walk's steps (with the stand before and after them) within the longest motion hil plans."""
+    check_duration((params.steps + 2) * params.period, f"walk: {params.steps} steps of {params.period:.3g} s"
+                   + (f" ({why})" if why else ""), "walk fewer steps at a time, or a shorter --period")
 
 
 FAR_PAST_A_LIMIT = 0.25   # a plan's time scale (or torque) a quarter past its limit, or more

@@ -11,6 +11,7 @@ Angles in data files are degrees and lengths are in model units
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ def load(name: str | Path) -> RobotModel:
     if key in _cache:
         return _cache[key]
     path = Path(key)
+    if path.is_dir():
+        raise ConfigError(f"robot {key!r} is a folder; give a robot file in it (.urdf or .toml) or a shipped name "
+                          f"({', '.join(available())})")
     shipped = path.suffix not in (".toml", ".urdf")
     if shipped:
         path = DATA_DIR / f"{key}.toml"
@@ -50,7 +54,8 @@ def load(name: str | Path) -> RobotModel:
             raise ConfigError(f"unknown robot {key!r}; shipped robots: {', '.join(available())}; or give a "
                               ".urdf or .toml file")
     if not path.is_file():
-        raise ConfigError(f"robot file {path} does not exist")
+        raise ConfigError(f"robot file {path} " + ("is not a regular file (a device, a pipe?)" if os.path.lexists(path)
+                                                    else "does not exist"))
     if path.suffix == ".urdf":
         model = urdf.build(str(path))
     else:

@@ -16,6 +16,7 @@ say: the robot's kind and soles, its tool frame, poses, missing limits, the work
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -26,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from hil.errors import ConfigError
+from hil.errors import ConfigError, InputError
+from hil.inputs import read_bytes
 from hil.kinematics.rotations import rpy_matrix
 from hil.robots.model import Joint, RobotModel, Shape
 
@@ -51,29 +53,30 @@ def parse(path: str):
     except ImportError:
         raise ConfigError(f"{path}: reading URDF files needs yourdfpy: pip install yourdfpy") from None
     try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise ConfigError(f"robot file {path}: cannot read it ({e.strerror})") from None
-    if size > MAX_BYTES:
-        raise ConfigError(f"robot file {path}: {size} bytes; a URDF larger than {MAX_BYTES >> 20} MB is refused")
-    problem = _xml_problem(path)
+        data = read_bytes(path, "robot file", MAX_BYTES)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
+    problem = _xml_problem(data)
     if problem:
         raise ConfigError(f"{path}: {problem}")
     try:
-        urdf = yourdfpy.URDF.load(path, build_scene_graph=False, load_meshes=False, load_collision_meshes=False)
+        urdf = yourdfpy.URDF.load(io.BytesIO(data), build_scene_graph=False, load_meshes=False,
+                                  load_collision_meshes=False)
     except Exception as e:   # noqa: BLE001 - a third-party parser: whatever it raises, the file is the cause
         raise ConfigError(f"{path}: not a URDF yourdfpy can read ({type(e).__name__}: {e})") from None
     return urdf.robot
 
 
-def _xml_problem(path: str) -> str | None:
-    """What makes the file unreadable as URDF, naming the element, before the parser trips on it."""
+def _xml_problem(data: bytes) -> str | None:
+    """What makes a file unreadable as URDF, naming the element, before the parser trips on it."""
     from lxml import etree  # lazy: lxml comes with yourdfpy, needed for URDF robots only
 
     try:
-        root = etree.parse(path, etree.XMLParser(resolve_entities=False, no_network=True)).getroot()
-    except (etree.XMLSyntaxError, OSError) as e:
+        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True))
+    except (etree.XMLSyntaxError, OSError, ValueError) as e:
         return f"not well-formed XML ({e})"
+    if root.getroottree().docinfo.internalDTD is not None or b"<!ENTITY" in data:
+        return "it declares a DOCTYPE or entities, which a URDF has no use for (they could pull in other files)"
     if root.tag != "robot":
         return f"the root element is <{root.tag}>, a URDF's is <robot>"
     for el in [*root.findall("link"), *root.findall("joint")]:
@@ -120,38 +123,94 @@ def _bad_numbers(text: str, n: int) -> str | None:
 
 # --------------------------------------------------------------------------- meshes
 def package_roots(urdf_path: str) -> list[Path]:
-    """Where `package://NAME/…` is looked for, as ROS tools do: ROS_PACKAGE_PATH, the share/ folders of
-    AMENT_PREFIX_PATH and CMAKE_PREFIX_PATH, and the URDF's own folder and its parents."""
+    """The declared package roots, where `package://NAME/…` is looked for as ROS tools do:
+    ROS_PACKAGE_PATH, the share/ folders of AMENT_PREFIX_PATH and CMAKE_PREFIX_PATH, and the
+    share/ folders of packages installed from PyPI as cmeel wheels (example-robot-data)."""
     roots: list[Path] = []
     for var, sub in (("ROS_PACKAGE_PATH", ""), ("AMENT_PREFIX_PATH", "share"), ("CMAKE_PREFIX_PATH", "share")):
         for part in os.environ.get(var, "").split(os.pathsep):
             if part:
                 roots.append(Path(part) / sub)
-    roots += list(Path(urdf_path).resolve().parents)
-    # packages installed from PyPI as cmeel wheels (example-robot-data) keep their share/ folder here
     roots += [Path(p) / "cmeel.prefix" / "share" for p in sys.path if p]
     return roots
 
 
-def resolve_file(filename: str, urdf_path: str) -> Path:
-    """A mesh's file: `package://P/rest` (P found under a root as a folder named P, or one whose
-    package.xml names P), `file://`, or a path relative to the URDF's folder."""
-    if filename.startswith("file://"):
-        return Path(filename[7:])
-    if not filename.startswith("package://"):
-        p = Path(filename)
-        return p if p.is_absolute() else Path(urdf_path).resolve().parent / p
-    pkg, _, rest = filename[10:].partition("/")
+class OutsideError(ValueError):
+    """A file a URDF names lies outside the folders it may be read from."""
+
+
+def _packages(pkg: str, urdf_path: str) -> list[Path]:
+    """The folders `package://pkg/` can mean, most likely first: the URDF's own folder for an empty
+    name (`package:///mesh.stl`), a folder named `pkg` (or whose package.xml names it) under a
+    declared root, the URDF's own ancestor named `pkg`, and a ROS package named `pkg` (a folder with
+    a package.xml) beside one of its ancestors."""
+    here = Path(urdf_path).resolve().parent
+    if not pkg:
+        return [here]
+    out: list[Path] = []
     for root in package_roots(urdf_path):
-        if root.name == pkg and (root / rest).exists():
-            return root / rest
-        cand = root / pkg / rest
-        if cand.exists():
-            return cand
         xml = root / "package.xml"
-        if xml.exists() and f"<name>{pkg}</name>" in xml.read_text(errors="replace") and (root / rest).exists():
-            return root / rest
-    raise FileNotFoundError(f"package {pkg!r} not found (set ROS_PACKAGE_PATH to the folder holding it)")
+        if root.name == pkg or (xml.is_file() and f"<name>{pkg}</name>" in xml.read_text(errors="replace")):
+            out.append(root)
+        if (root / pkg).is_dir():
+            out.append(root / pkg)
+    for anc in [here, *here.parents]:
+        if anc.name == pkg:
+            out.append(anc)
+        elif (anc / pkg / "package.xml").is_file():
+            out.append(anc / pkg)
+    return out
+
+
+def _own_tree(urdf_path: str) -> Path:
+    """The folder a URDF's plain and file:// paths may point into: its ROS package (the nearest
+    folder above it with a package.xml), else the folder above its own (urdf/ beside meshes/)."""
+    here = Path(urdf_path).resolve().parent
+    for anc in [here, *here.parents]:
+        if (anc / "package.xml").is_file():
+            return anc
+    return here.parent if here.parent != here else here
+
+
+def _inside(folder: Path, target: Path, filename: str, what: str) -> Path:
+    """`target` (resolved, symlinks followed), refused unless it lies inside `folder`."""
+    real = target.resolve()
+    if not real.is_relative_to(folder.resolve()):
+        raise OutsideError(f"{filename!r} points to {real}, outside {what} ({folder.resolve()}); hil reads a "
+                           "robot's meshes only inside its package, its own folder tree or a declared package "
+                           "root (ROS_PACKAGE_PATH)")
+    if not real.is_file():
+        raise OutsideError(f"{filename!r} is {real}, not a regular file")
+    return real
+
+
+def resolve_file(filename: str, urdf_path: str) -> Path:
+    """A file a URDF names: `package://P/rest` (P looked for as `_packages` says), `file://` or a
+    path (relative to the URDF's folder). FileNotFoundError naming what is missing — the package,
+    or the file in the package found; OutsideError for a path that leaves the folder it is read
+    from (`..`, an absolute path, a symlink pointing away)."""
+    if filename.startswith("package://"):
+        pkg, _, rest = filename[10:].partition("/")
+        if pkg in (".", "..") or not all(c.isalnum() or c in "_-." for c in pkg):
+            raise OutsideError(f"{filename!r}: {pkg!r} is not a package name")
+        folders = _packages(pkg, urdf_path)
+        if not folders:
+            raise FileNotFoundError(f"package {pkg!r} not found (set ROS_PACKAGE_PATH to the folder holding it)")
+        for folder in folders:
+            if (folder / rest).exists():
+                return _inside(folder, folder / rest, filename, f"package {pkg!r}")
+        raise FileNotFoundError(f"{rest!r} is not in package {pkg!r} ({folders[0]}): the package was found, "
+                                "the file is missing from it")
+    name = filename[7:] if filename.startswith("file://") else filename
+    p = Path(name)
+    p = p if p.is_absolute() else Path(urdf_path).resolve().parent / p
+    tree = _own_tree(urdf_path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p} does not exist")
+    return _inside(tree, p, filename, "the URDF's folder tree")
+
+
+MAX_MESH_BYTES = 256 * 2**20   # one mesh file (the largest kit meshes are a few MB)
 
 
 def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
@@ -159,7 +218,12 @@ def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
     `origin`, in the link frame."""
     import trimesh  # lazy: trimesh takes 0.5 s; only meshes need it
 
-    mesh = trimesh.load(str(file), force="mesh", process=False)
+    data = read_bytes(str(file), "mesh file", MAX_MESH_BYTES)
+    kind = file.suffix.lower().lstrip(".")
+    try:
+        mesh = trimesh.load(io.BytesIO(data), file_type=kind, force="mesh", process=False)
+    except Exception as e:   # noqa: BLE001 - a third-party reader: whatever it raises, the file is the cause
+        raise ValueError(f"not a mesh trimesh can read as {kind or 'its kind'} ({type(e).__name__}: {e})") from None
     v = np.asarray(mesh.vertices, dtype=float) * scale
     if v.ndim != 2 or v.shape[0] == 0 or not np.all(np.isfinite(v)):
         raise ValueError("no finite vertices")
@@ -410,7 +474,7 @@ def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
         scale = np.ones(3) if g.mesh.scale is None else np.broadcast_to(np.asarray(g.mesh.scale, float), (3,))
         try:
             p0, p1, r, lo, hi = mesh_bounds(resolve_file(g.mesh.filename, path), scale, T)
-        except (OSError, ValueError, ImportError, IndexError, KeyError, AttributeError) as e:
+        except (OSError, ValueError, ImportError, IndexError, KeyError, AttributeError, InputError) as e:
             raise _fail(path, where, f"mesh {g.mesh.filename!r} cannot be read ({e}); its shape is needed for "
                         "the twin and the collision checks") from None
         return Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name), (lo, hi)
@@ -480,7 +544,7 @@ def _cache_key(path: str, side: dict | None) -> str | None:
     from lxml import etree  # lazy: lxml comes with yourdfpy, needed for URDF robots only
 
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path, "robot file", MAX_BYTES)
         root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True))
         h = hashlib.sha256(f"{CACHE_VERSION}|{Path(path).resolve()}|".encode() + data)
         h.update(json.dumps(side or {}, sort_keys=True, default=str).encode())
@@ -488,7 +552,7 @@ def _cache_key(path: str, side: dict | None) -> str | None:
             st = resolve_file(mesh.get("filename", ""), path).stat()
             h.update(f"|{mesh.get('filename')}|{st.st_size}|{st.st_mtime_ns}".encode())
     except (OSError, ValueError, etree.XMLSyntaxError):
-        return None
+        return None   # (InputError is a ValueError: the file is refused again, with its reason, by `parse`)
     return h.hexdigest()[:32]
 
 

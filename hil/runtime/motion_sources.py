@@ -12,7 +12,9 @@ import math
 import numpy as np
 
 from hil.errors import InputError
+from hil.inputs import load_npz
 from hil.motion import contacts
+from hil.motion.bounds import MAX_SAMPLES, check_count, check_duration
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
 from hil.motion.plan_check import check_commands, check_plan
@@ -127,19 +129,23 @@ class Trajectory(MotionSource):
         not trusted: with the `support` array beside it the ZMP is computed again from the joint
         motion as it will run (`model` needed), and without it the static balance check applies.
         `servo`: the servos that run it (default the robot's own), which bound a compensation."""
+        f = load_npz(path, "trajectory file")
         try:
-            with np.load(path, allow_pickle=False) as f:
-                traj = cls(f["t"], f["q"], name=path)
-                claim = "dynamic_balance_checked" in f and bool(np.asarray(f["dynamic_balance_checked"]).reshape(-1)[:1].all())
-                support = np.asarray(f["support"]) if "support" in f else None
-                q_plan = np.asarray(f["q_plan"], dtype=np.float64) if "q_plan" in f else None
-        except (OSError, KeyError, ValueError, EOFError, TypeError) as e:
-            raise InputError(f"{path}: not a trajectory file with arrays t (N,) and q (N, n): {e}") from e
+            traj = cls(f["t"], f["q"], name=path)
+            claim = "dynamic_balance_checked" in f and bool(np.asarray(f["dynamic_balance_checked"]).reshape(-1)[:1].all())
+            support = np.asarray(f["support"]) if "support" in f else None
+            q_plan = np.asarray(f["q_plan"], dtype=np.float64) if "q_plan" in f else None
+        except (KeyError, ValueError, TypeError) as e:
+            raise InputError(f"{path}: not a trajectory file with arrays t (N,) and q (N, n): {e}") from None
+        check_count(len(traj.t), MAX_SAMPLES, "samples", path, "split it into several files run one after another")
+        check_duration(traj.duration, path)
         if model is not None and traj.q.shape[1] != model.n:
             raise InputError(f"{path}: trajectory has {traj.q.shape[1]} joints, {model.name} has {model.n}")
         if q_plan is not None:
             traj.q_plan = _checked_plan(model, traj.q, q_plan, path, servo)
         if speed != 1.0:
+            check_duration(traj.duration / speed, f"{path} at --speed {speed:g}",
+                           "play it faster, or split it into several files")
             traj.t = traj.t / speed
             traj.duration = float(traj.t[-1])
             traj.q = traj.q_plan   # the compensation belongs to the written pace: planned again
@@ -245,6 +251,8 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
     motion = load_motion(spec, model)
     rate = float(model.meta.get("default_rate_hz", 200))
     k = 1.0 / speed
+    check_duration(motion.duration * k, f"{spec} at --speed {speed:g}" if speed != 1.0 else spec,
+                   "play it faster, or split it into several files")
     note = f"played at {100 * speed:.0f} % of its written speed (--speed)" if speed != 1.0 else ""
     t, q = (motion.time_scaled(k) if k != 1.0 else motion).trajectory(rate)
     report = check_limits(model, t, q)
@@ -254,13 +262,13 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
                              f"{100 * speed:.0f} % of its written speed: {report.worst}")
         k *= report.time_scale * 1.01
         note = f"slowed to {100 / k:.0f} % of its written speed: {report.worst}"
+        check_duration(motion.duration * k, f"{spec}, {note}", "write it slower, or split it into several files")
     for attempt in range(8):      # and until its servos give the torques it needs
         scaled = motion.time_scaled(k) if k != 1.0 else motion
         t, q = scaled.trajectory(rate)
         traj = Trajectory(t, q, name=motion.name)
         traj.note, traj.time_scale = note, k
-        traj.support = np.array([contacts.parse(s) if s else contacts.UNKNOWN
-                                 for s in (scaled.support_at(x) for x in t)], dtype=np.int64)
+        traj.support = scaled.support_codes(t)
         tp = _compensate(traj, model, servo, compensate, refuse=attempt == 7 or strict)
         if tp is None or not tp.over():
             break
@@ -268,6 +276,7 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
         k *= 1.15
         note = (f"slowed to {100 / k:.0f} % of its written speed: {model.joint_names[j]} needs {tau:.2f} N·m, its "
                 f"servo gives {avail:.2f} at that speed")
+        check_duration(motion.duration * k, f"{spec}, {note}", "lighten the load, or write it slower in several files")
     if motion.dynamic:
         scaled.check_dynamic(model, rate)  # the ZMP computed back from this very motion
         traj.dynamic_balance_checked = True

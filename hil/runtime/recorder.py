@@ -29,6 +29,7 @@ import numpy as np
 
 from hil import robots
 from hil.errors import InputError
+from hil.inputs import MAX_ARRAY_BYTES, load_npy, open_regular, parse_json, read_text
 
 # the bits of a row's `loop_flags` (the lifecycle's mode number above them, from bit 4)
 LOOP_ENABLED, LOOP_RAMPING, LOOP_MOTION, LOOP_HELD = 1, 2, 4, 8
@@ -179,33 +180,59 @@ REQUIRED_FIELDS = ("t", "q_cmd", "q_meas", "q_target", "board_state", "loop_flag
 def load_recording(path: str) -> tuple[np.ndarray, dict]:
     """(records, metadata) of a recording; plain `np.load(path)` gives the same records. ValueError
     (naming what is wrong) for a file that is not one."""
-    try:
-        data = np.load(path, allow_pickle=False)
-    except OSError as e:
-        raise ValueError(f"cannot read it ({e.strerror or e})") from None
-    except (ValueError, EOFError):
-        # (NumPy's own text speaks of unpickling, which is not ours to suggest)
-        raise ValueError("not a .npy recording (hil run --record FILE.npy writes one)") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        data.close()
+    with open_regular(path, "recording", MAX_ARRAY_BYTES) as f:
+        head = f.read(4)
+    if head.startswith(b"PK"):
         raise ValueError("an .npz archive (a planned trajectory?), not a recording: `hil run --record FILE.npy` "
                          "writes those; `hil play FILE.npz --dry-run` runs a trajectory")
+    try:
+        data = load_npy(path, "recording")
+    except InputError as e:
+        raise ValueError(str(e).removeprefix(f"recording {path}: ")
+                         + " (hil run --record FILE.npy writes a recording)") from None
     if not isinstance(data, np.ndarray) or data.ndim != 1 or data.dtype.names is None \
             or any(f not in data.dtype.names for f in REQUIRED_FIELDS):
         raise ValueError(f"not a table of cycles with the fields {', '.join(REQUIRED_FIELDS)}")
-    q = data["q_cmd"]
-    if q.ndim != 2 or q.shape[1] < 1 or not np.all(np.isfinite(data["t"])) or not np.all(np.isfinite(q)):
+    q, t = data["q_cmd"], data["t"]
+    if q.ndim != 2 or q.shape[1] < 1 or not np.all(np.isfinite(t)) or not np.all(np.isfinite(q)):
         raise ValueError("its times or joint columns are malformed or not finite")
+    if len(t) and not (np.all(np.diff(t) >= 0) and -1.0 <= t[0] and t[-1] - t[0] <= MAX_RECORDING_S):
+        raise ValueError(f"its times go backwards or span more than {MAX_RECORDING_S:g} s: not a run's clock")
     meta = {}
-    if os.path.exists(path + ".json"):
+    if os.path.lexists(path + ".json"):
         try:
-            with open(path + ".json", encoding="utf-8") as f:
-                meta = json.load(f)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"its {path}.json cannot be read ({e})") from None
+            meta = parse_json(read_text(path + ".json", "recording's metadata"), path + ".json")
+        except InputError as e:
+            raise ValueError(str(e)) from None
         if not isinstance(meta, dict):
             raise ValueError(f"its {path}.json is not a table of keys (robot, joints, rate_hz, …)")
+        _check_meta(meta, path + ".json")
     return data, meta
+
+
+MAX_RECORDING_S = 1e7   # a run's clock (115 days): a recording's times beyond it are not a run's
+
+
+def _check_meta(meta: dict, where: str) -> None:
+    """The keys of a recording's .json that the tools reading it use: of the kind they need."""
+    rate = meta.get("rate_hz")
+    if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+                                 and 1.0 <= rate <= 1e5):
+        raise ValueError(f"{where}: rate_hz = {rate!r}; a loop rate is a number of Hz, 1 … 100000")
+    for key in ("robot", "port", "board_uid", "board"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            raise ValueError(f"{where}: {key} = {meta[key]!r} is not a string")
+    started = meta.get("started", 0.0)
+    if not (isinstance(started, (int, float)) and not isinstance(started, bool) and 0.0 <= started < 1e11):
+        raise ValueError(f"{where}: started = {started!r}; the start is a time in seconds since 1970")
+    stall = meta.get("stall_current_mA")
+    if stall is not None and not (isinstance(stall, list) and all(isinstance(v, (int, float)) and
+                                                                  not isinstance(v, bool) and 0 < v < 1e6
+                                                                  for v in stall)):
+        raise ValueError(f"{where}: stall_current_mA must be a list of positive currents (mA)")
+    joints = meta.get("joints")
+    if joints is not None and not (isinstance(joints, list) and all(isinstance(j, str) for j in joints)):
+        raise ValueError(f"{where}: joints must be a list of joint names")
 
 
 def load_events(path: str) -> list[tuple[float, str]]:

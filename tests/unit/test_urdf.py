@@ -4,6 +4,7 @@ the refusals of malformed files, side files, the cache, and the meshes' bounding
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import shutil
@@ -299,3 +300,56 @@ def test_the_workspace_is_a_reach_sphere_unless_configured():
     assert all(checker.check(q).flags & WORKSPACE for q in far)
     assert not any(checker.check(q).flags & WORKSPACE for q in near)
     assert "reach sphere (r = 200 mm)" in " ".join(checker.check(far[0]).reasons)
+
+
+ONE_LINK = """<robot name="r"><link name="base"/><link name="l1"><collision><geometry><mesh filename="{mesh}"/>
+</geometry></collision><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>
+</inertial></link><joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
+<limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>"""
+
+
+def _stl(path: Path) -> None:
+    """A binary STL of one triangle."""
+    import struct
+
+    path.write_bytes(b"\0" * 80 + struct.pack("<I", 1) + struct.pack("<12fH", 0, 0, 1, 0, 0, 0, 0.1, 0, 0, 0, 0.1, 0, 0))
+
+
+@pytest.mark.parametrize("mesh,refused", [
+    ("../meshes/ok.stl", None), ("package://robot/meshes/ok.stl", None), ("package:///ok_here.stl", None),
+    ("/etc/passwd", "outside the URDF's folder tree"), ("file:///etc/passwd", "outside the URDF's folder tree"),
+    ("../../../../../../../../etc/passwd", "outside the URDF's folder tree"),
+    ("package://../../etc/passwd", "is not a package name"), ("package:///../meshes/ok.stl", "outside package ''"),
+    ("../meshes/away.stl", "points to /etc/passwd"), ("../meshes/pipe.stl", "not a regular file"),
+    ("package://robot/meshes/gone.stl", "the package was found, the file is missing from it"),
+    ("package://nowhere/x.stl", "package 'nowhere' not found"),
+    ("../meshes/notes.stl", "no finite vertices"),
+])
+def test_mesh_paths_stay_inside_the_robots_own_folders(tmp_path, mesh, refused):
+    """A URDF's meshes are read only inside its package, its own folder tree or a declared package
+    root: `..`, absolute paths, file:// and symlinks pointing away are refused naming the path,
+    special files too; a missing file names the file, not the package."""
+    root = tmp_path / "robot"
+    (root / "urdf").mkdir(parents=True)
+    (root / "meshes").mkdir()
+    _stl(root / "meshes" / "ok.stl")
+    _stl(root / "urdf" / "ok_here.stl")
+    (root / "meshes" / "away.stl").symlink_to("/etc/passwd")
+    (root / "meshes" / "notes.stl").write_text("not a mesh at all\n" * 20)
+    os.mkfifo(root / "meshes" / "pipe.stl")
+    path = root / "urdf" / "r.urdf"
+    path.write_text(ONE_LINK.format(mesh=mesh))
+    if refused is None:
+        assert robots.load(str(path)).n == 1
+        return
+    with pytest.raises(ConfigError, match=re.escape(refused)) as e:
+        robots.load(str(path))
+    assert "link 'l1'" in str(e.value) and mesh in str(e.value)
+
+
+def test_entities_are_refused_before_any_is_expanded(tmp_path):
+    path = tmp_path / "r.urdf"
+    path.write_text('<?xml version="1.0"?>\n<!DOCTYPE robot [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n'
+                    '<robot name="&x;"><link name="base"/></robot>\n')
+    with pytest.raises(ConfigError, match=r"DOCTYPE or entities|external entity"):
+        robots.load(str(path))

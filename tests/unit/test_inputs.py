@@ -1,0 +1,172 @@
+"""What users hand in (hil.inputs, hil.motion.bounds): special files are refused without being read
+(a FIFO without waiting for a writer, /dev/zero without reading it), files are read with a limit,
+array files are checked against their headers before anything is allocated, nesting is bounded,
+and every planning input that could make the work large is refused in one line naming the bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.errors import HilError, InputError
+from hil.inputs import MAX_NESTING, load_npy, load_npz, parse_json, parse_toml, read_text
+from hil.motion import bounds, gcode, path
+from hil.motion.keyframes import motion_from_dict
+from hil.runtime.motion_sources import make_motion
+from hil.runtime.recorder import open_run
+
+HUMANOID = robots.load("humanoid17")
+PUMA = robots.load("puma560")
+
+
+@pytest.fixture
+def specials(tmp_path):
+    """A FIFO, a symlink to /dev/zero and one to /dev/urandom, and a folder, each with a name a
+    reader accepts."""
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    zero, rand = tmp_path / "zero.toml", tmp_path / "random.toml"
+    zero.symlink_to("/dev/zero")
+    rand.symlink_to("/dev/urandom")
+    folder = tmp_path / "folder.toml"
+    folder.mkdir()
+    return {"named pipe": fifo, "character device": zero, "character device ": rand, "folder": folder}
+
+
+def test_special_files_are_refused_by_every_reader_without_reading_them(specials):
+    readers = [lambda p: read_text(p, "motion file"), lambda p: load_npy(p, "recording"),
+               lambda p: load_npz(p, "trajectory file"), lambda p: make_motion(p, HUMANOID),
+               lambda p: make_motion(p.replace(".toml", ".npz"), HUMANOID)]
+    for kind, p in specials.items():
+        os.symlink(p, str(p).replace(".toml", ".npz"))   # the same file under the trajectory's suffix
+        for read in readers:
+            with pytest.raises(HilError, match=kind.strip()):
+                read(str(p))
+    for kind, p in specials.items():
+        with pytest.raises((HilError, ValueError), match=kind.strip() + "|folder|not a regular file"):
+            robots.load(str(p))
+
+
+def test_a_file_is_read_with_a_limit(tmp_path):
+    p = tmp_path / "big.nc"
+    p.write_bytes(b"G1 X1\n" * 1000)
+    assert read_text(str(p), "G-code program", limit=6000).startswith("G1")
+    with pytest.raises(InputError, match=r"more than the 0 MiB hil reads as one G-code program; split it"):
+        read_text(str(p), "G-code program", limit=5999)
+
+
+def test_an_npy_whose_header_claims_more_than_the_file_holds_is_refused_before_allocating(tmp_path):
+    good = tmp_path / "good.npy"
+    np.save(good, np.arange(10.0))
+    forged = tmp_path / "forged.npy"
+    with open(forged, "wb") as f:   # a well-formed header claiming 10¹² rows, then 10 rows
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+        f.write(np.arange(10.0).tobytes())
+    assert np.array_equal(load_npy(str(good)), np.arange(10.0))
+    with pytest.raises(InputError, match=r"claims 1000000000000 items of 8 bytes, the file holds 10: truncated"):
+        load_npy(str(forged))
+    rec = tmp_path / "run.npy"
+    rec.write_bytes(forged.read_bytes())
+    with pytest.raises(InputError, match=r"not a hil recording \(its header claims"):
+        open_run(str(rec))
+
+
+def test_an_npz_whose_arrays_inflate_past_the_limit_is_refused(tmp_path):
+    p = tmp_path / "bomb.npz"
+    np.savez_compressed(p, t=np.zeros(300_000), q=np.zeros((300_000, 2)))
+    assert p.stat().st_size < 50_000
+    with pytest.raises(InputError, match=r"inflate to \d+ MiB, more than the 1 MiB"):
+        load_npz(str(p), limit=2**20)
+    member = tmp_path / "member.npz"      # one member whose header claims more than its own bytes
+    np.save(tmp_path / "t.npy", np.zeros(4))
+    with zipfile.ZipFile(member, "w") as z:
+        z.writestr("t.npy", (tmp_path / "t.npy").read_bytes().replace(b"'shape': (4,)", b"'shape': (4000000000,)"))
+    with pytest.raises(InputError, match=r"claims 4000000000 items"):
+        load_npz(str(member))
+    pickled = tmp_path / "obj.npz"
+    np.savez(pickled, t=np.array([object()], dtype=object))
+    with pytest.raises(InputError, match=r"Python objects"):
+        load_npz(str(pickled))
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 100_000])
+def test_nesting_past_the_bound_is_refused_not_recursed_into(depth):
+    with pytest.raises(InputError, match=r"nested too deeply"):
+        parse_json("[" * depth + "]" * depth, "x.json")
+    with pytest.raises(InputError, match=r"nested too deeply"):
+        parse_toml("a = " + "[" * depth + "]" * depth, "x.toml")
+    assert parse_json(json.dumps([[[1]]]), "x.json") == [[[1]]]
+
+
+def test_a_recordings_metadata_of_the_wrong_kind_is_refused(tmp_path):
+    rec = tmp_path / "run.npy"
+    from hil.runtime.recorder import record_dtype
+
+    rows = np.zeros(3, dtype=record_dtype(HUMANOID.n))
+    rows["t"] = [0.0, 0.005, 0.01]
+    np.save(rec, rows)
+    for meta, what in (({"robot": "humanoid17", "rate_hz": float("nan")}, "rate_hz"),
+                       ({"robot": "humanoid17", "joints": [1, 2]}, "joints"), ({"robot": 7}, "robot")):
+        (tmp_path / "run.npy.json").write_text(json.dumps(meta))
+        with pytest.raises(InputError, match=what):
+            open_run(str(rec))
+    rows["t"] = [0.0, 1e12, 2e12]
+    np.save(rec, rows)
+    (tmp_path / "run.npy.json").write_text(json.dumps({"robot": "humanoid17"}))
+    with pytest.raises(InputError, match=r"span more than"):
+        open_run(str(rec))
+
+
+# ---------------------------------------------------------------- bounds on planned work
+def _keyframes(frames: list[dict]) -> dict:
+    return {"name": "x", "robot": "humanoid17", "keyframe": frames}
+
+
+@pytest.mark.parametrize("duration", [1e5, 1e300, float("inf")])
+def test_a_keyframe_longer_than_the_bound_is_refused_at_its_keyframe(duration):
+    with pytest.raises(HilError, match=r"keyframe 2: it would last .*more than the 600 s hil plans in one go"):
+        motion_from_dict(_keyframes([{"duration_s": 1.0}, {"duration_s": duration}]), HUMANOID)
+
+
+def test_more_keyframes_than_the_bound_are_refused_before_any_is_read():
+    frames = [{"duration_s": 0.001, "joints": {"head_yaw": k % 10}} for k in range(bounds.MAX_KEYFRAMES + 1)]
+    with pytest.raises(HilError, match=rf"{bounds.MAX_KEYFRAMES + 1} keyframes, more than the"):
+        motion_from_dict(_keyframes(frames), HUMANOID)
+
+
+def test_a_motion_played_too_slowly_is_refused_before_it_is_sampled():
+    with pytest.raises(HilError, match=r"wave\.toml at --speed 1e-09: it would last 2\.\d+e\+09 s"):
+        make_motion("examples/wave.toml", HUMANOID, speed=1e-9)
+
+
+def test_a_trajectory_longer_than_the_bound_is_refused(tmp_path):
+    p = tmp_path / "long.npz"
+    np.savez(p, t=np.array([0.0, 1e6]), q=np.tile(HUMANOID.home, (2, 1)))
+    with pytest.raises(HilError, match=r"it would last 1e\+06 s"):
+        make_motion(str(p), HUMANOID)
+    np.savez(p, t=np.arange(bounds.MAX_SAMPLES + 1) * 1e-4, q=np.zeros((bounds.MAX_SAMPLES + 1, 1)))
+    with pytest.raises(HilError, match=rf"{bounds.MAX_SAMPLES + 1} samples, more than the"):
+        make_motion(str(p), HUMANOID)
+
+
+@pytest.mark.parametrize("program,expect", [
+    ("G21 G90\nG0 X0 Y0 Z0\nG1 X100 F0.001\n", r"at its feeds: it would last 6e\+06 s"),
+    ("G21 G90 G17\nG0 X10 Y0 Z0\nG1 X10 F600\n" + "G2 X10 Y0 I-10 J0\n" * 5000, r"\d+ points along the path"),
+    ("G21 G90\nG0 X0 Y0 Z0\nF60000\n" + "".join(f"G1 X{k % 2}\n" for k in range(bounds.MAX_MOVES + 2)),
+     rf"more than {bounds.MAX_MOVES} moves"),
+])
+def test_a_program_too_long_to_plan_is_refused_before_it_is_cut_up(program, expect):
+    T = path.placement(200, 500, -300, 0, 0, 0)
+    with pytest.raises(HilError, match=expect):
+        path.plan_path(PUMA, gcode.parse(program, "p.nc"), T)
+
+
+def test_a_program_cut_finer_than_the_bound_is_refused_naming_the_chord():
+    prog = gcode.parse("G21 G90 G17\nG0 X80 Y0 Z0\nG1 Z0 F6000\n" + "G3 X80 Y0 I-80 J0\n" * 40, "p.nc")
+    with pytest.raises(HilError, match=r"points along the path \(at --chord-mm 1e-05\).*raise --chord-mm"):
+        path.plan_path(PUMA, prog, path.placement(200, 500, -300, 0, 0, 0), chord_mm=1e-5)

@@ -41,12 +41,23 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
     g.add_argument("--dry-run", action="store_true", help="run it on the built-in board emulator")
     g.add_argument("--port", help="run it on the board at this serial port (see `hil ports`)")
     s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
-    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy; see the README)")
+    add_record_options(s)
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
     add_compensation_option(s)
     add_pace_options(s)
     add_bus_options(s)
     add_emulator_option(s)
+
+
+RECORD_ERRORS = ("stop", "continue")
+
+
+def add_record_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it; see the "
+                                                    "README)")
+    s.add_argument("--on-record-error", choices=RECORD_ERRORS, default="stop",
+                   help="when the recording cannot be written (a full disk): stop the run safely, or go on without "
+                        "recording (said); either way the run exits non-zero and says how many rows the file keeps")
 
 
 def add_pace_options(s: argparse.ArgumentParser) -> None:
@@ -166,7 +177,8 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
 
     return supervisor.run(supervisor.RunRequest(
         robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
-        headless=args.headless, record=args.record, stats_json=args.stats_json, motion=motion_path, enable=True,
+        headless=args.headless, record=args.record, record_errors=args.on_record_error, stats_json=args.stats_json,
+        motion=motion_path, enable=True,
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
         strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,

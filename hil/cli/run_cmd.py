@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import (ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option,
-                             add_pace_options, servo_for, speed_of, twin_beside_a_run)
+                             add_pace_options, add_record_options, servo_for, speed_of, twin_beside_a_run)
 from hil.errors import InputError
 
 
@@ -36,7 +36,7 @@ def register(sub) -> None:
     s.add_argument("--view", choices=("front", "side", "top", "iso"),
                    help="the twin's camera: front (from +x, y to the right), side (from −y, x to the right), top (down z) — "
                         "drawn as orthographic views — or iso; the robot fitted in it (keys: F fits again, R resets)")
-    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it)")
+    add_record_options(s)
     s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
     s.add_argument("--motion", help="hold (default; jogs from the twin or `hil ctl jog` are followed with any "
                                     "motion), demo, a motion file (.toml/.json, see `hil play`) or a trajectory .npz "
@@ -83,7 +83,8 @@ def run(args) -> int:
 
     req = supervisor.RunRequest(
         robot=args.robot, port=args.port, dry_run=args.dry_run, rate_hz=args.rate, duration_s=args.duration,
-        headless=args.headless, record=args.record, stats_json=args.stats_json, motion=args.motion,
+        headless=args.headless, record=args.record, record_errors=args.on_record_error, stats_json=args.stats_json,
+        motion=args.motion,
         enable=args.enable, exit_when_done=args.exit_when_done, realtime=not args.no_realtime,
         keep_cpu_awake=not args.allow_cpu_idle, spin_us=args.spin_us, port_io=args.port_io,
         calibration=args.calibration, faults=tuple(args.fault or ()), bus=args.bus, board_config=args.board_config,

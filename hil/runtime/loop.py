@@ -89,6 +89,7 @@ class LoopConfig:
     duration_s: float | None = None
     baud: int = 1_000_000
     record: str | None = None
+    record_errors: str = "stop"   # a recording that cannot be written: stop the run, or "continue" without it
     stats_json: str | None = None
     motion: str | None = None
     enable: bool = False
@@ -271,6 +272,7 @@ class Loop:
         self.orphaned = False
         self.link = None
         self.recorder = None
+        self._record_failure_said = False
         self.actions: BoardActions | None = None
         self._signal: int | None = None
         self._reconnected_at: float | None = None  # set when a reconnect finished: the deadlines restart
@@ -478,6 +480,8 @@ class Loop:
             self._publish(wake, clock.cycle, sample, stale, out.flags)
             if self.recorder is not None:
                 self._record(wake, sample, out.flags, stale, period_us, cycle_us)
+                if self.recorder.failure and not self._record_failure_said:
+                    self._recording_failed()
             if clock.cycle > 0:
                 self.stats.add(period_us, cycle_us, cycle_us - wire * 1e6)
             clock.ended(wake)
@@ -627,6 +631,17 @@ class Loop:
             self.stats.link_errors += 1
             self.event(f"link lost while sending: {e.strerror or e}")
 
+    def _recording_failed(self) -> None:
+        """The recording cannot be written: said at once; the run stops (a failure) or, as asked
+        (--on-record-error continue), goes on without it and ends as a failure all the same."""
+        self._record_failure_said = True
+        why = f"recording failed: {self.recorder.failure}"
+        if self.cfg.record_errors == "continue":
+            self.event(why + "; the run goes on without it (--on-record-error continue)")
+        else:
+            self.event(why)
+            self._stop(why + "; the run was stopped (--on-record-error continue goes on without it)", failed=True)
+
     def _stop(self, reason: str, failed: bool = False) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
@@ -728,7 +743,12 @@ class Loop:
             link.close()  # a lost link too: the port process ends here, not at interpreter exit
         if self.recorder is not None:
             self.recorder.close()
-            self.event(f"recording closed: {self.cfg.record} ({self.recorder.rows} cycles)")
+            if self.recorder.failure:
+                if not self._record_failure_said:
+                    self._record_failure_said = True
+                    self.event(f"recording failed: {self.recorder.failure}")
+            else:
+                self.event(f"recording closed: {self.cfg.record} ({self.recorder.rows} cycles, reads back whole)")
         verdict = self._verdict()
         self._write_stats(verdict)
         if verdict:
@@ -746,6 +766,8 @@ class Loop:
         a lost link, a fall, …), with when."""
         if self.stop_failed and self.stop_reason:
             return self.stop_reason
+        if self.recorder is not None and self.recorder.failure:
+            return f"recording failed: {self.recorder.failure}"
         # what follows a user's stop (a signal to the whole process group also stops helpers) is its
         # consequence, not news
         asked_at = self.stop_at if self.stop_reason is not None and not self.stop_failed else None

@@ -8,6 +8,8 @@ measures exactly what the loop gets. Nothing here imports the rest of the runtim
 from __future__ import annotations
 
 import errno
+import re
+import stat
 import fcntl
 import os
 import tempfile
@@ -98,8 +100,33 @@ def memory_folder() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
+def private_folder(path: str, where: str, fix: str) -> str:
+    """`path`, a folder only this user can enter: made 0700 if missing; HilError when it is anything
+    else (a symlink, another user's, open to others), so that nothing hil writes into a shared
+    place like /dev/shm can be redirected or read by someone else."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise HilError(f"cannot create {where}: {e.strerror}: {fix}") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise HilError(f"{where} is not a private folder of this user (a symlink, another owner, or open to "
+                       f"others): {fix}")
+    return path
+
+
+def user_folder() -> str:
+    """This user's private folder in memory, /dev/shm/hil-<uid>: the loops' blocks (unless
+    HIL_RUNTIME_DIR names another folder for them) and the CPU reservations (always here: they are
+    the machine's, whichever folder a loop's block is in)."""
+    path = os.path.join(memory_folder(), f"hil-{os.getuid()}")
+    return private_folder(path, path, "remove it and start again")
+
+
 def _lock_path(cpu: int) -> str:
-    return os.path.join(memory_folder(), f"hil-{os.getuid()}-loop-cpu{cpu}.lock")
+    return os.path.join(user_folder(), f"loop-cpu{cpu}.lock")
 
 
 class NoFreeCpuError(HilError, OSError):
@@ -118,8 +145,11 @@ def _loop_cpus() -> list[int]:
 def _try_cpu(cpu: int) -> int | None:
     """The reservation of `cpu` (an open fd holding its lock), or None when another loop holds it.
     Raises OSError when no lock file can be made here."""
-    fd = os.open(_lock_path(cpu), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(_lock_path(cpu), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise OSError(errno.EPERM, f"{_lock_path(cpu)} is not this user's file")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
@@ -127,13 +157,24 @@ def _try_cpu(cpu: int) -> int | None:
     return fd
 
 
+_HOLDER = re.compile(r"pid (\d{1,9})(?:, ([\w./:-][\w./: -]{0,159}))?")
+
+
 def _holder(cpu: int) -> str:
-    """Who holds a CPU's reservation, as its owner wrote it ("pid 1234, puma560")."""
+    """Who holds a CPU's reservation ("pid 1234, puma560"): only the pid and the robot's name, read
+    as such from the lock file (never its text as it stands), else "a hil loop"."""
     try:
-        with open(_lock_path(cpu)) as f:
-            return f.read(200).strip() or "a hil loop"
-    except OSError:
+        fd = os.open(_lock_path(cpu), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            text = os.read(fd, 200).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+    except (OSError, HilError):
         return "a hil loop"
+    m = _HOLDER.fullmatch(text.strip())
+    if m is None:
+        return "a hil loop"
+    return f"pid {m.group(1)}" + (f", {m.group(2)}" if m.group(2) else "")
 
 
 def check_a_loop_cpu_is_free() -> None:

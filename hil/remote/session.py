@@ -53,21 +53,78 @@ def load_config(path: str | None, connect: str | None = None):
     return config
 
 
-def secured(config) -> bool:
-    """True when the config restricts who may talk to the session: access control enabled, or every
-    endpoint over TLS/QUIC (with its certificates)."""
+def control_refusal(config) -> str:
+    """Why `config` does not keep remote control (enable, jog, start …) to authorised peers, or ""
+    when it does. Deny by default: access control enabled with `default_permission: "deny"`, and
+    every policy that lets a peer query `hil/<board>/request` naming only subjects Zenoh
+    authenticates — certificate common names with mutual TLS, or user names with user/password
+    authentication; or, without access control, every endpoint over TLS/QUIC with mutual TLS."""
     def get(path: str):
         try:
             return json.loads(config.get_json(path))
         except Exception:   # noqa: BLE001 - an absent key
             return None
 
-    if get("access_control/enabled") is True:
-        return True
+    mtls = get("transport/link/tls/enable_mtls") is True
+    usrpwd = bool(get("transport/auth/usrpwd/dictionary_file"))
+    acl = get("access_control") or {}
+    if acl.get("enabled") is True:
+        if acl.get("default_permission") != "deny":
+            return ('its access control allows by default (default_permission: "allow"): anyone who can reach the '
+                    'bridge could move the robot; set default_permission: "deny" and allow only named peers')
+        return _open_policy(acl, mtls, usrpwd)
     endpoints = (get("listen/endpoints") or []) + (get("connect/endpoints") or [])
     if isinstance(endpoints, dict):
         endpoints = [e for v in endpoints.values() for e in (v if isinstance(v, list) else [])]
-    return bool(endpoints) and all(isinstance(e, str) and e.startswith(("tls/", "quic/")) for e in endpoints)
+    if not endpoints or not all(isinstance(e, str) and e.startswith(("tls/", "quic/")) for e in endpoints):
+        return ("it has no access control (access_control.enabled) and not every endpoint is TLS or QUIC, so anyone "
+                "who can reach the bridge could move the robot")
+    if not mtls:
+        return ("its TLS endpoints do not authenticate peers (transport/link/tls/enable_mtls is not true): anyone "
+                "could connect and move the robot")
+    return ""
+
+
+REQUEST_KEY = f"{PREFIX}/*/{REQUEST}"   # what a remote request is sent to (a query)
+
+
+def _open_policy(acl: dict, mtls: bool, usrpwd: bool) -> str:
+    """The first policy letting an unauthenticated subject query the request key, in words ("" none)."""
+    zenoh = zenoh_module()
+    request = zenoh.KeyExpr(REQUEST_KEY)
+    rules = {r.get("id"): r for r in acl.get("rules") or [] if isinstance(r, dict)}
+    subjects = {s.get("id"): s for s in acl.get("subjects") or [] if isinstance(s, dict)}
+
+    def grants_requests(rule: dict) -> bool:
+        messages, flows = rule.get("messages"), rule.get("flows") or ["ingress", "egress"]
+        if rule.get("permission") != "allow" or "ingress" not in flows or not messages or "query" not in messages:
+            return False
+        try:
+            return any(zenoh.KeyExpr(k).intersects(request) for k in rule.get("key_exprs") or [])
+        except Exception:   # noqa: BLE001 - Zenoh refuses a bad key expression itself, at open
+            return False
+
+    for policy in acl.get("policies") or []:
+        granting = [r for r in policy.get("rules") or [] if r in rules and grants_requests(rules[r])]
+        if not granting:
+            continue
+        for sid in policy.get("subjects") or []:
+            subject = subjects.get(sid, {})
+            names = subject.get("cert_common_names") if mtls else None
+            users = subject.get("usernames") if usrpwd else None
+            if not names and not users:
+                why = ("its certificate names are not checked without mutual TLS (transport/link/tls/enable_mtls)"
+                       if subject.get("cert_common_names") else
+                       "its user names are not checked without user/password authentication "
+                       "(transport/auth/usrpwd/dictionary_file)" if subject.get("usernames") else
+                       "it names no certificate or user, so any peer (on its interfaces) matches it")
+            elif (subject.get("cert_common_names") and not mtls) or (subject.get("usernames") and not usrpwd):
+                why = "some of its names are not authenticated (mutual TLS or user/password is not configured)"
+            else:
+                continue
+            return (f"its access-control policy lets subject {sid!r} send requests (rule {granting[0]!r} allows "
+                    f"query on {REQUEST_KEY}), and {why}; name only peers Zenoh authenticates")
+    return ""
 
 
 def open_session(config):

@@ -26,7 +26,7 @@ from hil.errors import HilError
 from hil.remote import session as Z
 from hil.robots.urdf_export import to_urdf
 from hil.runtime.process_life import die_with_parent
-from hil.runtime.shared import LoopClient, LoopStatus
+from hil.runtime.shared import ESTOP_REMOTE, LoopClient, LoopStatus
 
 REQUESTS = {"enable": "enable", "disable": "disable", "clear_fault": "clear_fault", "start": "start_motion",
             "stop": "stop_motion", "jog": "jog"}
@@ -79,7 +79,7 @@ class Bridge:
             return {"ok": False, "reason": f"a request is {{\"kind\": one of estop, {', '.join(REQUESTS)}}}"}
         kind = req["kind"]
         if kind == "estop":
-            answer = self.client.estop()
+            answer = self.client.estop(by=ESTOP_REMOTE)
             return {"ok": answer.ok, "reason": str(answer)}
         if not self.control:
             return {"ok": False, "reason": f"{kind} refused: this bridge is read-only (the run on the robot's "

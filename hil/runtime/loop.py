@@ -46,7 +46,7 @@ from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags
-from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX,
+from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX, ESTOP_BY,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
 from hil.runtime.stall import StallWatch
 from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
@@ -524,8 +524,9 @@ class Loop:
             return
         ctrl = self.shared.ctrl
         if ctrl[C_ESTOP]:
+            by = int(ctrl[C_ESTOP])
             ctrl[C_ESTOP] = 0
-            self._estop("a client (the twin, hil ctl or a script)")
+            self._estop(ESTOP_BY.get(by, ESTOP_BY[1]))
         if self._signal is not None:
             sig, self._signal = self._signal, None
             name = "the parent process died" if sig == PARENT_DEATH_SIGNAL else f"{signal.Signals(sig).name}"

@@ -54,6 +54,9 @@ C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP,
 # a replay's block (hil replay): its rows, the row shown, and the twin's time controls (seek to row
 # + 1, 0: none; paused; speed in thousandths, 0: as started)
 C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_PAUSE, C_REPLAY_SPEED = range(11, 16)
+# who set the e-stop word (its value): the loop names them in its event
+ESTOP_BY = {1: "a client (the twin, hil ctl or a script)", 2: "a remote peer over Zenoh (through the bridge)"}
+ESTOP_LOCAL, ESTOP_REMOTE = 1, 2
 MAILBOX_SLOTS = 64
 ANSWER_SLOTS = 64
 ANSWER_BYTES = 240
@@ -514,10 +517,11 @@ class LoopClient:
     def replay_speed(self, speed: float) -> None:
         self.state.ctrl[C_REPLAY_SPEED] = int(round(speed * 1000))
 
-    def estop(self, timeout_s: float = 1.0) -> Answer:
-        """Set the e-stop word: the loop sends ESTOP in its next cycle (nothing queues before it).
-        Returns once the loop is in ESTOP (or says why not within `timeout_s`)."""
-        self.state.ctrl[C_ESTOP] = 1
+    def estop(self, timeout_s: float = 1.0, by: int = ESTOP_LOCAL) -> Answer:
+        """Set the e-stop word: the loop sends ESTOP in its next cycle (nothing queues before it),
+        naming who asked (`by`: a key of ESTOP_BY). Returns once the loop is in ESTOP (or says why
+        not within `timeout_s`)."""
+        self.state.ctrl[C_ESTOP] = by
         s = self.wait(lambda s: int(s.mode) == Mode.ESTOP, timeout_s)
         if s is not None:
             return Answer("e-stop: ESTOP sent to the board", True)

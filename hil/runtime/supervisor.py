@@ -21,7 +21,7 @@ from hil.display import display_available
 from hil.errors import HilError, InputError
 from hil.inputs import number, writable_file
 from hil.physics.world import world_path
-from hil.remote.session import load_config, secured
+from hil.remote.session import control_refusal, load_config
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.realtime import check_a_loop_cpu_is_free
@@ -190,9 +190,11 @@ def _check_zenoh(req: RunRequest) -> None:
         return
     number(req.zenoh_rate_hz, "--zenoh-rate", 1, 1000, "Hz")
     config = load_config(req.zenoh_config)   # a missing package or a bad file: said now
-    if req.zenoh_control and not secured(config):
-        raise InputError("--zenoh-control lets other machines move the robot: give a --zenoh-config with access "
-                         "control (access_control.enabled) or TLS endpoints (tls/…), so only authorised peers can")
+    refusal = control_refusal(config) if req.zenoh_control else ""
+    if refusal:
+        raise InputError(f"--zenoh-control lets other machines move the robot, and the --zenoh-config "
+                         f"{req.zenoh_config or '(none: Zenoh defaults)'} does not keep that to authorised peers: "
+                         f"{refusal} (docs/remote.md shows one that does)")
 
 
 def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list[str]], int] | None = None) -> int:

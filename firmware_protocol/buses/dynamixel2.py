@@ -201,6 +201,7 @@ class Dynamixel2Bus(ServoBus):
     usual = UsualKit("XM430-W350", 4096 / (2 * math.pi), 2048, 1, "XM430-W350")
     has_watchdog = True
     has_torque_limit = True
+    max_id = 252   # 253 (0xFD) would read as the header's last byte; 254 is the broadcast id
 
     def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0,
                  fast: bool = False) -> None:

@@ -7,6 +7,7 @@ import sys
 
 from firmware_protocol.buses import BUSES, FIRST_BUS
 from hil.cli.common import ROBOT_HELP, add_bus_options, add_command
+from hil.errors import InputError
 
 
 ECHOING_BUS = next((k for k, b in BUSES.items() if b.echoes), FIRST_BUS)
@@ -53,6 +54,8 @@ def run(args) -> int:
     from hil import emulator_launch, robots
 
     model = robots.load(args.robot)
+    if args.bring_in:
+        raise InputError("--bring-in belongs to a run (hil run, play, walk, path): an emulator brings nothing in")
     if args.bus or args.board_config:
         return _bus(args, model)
     offsets = emulator_launch.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
@@ -60,9 +63,16 @@ def run(args) -> int:
     emulator_launch.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
     for spec in args.fault or ():
         emulator_launch.check_fault(spec)
+    watchdog = None
+    if args.watchdog_ms is not None:   # the board's command watchdog (CMD_TIMEOUT_MS), as hil run sets it
+        from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
+        from hil.inputs import number
+
+        watchdog = round(number(args.watchdog_ms, "--watchdog-ms", CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms"))
     argv = emulator_launch.emulator_argv(model, impl=args.impl, physics=args.physics, offsets_deg=offsets,
                                          reverse=reverse, faults=args.fault or (), uid=args.uid, link=args.link,
-                                         baud=args.baud, latency_ms=args.latency_ms, noise_deg=args.noise_deg)
+                                         baud=args.baud, latency_ms=args.latency_ms, noise_deg=args.noise_deg,
+                                         watchdog_ms=watchdog)
     if reverse:
         print(f"hidden reversed joints: {', '.join(model.joint_names[j] for j in reverse)}", file=sys.stderr)
     _become_the_emulator(argv)   # it prints the pty path and runs until Ctrl-C
@@ -72,7 +82,6 @@ def run(args) -> int:
 def _bus(args, model) -> int:
     """Become the servo bus emulator for the config (shipped for --bus, or --board-config)."""
     from hil import emulator_launch
-    from hil.errors import InputError
     from hil.inputs import number
     from hil.runtime.supervisor import RunRequest, bus_config
 

@@ -37,8 +37,8 @@ def run(args) -> int:
         if len(args.q_deg) != m.n:
             raise InputError(f"{m.name} has {m.n} joints ({', '.join(m.joint_names)}); --q-deg got "
                              f"{len(args.q_deg)} values")
-        if not all(math.isfinite(v) for v in args.q_deg):
-            raise InputError("--q-deg: angles must be finite numbers")
+        if not all(math.isfinite(v) and abs(v) <= 3600 for v in args.q_deg):
+            raise InputError("--q-deg: angles must be finite numbers of degrees, within ±3600 (ten turns)")
         q = np.radians(np.asarray(args.q_deg, dtype=float))
     else:
         q = m.home

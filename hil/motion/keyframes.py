@@ -174,10 +174,9 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
         w = f"{where}: keyframe {k}"
         if not isinstance(kf, dict):
             raise ConfigError(f"{w}: must be a table")
-        try:
-            dur = float(kf["duration_s"])
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{w}: needs duration_s (seconds, a number)") from None
+        dur = kf.get("duration_s")
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)):
+            raise ConfigError(f"{w}: needs duration_s (seconds, a number), got {dur!r}")
         if not dur > 0:
             raise ConfigError(f"{w}: duration_s must be positive, got {kf.get('duration_s')!r}")
         check_duration(t + dur, w, "split it into several files")
@@ -202,10 +201,9 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
                 jname = _mirror_name(jname)
             if jname not in model.joint_names:
                 raise ConfigError(f"{w}: unknown joint {jname!r}; joints: {', '.join(model.joint_names)}")
-            try:
-                val = float(deg)
-            except (TypeError, ValueError):
-                raise ConfigError(f"{w}: joint {jname} = {deg!r} is not a number (degrees)") from None
+            if isinstance(deg, bool) or not isinstance(deg, (int, float)):
+                raise ConfigError(f"{w}: joint {jname} = {deg!r} is not a number (degrees)")
+            val = float(deg)
             i = model.joint_index(jname)
             rad = math.radians(val)
             if not (math.isfinite(val) and model.lower[i] <= rad <= model.upper[i]):

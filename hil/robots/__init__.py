@@ -106,8 +106,12 @@ def _get(d: dict, key: str, where: str, kind=None, default: Any = ...):
             raise ConfigError(f"{where}: missing key {key!r}")
         return default
     v = d[key]
-    if kind is not None and not isinstance(v, kind):
-        raise ConfigError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}, got {v!r}")
+    numbers = kind == (int, float)
+    if kind is not None and (not isinstance(v, kind) or (numbers and isinstance(v, bool))):
+        what = "a number" if numbers else getattr(kind, "__name__", kind)
+        raise ConfigError(f"{where}: {key!r} must be {what}, got {v!r}")
+    if numbers and not math.isfinite(v):
+        raise ConfigError(f"{where}: {key!r} must be a finite number, got {v!r}")
     return v
 
 

@@ -36,6 +36,8 @@ MOVING = ("revolute", "continuous")
 LOCKED = ("prismatic", "floating", "planar")
 TYPES = MOVING + LOCKED + ("fixed",)
 MAX_BYTES = 64 << 20
+MAX_RANGE_DEG = 3600.0       # ten turns: a joint range beyond is a unit mistake or a placeholder (1e300)
+MAX_SPEED_DEG_S = 360_000.0  # 1000 turns a second: likewise
 CONTINUOUS_RANGE_DEG = 360.0      # a continuous joint turns ±one turn: a position servo's range
 ACCEL_PER_VELOCITY = 5.0          # default acceleration limit: full speed in 0.2 s (URDF has none)
 SIDE_JOINT_KEYS = {"lower_deg", "upper_deg", "velocity_deg_s", "acceleration_deg_s2"}
@@ -332,12 +334,18 @@ def _limits(j, over: dict, path: str, side_path: str) -> tuple[float, float, flo
         raise _fail(path, where, f"has no position limits; the loop needs them: {how}")
     if not lo_d < hi_d:
         raise _fail(path, where, f"lower limit {lo_d:g}° is not below upper limit {hi_d:g}°: {how}")
+    if max(abs(lo_d), abs(hi_d)) > MAX_RANGE_DEG:
+        raise _fail(path, where, f"its range {lo_d:g}° … {hi_d:g}° goes past ±{MAX_RANGE_DEG:g}° (ten turns), which no "
+                                 f"joint hil drives turns: a unit mistake or a placeholder? {how}")
     vel_d = over.get("velocity_deg_s", math.degrees(vel) if vel else None)
     if vel_d is None or not vel_d > 0:
         raise _fail(path, where, f"has no velocity limit (or 0); the loop needs one: {how}")
+    if vel_d > MAX_SPEED_DEG_S:
+        raise _fail(path, where, f"its velocity limit {vel_d:g}°/s is past {MAX_SPEED_DEG_S:g}°/s: a unit mistake or a "
+                                 f"placeholder? {how}")
     acc_d = float(over.get("acceleration_deg_s2", ACCEL_PER_VELOCITY * vel_d))
-    if not acc_d > 0:
-        raise ConfigError(f"{side_path}: [joints.{j.name}] acceleration_deg_s2 must be positive")
+    if not acc_d > 0 or acc_d > MAX_SPEED_DEG_S * ACCEL_PER_VELOCITY * 10:
+        raise ConfigError(f"{side_path}: [joints.{j.name}] acceleration_deg_s2 must be positive and of a joint's size")
     return math.radians(lo_d), math.radians(hi_d), math.radians(vel_d), math.radians(acc_d)
 
 

@@ -170,3 +170,40 @@ def test_a_program_cut_finer_than_the_bound_is_refused_naming_the_chord():
     prog = gcode.parse("G21 G90 G17\nG0 X80 Y0 Z0\nG1 Z0 F6000\n" + "G3 X80 Y0 I-80 J0\n" * 40, "p.nc")
     with pytest.raises(HilError, match=r"points along the path \(at --chord-mm 1e-05\).*raise --chord-mm"):
         path.plan_path(PUMA, prog, path.placement(200, 500, -300, 0, 0, 0), chord_mm=1e-5)
+
+
+# ---------------------------------------------------------------- garbage that looked like values
+def test_a_bool_is_not_a_number_of_degrees_or_seconds():
+    with pytest.raises(HilError, match=r"joint r_elbow = True is not a number \(degrees\)"):
+        motion_from_dict(_keyframes([{"duration_s": 1.0, "joints": {"r_elbow": True}}]), HUMANOID)
+    with pytest.raises(HilError, match=r"needs duration_s \(seconds, a number\), got True"):
+        motion_from_dict(_keyframes([{"duration_s": True}]), HUMANOID)
+    with pytest.raises(HilError, match=r"joint r_elbow = '10' is not a number"):
+        motion_from_dict(_keyframes([{"duration_s": 1.0, "joints": {"r_elbow": "10"}}]), HUMANOID)
+
+
+def test_a_robot_file_with_a_bool_or_an_absurd_limit_is_refused(tmp_path):
+    text = (robots.DATA_DIR / "puma560.toml").read_text()
+    p = tmp_path / "p.toml"
+    p.write_text(text.replace("scale_m_per_unit = 1.0", "scale_m_per_unit = true") if "scale_m_per_unit = 1.0" in text
+                 else text.replace("[robot]", "[robot]\nscale_m_per_unit = true", 1))
+    with pytest.raises(HilError, match=r"'scale_m_per_unit' must be a number, got True"):
+        robots.load(str(p))
+    urdf = tmp_path / "r.urdf"
+    urdf.write_text('<robot name="r"><link name="a"/><link name="b"><inertial><mass value="1"/><inertia ixx="1" '
+                    'iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link><joint name="j" type="revolute">'
+                    '<parent link="a"/><child link="b"/><axis xyz="0 0 1"/><limit lower="-1e300" upper="1e300" '
+                    'effort="1" velocity="1"/></joint></robot>')
+    with pytest.raises(HilError, match=r"joint 'j': its range .* goes past ±3600° \(ten turns\)"):
+        robots.load(str(urdf))
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["emulate", "--robot", "puma560", "--watchdog-ms", "5"], "--watchdog-ms 5 ms is outside 10 … 1000 ms"),
+    (["fk", "--robot", "puma560", "--q-deg", "1e308", "0", "0", "0", "0", "0"], "within ±3600"),
+])
+def test_numbers_a_command_cannot_use_are_refused_not_ignored(argv, expect, capsys):
+    from hil.cli import main
+
+    assert main(argv) == 2
+    assert expect in capsys.readouterr().err

@@ -75,15 +75,12 @@ def _reference(args, model, bus) -> int:
         finally:
             link.close()
         calibrated = _calibrated_config(bus, placements)
-        out = _save(args, bus, calibrated)
-        with BusBoard.connect(args.port, calibrated, expect_joints=model.n) as after:   # the servos agree with the file
+        with BusBoard.connect(args.port, calibrated, expect_joints=model.n) as after:   # the servos agree with it
             after.start_cycling()
             measured = P.read_samples(after, 20).mean(axis=0)
         view.show(measured, q_ref, "calibration: after (solid: measured with the new zeros, ghost: reference)")
-        off = np.abs(measured - q_ref)
-        worst = int(np.argmax(off))
-        print(f"after: measured pose within {math.degrees(float(off[worst])):.3f}° of the reference (largest: "
-              f"{model.joint_names[worst]})")
+        _check_after(model, calibrated, measured, q_ref)
+        out = _save(args, bus, calibrated)
         print(f"saved the calibrated board config: {out} (use it with --board-config {out})")
         view.close(args.show_s)
     finally:
@@ -94,6 +91,29 @@ def _reference(args, model, bus) -> int:
 def _connect(args, model, bus):
     # the servos' own limits are what a calibration may be about to rewrite: not held against it
     return BusBoard.connect(args.port, dataclasses.replace(bus, check_servo_limits=False), expect_joints=model.n)
+
+
+AFTER_TOLERANCE_DEG = 1.0   # the reference pose read back with the new zeros: this close, or a few ticks
+
+
+def _check_after(model, calibrated, measured: np.ndarray, q_ref: np.ndarray) -> None:
+    """The servos, read through the calibrated config, put the robot in the reference pose: within a
+    degree (or three of its servo's ticks, where those are coarser), joint by joint; HilError naming
+    every joint that is not, before anything is saved."""
+    off = np.abs(measured - q_ref)
+    worst = int(np.argmax(off))
+    bad = []
+    for i, j in enumerate(calibrated.joints):
+        tol = max(math.radians(AFTER_TOLERANCE_DEG), 3.0 / j.ticks_per_rad)
+        if not off[i] <= tol:
+            bad.append(f"{j.name} reads {math.degrees(measured[i]):+.1f}° where the reference has "
+                       f"{math.degrees(q_ref[i]):+.1f}° (tolerance {math.degrees(tol):.2f}°)")
+    if bad:
+        raise HilError("after: the servos, read with the new zeros, do not put the robot in the reference pose: "
+                       + "; ".join(bad) + ". Nothing was saved; hold the robot still in the pose and calibrate again "
+                       "(a joint a whole turn off has its range across its servo's wrap: turn its horn)")
+    print(f"after: measured pose within {math.degrees(float(off[worst])):.3f}° of the reference (largest: "
+          f"{model.joint_names[worst]})")
 
 
 def _save(args, bus, calibrated, how: str = "") -> str:
@@ -121,7 +141,7 @@ def _place_zeros(link, model, bus, q_ref, held, samples) -> list:
         ticks = j.zero_tick + j.direction * samples[:, i] * j.ticks_per_rad
         try:
             p = bus_zeros.place(j, bus_zeros.mean_ticks(ticks, turn), float(q_ref[i]), turn, held[i],
-                                cls.homing_limit, cls.homing_sign)
+                                cls.homing_limit, cls.homing_sign, cls.homing_wraps)
         except bus_zeros.PlacementError as e:
             refused.append(str(e))
             continue

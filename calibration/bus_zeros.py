@@ -56,9 +56,10 @@ def _fits(a: float, b: float, turn: int) -> bool:
 
 
 def place(joint: ServoJoint, reference_tick: float, q_ref: float, turn: int | None, held: int | None,
-          homing_limit: int | None, homing_sign: int) -> Placement:
+          homing_limit: int | None, homing_sign: int, homing_wraps: bool = True) -> Placement:
     """The zero tick for `joint` read at `reference_tick` in the pose q_ref (rad), its servo
-    turning `turn` ticks a turn, holding Homing Offset `held` (None: it has none)."""
+    turning `turn` ticks a turn, holding Homing Offset `held` (None: it has none); `homing_wraps`:
+    whether the servo wraps its offset readings (see `ServoBus.homing_wraps`)."""
     zero = reference_tick - joint.direction * q_ref * joint.ticks_per_rad
     if not turn:
         return Placement(zero, 0, held, None)
@@ -66,6 +67,8 @@ def place(joint: ServoJoint, reference_tick: float, q_ref: float, turn: int | No
     if b - a > turn - 1:
         raise PlacementError(f"{joint.name}: its range, {math.degrees(joint.max_rad - joint.min_rad):.0f}°, is more "
                              "than its servo turns in position mode; narrow min_deg/max_deg in the board config")
+    if not homing_wraps:
+        return _off_the_encoders_wrap(joint, reference_tick, q_ref, turn, held or 0, homing_sign)
     inside = _inside(zero, joint, turn, 0, held)
     if inside is not None:
         return inside
@@ -85,6 +88,25 @@ def place(joint: ServoJoint, reference_tick: float, q_ref: float, turn: int | No
         raise PlacementError(f"{joint.name}: its range fills its servo's whole turn; narrow min_deg/max_deg by a "
                              "degree in the board config")
     return placed
+
+
+def _off_the_encoders_wrap(joint: ServoJoint, reference_tick: float, q_ref: float, turn: int, held: int,
+                           sign: int) -> Placement:
+    """A servo that reads its encoder plus its offset (Dynamixel): the range must lie inside one
+    turn of the encoder itself, which no offset changes; the readings are then brought to the
+    encoder's own (offset 0) unless the offset held already keeps them inside 0 … turn − 1."""
+    encoder = (reference_tick - sign * held) % turn        # where the encoder itself stands (0 … turn)
+    zero = encoder - joint.direction * q_ref * joint.ticks_per_rad
+    a, b = _span(zero, joint)
+    if not _fits(a, b, turn):
+        raise PlacementError(f"{joint.name}: its range crosses its servo's encoder wrap (encoder ticks {a % turn:.0f} "
+                             f"… {b % turn:.0f} through {turn - 1} → 0), which a Homing Offset cannot move on this servo "
+                             "(it reads encoder + offset): turn the horn on the servo's spline so that the joint's "
+                             "middle reads near tick 2048, then calibrate again")
+    if held and _fits(a + sign * held, b + sign * held, turn):
+        return Placement(zero + sign * held, 0, held, (round(a + sign * held), round(b + sign * held)))
+    shift = -sign * held                                   # readings back to the encoder's own
+    return Placement(zero, shift, 0, (round(a), round(b)))
 
 
 def _homing_shift(a: float, b: float, turn: int, held: int, limit: int, sign: int) -> int | None:

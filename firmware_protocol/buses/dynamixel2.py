@@ -285,6 +285,7 @@ class Dynamixel2Bus(ServoBus):
     # position mode (3) honours a Homing Offset of ±1024 ticks at most (the e-manual)
     homing_limit = 1024
     homing_sign = 1     # present = actual + offset
+    homing_wraps = False   # … and no more: the encoder's wrap stays where it is (ROBOTIS e-manual)
     lerobot_homing_limit = 1_044_479   # the register's range: LeRobot's Koch arms run in extended position mode
     lerobot_mirrors_on_host = False
 

@@ -51,6 +51,7 @@ class SimServo:
     stall_mA: float = 1400.0   # its current at full torque
     torque_share: float = 1.0  # its torque limit register, as a share of its full torque
     heard_once: bool = False   # the host has spoken to it
+    encoder: float | None = None   # powered up with its shaft here (encoder ticks; None: `position` is its reading)
 
     def heard(self) -> None:
         self.quiet_s = 0.0
@@ -209,6 +210,7 @@ class Table:
     homing: tuple[int, int] | None = None   # the Homing Offset (address, size)
     homing_sign_bit: int | None = None
     homing_sign: int = 1                    # present = actual + homing_sign · offset
+    homing_wraps: bool = True               # … wrapped into one turn (else it wraps where the encoder does)
     min_limit: tuple[int, int] | None = None
     max_limit: tuple[int, int] | None = None
     torque_limit: tuple[int, int] | None = None   # the torque cap a host may write, and its full value
@@ -226,7 +228,8 @@ DXL2_TABLE = Table(model=(_D2.MODEL_NUMBER, 2), servo_id=_D2.ID, torque=_D2.TORQ
                    hw_error=_D2.HARDWARE_ERROR, watchdog=_D2.BUS_WATCHDOG,
                    velocity_unit=4096 * _D2.VELOCITY_UNIT_RPM / 60, homing=(_D2.HOMING_OFFSET, 4),
                    min_limit=(_D2.MIN_POSITION, 4), max_limit=(_D2.MAX_POSITION, 4),
-                   torque_limit=(_D2.PWM_LIMIT, 2), torque_full=_D2.PWM_FULL, kind="dynamixel2")
+                   torque_limit=(_D2.PWM_LIMIT, 2), torque_full=_D2.PWM_FULL, kind="dynamixel2",
+                   homing_wraps=bus_class("dynamixel2").homing_wraps)
 DXL1_TABLE = Table(model=(_D1.MODEL_NUMBER, 2), servo_id=_D1.ID, torque=_D1.TORQUE_ENABLE,
                    goal=(_D1.GOAL_POSITION, 2), position=(_D1.PRESENT_POSITION, 2),
                    velocity=(_D1.PRESENT_SPEED, 2), voltage=(_D1.PRESENT_VOLTAGE, 1),
@@ -242,17 +245,18 @@ FEETECH_TABLE = Table(model=(_FT.MODEL_NUMBER, 2), servo_id=_FT.ID, torque=_FT.T
                       status_flags=_FT.STATUS, velocity_sign_bit=15, homing=(_FT.HOMING_OFFSET, 2),
                       homing_sign_bit=_FT.HOMING_SIGN_BIT, homing_sign=-1, min_limit=(_FT.MIN_POSITION, 2),
                       max_limit=(_FT.MAX_POSITION, 2), torque_limit=(_FT.MAX_TORQUE_LIMIT, 2),
-                      torque_full=_FT.TORQUE_FULL, kind="feetech")
+                      torque_full=_FT.TORQUE_FULL, kind="feetech", homing_wraps=bus_class("feetech").homing_wraps)
 
 
 class RegisterServo:
     """A SimServo behind a control table: reads see the present values, writes drive the motor."""
 
     def __init__(self, sim: SimServo, table: Table, firmware: int = 45, big_endian: bool = False,
-                 current_unit_mA: float | None = None) -> None:
+                 current_unit_mA: float | None = None, eeprom: "Eeprom | None" = None) -> None:
         self.sim, self.t = sim, table
         self.current_unit_mA = current_unit_mA
         self.big_endian = big_endian
+        self.eeprom = eeprom
         self.mem = bytearray(table.size)
         self._put(table.model, sim.model)
         self.mem[table.servo_id] = sim.servo_id
@@ -261,10 +265,6 @@ class RegisterServo:
             self.mem[dynamixel2.FIRMWARE] = firmware
             self.mem[dynamixel2.STATUS_RETURN] = 2
         self.turn = _turn_ticks(table.kind, sim.model)
-        if self.turn:   # an absolute encoder reads where it stands within one turn
-            sim.position %= self.turn
-            sim.goal = sim.position
-        self._put(table.goal, int(sim.goal))
         self.has_homing = table.homing is not None and not big_endian
         if self.has_homing:   # the positions it reports are already shifted by it
             self._put_homing(sim.homing_offset)
@@ -273,6 +273,36 @@ class RegisterServo:
                 self._put(item, min(max(value, 0), self.turn - 1))
         if table.torque_limit is not None:
             self._put(table.torque_limit, table.torque_full)
+        self._power_up()
+
+    def _power_up(self) -> None:
+        """What the servo holds and reads at power-up: its EEPROM as it was last written (where the
+        emulator keeps one, --eeprom), its position read through its Homing Offset."""
+        s, t = self.sim, self.t
+        saved = self.eeprom.load(t.kind, s.servo_id) if self.eeprom is not None else None
+        if saved is not None and len(saved) == t.eeprom_end:
+            model, sid = self.mem[t.model[0]:t.model[0] + t.model[1]], self.mem[t.servo_id]
+            self.mem[:t.eeprom_end] = saved
+            self.mem[t.model[0]:t.model[0] + t.model[1]], self.mem[t.servo_id] = model, sid
+            if self.has_homing:
+                s.homing_offset = self._homing()
+            self._eeprom_written(0, t.eeprom_end, self._homing() if self.has_homing else 0, moved=False)
+        if self.turn:   # an absolute encoder reads where it stands within one turn
+            if s.encoder is not None:   # powered up with its shaft here: read through its offset
+                s.position = s.encoder + (t.homing_sign * s.homing_offset if self.has_homing else 0)
+            self._wrap()
+            s.goal = s.position
+        self._put(t.goal, int(s.goal))
+
+    def _wrap(self) -> None:
+        """The reading brought into the turn the servo reports: 0 … turn − 1 where it wraps its
+        offset readings, else the encoder's turn shifted by the offset (encoder + offset)."""
+        s = self.sim
+        if self.t.homing_wraps or not self.has_homing:
+            s.position %= self.turn
+            return
+        shift = self.t.homing_sign * self._homing()
+        s.position = shift + (s.position - shift) % self.turn
 
     def _put_homing(self, value: int) -> None:
         if self.t.homing_sign_bit is not None and value < 0:
@@ -308,7 +338,7 @@ class RegisterServo:
 
     def refresh(self) -> None:
         s, t = self.sim, self.t
-        self._put(t.position, int(round(s.position)) % self.turn if self.turn else int(round(s.position)))
+        self._put(t.position, self._reading())
         v = int(round(s.velocity / t.velocity_unit))
         if t.velocity_sign_bit is not None and v < 0:
             v = (-v) | (1 << t.velocity_sign_bit)
@@ -324,6 +354,16 @@ class RegisterServo:
             self.mem[t.watchdog] = 0xFF if s.watchdog_tripped else s.watchdog_ticks
         if t.status_flags is not None:
             self.mem[t.status_flags] = _status_flags(s.hw_error)
+
+    def _reading(self) -> int:
+        """What Present Position holds: the position as the servo reports it (see `_wrap`)."""
+        pos = int(round(self.sim.position))
+        if not self.turn:
+            return pos
+        if self.t.homing_wraps or not self.has_homing:
+            return pos % self.turn
+        shift = self.t.homing_sign * self._homing()
+        return shift + (pos - shift) % self.turn
 
     def read(self, addr: int, size: int) -> bytes | None:
         if addr + size > len(self.mem):
@@ -360,15 +400,18 @@ class RegisterServo:
         return None
 
 
-    def _eeprom_written(self, addr: int, size: int, held_homing: int) -> None:
-        """A new Homing Offset shifts what the servo reports; new Min/Max Position Limits bound its goals."""
+    def _eeprom_written(self, addr: int, size: int, held_homing: int, moved: bool = True) -> None:
+        """A new Homing Offset shifts what the servo reports; new Min/Max Position Limits bound its
+        goals; the EEPROM is kept (--eeprom) for the next power-up. `moved`: False at power-up."""
         t, s = self.t, self.sim
         touched = lambda item: item is not None and addr < item[0] + item[1] and item[0] < addr + size  # noqa: E731
-        if self.has_homing and touched(t.homing):
+        if moved and self.eeprom is not None and addr < t.eeprom_end:
+            self.eeprom.save(t.kind, s.servo_id, bytes(self.mem[:t.eeprom_end]))
+        if moved and self.has_homing and touched(t.homing):
             shift = t.homing_sign * (self._homing() - held_homing)
             s.position, s.goal = s.position + shift, s.goal + shift
             if self.turn:
-                s.position %= self.turn
+                self._wrap()
                 s.goal = s.position
         if touched(t.min_limit):
             s.lo = self._get(t.min_limit)
@@ -376,6 +419,30 @@ class RegisterServo:
             s.hi = self._get(t.max_limit)
         if touched(t.torque_limit):
             s.torque_share = min(1.0, max(0.0, self._get(t.torque_limit, signed=False) / t.torque_full))
+
+
+class Eeprom:
+    """The servos' EEPROM kept in a file across the emulator's runs (a power cycle): each servo's
+    bytes below its table's EEPROM end, by bus kind and id, as JSON of hex strings."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            with open(path, encoding="ascii") as f:
+                raw = json.load(f)
+            self.data = {k: bytes.fromhex(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        except (OSError, ValueError, TypeError):
+            self.data = {}
+
+    def load(self, kind: str, servo_id: int) -> bytes | None:
+        return self.data.get(f"{kind}:{servo_id}")
+
+    def save(self, kind: str, servo_id: int, mem: bytes) -> None:
+        self.data[f"{kind}:{servo_id}"] = mem
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="ascii") as f:
+            json.dump({k: v.hex() for k, v in self.data.items()}, f)
+        os.replace(tmp, self.path)
 
 
 def _turn_ticks(kind: str, model_number: int) -> int | None:
@@ -421,9 +488,9 @@ class Responder:
 
 
 class Dxl2Responder(Responder):
-    def __init__(self, servos, return_delay_s) -> None:
+    def __init__(self, servos, return_delay_s, eeprom: Eeprom | None = None) -> None:
         super().__init__(servos, return_delay_s)
-        self.regs = {i: RegisterServo(s, DXL2_TABLE, current_unit_mA=_dxl2_current_unit(s.model))
+        self.regs = {i: RegisterServo(s, DXL2_TABLE, current_unit_mA=_dxl2_current_unit(s.model), eeprom=eeprom)
                      for i, s in servos.items()}
 
     def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
@@ -489,7 +556,8 @@ class Dxl2Responder(Responder):
 class SumResponder(Responder):
     """Dynamixel 1.0 (no Sync Read) and Feetech (Sync Read; SCS words big-endian)."""
 
-    def __init__(self, servos, return_delay_s, table: Table, sync_read: bool, flags_of) -> None:
+    def __init__(self, servos, return_delay_s, table: Table, sync_read: bool, flags_of,
+                 eeprom: Eeprom | None = None) -> None:
         super().__init__(servos, return_delay_s)
         self.table = table
         self.sync_read = sync_read
@@ -497,7 +565,7 @@ class SumResponder(Responder):
         be = {m.number for m in feetech.MODELS.values() if m.big_endian}
         unit = feetech.CURRENT_UNIT_MA if table is FEETECH_TABLE else None
         self.regs = {i: RegisterServo(s, table, big_endian=(table is FEETECH_TABLE and s.model in be),
-                                      current_unit_mA=unit) for i, s in servos.items()}
+                                      current_unit_mA=unit, eeprom=eeprom) for i, s in servos.items()}
 
     def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
         return dynamixel1.packet(i, error | self.flags_of(self.servos[i].hw_error), data)
@@ -680,20 +748,20 @@ class MaestroResponder(Responder):
 
 
 # each bus kind's emulated servos (every kind in firmware_protocol.buses.BUSES has one: a test checks)
-RESPONDERS = {
-    "dynamixel2": lambda servos, delay: Dxl2Responder(servos, delay),
-    "dynamixel1": lambda servos, delay: SumResponder(servos, delay, DXL1_TABLE, False, _status_flags),
-    "feetech": lambda servos, delay: SumResponder(servos, delay, FEETECH_TABLE, True, _status_flags),
-    "kondo-ics": lambda servos, delay: IcsResponder(servos, delay),
-    "ssc32": lambda servos, delay: Ssc32Responder(servos, delay),
-    "maestro": lambda servos, delay: MaestroResponder(servos, delay),
+RESPONDERS = {   # (servos, return delay, EEPROM kept across runs or None)
+    "dynamixel2": lambda servos, delay, eeprom: Dxl2Responder(servos, delay, eeprom),
+    "dynamixel1": lambda servos, delay, eeprom: SumResponder(servos, delay, DXL1_TABLE, False, _status_flags, eeprom),
+    "feetech": lambda servos, delay, eeprom: SumResponder(servos, delay, FEETECH_TABLE, True, _status_flags, eeprom),
+    "kondo-ics": lambda servos, delay, eeprom: IcsResponder(servos, delay),
+    "ssc32": lambda servos, delay, eeprom: Ssc32Responder(servos, delay),
+    "maestro": lambda servos, delay, eeprom: MaestroResponder(servos, delay),
 }
 
 
-def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float) -> Responder:
+def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float, eeprom: Eeprom | None = None) -> Responder:
     if bus not in RESPONDERS:
         raise SystemExit(f"emulator: unknown bus {bus!r}")
-    return RESPONDERS[bus](servos, return_delay_s)
+    return RESPONDERS[bus](servos, return_delay_s, eeprom)
 
 
 HW_BITS = {"overload": 1 << 5, "overheat": 1 << 2, "voltage": 1 << 0}
@@ -722,6 +790,7 @@ class Emulator:
     ignored_bytes: int = 0
     plant: object | None = None   # a firmware_protocol.plant.ServoBridge: the servos' joints in physics
     hands: list[Hand] = field(default_factory=list)
+    eeprom: Eeprom | None = None   # the servos' EEPROM kept in a file across runs (--eeprom)
 
     def _wrong_baud(self, master: int) -> bool:
         if not (self.strict_baud and self.baud):
@@ -730,7 +799,7 @@ class Emulator:
         return rate is not None and abs(rate - self.baud) > 0.03 * self.baud
 
     def run(self, master: int, stop) -> int:
-        resp = responder(self.bus, self.servos, self.return_delay_s)
+        resp = responder(self.bus, self.servos, self.return_delay_s, self.eeprom)
         bits = bus_class(self.bus).bits_per_byte
         t0 = last = time.monotonic()
         pending = list(self.faults)
@@ -809,9 +878,11 @@ class Emulator:
 def build_servos(spec: list[dict]) -> dict[int, SimServo]:
     out = {}
     for s in spec:
-        sim = SimServo(int(s["id"]), int(s.get("model", 0)), float(s["initial"]), float(s["initial"]),
+        start = float(s["initial"] if "initial" in s else s["encoder"])
+        sim = SimServo(int(s["id"]), int(s.get("model", 0)), start, start,
                        float(s.get("vmax", 4000.0)), int(s.get("lo", -(1 << 30))), int(s.get("hi", 1 << 30)),
-                       homing_offset=int(s.get("homing", 0)), stall_mA=float(s.get("stall_mA", 1400.0)))
+                       homing_offset=int(s.get("homing", 0)), stall_mA=float(s.get("stall_mA", 1400.0)),
+                       encoder=float(s["encoder"]) if "encoder" in s else None)
         out[sim.servo_id] = sim
     return out
 
@@ -834,6 +905,8 @@ def parser() -> argparse.ArgumentParser:
                         "the host first spoke to it (*: back to the start, and again every T1 - T0 s)")
     p.add_argument("--any-baud", action="store_true",
                    help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
+    p.add_argument("--eeprom", metavar="FILE", help="keep the servos' EEPROM (ids, homing offsets, limits …) in FILE "
+                                                    "across runs: a run after another is a power cycle")
     p.add_argument("--link", help="also make this symlink point at the pty")
     p.add_argument("--parent-pid", type=int, help="exit when this process ends")
     return p
@@ -860,7 +933,7 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
     signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults,
                    strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos),
-                   hands=hands)
+                   hands=hands, eeprom=Eeprom(args.eeprom) if args.eeprom else None)
     try:
         return emu.run(master, lambda: bool(stopping))
     finally:

@@ -271,8 +271,13 @@ class ServoBus(ABC):
 
     # What a servo with an absolute encoder can be set to in the position mode hil uses: positions
     # read 0 … turn − 1 and wrap there; a Homing Offset (within ±homing_limit) shifts them by
-    # homing_sign · offset; Min/Max Position Limits stop goals outside a range.
+    # homing_sign · offset — and where `homing_wraps`, the servo wraps the shifted reading into
+    # 0 … turn − 1 (Feetech STS: the offset moves where the readings wrap), else the reading is the
+    # encoder's plus the offset, wrapping where the encoder does (Dynamixel: Present Position =
+    # actual + Homing Offset, so no offset moves a joint's range off the encoder's wrap); Min/Max
+    # Position Limits stop goals outside a range.
     homing_limit: ClassVar[int | None] = None
+    homing_wraps: ClassVar[bool] = True
     has_torque_limit: ClassVar[bool] = False   # write_torque_limit does something on this bus
     homing_sign: ClassVar[int] = 1
     # LeRobot's calibration files (hil.lerobot_calibration): the homing offsets its files may hold

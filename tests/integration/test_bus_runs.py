@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from calibration.procedures import read_samples
+from firmware_protocol.buses.board import BusBoard
 from hil import board_config, robots
 from hil.robots.servos import servo_table
 from hil.runtime.recorder import load_recording
@@ -161,26 +163,35 @@ def test_ranges_and_directions_by_hand_are_refused_where_they_cannot_work(tmp_pa
     assert not (tmp_path / "x.toml").exists()
 
 
-def test_knees_powered_up_at_the_encoder_wrap_are_never_jumped_and_calibrate_inside_one_turn(tmp_path):
-    """Two knees stand next to the wrap (4088 and 8 ticks): with the shipped config they read about
-    ±180° and are never enabled; calibrated, their ranges sit inside one turn with homing offsets
-    written to the servos, and a squat drives them with every goal inside the servos' limits."""
-    config = board_config.shipped(MODEL, "dynamixel2")
+@pytest.mark.parametrize("bus", ["feetech", "dynamixel2"])
+def test_knees_powered_up_at_the_encoder_wrap_are_never_jumped_and_calibrate_as_their_servos_allow(tmp_path, bus):
+    """Two knees stand next to their encoders' wrap (4088 and 8 ticks): with the shipped config they
+    read about ±180° and are never enabled. Feetech servos wrap their readings after the Homing
+    Offset, so the calibration moves the wrap off the knees' ranges and a squat drives them; a
+    Dynamixel reads encoder + offset (ROBOTIS), so no offset moves it: the calibration is refused,
+    naming the knees and what to do, and saves nothing."""
+    config = board_config.shipped(MODEL, bus)
     servos = board_config.emulated_servos(config, MODEL)
     knees = [MODEL.joint_index("l_knee"), MODEL.joint_index("r_knee")]
     for k, tick in zip(knees, (4088, 8)):
-        servos[k]["initial"] = tick
-    emu = bus_emulator("dynamixel2", servos, "--baud", str(config.baud))
+        del servos[k]["initial"]
+        servos[k]["encoder"] = tick
+    emu = bus_emulator(bus, servos, "--baud", str(config.baud))
     try:
         port = ["--robot", "humanoid17", "--port", emu.path]
-        r = subprocess.run(HIL + ["run", *port, "--bus", "dynamixel2", "--headless", "--duration", "2", "--enable"],
+        r = subprocess.run(HIL + ["run", *port, "--bus", bus, "--headless", "--duration", "2", "--enable"],
                            capture_output=True, text=True, timeout=120)
         last = r.stderr.strip().splitlines()[-1]
         assert r.returncode != 0 and "refused" in last and "l_knee reads" in last and "r_knee reads" in last, last
         cal = tmp_path / "cal.toml"
-        r = subprocess.run(HIL + ["calibrate", *port, "--bus", "dynamixel2", "--method", "reference", "--yes",
+        r = subprocess.run(HIL + ["calibrate", *port, "--bus", bus, "--method", "reference", "--yes",
                                   "--headless", "--out", str(cal), "--samples", "20"],
                            capture_output=True, text=True, timeout=120)
+        if bus == "dynamixel2":
+            last = r.stderr.strip().splitlines()[-1]
+            assert r.returncode == 2 and "l_knee: its range crosses its servo's encoder wrap" in last, r.stdout + last
+            assert "r_knee: its range crosses" in last and "turn the horn" in last and not cal.exists(), last
+            return
         assert r.returncode == 0 and "(written)" in r.stdout and "after: measured pose within 0.0" in r.stdout, \
             r.stdout + r.stderr
         calibrated = board_config.load(str(cal), MODEL)   # loading checks every range is inside one turn
@@ -194,6 +205,39 @@ def test_knees_powered_up_at_the_encoder_wrap_are_never_jumped_and_calibrate_ins
         data, _ = load_recording(str(rec))
         bent = np.degrees(data["q_meas"][:, knees].max(axis=0))
         assert (bent > 40).all(), bent        # both knees bent as planned (50°), not one stuck at a limit
+    finally:
+        emu.stop()
+
+
+@pytest.mark.parametrize("bus,encoder,held", [("feetech", 4088, 0), ("dynamixel2", None, 1500)])
+def test_a_calibrated_knee_reads_its_reference_after_a_power_cycle(tmp_path, bus, encoder, held):
+    """The servo keeps its EEPROM across a power cycle (the emulator's --eeprom) and reads the way
+    its maker documents: a knee calibrated in the reference pose reads that pose, within a degree,
+    when the servos are powered up again in it. (Feetech: a knee at the wrap; Dynamixel: one whose
+    old Homing Offset put its readings a turn off.)"""
+    config = board_config.shipped(MODEL, bus)
+    servos = board_config.emulated_servos(config, MODEL)
+    knee = MODEL.joint_index("l_knee")
+    home = servos[knee].pop("initial")       # None: the encoder where the shipped config has the knee at home
+    servos[knee].update(encoder=home if encoder is None else encoder, homing=held)
+    eeprom = tmp_path / "eeprom.json"
+    cal = tmp_path / "cal.toml"
+    emu = bus_emulator(bus, servos, "--baud", str(config.baud), "--eeprom", str(eeprom))
+    try:
+        r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--port", emu.path, "--bus", bus,
+                                  "--method", "reference", "--yes", "--headless", "--out", str(cal), "--samples", "20"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "(written)" in r.stdout, r.stdout + r.stderr
+    finally:
+        emu.stop()
+    servos[knee]["homing"] = 0   # what it was powered up with before: the EEPROM file says what it holds now
+    emu = bus_emulator(bus, servos, "--baud", str(config.baud), "--eeprom", str(eeprom))   # powered up again
+    try:
+        calibrated = board_config.load(str(cal), MODEL)
+        with BusBoard.connect(emu.path, calibrated, expect_joints=MODEL.n) as board:
+            board.start_cycling()
+            q = read_samples(board, 20).mean(axis=0)
+        assert abs(np.degrees(q[knee] - MODEL.home[knee])) < 1.0, np.degrees(q[knee] - MODEL.home[knee])
     finally:
         emu.stop()
 

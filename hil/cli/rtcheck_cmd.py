@@ -54,7 +54,7 @@ def run(args) -> int:
     floor = rtcheck.measure_floor(args.rate, args.seconds, realtime=not args.no_realtime,
                                   keep_cpu_awake=not args.allow_cpu_idle)
     print(rtcheck.report(facts, floor, port))
-    ok = rtcheck.meets_goal(floor)
+    ok = rtcheck.meets_goal(floor, port)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": facts, "floor": floor, "port": port, "meets_goal": ok,

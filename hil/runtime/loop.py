@@ -39,7 +39,7 @@ from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import (ACTIVE, DISABLED, DISCONNECTED, ENABLED_MODES, ESTOP, FAULT, HELD, MOTION, RAMPING,
                                    Action, Ev)
 from hil.runtime.loop_stats import LoopStats
-from hil.runtime.misses import MissTracer
+from hil.runtime.misses import MissTracer, watch_for_stops
 from hil.runtime.motion_sources import make_motion, past_travel
 from hil.runtime.port_process import open_transport
 from hil.runtime.process_life import die_with_parent
@@ -78,6 +78,27 @@ REQUEST_EVENTS = {Request.ENABLE: Ev.ENABLE, Request.DISABLE: Ev.DISABLE, Reques
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOPPED_BOARD = (BoardState.DISABLED, BoardState.FAULT, BoardState.ESTOP)
 PARENT_DEATH_SIGNAL = signal.SIGUSR2
+
+
+STALE_SHARE = 0.05   # cycles without a new STATE past this share of a run are said at its end
+
+
+def link_notes(rejected: int, stale: int, deadlines: int, rate_hz: float, round_trip_ms) -> list[str]:
+    """What the link did that a user should hear at the end of a run: frames from the board that
+    were rejected (noise, a baud mismatch, another program on the port), and cycles without a new
+    STATE past STALE_SHARE (the link does not keep the rate), with the rate that would."""
+    notes = []
+    if rejected:
+        notes.append(f"{rejected} frames from the board were rejected (bad framing or checksum, an unknown message, "
+                     "a STATE for another joint count): noise on the line, a baud-rate mismatch, or another program "
+                     "writing to the port")
+    if deadlines > 100 and stale > STALE_SHARE * deadlines:
+        trips = sorted(round_trip_ms or [])
+        holds = (f"; about {1e3 / (1.2 * trips[len(trips) // 2]):.0f} Hz would hold (its round trip is "
+                 f"{trips[len(trips) // 2]:.2f} ms)") if trips else ""
+        notes.append(f"{stale} of {deadlines} cycles ({100 * stale / deadlines:.0f} %) had no new STATE from the "
+                     f"board: the link does not keep up with {rate_hz:g} Hz{holds}; lower --rate")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -360,6 +381,7 @@ class Loop:
         cfg = self.cfg
         for sig in (*STOP_SIGNALS, PARENT_DEATH_SIGNAL):
             signal.signal(sig, self._on_signal)
+        watch_for_stops()   # a stopped loop's misses are the stop's, not a lock's
         # the port process (if any) is forked here: before the loop's real-time claim, which it
         # must not inherit (it sets its own signal handling first thing), but after the loop's
         # CPU is reserved, so that it leaves the same CPU free
@@ -794,6 +816,9 @@ class Loop:
         by_cause = self.tracer.summary_line()
         if by_cause:
             self.event(by_cause)
+        for note in link_notes(self.link.rejected_frames if self.link else 0, st.stale, k, cfg.rate_hz,
+                               self.round_trip_ms):
+            self.event(note)
         if not cfg.stats_json:
             return
         ctl = self.ctl

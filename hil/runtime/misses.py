@@ -16,6 +16,10 @@ reads the thread's CPU time (~0.8 µs) at the wake-up and before the sleep and i
   or the thread then waited for the GIL);
 - **inherited**: how far past this deadline the previous wake-up already was.
 
+A process stopped (SIGSTOP, SIGTSTP, a debugger) is neither running nor runnable, as a thread
+waiting for the GIL is not: the two are told apart by SIGCONT, which a stopped process receives
+when it goes on (`watch_for_stops`); a miss over a stretch that held one is the stop's.
+
 The largest part names the cause; a miss whose largest part is inherited is a catch-up and
 counts under the cause of the miss before it, so the counts add up to root causes. Deadlines a
 stall passed over, which the loop skips (`passed`), count under the stall's cause too: the
@@ -27,6 +31,7 @@ they show as work; so does time the hypervisor spends on the guest's behalf (its
 from __future__ import annotations
 
 import resource
+import signal
 import time
 
 # the causes, in the order reports list them
@@ -36,7 +41,19 @@ PREEMPTED = "a higher-priority task ran on the loop's CPU"
 BLOCKED = "the loop waited for the GIL or a lock"
 LATE_WAKE = "the wake-up from sleep came late"
 LATE_WAKE_BLOCKED = "after its sleep the loop waited for the GIL or a lock"
-CAUSES = (TAKEN, LATE_WAKE, WORK, PREEMPTED, BLOCKED, LATE_WAKE_BLOCKED)
+STOPPED = "the loop's process was stopped (SIGSTOP, Ctrl-Z, a debugger) and went on later"
+CAUSES = (TAKEN, LATE_WAKE, WORK, PREEMPTED, BLOCKED, LATE_WAKE_BLOCKED, STOPPED)
+
+_continued = [0]   # SIGCONTs this process has received (the handler below counts them)
+
+
+def _on_continue(signum, frame) -> None:
+    _continued[0] += 1
+
+
+def watch_for_stops() -> None:
+    """Count the SIGCONTs this process receives (from its main thread): each follows a stop."""
+    signal.signal(signal.SIGCONT, _on_continue)
 
 
 def _sample() -> tuple[float, int, int]:
@@ -92,6 +109,12 @@ class MissTracer:
         self._slept = False
         self._previous_late = 0.0  # s, of the previous wake-up; its cause when it was a miss
         self._previous_cause: str | None = None
+        self._continued = _continued[0]
+
+    def _stopped_since(self) -> bool:
+        """Whether the process was stopped (and continued) since the last call."""
+        went_on, self._continued = _continued[0] != self._continued, _continued[0]
+        return went_on
 
     def started(self, now: float) -> None:
         """The timing starts at `now`: a first wake-up that is already late is taken apart from here."""
@@ -112,6 +135,7 @@ class MissTracer:
         the start, for the report); when `missed`, attribute it."""
         sample = _sample()
         cause = None
+        stopped = self._stopped_since()
         if missed and self._wake > 0:
             before, mid = self._at_wake, self._at_sleep
             inherited = self._previous_late - period_s
@@ -123,6 +147,8 @@ class MissTracer:
             else:  # no sleep: the whole interval was work and spin
                 part = attribute(wake - self._wake, sample[0] - before[0], 0.0, 0.0, 0.0, 0.0,
                                  sample[1] - before[1], sample[2] - before[2], inherited, self._previous_cause)
+            if stopped:
+                part["cause"] = STOPPED
             cause = part["cause"]
             part["deadlines"] = 1
             self.counts[cause] = self.counts.get(cause, 0) + 1
@@ -144,6 +170,8 @@ class MissTracer:
         ran = now - self._wake
         part = attribute(ran, sample[0] - before[0], 0.0, 0.0, 0.0, 0.0, sample[1] - before[1],
                          sample[2] - before[2], self._previous_late, self._previous_cause)
+        if self._stopped_since():
+            part["cause"] = STOPPED
         part["deadlines"] = count
         self.counts[part["cause"]] = self.counts.get(part["cause"], 0) + count
         if len(self.missed) < self.keep:

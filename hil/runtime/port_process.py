@@ -26,6 +26,7 @@ import mmap
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from multiprocessing import get_context
@@ -202,6 +203,8 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
             # the loop's process died without stopping us: nothing drives the robot any more
             try:
                 link.estop()
+                print("hil: the loop's process is gone; its port process sent ESTOP to the board", file=sys.stderr,
+                      flush=True)
             except Exception:  # noqa: BLE001 - the board's watchdog is the fallback
                 pass
     except BaseException as e:  # a bug here: say so where the loop looks, rather than only on stderr

@@ -168,17 +168,32 @@ def advice(facts: dict, floor: dict) -> list[str]:
     return out
 
 
-def meets_goal(floor: dict) -> bool:
-    """p99 period jitter within a tenth of the period and at most 0.1 % of deadlines missed."""
+def meets_goal(floor: dict, port: dict | None = None) -> bool:
+    """p99 period jitter within a tenth of the period and at most 0.1 % of deadlines missed, and,
+    with a port measured, its median command → STATE round trip within one period."""
     return (floor["jitter_p99_us"] <= JITTER_GOAL_FRACTION * 1e6 / floor["rate_hz"]
-            and floor["missed_fraction"] <= MISSED_GOAL)
+            and floor["missed_fraction"] <= MISSED_GOAL and _port_short(floor, port) is None)
+
+
+def _port_short(floor: dict, port: dict | None) -> str | None:
+    """Why the port's round trips cannot keep the rate (with the rate that would hold), or None."""
+    if port is None or not port["round_trip_ms"]:
+        return None
+    trips = sorted(port["round_trip_ms"])
+    median, period_ms = trips[len(trips) // 2], 1e3 / floor["rate_hz"]
+    if median <= period_ms:
+        return None
+    return (f"the port's round trip ({median:.2f} ms median) is longer than one cycle at {floor['rate_hz']:g} Hz "
+            f"({period_ms:.2f} ms): every cycle would act on a stale state; about {1e3 / (1.2 * median):.0f} Hz "
+            "would hold (--rate)")
 
 
 def report(facts: dict, floor: dict, port: dict | None = None) -> str:
     """The check's findings as the text `hil rt-check` prints."""
     vm = "virtual machine" if facts["virtual_machine"] else "no hypervisor seen"
     goal_us = JITTER_GOAL_FRACTION * 1e6 / floor["rate_hz"]
-    verdict = "within" if meets_goal(floor) else "OUTSIDE"
+    verdict = "within" if meets_goal(floor, port) else "OUTSIDE"
+    short = _port_short(floor, port)
     steal = floor.get("cpu_steal_fraction")
     lines = [
         f"machine: Linux {facts['kernel']}, {facts['preemption']}, {facts['cpus']} cpus, {vm}, "
@@ -193,8 +208,9 @@ def report(facts: dict, floor: dict, port: dict | None = None) -> str:
     if causes:
         lines.append("missed deadlines by cause: " + "; ".join(f"{n} {c}" for c, n in causes.items()))
     lines += [
-        f"verdict: {verdict} the loop's goal (p99 ≤ {goal_us:.0f} µs, ≤ {100 * MISSED_GOAL:.1f} % missed); "
-        "`hil run` adds its own work and the serial port on top of this floor",
+        f"verdict: {verdict} the loop's goal (p99 ≤ {goal_us:.0f} µs, ≤ {100 * MISSED_GOAL:.1f} % missed"
+        + (", the port's round trip within a cycle" if port is not None else "") + "); "
+        + (short if short else "`hil run` adds its own work and the serial port on top of this floor"),
     ]
     if port is not None:
         trips = sorted(port["round_trip_ms"])

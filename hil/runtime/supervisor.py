@@ -368,6 +368,12 @@ class _Run:
             elif self.error_text:   # refused before anything ran, like bad arguments
                 self.last_line = f"hil run: error: {self.error_text}"
                 self.code = 2
+            elif self.proc.exitcode is not None and self.proc.exitcode < 0:
+                sig = -self.proc.exitcode
+                name = signal.Signals(sig).name if sig in signal.valid_signals() else f"signal {sig}"
+                self.last_line = (f"hil run: the loop's process was killed ({name}); its port process e-stops the board "
+                                  "when the loop is gone (said above when it did), else the board's watchdog stops it")
+                self.code = 1
             else:
                 self.last_line = (f"hil run: the loop stopped with an error (exit code {self.proc.exitcode}); see the "
                                   "messages above")

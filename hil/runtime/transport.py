@@ -250,6 +250,9 @@ def round_trip_warning(port: str, trips_ms: list[float], rate_hz: float, low_lat
         fix = (f"if it is an FTDI adapter its latency timer is probably at the default 16 ms: "
                f"echo 1 | sudo tee /sys/bus/usb-serial/devices/{dev}/latency_timer "
                f"(or setserial {port} low_latency)")
+    elif dev.startswith("pts") or "/pts/" in os.path.realpath(port):
+        fix = ("this is a pseudo-terminal: the emulator behind it answers late, its process held up by the "
+               "machine's other work (the loop, the twin, other jobs); a lower --rate, or fewer other jobs")
     else:
         fix = "the adapter or the board buffers its replies; a USB CDC-ACM board or an adapter with a 1 ms latency timer avoids it"
     if low_latency is False:

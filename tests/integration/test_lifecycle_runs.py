@@ -363,12 +363,11 @@ def test_trajectory_balance_claims_are_checked(tmp_path):
     bad[:, model.joint_index("l_hip_pitch")] = np.radians(30 * np.sin(np.pi * t))  # leans far out
     bad[:, model.joint_index("r_hip_pitch")] = np.radians(30 * np.sin(np.pi * t))
     np.savez(tmp_path / "claim.npz", t=t, q=bad, dynamic_balance_checked=np.array(True))
-    # (servos strong enough for it: its balance is what is under test; its torques are refused too)
-    with pytest.raises(InputError, match="l_ankle_pitch needs .* N·m"):
-        make_motion(str(tmp_path / "claim.npz"), model)
+    # no support annotation: the claim is not taken, the static check applies, and refuses it
+    # (servos strong enough for it: its balance is what is under test)
     strong = parse_table({"preset": "XL430-W250", "torque_limit_nm": 20.0}, model.joint_names, "a test")
-    motion = make_motion(str(tmp_path / "claim.npz"), model, strong)
-    assert not motion.dynamic_balance_checked  # no support annotation: the static check applies
+    with pytest.raises(InputError, match=r"refused before any motion: .*balance: the centre of mass"):
+        make_motion(str(tmp_path / "claim.npz"), model, strong)
     np.savez(tmp_path / "claim2.npz", t=t, q=bad, support=np.zeros(len(t)), dynamic_balance_checked=np.array(True))
     with pytest.raises(InputError, match="ZMP leaves the support polygon"):
         make_motion(str(tmp_path / "claim2.npz"), model, strong)

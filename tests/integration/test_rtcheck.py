@@ -103,6 +103,17 @@ def test_the_goal_is_a_tenth_of_the_period_and_a_thousandth_missed():
     assert rtcheck.meets_goal(floor_with(rate_hz=200.0, jitter_p99_us=480.0))  # 500 µs at 200 Hz
 
 
+def test_a_port_whose_round_trip_is_longer_than_a_cycle_is_outside_the_goal_and_says_what_would_hold():
+    port = {"port": "/dev/pts/3", "board": "PUMA6", "round_trip_ms": [1.3, 1.38, 1.4, 1.5, 1.35], "warning": None}
+    assert not rtcheck.meets_goal(floor_with(), port)
+    assert rtcheck.meets_goal(floor_with(rate_hz=500.0, jitter_p99_us=100.0), port)   # 2 ms a cycle
+    facts = {"kernel": "6.1", "preemption": "PREEMPT_RT (fully preemptible)", "cpus": 4, "virtual_machine": False,
+             "cpuidle_driver": "intel_idle", "rt_runtime_us_per_s": 950000}
+    text = rtcheck.report(facts, floor_with(), port)
+    assert "verdict: OUTSIDE" in text and "1.38 ms median) is longer than one cycle at 1000 Hz" in text, text
+    assert "about 604 Hz would hold" in text, text
+
+
 def test_advice_names_each_refusal():
     facts = {"kernel": "6.1", "preemption": "PREEMPT_RT (fully preemptible)", "cpus": 4, "virtual_machine": False,
              "cpuidle_driver": "intel_idle", "rt_runtime_us_per_s": 950000}

@@ -15,6 +15,7 @@ import pytest
 
 import hil.robots as robots
 from hil.runtime import cpu_idle
+from hil.runtime.misses import BLOCKED, STOPPED
 from hil.runtime.shared import LoopClient, progress_text
 from tests.conftest import (dma_latency_before, dma_latency_given_back, dma_latency_holders, motion_clock,
                             played_motion, process_tree, wait_for)
@@ -119,6 +120,8 @@ def test_the_cpus_are_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp
     os.kill(client.pid, signal.SIGKILL)  # no finally runs in the loop: the kernel gives it back
     out = finish(proc)
     assert proc.returncode == 1, out
+    # the run says what happened: the loop was killed, and its port process e-stopped the board
+    assert "the loop's process was killed (SIGKILL)" in out and "port process sent ESTOP to the board" in out, out
     assert wait_for(lambda: dma_latency_given_back(run_pids, before), timeout_s=5), out
     assert not stats.exists()  # the loop was killed before writing them: nothing pretends otherwise
 
@@ -435,3 +438,6 @@ def test_after_a_stall_the_loop_skips_the_deadlines_it_missed_instead_of_burstin
     assert np.diff(t).min() >= T / 2, np.sort(np.diff(t))[:5]
     # each skipped deadline is listed as late as it could at best have been served: more than T/2
     assert all(late > T / 2 * 1e6 for _, late in s["missed_deadlines_at"]), s["missed_deadlines_at"]
+    # and blamed on the stop, not on a lock: a stopped process is neither running nor runnable either
+    causes = s["missed_deadline_causes"]
+    assert causes.get(STOPPED, 0) >= 3 * 4 and not causes.get(BLOCKED), causes

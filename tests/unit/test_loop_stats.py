@@ -81,3 +81,15 @@ def test_the_grid_skips_deadlines_already_missed_instead_of_serving_them_back_to
     assert next_deadline_after(10.0, 10.0204, T, woke=10.0) == pytest.approx((10.020, 19, 10.0204))
     # a 200 ms stall at 1 kHz
     assert next_deadline_after(5.0, 5.2005, T)[1] == 200
+
+
+def test_the_end_of_a_run_says_what_the_link_did():
+    """Rejected frames are said (never only counted); stale cycles past the stated share are said with
+    the rate that would hold; a few stale cycles are not news."""
+    from hil.runtime.loop import STALE_SHARE, link_notes
+
+    assert link_notes(0, 10, 3000, 1000.0, [1.1, 1.2, 1.3]) == []
+    rejected, stale = link_notes(167, int(0.3 * 2160), 2160, 1000.0, [1.3, 1.38, 1.4])
+    assert rejected.startswith("167 frames from the board were rejected")
+    assert "648 of 2160 cycles (30 %) had no new STATE" in stale and "about 604 Hz would hold" in stale, stale
+    assert link_notes(0, int(STALE_SHARE * 2000) + 1, 2000, 500.0, None)[0].endswith("500 Hz; lower --rate")

@@ -3,6 +3,8 @@ largest names the cause; a catch-up after a stall keeps the stall's cause."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from hil.runtime import misses as M
@@ -53,3 +55,23 @@ def test_a_catch_up_keeps_the_cause_of_the_miss_before_it():
     # nothing to inherit from: not a catch-up, whatever the number says
     c = M.attribute(**parts(), inherited_s=2 * MS, previous_cause=None)
     assert not c["catching_up"] and c["cause"] != M.LATE_WAKE
+
+
+def test_a_miss_over_a_stop_is_the_stops():
+    """A stopped process is neither running nor runnable, as a thread waiting for the GIL is not:
+    the SIGCONT that lets it go on tells them apart, for that miss and not the next one."""
+    import os
+    import signal
+
+    from hil.runtime import misses as M
+
+    M.watch_for_stops()
+    tracer = M.MissTracer()
+    tracer.started(time.monotonic())
+    os.kill(os.getpid(), signal.SIGCONT)          # (a process that was not stopped ignores it otherwise)
+    now = time.monotonic()
+    tracer.woke(now, 1.0, 0.010, True, 0.002)
+    tracer.woke(now + 0.02, 1.02, 0.010, True, 0.002)
+    causes = [part["cause"] for _, _, part in tracer.missed]
+    assert causes[0] == M.STOPPED and causes[1] != M.STOPPED, causes
+    signal.signal(signal.SIGCONT, signal.SIG_DFL)

@@ -1,4 +1,4 @@
-"""`hil path`: a G-code contour planned on the PUMA, and run."""
+"""`hil path`: a G-code contour planned on an arm (the PUMA 560, or any arm hil loads), and run."""
 
 from __future__ import annotations
 
@@ -6,19 +6,31 @@ from hil.cli.common import add_command, add_run_target, floats, run_planned, ser
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
 
+PLACE_HELP = "workpiece frame in the robot's base: x,y,z (mm),roll,pitch,yaw (deg)"
+
 
 def register(sub) -> None:
-    s = add_command(sub, "path", "plan a G-code contour on the PUMA (and run it: --dry-run or --port)",
+    s = add_command(sub, "path", "plan a G-code contour on an arm (and run it: --dry-run or --port)",
                     "Reads G0 G1 G2 G3 (G17-19 planes, G20/G21 units, G90/G91), places the program's frame in "
-                    "the robot's base, solves the IK along it on one branch, checks ranges, speeds, floor, "
-                    "workspace and clearance for every sample, then runs it through the loop.",
+                    "the robot's base, solves the arm's IK along it with the tool's axis normal to the workpiece "
+                    "(the PUMA 560's closed form on one branch; prioritised IK on any other arm, its roll free on a "
+                    "5-joint arm), checks ranges, speeds, floor, workspace and clearance for every sample, then runs "
+                    "it through the loop.",
                     ["hil path examples/rounded_rect.nc --dry-run",
-                     "hil path examples/saddle.nc --place 200,500,-300,0,0,0 --out saddle.npz"])
+                     "hil path examples/saddle.nc --place 200,500,-300,0,0,0 --out saddle.npz",
+                     "hil path examples/so101_square.nc --robot so101 --dry-run",
+                     "hil path examples/semicircle.nc --robot arm.urdf --scale 0.5 --place 250,0,50,0,0,0"])
     s.add_argument("file", metavar="FILE.nc", help="G-code program (mm or inch, G0 G1 G2 G3)")
-    s.add_argument("--robot", default="puma560", help="the arm (a PUMA 560 model)")
-    s.add_argument("--place", default="200,500,-300,0,0,0",
-                   help="workpiece frame in the base: x,y,z (mm),roll,pitch,yaw (deg)")
-    s.add_argument("--tool-mm", default="0,0,150", help="tool tip in the flange frame: x,y,z (mm)")
+    s.add_argument("--robot", default="puma560", help="the arm: a shipped name (puma560, so101), a URDF file or a "
+                                                      "robot .toml file")
+    s.add_argument("--place", help=PLACE_HELP + " (default: the robot's own, else a third of its reach in front of "
+                                   "its base, on its base's plane)")
+    s.add_argument("--tool-mm", help="tool tip in the tool frame: x,y,z (mm) (default: the robot's own, else 0,0,0)")
+    s.add_argument("--scale", type=float, default=1.0,
+                   help="scale the program about its origin first (0.5: half size), to fit a smaller arm")
+    s.add_argument("--orientation", choices=("full", "axis"),
+                   help="full: the tool's axis and its roll held; axis: the axis normal to the workpiece, roll free "
+                        "(default: full on an arm of six joints or more, axis on one of five)")
     s.add_argument("--chord-mm", type=float, default=0.05, help="largest chord error of the discretisation (mm)")
     s.add_argument("--rate", type=float, help="trajectory sample rate = loop rate, Hz (default: the robot's)")
     s.add_argument("--out", metavar="TRAJ.npz", help="write t, q, p_prog, line to this file")
@@ -33,17 +45,24 @@ def run(args) -> int:
     from hil.motion import gcode, path
 
     model = robots.load(args.robot)
-    if "dh" not in model.meta:
-        raise InputError(f"hil path drives the PUMA 560; {model.name} is not a PUMA")
+    if model.kind != "arm":
+        raise InputError(f"hil path plans a contour for an arm; {model.name} is a {model.kind} (hil walk, hil play)")
     number(args.chord_mm, "--chord-mm", 0.001, 10, "mm")
+    scale = number(args.scale, "--scale", 1e-3, 1e3)
     rate = number(args.rate if args.rate is not None else float(model.meta.get("default_rate_hz", 500)),
                   "--rate", 10, 1000, "Hz")
     writable_file(args.out, "--out")
     prog = gcode.parse(read_text(args.file, "G-code program"), args.file)
-    T_place = path.placement(*floats(args.place, 6, "--place x,y,z,roll,pitch,yaw (mm, deg)"))
+    if scale != 1.0:
+        prog = prog.scaled(scale)
+    place = floats(args.place, 6, f"--place {PLACE_HELP}") if args.place else path.default_place(model)
+    T_place = path.placement(*place)
     tool = np.eye(4)
-    tool[:3, 3] = np.array(floats(args.tool_mm, 3, "--tool-mm x,y,z")) * 1e-3
-    plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args), strict=args.strict)
+    tool_mm = floats(args.tool_mm, 3, "--tool-mm x,y,z") if args.tool_mm else \
+        [float(v) for v in (model.meta.get("path") or {}).get("tool_mm", (0.0, 0.0, 0.0))]
+    tool[:3, 3] = np.array(tool_mm) * 1e-3
+    plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args), strict=args.strict,
+                          orientation=args.orientation)
     print(plan.summary())
     from hil.motion.torques import torque_plan
 
@@ -58,3 +77,4 @@ def run(args) -> int:
     if not (args.dry_run or args.port):
         return 0
     return run_planned(args, model.spec, out, rate=rate, path_file=out)
+

@@ -149,6 +149,15 @@ def _puma_geometry(model) -> np.ndarray:
     return np.array([a[1], a[2], d[1], d[3]])
 
 
+def puma_closed_form(model) -> bool:
+    """Whether the model has the PUMA 560's structure, which `ik_puma` solves in closed form."""
+    try:
+        _puma_geometry(model)
+    except InputError:
+        return False
+    return True
+
+
 class _PumaSolver:
     """Per-model constants for the closed form, built once and kept on the model."""
 
@@ -555,12 +564,7 @@ def solve_ik(model, T, q_near=None, branch: str | None = None) -> IKResult:
     PUMA 560 structure, prioritised LM otherwise; unreachable targets give the nearest pose."""
     T = check_pose(T)
     q_ref = model.home if q_near is None else model._as_q(q_near)
-    try:
-        _puma_geometry(model)
-        closed = True
-    except InputError:
-        closed = False
-    if closed:
+    if puma_closed_form(model):
         sols = ik_puma(model, T, q_ref)
         idx = sols.nearest(q_ref, branch)
         if idx is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -72,6 +72,13 @@ class Segment:
 class Program:
     segments: list[Segment] = field(default_factory=list)
     source: str = ""
+
+    def scaled(self, factor: float) -> "Program":
+        """The same program `factor` times the size about its origin (feeds as written)."""
+        def grown(s: Segment) -> Segment:
+            return replace(s, start=s.start * factor, end=s.end * factor,
+                           centre=None if s.centre is None else s.centre * factor)
+        return Program([grown(s) for s in self.segments], self.source)
 
     def extents(self) -> tuple[np.ndarray, np.ndarray]:
         pts = np.array([s.point(u) for s in self.segments if s.kind != "rapid" for u in np.linspace(0, 1, 33)])

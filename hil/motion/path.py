@@ -16,9 +16,9 @@ import numpy as np
 
 from hil.errors import InputError, UnreachableError
 from hil.motion.bounds import MAX_PATH_POINTS, check_count, check_duration
-from hil.kinematics.ik import ik_puma
 from hil.kinematics.rotations import rpy_matrix
 from hil.motion.gcode import Program, Segment
+from hil.motion.path_ik import ClosedFormPath, PathIK, path_ik
 from hil.motion.plan_check import PlanRefused, check_plan
 
 RAPID_MM_MIN = 12000.0   # G0 speed along the path before joint limits (200 mm/s)
@@ -37,15 +37,26 @@ def placement(x_mm: float, y_mm: float, z_mm: float, roll_deg: float, pitch_deg:
     return T
 
 
+def default_place(model) -> list[float]:
+    """Where a robot's workpiece goes unless told (x, y, z mm, roll, pitch, yaw °): its own ([path]
+    place_mm in its data), else a third of its reach in front of its base, on its base's plane,
+    level."""
+    own = (model.meta.get("path") or {}).get("place_mm")
+    if own is not None:
+        return [float(v) for v in own]
+    reach = float((model.meta.get("workspace") or {}).get("reach_m", 0.5))
+    return [1000.0 * reach / 3, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
 @dataclass
 class Plan:
     t: np.ndarray            # (N,) s
     q: np.ndarray            # (N, 6) rad
     p_prog: np.ndarray       # (N, 3) m, programmed tool point in the base frame
     line: np.ndarray         # (N,) source line of each sample
-    branch: str
+    branch: str              # the PUMA's branch, or how the solutions were found (hil.motion.path_ik)
     duration: float
-    min_wrist_deg: float
+    min_wrist_deg: float | None   # the PUMA's closest pass to its wrist singularity (None on other arms)
     max_speed_ratio: float   # largest |qd| / qd_max over the trajectory
     max_acc_ratio: float
     workpiece_T: np.ndarray
@@ -63,10 +74,11 @@ class Plan:
                  branch=np.array(self.branch), **extra)
 
     def summary(self) -> str:
-        return (f"plan: {len(self.t)} samples, {self.duration:.2f} s, chord ≤ {self.chord_mm:g} mm, branch "
-                f"'{self.branch}'\ncheck: ranges ok, floor ok, workspace ok, workpiece clearance ok, min wrist "
-                f"|θ5| {self.min_wrist_deg:.1f}°, peak joint speed {100 * self.max_speed_ratio:.0f}% and "
-                f"acceleration {100 * self.max_acc_ratio:.0f}% of the limits"
+        how = f"branch '{self.branch}'" if self.min_wrist_deg is not None else self.branch
+        wrist = f"min wrist |θ5| {self.min_wrist_deg:.1f}°, " if self.min_wrist_deg is not None else ""
+        return (f"plan: {len(self.t)} samples, {self.duration:.2f} s, chord ≤ {self.chord_mm:g} mm, {how}\n"
+                f"check: ranges ok, floor ok, workspace ok, workpiece clearance ok, {wrist}peak joint speed "
+                f"{100 * self.max_speed_ratio:.0f}% and acceleration {100 * self.max_acc_ratio:.0f}% of the limits"
                 + (f"\nfeed: {self.feed_note}" if self.feed_note else ""))
 
 
@@ -138,48 +150,32 @@ def _tangent(s: Segment, u: float) -> np.ndarray:
     return d / n if n > 0 else d
 
 
-def _joint_path(mt, pts_mm: np.ndarray, pose_at, q_near: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, str]:
-    """IK along the path, keeping one branch (the branches nearest the start pose tried first):
-    the joint path and its branch's label; PlanError at the furthest point any branch reached."""
-    first = ik_puma(mt, pose_at(pts_mm[0]), q_near)
-    if not first.valid.any():
-        raise PlanError(f"line {lines[0]} (first point): {first.reason}")
-    order = [int(i) for i in np.argsort(np.linalg.norm(first.q - q_near, axis=1)) if first.in_limits[i]]
-    if not order:
-        raise PlanError(f"line {lines[0]} (first point): no IK branch fits the joint ranges")
+def _joint_path(ik: PathIK, pts_mm: np.ndarray, q_near: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, str]:
+    """IK along the path, each point's solution continuing from the previous one (the solutions at
+    the first point nearest the start pose tried first): the joint path and its solutions' label;
+    PlanError at the furthest point any start reached."""
+    starts, why = ik.starts(pts_mm[0], q_near)
+    if not starts:
+        raise PlanError(f"line {lines[0]} (first point): {why}")
     best_err = None
-    for b0 in order:
-        label = first.labels[b0]
-        Q = np.empty((len(pts_mm), 6))
-        Q[0] = first.q[b0]
-        ok = True
+    for q0, label in starts:
+        Q = np.empty((len(pts_mm), len(q0)))
+        Q[0] = q0
         for k in range(1, len(pts_mm)):
-            sol = ik_puma(mt, pose_at(pts_mm[k]), Q[k - 1])
-            idx = None
-            if sol.valid.any():
-                # the same branch: the one that continues smoothly from the previous sample
-                d = np.linalg.norm(sol.q - Q[k - 1], axis=1)
-                d[~sol.valid] = np.inf
-                cand = int(np.argmin(d))
-                if sol.in_limits[cand] and d[cand] < 0.5:
-                    idx = cand
-            if idx is None:
-                why = sol.reason or ("the branch would leave the joint ranges" if sol.valid.any() else "unreachable")
-                err = (k, f"line {lines[k]} sample {k}: {why} (branch '{label}')")
+            q, why = ik.follow(pts_mm[k], Q[k - 1])
+            if q is None:
+                err = (k, f"line {lines[k]} sample {k}: {why}" + (f" ({label})" if label else ""))
                 if best_err is None or k > best_err[0]:
                     best_err = err
-                ok = False
                 break
-            Q[k] = sol.q[idx]
-        if ok:
-            break
-    else:
-        raise PlanError(best_err[1] if best_err else "no branch can follow the path")
-    return Q, label
+            Q[k] = q
+        else:
+            return Q, label
+    raise PlanError(best_err[1] if best_err else "no solution can follow the path")
 
 
-def _timed(model, mt, pts_mm: np.ndarray, Q: np.ndarray, feed: np.ndarray, stop, where, lines: np.ndarray,
-           pose_at, dt: float):
+def _timed(model, ik: PathIK, pts_mm: np.ndarray, Q: np.ndarray, feed: np.ndarray, stop, where, lines: np.ndarray,
+           dt: float):
     """The path in time: the feed, slowed where the joints' speed and acceleration limits need it,
     exact stops where the program has them; (the time law's samples, the speed limit along the path)."""
     ds = np.linalg.norm(np.diff(pts_mm, axis=0), axis=1) * 1e-3
@@ -194,8 +190,7 @@ def _timed(model, mt, pts_mm: np.ndarray, Q: np.ndarray, feed: np.ndarray, stop,
     a_lim = np.min(amax_j / np.maximum(np.abs(dq_ds), 1e-12), axis=1)
     a_lim = np.clip(a_lim, 1e-4, 5.0)
     for _ in range(16):
-        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, where, lines, Q, mt,
-                                                       pose_at, dt)
+        t, q_t, p_t, line_t, duration, s_t = _time_law(v_lim, a_lim, stop, s, ds, where, lines, Q, ik, dt)
         # the profile above bounds the tangential terms; curvature adds d²q/ds²·v², so check the
         # accelerations actually reached and slow down where they exceed the limits
         qdd = np.diff(q_t, n=2, axis=0) / dt ** 2
@@ -234,10 +229,13 @@ def _workpiece(prog: Program, T_place: np.ndarray, workpiece_mm) -> tuple[np.nda
 def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray | None = None,
               chord_mm: float = 0.05, rate_hz: float = 500.0, q_start: np.ndarray | None = None,
               workpiece_mm: tuple[float, float, float] | None = None, wrist_margin_deg: float = 2.0,
-              speed: float = 1.0, strict: bool = False) -> Plan:
-    """Plan the program on the PUMA: returns a `Plan` or raises PlanError naming the first bad line.
+              speed: float = 1.0, strict: bool = False, orientation: str | None = None) -> Plan:
+    """Plan the program on an arm: returns a `Plan` or raises PlanError naming the first bad line.
 
-    Near the wrist singularity the path slows wherever the wrist joints need it (the time law's
+    The points are solved by the arm's own IK (`hil.motion.path_ik`): the PUMA 560's closed form,
+    prioritised LM on any other arm — the tool's axis normal to the workpiece on every arm, its roll
+    held where the arm has six joints or more (`orientation` "full"; "axis" leaves it free).
+    On the PUMA, near the wrist singularity the path slows wherever the wrist joints need it (the time law's
     joint speed and acceleration bounds); the plan is refused only where even that cannot keep
     them within their limits (with `strict`, wherever the programmed feed would be slowed). A pass
     closer than `wrist_margin_deg` is said in the plan's note. `speed` (0 < f ≤ 1) scales every
@@ -246,28 +244,21 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     if chord_mm <= 0:
         raise InputError("chord tolerance must be positive")
     tool = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float)
-    mt = model.with_tool(tool)
+    ik = path_ik(model, tool, T_place, orientation)
     q_near = model.home if q_start is None else np.asarray(q_start, float)
-    R_tool = T_place[:3, :3] @ np.diag([1.0, -1.0, -1.0])  # tool z into the face
     if not 0.0 < speed <= 1.0:
         raise InputError(f"speed {speed:g}: a fraction of the programmed feeds, more than 0 and at most 1")
     pts_mm, seg_of, stop, u_of = _discretise(prog, chord_mm, _check_size(prog, chord_mm, speed))
     segs = prog.segments
     lines = np.array([segs[k].line for k in seg_of])
 
-    def pose_at(p_mm: np.ndarray) -> np.ndarray:
-        T = np.eye(4)
-        T[:3, :3] = R_tool
-        T[:3, 3] = T_place[:3, :3] @ (p_mm * 1e-3) + T_place[:3, 3]
-        return T
-
-    Q, label = _joint_path(mt, pts_mm, pose_at, q_near, lines)
+    Q, label = _joint_path(ik, pts_mm, q_near, lines)
 
     feed = speed * np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3
                              for k in seg_of])
     dt = 1.0 / rate_hz
-    (t, q_t, p_t, line_t, duration, s_t), v_lim = _timed(model, mt, pts_mm, Q, feed, stop, (segs, seg_of, u_of),
-                                                         lines, pose_at, dt)
+    (t, q_t, p_t, line_t, duration, s_t), v_lim = _timed(model, ik, pts_mm, Q, feed, stop, (segs, seg_of, u_of),
+                                                         lines, dt)
     p_base = (T_place[:3, :3] @ (p_t.T * 1e-3)).T + T_place[:3, 3]
     floor_z = model.meta.get("floor_z_m")
     if floor_z is not None and p_base[:, 2].min() < floor_z:
@@ -281,7 +272,8 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     except PlanRefused as e:
         raise PlanError(f"line {line_t[e.sample]} sample {e.sample}: {e.reason}" if e.sample is not None
                         else str(e)) from None
-    wrist = np.degrees(np.abs(q_t[:, 4]))
+    # the PUMA's wrist singularity (θ5 = 0), said when the path passes near it
+    wrist = np.degrees(np.abs(q_t[:, 4])) if isinstance(ik, ClosedFormPath) else None
     T_wp, half = _workpiece(prog, T_place, workpiece_mm)
     _check_workpiece(model, q_t, T_wp, half, line_t)
     # velocity and acceleration actually reached (computed back from q)
@@ -293,11 +285,11 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     note = _feed_note(feed, v_lim, segs, seg_of, lines)
     if strict and note:
         raise PlanError(f"refused (--strict): {note}; lower the feed (F) or --speed")
-    if wrist.min() < wrist_margin_deg:
+    if wrist is not None and wrist.min() < wrist_margin_deg:
         k = int(np.argmin(wrist))
         note = "; ".join(x for x in (note, f"the wrist passes {wrist[k]:.2f}° from its singularity (θ5 = 0) on "
                                            f"line {line_t[k]}, within its joints' limits") if x)
-    return Plan(t, q_t, p_base, line_t, label, duration, float(wrist.min()), sp, ac,
+    return Plan(t, q_t, p_base, line_t, label, duration, None if wrist is None else float(wrist.min()), sp, ac,
                 T_wp, half, chord_mm, tool, note)
 
 
@@ -329,7 +321,7 @@ def _feed_note(feed: np.ndarray, v_lim: np.ndarray, segs, seg_of: np.ndarray, li
             f"{v_lim[k] * 60e3:.0f} of F{feed[k] * 60e3:.0f} mm/min (line {int(lines[k])})")
 
 
-def _time_law(v_lim, a_lim, stop, s, ds, on_path, lines, Q, mt, pose_at, dt):
+def _time_law(v_lim, a_lim, stop, s, ds, on_path, lines, Q, ik: PathIK, dt):
     """Speed profile (forward/backward passes), piecewise-quadratic s(t), exact IK per sample.
     `on_path`: (segments, segment of each path point, its fraction u): every sample is taken on
     its segment's own curve (an arc's circle or helix, not the chord between path points)."""
@@ -365,23 +357,35 @@ def _time_law(v_lim, a_lim, stop, s, ds, on_path, lines, Q, mt, pose_at, dt):
     p_t = np.array([segs[k].point(u) for k, u in zip(seg_t, u_t)])
     line_t = lines[idx + (frac > 0.5)]
     # exact IK at every time sample (FK of q lies on the programmed path), continuing the branch
-    q_t = np.empty((len(t), 6))
+    q_t = np.empty((len(t), Q.shape[1]))
     for k in range(len(t)):
         near = Q[idx[k]] + (Q[idx[k] + 1] - Q[idx[k]]) * frac[k]
-        sol = ik_puma(mt, pose_at(p_t[k]), near)
-        d = np.linalg.norm(sol.q - near, axis=1)
-        d[~sol.valid] = np.inf
-        c = int(np.argmin(d))
-        if not np.isfinite(d[c]) or d[c] > 0.2:
-            raise PlanError(f"line {line_t[k]} sample {k}: the IK branch is lost between path points")
-        q_t[k] = sol.q[c]
+        q = ik.exact(p_t[k], near)
+        if q is None:
+            raise PlanError(f"line {line_t[k]} sample {k}: the IK solution is lost between path points")
+        q_t[k] = q
     return t, q_t, p_t, line_t, duration, s_t
 
 
+def _tool_links(model) -> set[int]:
+    """The links that carry the tool: the tool frame's link, the wrist link that holds it, and every
+    link beyond them (a tool reaches past its flange by little: the wrist is at the work too)."""
+    tool = int(model.frame_link[model.frame_index(model.tool_frame)])
+    out = {tool}
+    if tool >= 0 and model.joints[tool].parent >= 0:
+        out.add(model.joints[tool].parent)
+    for i, j in enumerate(model.joints):
+        if j.parent in out:
+            out.add(i)
+    return out
+
+
 def _check_workpiece(model, Q: np.ndarray, T_wp: np.ndarray, half: np.ndarray, lines: np.ndarray) -> None:
-    """The arm's links (not the tool, which touches the workpiece by design) stay out of the box."""
+    """The arm's links stay out of the box — not the tool, which touches the workpiece by design: the
+    links that carry it, and the shapes the robot's data names as the tool's (`tool_shapes`)."""
     inv = np.linalg.inv(T_wp)
-    shapes = [s for s in model.shapes if s.link >= 0 and s.name not in ("flange", "wrist", "wrist_housing")]
+    carry, named = _tool_links(model), set((model.meta.get("path") or {}).get("tool_shapes", ()))
+    shapes = [s for s in model.shapes if s.link >= 0 and s.link not in carry and s.name not in named]
     step = max(1, len(Q) // 400)
     for k in range(0, len(Q), step):
         F = model.fk_frames(Q[k])

@@ -400,6 +400,8 @@ class _Builder:
         for key in ("workspace", "balance", "wire", "servo"):
             if key in self.data:
                 meta[key] = self.data[key]
+        if "path" in self.data:
+            meta["path"] = urdf.path_section(self.data["path"], self.where)
         return meta
 
 

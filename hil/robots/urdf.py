@@ -7,7 +7,8 @@ as a named frame. Prismatic, floating and planar joints, and mimic joints, are h
 ("locked": hil drives revolute servos) and listed in `model.meta["locked_joints"]`. Link inertials
 give the masses and centres of mass; collision geometry (visual where a link has none) gives the
 shapes that the twin draws and the safety checks use: boxes, spheres and cylinders as bounding
-capsules or boxes, meshes as their bounding capsule, computed once per load.
+capsules or boxes, meshes as the few capsules that bound them closely (`bounding_capsules`),
+computed once per load.
 
 A side file (a robot TOML with `[robot] urdf = "…"`, see docs/robots.md) adds what a URDF cannot
 say: the robot's kind and soles, its tool frame, poses, missing limits, the workspace.
@@ -93,7 +94,7 @@ def _xml_problem(data: bytes) -> str | None:
         for sub in el.iter("origin", "axis", "limit"):
             for attr, value in sub.attrib.items():
                 if attr in ("xyz", "rpy") or sub.tag == "limit":
-                    bad = _bad_numbers(value, 3 if attr in ("xyz", "rpy") else 1)
+                    bad = _bad_numbers(value, 3 if attr in ("xyz", "rpy") else 1, MAX_LENGTH_M if attr == "xyz" else None)
                     if bad:
                         return f"{where}: <{sub.tag} {attr}=\"{value}\"> {bad}"
     for el in root.findall("link"):
@@ -104,13 +105,16 @@ def _xml_problem(data: bytes) -> str | None:
             for attr in ("xyz", "rpy", "value", "size", "radius", "length", "scale"):
                 if attr in sub.attrib:
                     n = 3 if attr in ("xyz", "rpy", "size", "scale") else 1
-                    bad = _bad_numbers(sub.get(attr), n)
+                    bad = _bad_numbers(sub.get(attr), n, None if attr in ("rpy", "value") else MAX_LENGTH_M)
                     if bad:
                         return f"link {el.get('name')!r} (line {sub.sourceline}): <{sub.tag} {attr}=\"{sub.get(attr)}\"> {bad}"
     return None
 
 
-def _bad_numbers(text: str, n: int) -> str | None:
+MAX_LENGTH_M = 1e4   # a length, a size or a scale past this (10 km) in a robot's file is a unit mistake
+
+
+def _bad_numbers(text: str, n: int, bound: float | None = None) -> str | None:
     parts = text.split()
     try:
         vals = [float(p) for p in parts]
@@ -120,6 +124,8 @@ def _bad_numbers(text: str, n: int) -> str | None:
         return f"has {len(vals)} numbers, {n} expected"
     if not all(math.isfinite(v) for v in vals):
         return "is not finite"
+    if bound is not None and any(abs(v) > bound for v in vals):
+        return f"is past {bound:g} (metres, or a scale): a unit mistake?"
     return None
 
 
@@ -216,8 +222,8 @@ MAX_MESH_BYTES = 256 * 2**20   # one mesh file (the largest kit meshes are a few
 
 
 def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
-    """(p0, p1, radius, box_lo, box_hi): the bounding capsule and box of a mesh's vertices placed by
-    `origin`, in the link frame."""
+    """(capsules [(p0, p1, radius)], box_lo, box_hi): the capsules that bound a mesh's vertices
+    placed by `origin` (`bounding_capsules`), and their box, in the link frame."""
     import trimesh  # lazy: trimesh takes 0.5 s; only meshes need it
 
     data = read_bytes(str(file), "mesh file", MAX_MESH_BYTES)
@@ -230,8 +236,9 @@ def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
     if v.ndim != 2 or v.shape[0] == 0 or not np.all(np.isfinite(v)):
         raise ValueError("no finite vertices")
     v = v @ origin[:3, :3].T + origin[:3, 3]
-    p0, p1, r = bounding_capsule(v)
-    return p0, p1, r, v.min(axis=0), v.max(axis=0)
+    if not np.all(np.abs(v) < MAX_LENGTH_M):   # (also NaN) an SVD of such points may never converge
+        raise ValueError(f"its vertices, placed, reach past {MAX_LENGTH_M:g} m: a unit mistake?")
+    return bounding_capsules(v), v.min(axis=0), v.max(axis=0)
 
 
 def bounding_capsule(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -249,6 +256,45 @@ def bounding_capsule(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         a = b = 0.5 * (a + b)
         r = float(np.linalg.norm(d - a * axis, axis=1).max())
     return c + b * axis, c + a * axis, r
+
+
+def _capsule_volume(p0: np.ndarray, p1: np.ndarray, r: float) -> float:
+    return math.pi * r * r * (float(np.linalg.norm(p1 - p0)) + 4.0 * r / 3.0)
+
+
+SPLIT_GAIN = 0.8   # a mesh's capsule is split in two where the two hold its points in under 80 % of its volume
+
+
+def bounding_capsules(v: np.ndarray, most: int = 4) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Capsules that together hold every point of v (k, 3), fitted to the mesh more closely than
+    one: a capsule is split at its points' median across whichever principal direction gains most
+    (each half bounded again) where the halves take markedly less volume, up to `most` capsules. An L-shaped bracket or a gripper
+    then stops being one fat capsule that meets its neighbours where the parts themselves are
+    centimetres apart."""
+    parts = [v]
+    fitted = [bounding_capsule(v)]
+    while len(fitted) < most:
+        best = None
+        for k, (pts, cap) in enumerate(zip(parts, fitted)):
+            if len(pts) < 8:
+                continue
+            c = pts.mean(axis=0)
+            for axis in np.linalg.svd(pts - c, full_matrices=False)[2]:   # across each principal direction
+                t = (pts - c) @ axis
+                cut = float(np.median(t))
+                halves = [pts[t <= cut], pts[t >= cut]]
+                if min(len(h) for h in halves) < 4:
+                    continue
+                caps = [bounding_capsule(h) for h in halves]
+                gain = sum(_capsule_volume(*x) for x in caps) / max(_capsule_volume(*cap), 1e-18)
+                if gain < SPLIT_GAIN and (best is None or gain < best[0]):
+                    best = (gain, k, halves, caps)
+        if best is None:
+            break
+        _, k, halves, caps = best
+        parts[k:k + 1] = halves
+        fitted[k:k + 1] = caps
+    return fitted
 
 
 # --------------------------------------------------------------------------- building
@@ -425,8 +471,9 @@ def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[t
             T = offset @ _origin(el.origin, path, where)
             got = _shape(el.geometry, T, idx, name, path, where)
             if got is not None:
-                shapes.append(got[0])
-                boxes.append(got[1])
+                made = got[0] if isinstance(got[0], list) else [got[0]]
+                shapes += made
+                boxes += [got[1]] * len(made)
     return shapes, boxes
 
 
@@ -458,7 +505,8 @@ def _visual_meshes(robot, parts: _Parts, path: str) -> list[list]:
 
 
 def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
-    """(Shape, (box lo, box hi)) of one URDF geometry placed by T in link `idx`'s frame, or None."""
+    """(Shape — or, for a mesh, a list of them —, (box lo, box hi)) of one URDF geometry placed by T
+    in link `idx`'s frame, or None."""
     c, R = T[:3, 3], T[:3, :3]
     if g is None:
         return None
@@ -481,11 +529,12 @@ def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
     if g.mesh is not None:
         scale = np.ones(3) if g.mesh.scale is None else np.broadcast_to(np.asarray(g.mesh.scale, float), (3,))
         try:
-            p0, p1, r, lo, hi = mesh_bounds(resolve_file(g.mesh.filename, path), scale, T)
+            capsules, lo, hi = mesh_bounds(resolve_file(g.mesh.filename, path), scale, T)
         except (OSError, ValueError, ImportError, IndexError, KeyError, AttributeError, InputError) as e:
             raise _fail(path, where, f"mesh {g.mesh.filename!r} cannot be read ({e}); its shape is needed for "
                         "the twin and the collision checks") from None
-        return Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name), (lo, hi)
+        return [Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name if len(capsules) == 1 else f"{name}.{k + 1}")
+                for k, (p0, p1, r) in enumerate(capsules)], (lo, hi)
     return None
 
 
@@ -520,10 +569,31 @@ def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 SIDE_ROBOT_KEYS = {"name", "urdf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
-SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo"}
+SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path"}
 
 
-CACHE_VERSION = 3   # bump when what `_model_args` makes from a file changes
+def path_section(table, where: str) -> dict:
+    """A robot's [path] section, checked: hil path's defaults for it — `place_mm` (the workpiece
+    frame: x, y, z mm, roll, pitch, yaw °), `tool_mm` (the tool tip in the tool frame, mm) and
+    `tool_shapes` (the shapes that carry the tool, which a workpiece may touch)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [path] must be a table (place_mm, tool_mm, tool_shapes)")
+    unknown = set(table) - {"place_mm", "tool_mm", "tool_shapes"}
+    if unknown:
+        raise ConfigError(f"{where}: [path] unknown key {sorted(unknown)[0]!r}; keys are place_mm, tool_mm, tool_shapes")
+    for key, n in (("place_mm", 6), ("tool_mm", 3)):
+        v = table.get(key)
+        if v is not None and not (isinstance(v, list) and len(v) == n and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) < 1e6
+                for x in v)):
+            raise ConfigError(f"{where}: [path] {key} must be {n} numbers, got {v!r}")
+    shapes = table.get("tool_shapes", [])
+    if not (isinstance(shapes, list) and all(isinstance(x, str) for x in shapes)):
+        raise ConfigError(f"{where}: [path] tool_shapes must be a list of shape names")
+    return dict(table)
+
+
+CACHE_VERSION = 4   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
@@ -637,6 +707,8 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
                             "kind": cfg.get("kind", "arm"), "board": cfg.get("board", "servos")}
     if "floor_z_m" in cfg:
         meta["floor_z_m"] = float(cfg["floor_z_m"])
+    if "path" in side:
+        meta["path"] = path_section(side["path"], side_path)
     meta["visual_meshes"] = _visual_meshes(robot, parts, path)
     for item in side.get("frame", []):
         name, link, offset = _side_frame(item, parts, side_path)

@@ -12,35 +12,28 @@ import math
 import struct
 from dataclasses import dataclass
 
+from firmware_protocol.buses.control_tables import AX_SERIES, models_of
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError, UsualKit
 
 BROADCAST = 0xFE
 PING, READ, WRITE, REG_WRITE, ACTION, RESET, SYNC_READ, SYNC_WRITE, BULK_READ = (
     0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x82, 0x83, 0x92)
 
-# AX / MX (1.0) control table
-MODEL_NUMBER, FIRMWARE, ID, BAUD, RETURN_DELAY, CW_LIMIT, CCW_LIMIT = 0, 2, 3, 4, 5, 6, 8
-STATUS_RETURN, TORQUE_ENABLE, GOAL_POSITION, MOVING_SPEED, TORQUE_LIMIT = 16, 24, 30, 32, 34
-PRESENT_POSITION, PRESENT_SPEED, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 36, 38, 40, 42, 43
+# the AX / MX (1.0) control table's addresses (control_tables.AX_SERIES: sizes, encodings, factory values)
+T = AX_SERIES
+MODEL_NUMBER, FIRMWARE, ID, BAUD, RETURN_DELAY, CW_LIMIT, CCW_LIMIT = (T[k].address for k in (
+    "Model_Number", "Firmware_Version", "ID", "Baud_Rate", "Return_Delay_Time", "CW_Angle_Limit", "CCW_Angle_Limit"))
+STATUS_RETURN, TORQUE_ENABLE, GOAL_POSITION, MOVING_SPEED, TORQUE_LIMIT = (T[k].address for k in (
+    "Status_Return_Level", "Torque_Enable", "Goal_Position", "Moving_Speed", "Torque_Limit"))
+PRESENT_POSITION, PRESENT_SPEED, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = (T[k].address for k in (
+    "Present_Position", "Present_Speed", "Present_Load", "Present_Voltage", "Present_Temperature"))
 BLOCK_START, BLOCK_LEN = PRESENT_POSITION, PRESENT_TEMPERATURE + 1 - PRESENT_POSITION
 
 ERROR_BITS = {0: ServoError.VOLTAGE, 1: ServoError.ANGLE, 2: ServoError.OVERHEAT, 3: ServoError.INSTRUCTION,
               4: ServoError.INSTRUCTION, 5: ServoError.OVERLOAD, 6: ServoError.INSTRUCTION}
 
 
-@dataclass(frozen=True)
-class Model:
-    number: int
-    name: str
-    ticks: int           # ticks over `degrees`
-    degrees: float
-    speed_unit_rpm: float = 0.111
-
-
-MODELS = {m.number: m for m in (
-    Model(12, "AX-12A", 1024, 300.0), Model(18, "AX-18A", 1024, 300.0), Model(29, "MX-28", 4096, 360.0, 0.114),
-    Model(310, "MX-64", 4096, 360.0, 0.114),
-)}
+MODELS = models_of("dynamixel1")   # by number (control_tables.MODELS)
 
 
 def checksum(body: bytes) -> int:
@@ -189,7 +182,7 @@ class Dynamixel1Bus(SumChecksumBus):
                 continue
             pos, speed, load, volt, temp = struct.unpack("<HHHBB", pkt.params)
             model = self.models.get(i)
-            rpm = getattr(model, "speed_unit_rpm", 0.111)
+            rpm = model.velocity_unit_rpm if model else 0.111
             ticks_per_rev = (model.ticks * 360.0 / model.degrees) if model else 1024 * 360 / 300
             out[i] = Reading(ticks=pos, velocity=sign_magnitude(speed, 10) * rpm / 60.0 * ticks_per_rev,
                              temperature_C=float(temp), voltage_V=volt / 10.0, errors=flags_of(pkt.code))

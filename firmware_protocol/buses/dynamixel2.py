@@ -12,8 +12,8 @@ import struct
 import time
 from dataclasses import dataclass
 
-import numpy as np
 
+from firmware_protocol.buses.control_tables import X_SERIES, ServoModel, models_of
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError, UsualKit
 
 HEADER = b"\xff\xff\xfd\x00"
@@ -21,13 +21,18 @@ BROADCAST = 0xFE
 PING, READ, WRITE, REG_WRITE, ACTION, FACTORY_RESET, REBOOT, CLEAR = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x08, 0x10
 STATUS, SYNC_READ, SYNC_WRITE, FAST_SYNC_READ, BULK_READ, BULK_WRITE = 0x55, 0x82, 0x83, 0x8A, 0x92, 0x93
 
-# X-series control table (addresses, sizes)
-MODEL_NUMBER, FIRMWARE, ID, BAUD, RETURN_DELAY, DRIVE_MODE, OPERATING_MODE = 0, 6, 7, 8, 9, 10, 11
-HOMING_OFFSET, PWM_LIMIT, MAX_POSITION, MIN_POSITION, SHUTDOWN = 20, 36, 48, 52, 63
-PWM_FULL = 885   # PWM Limit's maximum (0.113 % a unit): the servo's whole voltage, so its whole torque
-TORQUE_ENABLE, LED, STATUS_RETURN, HARDWARE_ERROR, BUS_WATCHDOG = 64, 65, 68, 70, 98
-GOAL_POSITION, PRESENT_CURRENT, PRESENT_VELOCITY, PRESENT_POSITION = 116, 126, 128, 132
-PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 144, 146
+# the X-series control table's addresses (control_tables.X_SERIES: sizes, encodings, factory values)
+T = X_SERIES
+MODEL_NUMBER, FIRMWARE, ID, BAUD = (T[k].address for k in ("Model_Number", "Firmware_Version", "ID", "Baud_Rate"))
+RETURN_DELAY, DRIVE_MODE, OPERATING_MODE = (T[k].address for k in ("Return_Delay_Time", "Drive_Mode", "Operating_Mode"))
+HOMING_OFFSET, PWM_LIMIT, MAX_POSITION, MIN_POSITION, SHUTDOWN = (
+    T[k].address for k in ("Homing_Offset", "PWM_Limit", "Max_Position_Limit", "Min_Position_Limit", "Shutdown"))
+PWM_FULL = T["PWM_Limit"].default   # PWM Limit's maximum (0.113 % a unit): the servo's whole voltage and torque
+TORQUE_ENABLE, LED, STATUS_RETURN, HARDWARE_ERROR, BUS_WATCHDOG = (
+    T[k].address for k in ("Torque_Enable", "LED", "Status_Return_Level", "Hardware_Error_Status", "Bus_Watchdog"))
+GOAL_POSITION, PRESENT_CURRENT, PRESENT_VELOCITY, PRESENT_POSITION = (
+    T[k].address for k in ("Goal_Position", "Present_Current", "Present_Velocity", "Present_Position"))
+PRESENT_VOLTAGE, PRESENT_TEMPERATURE = T["Present_Input_Voltage"].address, T["Present_Temperature"].address
 # one read from Present Current to Present Temperature: current, velocity, position, trajectories, voltage, temperature
 BLOCK_START, BLOCK_LEN = PRESENT_CURRENT, PRESENT_TEMPERATURE + 1 - PRESENT_CURRENT
 
@@ -38,18 +43,7 @@ HW_ERROR_BITS = {0: ServoError.VOLTAGE, 2: ServoError.OVERHEAT, 3: ServoError.EN
                  5: ServoError.OVERLOAD}
 
 
-@dataclass(frozen=True)
-class Model:
-    number: int
-    name: str
-    current_unit_mA: float | None   # None: register 126 is load, not current (XL430)
-    ticks_per_rev: int = 4096
-
-
-MODELS = {m.number: m for m in (
-    Model(1020, "XM430-W350", 2.69), Model(1030, "XM430-W210", 2.69), Model(1060, "XL430-W250", None),
-    Model(1200, "XL330-M288", 1.0), Model(1190, "XL330-M077", 1.0), Model(1120, "XM540-W270", 2.69),
-)}
+MODELS = models_of("dynamixel2")   # by number (control_tables.MODELS)
 
 
 def crc16(data: bytes, crc: int = 0) -> int:
@@ -182,7 +176,7 @@ def errors_of(status_error: int, hardware_error: int | None) -> int:
     return out
 
 
-def decode_block(data: bytes, model: Model | None) -> Reading:
+def decode_block(data: bytes, model: ServoModel | None) -> Reading:
     """A read of BLOCK_START..BLOCK_LEN as a Reading."""
     cur, vel, pos = struct.unpack_from("<hii", data, 0)
     volt, temp = struct.unpack_from("<HB", data, PRESENT_VOLTAGE - BLOCK_START)
@@ -206,7 +200,7 @@ class Dynamixel2Bus(ServoBus):
     def __init__(self, wire, reply_timeout_s: float = 0.006, return_delay_s: float = 0.0,
                  fast: bool = False) -> None:
         super().__init__(wire, reply_timeout_s, return_delay_s)
-        self.models: dict[int, Model | None] = {}
+        self.models: dict[int, ServoModel | None] = {}
         self.fast = fast   # Fast Sync Read (0x8A): recent X-series firmware only (which versions: unpublished)
 
     def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet]:
@@ -354,6 +348,3 @@ class Dynamixel2Bus(ServoBus):
             return CycleCost(tx, 10 + n * (BLOCK_LEN + 4), n, 1, f"sync write + fast sync read of {BLOCK_LEN} bytes")
         return CycleCost(tx, n * (11 + BLOCK_LEN), n, 1, f"sync write + sync read of {BLOCK_LEN} bytes")
 
-
-def ticks_per_rad(model: Model | None) -> float:
-    return (model.ticks_per_rev if model else 4096) / (2 * np.pi)

@@ -21,7 +21,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from firmware_protocol.buses import BUSES, bus_class, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
+from firmware_protocol.buses import BUSES, bus_class, control_tables, dynamixel1, dynamixel2, kondo_ics, pwm
+from firmware_protocol.buses.control_tables import ServoModel
 from firmware_protocol.pty_host import exit_with_parent, open_pty
 
 
@@ -52,6 +53,7 @@ class SimServo:
     torque_share: float = 1.0  # its torque limit register, as a share of its full torque
     heard_once: bool = False   # the host has spoken to it
     encoder: float | None = None   # powered up with its shaft here (encoder ticks; None: `position` is its reading)
+    profile_vmax: float | None = None   # a speed the host capped it at (Dynamixel's Profile Velocity), ticks/s
 
     def heard(self) -> None:
         self.quiet_s = 0.0
@@ -82,7 +84,8 @@ class SimServo:
             most = self.stall_mA * self.torque_share
             self.current_mA = max(-most, min(most, self.stall_mA * err / BLOCKED_FULL_TICKS))
             return
-        move = max(-self.vmax * dt, min(self.vmax * dt, err))
+        vmax = self.vmax if self.profile_vmax is None else min(self.vmax, self.profile_vmax)
+        move = max(-vmax * dt, min(vmax * dt, err))
         self.position += move
         self.velocity = move / dt if dt > 0 else 0.0
 
@@ -185,240 +188,264 @@ def parse_hands(specs: list[str]) -> list[Hand]:
 
 # --------------------------------------------------------------------- register-based servos
 @dataclass(frozen=True)
-class Table:
-    """Where a bus's servos keep each item: (address, size)."""
+class Family:
+    """What a servo family's registers mean to the emulated motor (names in control_tables), and
+    the family's own rules: EEPROM writes refused with the torque on (Dynamixel X) or kept only while
+    Lock is 0 (Feetech), how a Homing Offset shifts the readings (`ServoBus.homing_sign/_wraps`), and
+    the status error bits an access or range error sets."""
 
-    model: tuple[int, int]
-    servo_id: int
-    torque: int
-    goal: tuple[int, int]
-    position: tuple[int, int]
-    velocity: tuple[int, int]
-    voltage: tuple[int, int]
-    temperature: int
-    return_delay: int
-    eeprom_end: int            # addresses below are EEPROM: refused while torque is on
-    size: int = 256
-    big_endian: bool = False
-    sign_bit: int | None = None   # sign-magnitude registers (Feetech); None: two's complement
-    current: tuple[int, int] | None = None
-    hw_error: int | None = None
-    watchdog: int | None = None
-    status_flags: int | None = None   # Feetech: a register with the error flags
-    velocity_unit: float = 1.0        # ticks per second per raw unit
-    velocity_sign_bit: int | None = None
-    homing: tuple[int, int] | None = None   # the Homing Offset (address, size)
-    homing_sign_bit: int | None = None
-    homing_sign: int = 1                    # present = actual + homing_sign · offset
-    homing_wraps: bool = True               # … wrapped into one turn (else it wraps where the encoder does)
-    min_limit: tuple[int, int] | None = None
-    max_limit: tuple[int, int] | None = None
-    torque_limit: tuple[int, int] | None = None   # the torque cap a host may write, and its full value
-    torque_full: int = 0
-    kind: str = ""
+    kind: str
+    velocity: str = "Present_Velocity"
+    voltage: str = "Present_Input_Voltage"
+    current: str | None = "Present_Current"
+    load: str | None = None                 # Present_Load (0.1 % of full torque)
+    homing: str | None = "Homing_Offset"
+    torque_cap: str | None = None           # the host's torque cap, and the EEPROM register it starts from
+    torque_cap_eeprom: str | None = None
+    hw_error: str | None = None             # Dynamixel X: Hardware Error Status
+    status: str | None = None               # Feetech: the error flags as a register
+    lock: str | None = None                 # Feetech: EEPROM writes kept only while it holds 0
+    eeprom_needs_torque_off: bool = False
+    access_error: int = 0                   # the status error for a refused write (0: ignored, no error)
+    range_error: int = 0
+    modes: bool = False                     # Operating Mode and Drive Mode (Dynamixel X)
 
 
-# the drivers' own control tables (their named addresses), as the emulated servos hold them
-_D1, _D2, _FT = dynamixel1, dynamixel2, feetech
-DXL2_TABLE = Table(model=(_D2.MODEL_NUMBER, 2), servo_id=_D2.ID, torque=_D2.TORQUE_ENABLE,
-                   goal=(_D2.GOAL_POSITION, 4), position=(_D2.PRESENT_POSITION, 4),
-                   velocity=(_D2.PRESENT_VELOCITY, 4), voltage=(_D2.PRESENT_VOLTAGE, 2),
-                   temperature=_D2.PRESENT_TEMPERATURE, return_delay=_D2.RETURN_DELAY,
-                   eeprom_end=_D2.TORQUE_ENABLE, size=256, current=(_D2.PRESENT_CURRENT, 2),
-                   hw_error=_D2.HARDWARE_ERROR, watchdog=_D2.BUS_WATCHDOG,
-                   velocity_unit=4096 * _D2.VELOCITY_UNIT_RPM / 60, homing=(_D2.HOMING_OFFSET, 4),
-                   min_limit=(_D2.MIN_POSITION, 4), max_limit=(_D2.MAX_POSITION, 4),
-                   torque_limit=(_D2.PWM_LIMIT, 2), torque_full=_D2.PWM_FULL, kind="dynamixel2",
-                   homing_wraps=bus_class("dynamixel2").homing_wraps)
-DXL1_TABLE = Table(model=(_D1.MODEL_NUMBER, 2), servo_id=_D1.ID, torque=_D1.TORQUE_ENABLE,
-                   goal=(_D1.GOAL_POSITION, 2), position=(_D1.PRESENT_POSITION, 2),
-                   velocity=(_D1.PRESENT_SPEED, 2), voltage=(_D1.PRESENT_VOLTAGE, 1),
-                   temperature=_D1.PRESENT_TEMPERATURE, return_delay=_D1.RETURN_DELAY,
-                   eeprom_end=_D1.TORQUE_ENABLE, size=74,
-                   velocity_unit=1024 * 360 / 300 * _D1.Model.speed_unit_rpm / 60, velocity_sign_bit=10,
-                   kind="dynamixel1")
-FEETECH_TABLE = Table(model=(_FT.MODEL_NUMBER, 2), servo_id=_FT.ID, torque=_FT.TORQUE_ENABLE,
-                      goal=(_FT.GOAL_POSITION, 2), position=(_FT.PRESENT_POSITION, 2),
-                      velocity=(_FT.PRESENT_VELOCITY, 2), voltage=(_FT.PRESENT_VOLTAGE, 1),
-                      temperature=_FT.PRESENT_TEMPERATURE, return_delay=_FT.RETURN_DELAY,
-                      eeprom_end=_FT.TORQUE_ENABLE, size=86, sign_bit=15, current=(_FT.PRESENT_CURRENT, 2),
-                      status_flags=_FT.STATUS, velocity_sign_bit=15, homing=(_FT.HOMING_OFFSET, 2),
-                      homing_sign_bit=_FT.HOMING_SIGN_BIT, homing_sign=-1, min_limit=(_FT.MIN_POSITION, 2),
-                      max_limit=(_FT.MAX_POSITION, 2), torque_limit=(_FT.MAX_TORQUE_LIMIT, 2),
-                      torque_full=_FT.TORQUE_FULL, kind="feetech", homing_wraps=bus_class("feetech").homing_wraps)
+FAMILIES = {
+    "dynamixel2": Family("dynamixel2", hw_error="Hardware_Error_Status", torque_cap="PWM_Limit",
+                         eeprom_needs_torque_off=True, access_error=7, range_error=4, modes=True),
+    "dynamixel1": Family("dynamixel1", velocity="Present_Speed", voltage="Present_Voltage", current=None,
+                         load="Present_Load", homing=None, torque_cap="Torque_Limit", torque_cap_eeprom="Max_Torque",
+                         access_error=0x08, range_error=0x08),
+    "feetech": Family("feetech", voltage="Present_Voltage", load="Present_Load", torque_cap="Torque_Limit",
+                      torque_cap_eeprom="Max_Torque_Limit", status="Status", lock="Lock"),
+}
 
 
 class RegisterServo:
-    """A SimServo behind a control table: reads see the present values, writes drive the motor."""
+    """A SimServo behind its model's control table (control_tables): reads see the present values,
+    writes drive the motor, as the servo does — factory values where the host has set nothing,
+    read-only registers and EEPROM kept as the family keeps them, positions through the Homing
+    Offset, the Drive Mode and the Operating Mode as the maker documents them."""
 
-    def __init__(self, sim: SimServo, table: Table, firmware: int = 45, big_endian: bool = False,
-                 current_unit_mA: float | None = None, eeprom: "Eeprom | None" = None) -> None:
-        self.sim, self.t = sim, table
-        self.current_unit_mA = current_unit_mA
-        self.big_endian = big_endian
+    def __init__(self, sim: SimServo, model: ServoModel, eeprom: "Eeprom | None" = None,
+                 factory: bool = False) -> None:
+        self.sim, self.m = sim, model
+        self.f = FAMILIES[model.bus]
+        self.t = model.table
+        self.big_endian = model.big_endian
         self.eeprom = eeprom
-        self.mem = bytearray(table.size)
-        self._put(table.model, sim.model)
-        self.mem[table.servo_id] = sim.servo_id
-        self.mem[table.return_delay] = 0
-        if table is DXL2_TABLE:
-            self.mem[dynamixel2.FIRMWARE] = firmware
-            self.mem[dynamixel2.STATUS_RETURN] = 2
-        self.turn = _turn_ticks(table.kind, sim.model)
-        self.has_homing = table.homing is not None and not big_endian
-        if self.has_homing:   # the positions it reports are already shifted by it
-            self._put_homing(sim.homing_offset)
-        for item, value in ((table.min_limit, sim.lo), (table.max_limit, sim.hi)):
-            if item is not None and self.turn:
-                self._put(item, min(max(value, 0), self.turn - 1))
-        if table.torque_limit is not None:
-            self._put(table.torque_limit, table.torque_full)
+        self.mem = bytearray(model.table_size)
+        for name, reg in self.t.items():
+            self.mem[reg.address:reg.address + reg.size] = reg.encode(model.factory(name), self.big_endian)
+        self._put("Model_Number", model.number)
+        self._put("ID", sim.servo_id)
+        self.eeprom_end = min(r.address for r in self.t.values() if not r.eeprom)
+        self.turn = model.ticks_per_rev if model.wraps else None
+        self.has_homing = self.f.homing is not None and self.f.homing in self.t
+        if not factory:   # as the kit is set up (hil's dry runs): its config's offset, limits and delay
+            if self.has_homing:
+                self._put(self.f.homing, sim.homing_offset)
+            for name, value in (("Min_Position_Limit", sim.lo), ("Max_Position_Limit", sim.hi)):
+                if name in self.t and self.turn:
+                    self._put(name, min(max(value, 0), self.turn - 1))
+            self._put("Return_Delay_Time", 0)
         self._power_up()
 
+    # ------------------------------------------------------------- the registers
+    def _put(self, name: str, value: int) -> None:
+        reg = self.t[name]
+        self.mem[reg.address:reg.address + reg.size] = reg.encode(int(value), self.big_endian)
+
+    def _get(self, name: str) -> int:
+        reg = self.t[name]
+        return reg.decode(bytes(self.mem[reg.address:reg.address + reg.size]), self.big_endian)
+
+    def _has(self, name: str | None) -> bool:
+        return name is not None and name in self.t
+
+    @property
+    def return_delay_s(self) -> float:
+        """How long it waits before it answers: Return Delay Time × 2 µs."""
+        return self._get("Return_Delay_Time") * 2e-6
+
+    def _homing(self) -> int:
+        return self._get(self.f.homing) if self.has_homing else 0
+
+    def _reversed(self) -> bool:
+        return self.f.modes and bool(self._get("Drive_Mode") & 1)
+
+    def _mode(self) -> int:
+        return self._get("Operating_Mode") if self.f.modes else 3
+
+    # ------------------------------------------------------------- power-up
     def _power_up(self) -> None:
         """What the servo holds and reads at power-up: its EEPROM as it was last written (where the
-        emulator keeps one, --eeprom), its position read through its Homing Offset."""
-        s, t = self.sim, self.t
-        saved = self.eeprom.load(t.kind, s.servo_id) if self.eeprom is not None else None
-        if saved is not None and len(saved) == t.eeprom_end:
-            model, sid = self.mem[t.model[0]:t.model[0] + t.model[1]], self.mem[t.servo_id]
-            self.mem[:t.eeprom_end] = saved
-            self.mem[t.model[0]:t.model[0] + t.model[1]], self.mem[t.servo_id] = model, sid
+        emulator keeps one, --eeprom), its torque cap from its EEPROM's, its position read through
+        its Homing Offset."""
+        s = self.sim
+        saved = self.eeprom.load(self.m.bus, s.servo_id) if self.eeprom is not None else None
+        if saved is not None and len(saved) == self.eeprom_end:
+            model, sid = self._get("Model_Number"), self._get("ID")
+            self.mem[:self.eeprom_end] = saved
+            self._put("Model_Number", model)
+            self._put("ID", sid)
             if self.has_homing:
                 s.homing_offset = self._homing()
-            self._eeprom_written(0, t.eeprom_end, self._homing() if self.has_homing else 0, moved=False)
+        if self._has(self.f.torque_cap_eeprom) and self._has(self.f.torque_cap):
+            self._put(self.f.torque_cap, self._get(self.f.torque_cap_eeprom))
+        self._limits_changed()
         if self.turn:   # an absolute encoder reads where it stands within one turn
             if s.encoder is not None:   # powered up with its shaft here: read through its offset
-                s.position = s.encoder + (t.homing_sign * s.homing_offset if self.has_homing else 0)
+                s.position = s.encoder + (self._homing_sign() * s.homing_offset if self.has_homing else 0)
             self._wrap()
-            s.goal = s.position
-        self._put(t.goal, int(s.goal))
+        s.goal = s.position
+        self._put("Goal_Position", int(round(s.goal)))
+
+    def _homing_sign(self) -> int:
+        return bus_class(self.m.bus).homing_sign
 
     def _wrap(self) -> None:
         """The reading brought into the turn the servo reports: 0 … turn − 1 where it wraps its
-        offset readings, else the encoder's turn shifted by the offset (encoder + offset)."""
+        offset readings (Feetech), else the encoder's turn shifted by the offset (Dynamixel:
+        encoder + offset); not at all in extended position mode (multi-turn)."""
         s = self.sim
-        if self.t.homing_wraps or not self.has_homing:
+        if not self.turn or self._mode() in (4, 5):
+            return
+        if bus_class(self.m.bus).homing_wraps or not self.has_homing:
             s.position %= self.turn
             return
-        shift = self.t.homing_sign * self._homing()
+        shift = self._homing_sign() * self._homing()
         s.position = shift + (s.position - shift) % self.turn
 
-    def _put_homing(self, value: int) -> None:
-        if self.t.homing_sign_bit is not None and value < 0:
-            value = -value | (1 << self.t.homing_sign_bit)
-        addr, size = self.t.homing
-        self.mem[addr:addr + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-
-    def _homing(self) -> int:
-        addr, size = self.t.homing
-        raw = int.from_bytes(self.mem[addr:addr + size], "little")
-        if self.t.homing_sign_bit is not None:
-            return dynamixel1.sign_magnitude(raw, self.t.homing_sign_bit)
-        return raw - (1 << (8 * size)) if raw >= 1 << (8 * size - 1) else raw
-
-    def _fmt(self, size: int) -> str:
-        return (">" if self.big_endian else "<") + {1: "B", 2: "H", 4: "I"}[size]
-
-    def _put(self, item: tuple[int, int], value: int) -> None:
-        addr, size = item
-        if self.t.sign_bit is not None and value < 0:
-            value = (-value) | (1 << self.t.sign_bit)
-        value &= (1 << (8 * size)) - 1
-        self.mem[addr:addr + size] = struct.pack(self._fmt(size), value)
-
-    def _get(self, item: tuple[int, int], signed: bool = True) -> int:
-        addr, size = item
-        raw = struct.unpack(self._fmt(size), self.mem[addr:addr + size])[0]
-        if not signed:
-            return raw
-        if self.t.sign_bit is not None:
-            return dynamixel1.sign_magnitude(raw, self.t.sign_bit)
-        return raw - (1 << (8 * size)) if raw >= 1 << (8 * size - 1) else raw
-
-    def refresh(self) -> None:
-        s, t = self.sim, self.t
-        self._put(t.position, self._reading())
-        v = int(round(s.velocity / t.velocity_unit))
-        if t.velocity_sign_bit is not None and v < 0:
-            v = (-v) | (1 << t.velocity_sign_bit)
-        self._put(t.velocity, v)
-        self._put(t.voltage, int(round(s.voltage * 10)))
-        if t.current is not None and self.current_unit_mA:
-            self._put(t.current, int(round(s.current_mA / self.current_unit_mA)))
-        self.mem[t.temperature] = int(s.temperature)
-        self.mem[t.torque] = 1 if s.torque else 0
-        if t.hw_error is not None:
-            self.mem[t.hw_error] = s.hw_error
-        if t.watchdog is not None:
-            self.mem[t.watchdog] = 0xFF if s.watchdog_tripped else s.watchdog_ticks
-        if t.status_flags is not None:
-            self.mem[t.status_flags] = _status_flags(s.hw_error)
-
     def _reading(self) -> int:
-        """What Present Position holds: the position as the servo reports it (see `_wrap`)."""
+        """What Present Position holds (see `_wrap`)."""
         pos = int(round(self.sim.position))
-        if not self.turn:
+        if not self.turn or self._mode() in (4, 5):
             return pos
-        if self.t.homing_wraps or not self.has_homing:
+        if bus_class(self.m.bus).homing_wraps or not self.has_homing:
             return pos % self.turn
-        shift = self.t.homing_sign * self._homing()
+        shift = self._homing_sign() * self._homing()
         return shift + (pos - shift) % self.turn
 
+    # ------------------------------------------------------------- reads
+    def refresh(self) -> None:
+        s, f = self.sim, self.f
+        self._put("Present_Position", self._reading())
+        self._put(f.velocity, int(round(s.velocity / self._velocity_unit())))
+        self._put(f.voltage, int(round(s.voltage * 10)))
+        if self._has(f.current) and self.m.current_unit_mA:
+            self._put(f.current, int(round(s.current_mA / self.m.current_unit_mA)))
+        load = int(round(1000.0 * s.current_mA / max(s.stall_mA, 1e-9)))
+        if self._has(f.load):
+            self._put(f.load, max(-1023, min(1023, load)))
+        elif self._has(f.current) and self.m.current_unit_mA is None:   # XL430: register 126 is load
+            self._put(f.current, max(-1000, min(1000, load)))
+        self._put("Present_Temperature", int(s.temperature))
+        self._put("Torque_Enable", 1 if s.torque else 0)
+        if self._has("Moving"):
+            self._put("Moving", 1 if s.torque and (abs(s.velocity) > 0.5 or abs(s.goal_ticks() - s.position) > 1.0)
+                      else 0)
+        if self._has(f.hw_error):
+            self._put(f.hw_error, s.hw_error)
+        if self._has("Bus_Watchdog"):
+            self.mem[self.t["Bus_Watchdog"].address] = 0xFF if s.watchdog_tripped else s.watchdog_ticks
+        if self._has(f.status):
+            self._put(f.status, _status_flags(s.hw_error))
+
+    def _velocity_unit(self) -> float:
+        """Ticks per second in one unit of Present Velocity."""
+        return self.m.velocity_unit_rpm / 60.0 * self.m.ticks_per_rev
+
     def read(self, addr: int, size: int) -> bytes | None:
-        if addr + size > len(self.mem):
+        if addr + size > len(self.mem) or size < 1:
             return None
         self.refresh()
         return bytes(self.mem[addr:addr + size])
 
+    # ------------------------------------------------------------- writes
+    def _touched(self, name: str | None, addr: int, size: int) -> bool:
+        if name is None or name not in self.t:
+            return False
+        reg = self.t[name]
+        return addr < reg.address + reg.size and reg.address < addr + size
+
     def write(self, addr: int, data: bytes) -> str | None:
-        """Apply a write; an error name ('access', 'range') if refused."""
-        t, s = self.t, self.sim
-        if addr + len(data) > len(self.mem):
+        """Apply a write; an error name ('access', 'range') if refused (a family that refuses
+        silently answers without one: `Family.access_error` 0)."""
+        t, s, f = self.t, self.sim, self.f
+        size = len(data)
+        if addr + size > len(self.mem):
             return "access"
-        if addr < t.eeprom_end and s.torque:
+        if any(reg.read_only and self._touched(name, addr, size) for name, reg in t.items()):
             return "access"
-        goal_addr = t.goal[0]
-        if s.watchdog_tripped and addr <= goal_addr < addr + len(data):
+        if addr < self.eeprom_end and s.torque and f.eeprom_needs_torque_off:
+            return "access"
+        if s.watchdog_tripped and self._touched("Goal_Position", addr, size):
             return "range"
-        held = self._homing() if self.has_homing else 0
-        self.mem[addr:addr + len(data)] = data
-        self._eeprom_written(addr, len(data), held)
-        if addr <= t.torque < addr + len(data):
-            if self.t is not DXL2_TABLE:   # Protocol 1.0 / Feetech: a torque write re-arms after an overload
+        held, was_reversed, mode = self._homing(), self._reversed(), self._mode()
+        if f.modes and self._touched("Operating_Mode", addr, size) and \
+                data[t["Operating_Mode"].address - addr] not in self.m.modes:
+            return "range"
+        self.mem[addr:addr + size] = data
+        self._eeprom_written(addr, size, held, was_reversed, mode)
+        if self._touched("Torque_Enable", addr, size):
+            if self.m.bus != "dynamixel2":   # Protocol 1.0 / Feetech: a torque write re-arms after an overload
                 s.hw_error &= ~(1 << 5)
-            s.torque = bool(self.mem[t.torque]) and not s.hw_error
-            if s.torque:
-                s.goal = s.position if not (addr <= goal_addr < addr + len(data)) else s.goal
-        if addr <= goal_addr < addr + len(data):
-            s.goal = float(self._get(t.goal))
-        if t.watchdog is not None and addr <= t.watchdog < addr + len(data):
-            v = self.mem[t.watchdog]
+            s.torque = bool(self._get("Torque_Enable")) and not s.hw_error
+            if s.torque and not self._touched("Goal_Position", addr, size):
+                s.goal = s.position
+        if self._touched("Goal_Position", addr, size):
+            s.goal = float(self._get("Goal_Position"))
+        if self._touched("Bus_Watchdog", addr, size):
+            v = self.mem[t["Bus_Watchdog"].address]
             s.watchdog_ticks = v & 0x7F
             if v == 0:
                 s.watchdog_tripped = False
+        if self._touched(f.torque_cap, addr, size):
+            full = self.m.factory(f.torque_cap_eeprom or f.torque_cap)
+            s.torque_share = min(1.0, max(0.0, self._get(f.torque_cap) / max(full, 1)))
+        self._profile_speed()
         return None
 
-
-    def _eeprom_written(self, addr: int, size: int, held_homing: int, moved: bool = True) -> None:
-        """A new Homing Offset shifts what the servo reports; new Min/Max Position Limits bound its
-        goals; the EEPROM is kept (--eeprom) for the next power-up. `moved`: False at power-up."""
-        t, s = self.t, self.sim
-        touched = lambda item: item is not None and addr < item[0] + item[1] and item[0] < addr + size  # noqa: E731
-        if moved and self.eeprom is not None and addr < t.eeprom_end:
-            self.eeprom.save(t.kind, s.servo_id, bytes(self.mem[:t.eeprom_end]))
-        if moved and self.has_homing and touched(t.homing):
-            shift = t.homing_sign * (self._homing() - held_homing)
+    def _eeprom_written(self, addr: int, size: int, held_homing: int, was_reversed: bool, mode: int) -> None:
+        """A new Homing Offset shifts what the servo reports, a new Drive Mode mirrors it, new Min/Max
+        Position Limits bound its goals; the EEPROM is kept (--eeprom) for the next power-up — on
+        Feetech only while Lock is 0."""
+        s, f = self.sim, self.f
+        if addr >= self.eeprom_end:
+            return
+        kept = not (self._has(f.lock) and self._get(f.lock) != 0)
+        if self.eeprom is not None and kept:
+            self.eeprom.save(self.m.bus, s.servo_id, bytes(self.mem[:self.eeprom_end]))
+        if self.has_homing and self._touched(f.homing, addr, size):
+            shift = self._homing_sign() * (self._homing() - held_homing)
             s.position, s.goal = s.position + shift, s.goal + shift
-            if self.turn:
-                self._wrap()
-                s.goal = s.position
-        if touched(t.min_limit):
-            s.lo = self._get(t.min_limit)
-        if touched(t.max_limit):
-            s.hi = self._get(t.max_limit)
-        if touched(t.torque_limit):
-            s.torque_share = min(1.0, max(0.0, self._get(t.torque_limit, signed=False) / t.torque_full))
+        if self._reversed() != was_reversed:   # present = ±encoder + offset: mirrored about the offset
+            mid = 2 * self._homing_sign() * self._homing()
+            s.position, s.goal = mid - s.position, mid - s.position
+        if self.turn and (self._touched(f.homing, addr, size) or self._reversed() != was_reversed
+                          or self._mode() != mode):
+            self._wrap()
+            s.goal = s.position
+        self._limits_changed()
+
+    def _limits_changed(self) -> None:
+        """Min/Max Position Limits bound the goals in position mode only (Dynamixel's extended and
+        current-based position modes ignore them, as the manual says)."""
+        s = self.sim
+        if self._mode() in (4, 5) or not self._has("Min_Position_Limit"):
+            s.lo, s.hi = -(1 << 30), 1 << 30
+            return
+        s.lo, s.hi = self._get("Min_Position_Limit"), self._get("Max_Position_Limit")
+        if self.m.bus == "dynamixel1":
+            s.lo, s.hi = self._get("CW_Angle_Limit"), self._get("CCW_Angle_Limit")
+
+    def _profile_speed(self) -> None:
+        """Dynamixel's Profile Velocity caps the motor's speed (0: none)."""
+        if self._has("Profile_Velocity"):
+            pv = self._get("Profile_Velocity")
+            self.sim.profile_vmax = pv * self._velocity_unit() if pv > 0 else None
 
 
 class Eeprom:
@@ -445,28 +472,23 @@ class Eeprom:
         os.replace(tmp, self.path)
 
 
-def _turn_ticks(kind: str, model_number: int) -> int | None:
-    """Where a servo's readings wrap (the bus driver's own answer for its model)."""
-    if not kind:
-        return None
-    modules = {"dynamixel2": dynamixel2, "dynamixel1": dynamixel1, "feetech": feetech}
-    model = modules[kind].MODELS.get(model_number)
-    return bus_class(kind).turn_ticks(model.name) if model is not None else None
-
-
 def _status_flags(hw_error: int) -> int:
     """Dynamixel 1.0 and Feetech status flags (0x01 voltage, 0x04 heat, 0x20 overload) of the
     latched errors, which the emulator keeps in Dynamixel 2.0's bit numbering (0, 2, 5)."""
     return hw_error & 0x25
 
 
-def _dxl2_current_unit(model: int) -> float | None:
-    m = dynamixel2.MODELS.get(model)
-    return None if m is None else m.current_unit_mA
+def _servo_model(bus: str, sim: SimServo) -> ServoModel:
+    """A simulated servo's model (the bus's usual one where its number is none we know)."""
+    found = control_tables.model(bus, sim.model)
+    if found is not None:
+        return found
+    usual = control_tables.model_named(bus_class(bus).usual.model, bus)
+    return usual
 
 
 class Responder:
-    """Bytes in, (delay, bytes) replies out, for one bus."""
+    """Bytes in, (delay, bytes) replies out, for one bus: each reply after its servo's return delay."""
 
     def __init__(self, servos: dict[int, SimServo], return_delay_s: float) -> None:
         self.servos = servos
@@ -478,27 +500,46 @@ class Responder:
         s = self.servos.get(servo_id)
         return s is not None and (s.silent_from is None or self.now < s.silent_from)
 
-    def feed(self, data: bytes, now: float) -> list[bytes]:
+    def feed(self, data: bytes, now: float) -> list[tuple[float, bytes]]:
         self.now = now
         self.buf += data
-        return self.replies()
+        return [r if isinstance(r, tuple) else (self.return_delay_s, r) for r in self.replies()]
 
-    def replies(self) -> list[bytes]:
+    def replies(self) -> list:
         raise NotImplementedError
 
 
-class Dxl2Responder(Responder):
-    def __init__(self, servos, return_delay_s, eeprom: Eeprom | None = None) -> None:
+class RegisterResponder(Responder):
+    """The servos behind control tables (Dynamixel 2.0 and 1.0, Feetech): one RegisterServo each."""
+
+    def __init__(self, bus: str, servos, return_delay_s, eeprom: Eeprom | None = None, factory: bool = False,
+                 delay_given: bool = True) -> None:
         super().__init__(servos, return_delay_s)
-        self.regs = {i: RegisterServo(s, DXL2_TABLE, current_unit_mA=_dxl2_current_unit(s.model), eeprom=eeprom)
-                     for i, s in servos.items()}
+        self.bus = bus
+        self.regs = {i: RegisterServo(s, _servo_model(bus, s), eeprom, factory) for i, s in servos.items()}
+        if delay_given or not factory:   # the emulator's --return-delay-us, into each servo's register
+            for reg in self.regs.values():
+                reg._put("Return_Delay_Time", min(254, round(return_delay_s / 2e-6)))
 
-    def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
+    def _after(self, i: int, reply: bytes) -> tuple[float, bytes]:
+        return self.regs[i].return_delay_s, reply
+
+    def _in_order(self, sid: int, broadcast: int) -> list[int]:
+        """The servos a packet for `sid` reaches, in id order (a broadcast's replies come so)."""
+        return sorted(i for i in self.servos if self.present(i) and sid in (i, broadcast))
+
+
+class Dxl2Responder(RegisterResponder):
+    def __init__(self, servos, return_delay_s, eeprom: Eeprom | None = None, factory: bool = False,
+                 delay_given: bool = True) -> None:
+        super().__init__("dynamixel2", servos, return_delay_s, eeprom, factory, delay_given)
+
+    def _status(self, i: int, error: int = 0, data: bytes = b"") -> tuple[float, bytes]:
         alert = 0x80 if self.servos[i].hw_error else 0
-        return dynamixel2.status_packet(i, error | alert, data)
+        return self._after(i, dynamixel2.status_packet(i, error | alert, data))
 
-    def replies(self) -> list[bytes]:
-        out: list[bytes] = []
+    def replies(self) -> list:
+        out: list = []
         while True:
             pkt, used = dynamixel2.parse(self.buf)
             del self.buf[:used]
@@ -509,11 +550,13 @@ class Dxl2Responder(Responder):
                     self.servos[i].heard()
             out += self._handle(pkt)
 
-    def _handle(self, pkt) -> list[bytes]:
+    def _handle(self, pkt) -> list:
         d2, p, sid = dynamixel2, pkt.params, pkt.servo_id
-        targets = [i for i in self.servos if self.present(i) and sid in (i, d2.BROADCAST)]
+        targets = self._in_order(sid, d2.BROADCAST)
+        errors = {None: 0, "access": 7, "range": 4}
         if pkt.instruction == d2.PING:
-            return [self._status(i, 0, struct.pack("<HB", self.servos[i].model, 45)) for i in targets]
+            return [self._status(i, 0, struct.pack("<HB", self.regs[i].m.number, self.regs[i]._get("Firmware_Version")))
+                    for i in targets]
         if pkt.instruction == d2.READ and sid != d2.BROADCAST and targets and len(p) == 4:
             addr, size = struct.unpack("<HH", p)
             data = self.regs[sid].read(addr, size)
@@ -524,7 +567,7 @@ class Dxl2Responder(Responder):
             for i in targets:
                 err = self.regs[i].write(addr, p[2:])
                 if sid != d2.BROADCAST:
-                    out.append(self._status(i, {None: 0, "access": 7, "range": 4}[err]))
+                    out.append(self._status(i, errors[err]))
             return out
         if pkt.instruction == d2.SYNC_WRITE and len(p) >= 4:
             addr, size = struct.unpack_from("<HH", p)
@@ -538,8 +581,9 @@ class Dxl2Responder(Responder):
             ids = [i for i in p[4:] if i in self.servos]
             if not all(self.present(i) for i in ids):   # the chain breaks at a silent servo
                 return []
-            return [d2.fast_sync_reply([(0x80 if self.servos[i].hw_error else 0, i, self.regs[i].read(addr, size) or b"")
-                                        for i in ids])]
+            return [(max((self.regs[i].return_delay_s for i in ids), default=0.0),
+                     d2.fast_sync_reply([(0x80 if self.servos[i].hw_error else 0, i, self.regs[i].read(addr, size) or b"")
+                                         for i in ids]))]
         if pkt.instruction == d2.SYNC_READ and len(p) >= 4:
             addr, size = struct.unpack_from("<HH", p)
             return [self._status(i, 0, self.regs[i].read(addr, size) or b"") for i in p[4:]
@@ -553,25 +597,20 @@ class Dxl2Responder(Responder):
         return []
 
 
-class SumResponder(Responder):
-    """Dynamixel 1.0 (no Sync Read) and Feetech (Sync Read; SCS words big-endian)."""
+class SumResponder(RegisterResponder):
+    """Dynamixel 1.0 (no Sync Read) and Feetech (Sync Read on STS; SCS words big-endian)."""
 
-    def __init__(self, servos, return_delay_s, table: Table, sync_read: bool, flags_of,
-                 eeprom: Eeprom | None = None) -> None:
-        super().__init__(servos, return_delay_s)
-        self.table = table
+    def __init__(self, bus: str, servos, return_delay_s, sync_read: bool, eeprom: Eeprom | None = None,
+                 factory: bool = False, delay_given: bool = True) -> None:
+        super().__init__(bus, servos, return_delay_s, eeprom, factory, delay_given)
         self.sync_read = sync_read
-        self.flags_of = flags_of
-        be = {m.number for m in feetech.MODELS.values() if m.big_endian}
-        unit = feetech.CURRENT_UNIT_MA if table is FEETECH_TABLE else None
-        self.regs = {i: RegisterServo(s, table, big_endian=(table is FEETECH_TABLE and s.model in be),
-                                      current_unit_mA=unit, eeprom=eeprom) for i, s in servos.items()}
+        self.errors = {None: 0, "access": FAMILIES[bus].access_error, "range": FAMILIES[bus].range_error}
 
-    def _status(self, i: int, error: int = 0, data: bytes = b"") -> bytes:
-        return dynamixel1.packet(i, error | self.flags_of(self.servos[i].hw_error), data)
+    def _status(self, i: int, error: int = 0, data: bytes = b"") -> tuple[float, bytes]:
+        return self._after(i, dynamixel1.packet(i, error | _status_flags(self.servos[i].hw_error), data))
 
-    def replies(self) -> list[bytes]:
-        out: list[bytes] = []
+    def replies(self) -> list:
+        out: list = []
         while True:
             pkt, used = dynamixel1.parse(self.buf)
             del self.buf[:used]
@@ -579,20 +618,20 @@ class SumResponder(Responder):
                 return out
             out += self._handle(pkt)
 
-    def _handle(self, pkt) -> list[bytes]:
+    def _handle(self, pkt) -> list:
         d1, p, sid = dynamixel1, pkt.params, pkt.servo_id
-        targets = [i for i in self.servos if self.present(i) and sid in (i, d1.BROADCAST)]
+        targets = self._in_order(sid, d1.BROADCAST)
         for i in targets:
             self.servos[i].heard()
         unicast = sid != d1.BROADCAST and bool(targets)
-        if pkt.code == d1.PING:
-            return [self._status(sid)] if unicast else []
+        if pkt.code == d1.PING:   # a broadcast ping: every servo answers, in id order
+            return [self._status(i) for i in targets]
         if pkt.code == d1.READ and unicast and len(p) == 2:
             data = self.regs[sid].read(p[0], p[1])
-            return [self._status(sid, 0x08 if data is None else 0, data or b"")]
+            return [self._status(sid, self.errors["access"] or 0x08 if data is None else 0, data or b"")]
         if pkt.code == d1.WRITE and len(p) >= 2:
             errs = [self.regs[i].write(p[0], p[1:]) for i in targets]
-            return [self._status(sid, 0x08 if errs[0] else 0)] if unicast else []
+            return [self._status(sid, self.errors[errs[0]])] if unicast else []
         if pkt.code == d1.SYNC_WRITE and len(p) >= 2:
             addr, size = p[0], p[1]
             for k in range(2, len(p) - size + 1, size + 1):
@@ -748,20 +787,21 @@ class MaestroResponder(Responder):
 
 
 # each bus kind's emulated servos (every kind in firmware_protocol.buses.BUSES has one: a test checks)
-RESPONDERS = {   # (servos, return delay, EEPROM kept across runs or None)
-    "dynamixel2": lambda servos, delay, eeprom: Dxl2Responder(servos, delay, eeprom),
-    "dynamixel1": lambda servos, delay, eeprom: SumResponder(servos, delay, DXL1_TABLE, False, _status_flags, eeprom),
-    "feetech": lambda servos, delay, eeprom: SumResponder(servos, delay, FEETECH_TABLE, True, _status_flags, eeprom),
-    "kondo-ics": lambda servos, delay, eeprom: IcsResponder(servos, delay),
-    "ssc32": lambda servos, delay, eeprom: Ssc32Responder(servos, delay),
-    "maestro": lambda servos, delay, eeprom: MaestroResponder(servos, delay),
+RESPONDERS = {   # (servos, return delay, EEPROM kept across runs or None, factory state, return delay given)
+    "dynamixel2": lambda servos, delay, *state: Dxl2Responder(servos, delay, *state),
+    "dynamixel1": lambda servos, delay, *state: SumResponder("dynamixel1", servos, delay, False, *state),
+    "feetech": lambda servos, delay, *state: SumResponder("feetech", servos, delay, True, *state),
+    "kondo-ics": lambda servos, delay, *state: IcsResponder(servos, delay),
+    "ssc32": lambda servos, delay, *state: Ssc32Responder(servos, delay),
+    "maestro": lambda servos, delay, *state: MaestroResponder(servos, delay),
 }
 
 
-def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float, eeprom: Eeprom | None = None) -> Responder:
+def responder(bus: str, servos: dict[int, SimServo], return_delay_s: float, eeprom: Eeprom | None = None,
+              factory: bool = False, delay_given: bool = True) -> Responder:
     if bus not in RESPONDERS:
         raise SystemExit(f"emulator: unknown bus {bus!r}")
-    return RESPONDERS[bus](servos, return_delay_s, eeprom)
+    return RESPONDERS[bus](servos, return_delay_s, eeprom, factory, delay_given)
 
 
 HW_BITS = {"overload": 1 << 5, "overheat": 1 << 2, "voltage": 1 << 0}
@@ -791,6 +831,8 @@ class Emulator:
     plant: object | None = None   # a firmware_protocol.plant.ServoBridge: the servos' joints in physics
     hands: list[Hand] = field(default_factory=list)
     eeprom: Eeprom | None = None   # the servos' EEPROM kept in a file across runs (--eeprom)
+    factory: bool = False          # the servos as they leave the factory (--factory), not as the config set them up
+    delay_given: bool = True       # --return-delay-us was given (else, with --factory, their factory delay)
 
     def _wrong_baud(self, master: int) -> bool:
         if not (self.strict_baud and self.baud):
@@ -799,7 +841,7 @@ class Emulator:
         return rate is not None and abs(rate - self.baud) > 0.03 * self.baud
 
     def run(self, master: int, stop) -> int:
-        resp = responder(self.bus, self.servos, self.return_delay_s, self.eeprom)
+        resp = responder(self.bus, self.servos, self.return_delay_s, self.eeprom, self.factory, self.delay_given)
         bits = bus_class(self.bus).bits_per_byte
         t0 = last = time.monotonic()
         pending = list(self.faults)
@@ -853,12 +895,12 @@ class Emulator:
             self._reply(master, resp.feed(data, now), bits)
         return 0
 
-    def _reply(self, master: int, replies: list[bytes], bits: int) -> None:
+    def _reply(self, master: int, replies: list[tuple[float, bytes]], bits: int) -> None:
         """Each reply after its servo's return delay and the wire time of its bytes, on one schedule
         from now: a late wake-up of this process sends what is due at once instead of adding up."""
         due = time.monotonic()
-        for r in replies:
-            due += self.return_delay_s + (len(r) * bits / self.baud if self.baud else 0.0)
+        for delay, r in replies:
+            due += delay + (len(r) * bits / self.baud if self.baud else 0.0)
             pause = due - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
@@ -897,7 +939,8 @@ def parser() -> argparse.ArgumentParser:
                             '"homing": 0}, …]')
     p.add_argument("--baud", type=float, default=1_000_000, help="pace replies at this baud (0: no pacing)")
     p.add_argument("--echo", action="store_true", help="read every request back first (a one-wire adapter)")
-    p.add_argument("--return-delay-us", type=float, default=0.0, help="each servo's return delay before replying")
+    p.add_argument("--return-delay-us", type=float, help="each servo's return delay before replying, µs (its Return "
+                                                         "Delay Time register; default 0, with --factory its own)")
     p.add_argument("--fault", action="append", default=[],
                    help="silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T blocked:ID@T disconnect@T")
     p.add_argument("--hand", action="append", default=[],
@@ -905,6 +948,9 @@ def parser() -> argparse.ArgumentParser:
                         "the host first spoke to it (*: back to the start, and again every T1 - T0 s)")
     p.add_argument("--any-baud", action="store_true",
                    help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
+    p.add_argument("--factory", action="store_true",
+                   help="servos as they leave the factory: their own position limits, homing offset and return delay "
+                        "(what LeRobot's set-up and calibration start from), not the config's")
     p.add_argument("--eeprom", metavar="FILE", help="keep the servos' EEPROM (ids, homing offsets, limits …) in FILE "
                                                     "across runs: a run after another is a power cycle")
     p.add_argument("--link", help="also make this symlink point at the pty")
@@ -931,9 +977,10 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
     signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
-    emu = Emulator(args.bus, servos, args.baud, args.echo, args.return_delay_us * 1e-6, faults,
+    emu = Emulator(args.bus, servos, args.baud, args.echo, (args.return_delay_us or 0.0) * 1e-6, faults,
                    strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos),
-                   hands=hands, eeprom=Eeprom(args.eeprom) if args.eeprom else None)
+                   hands=hands, eeprom=Eeprom(args.eeprom) if args.eeprom else None, factory=args.factory,
+                   delay_given=args.return_delay_us is not None)
     try:
         return emu.run(master, lambda: bool(stopping))
     finally:

@@ -8,40 +8,34 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
 
 from firmware_protocol.buses.dynamixel1 import (BROADCAST, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
                                                 sign_magnitude, sync_write, write)
+from firmware_protocol.buses.control_tables import STS_SERIES, ServoModel, models_of
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError, UsualKit
 
-FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = 0, 3, 5, 6, 7, 9, 11
-HOMING_OFFSET, OPERATING_MODE, TORQUE_ENABLE, ACCELERATION, GOAL_POSITION, LOCK = 31, 33, 40, 41, 42, 55
-HOMING_SIGN_BIT = 11   # the Homing Offset is sign-magnitude with its sign in bit 11 (positions: bit 15)
-MAX_TORQUE_LIMIT, TORQUE_FULL = 16, 1000   # STS: 0.1 % a unit
-PRESENT_POSITION, PRESENT_VELOCITY, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = 56, 58, 60, 62, 63
-STATUS, MOVING, PRESENT_CURRENT = 65, 66, 69
+# the STS control table's addresses (control_tables.STS_SERIES: sizes, encodings, factory values)
+T = STS_SERIES
+FIRMWARE_MAJOR, MODEL_NUMBER, ID, BAUD, RETURN_DELAY, MIN_POSITION, MAX_POSITION = (T[k].address for k in (
+    "Firmware_Major_Version", "Model_Number", "ID", "Baud_Rate", "Return_Delay_Time", "Min_Position_Limit",
+    "Max_Position_Limit"))
+HOMING_OFFSET, OPERATING_MODE, TORQUE_ENABLE, ACCELERATION, GOAL_POSITION, LOCK = (T[k].address for k in (
+    "Homing_Offset", "Operating_Mode", "Torque_Enable", "Acceleration", "Goal_Position", "Lock"))
+HOMING_SIGN_BIT = T["Homing_Offset"].sign   # sign-magnitude with its sign in bit 11 (positions: bit 15)
+MAX_TORQUE_LIMIT, TORQUE_FULL = T["Max_Torque_Limit"].address, T["Max_Torque_Limit"].default   # 0.1 % a unit
+PRESENT_POSITION, PRESENT_VELOCITY, PRESENT_LOAD, PRESENT_VOLTAGE, PRESENT_TEMPERATURE = (T[k].address for k in (
+    "Present_Position", "Present_Velocity", "Present_Load", "Present_Voltage", "Present_Temperature"))
+STATUS, MOVING, PRESENT_CURRENT = T["Status"].address, T["Moving"].address, T["Present_Current"].address
 BLOCK_START, BLOCK_LEN = PRESENT_POSITION, PRESENT_CURRENT + 2 - PRESENT_POSITION   # 56 … 70
 
 ERROR_BITS = {0: ServoError.VOLTAGE, 1: ServoError.ENCODER, 2: ServoError.OVERHEAT, 3: ServoError.SHOCK,
               5: ServoError.OVERLOAD}
 # the vendor SDK's table (LeRobot's differs for 5…7; the vendor's agrees across its own copies)
 BAUD_CODES = {1_000_000: 0, 500_000: 1, 250_000: 2, 128_000: 3, 115_200: 4, 76_800: 5, 57_600: 6, 38_400: 7}
-CURRENT_UNIT_MA = 6.5
+CURRENT_UNIT_MA = 6.5   # Present Current's unit where the model is unknown (the STS's, control_tables)
 
 
-@dataclass(frozen=True)
-class Model:
-    number: int
-    name: str
-    ticks_per_rev: int
-    big_endian: bool      # SCS ("protocol 1")
-    sync_read: bool
-
-
-MODELS = {m.number: m for m in (
-    Model(777, "STS3215", 4096, False, True), Model(2825, "STS3250", 4096, False, True),
-    Model(11272, "SM8512BL", 4096, False, True), Model(1284, "SCS0009", 1024, True, False),
-)}
+MODELS = models_of("feetech")   # by number (control_tables.MODELS; SCS: big-endian, no Sync Read)
 
 
 def sync_read(address: int, size: int, ids: list[int]) -> bytes:
@@ -61,14 +55,15 @@ def unword(data: bytes, big_endian: bool, sign_bit: int | None = 15) -> int:
     return raw if sign_bit is None else sign_magnitude(raw, sign_bit)
 
 
-def decode_block(data: bytes, model: Model | None) -> Reading:
+def decode_block(data: bytes, model: ServoModel | None) -> Reading:
     be = bool(model and model.big_endian)
     pos = unword(data[0:2], be)
     vel = unword(data[2:4], be)        # ticks per second (STS "step/s")
     volt, temp = data[PRESENT_VOLTAGE - BLOCK_START], data[PRESENT_TEMPERATURE - BLOCK_START]
     status = data[STATUS - BLOCK_START]
     current = unword(data[PRESENT_CURRENT - BLOCK_START:PRESENT_CURRENT - BLOCK_START + 2], be)
-    return Reading(ticks=pos, velocity=float(vel), current_mA=current * CURRENT_UNIT_MA, temperature_C=float(temp),
+    unit = model.current_unit_mA if model is not None and model.current_unit_mA else CURRENT_UNIT_MA
+    return Reading(ticks=pos, velocity=float(vel), current_mA=current * unit, temperature_C=float(temp),
                    voltage_V=volt / 10.0, errors=flags_of(status, ERROR_BITS))
 
 
@@ -81,9 +76,9 @@ class FeetechBus(SumChecksumBus):
     usual = UsualKit("STS3215", 4096 / (2 * math.pi), 2048, 1, "STS3215")
     has_torque_limit = True
 
-    def _model(self, servo_id: int) -> Model | None:
+    def _model(self, servo_id: int) -> ServoModel | None:
         m = self.models.get(servo_id)
-        return m if isinstance(m, Model) else None
+        return m if isinstance(m, ServoModel) else None
 
     def ping(self, servo_id: int) -> Identity | None:
         answered, data = self._identify(servo_id, MODEL_NUMBER, 2)

@@ -185,12 +185,15 @@ def test_no_code_outside_the_bus_package_names_a_bus():
 
 
 def test_every_registered_bus_has_emulated_servos_whose_tables_are_the_drivers():
-    """A bus in the registry has a responder in the bus emulator; the emulator's register tables are
-    built from the drivers' own named addresses (the same numbers, written once)."""
-    from firmware_protocol.buses import BUSES, dynamixel1, dynamixel2, feetech
+    """A bus in the registry has a responder in the bus emulator; the emulator's servos and the
+    drivers read one control table per family (control_tables): the drivers' named addresses are
+    that table's, and every model the drivers know is one of its entries."""
+    from firmware_protocol.buses import BUSES, control_tables, dynamixel1, dynamixel2, feetech
     from firmware_protocol.buses import emulator as E
 
     assert set(E.RESPONDERS) == set(BUSES)
-    for table, driver in ((E.DXL2_TABLE, dynamixel2), (E.DXL1_TABLE, dynamixel1), (E.FEETECH_TABLE, feetech)):
-        assert table.goal[0] == driver.GOAL_POSITION and table.position[0] == driver.PRESENT_POSITION
-        assert table.torque == driver.TORQUE_ENABLE and table.servo_id == driver.ID
+    for bus, driver in (("dynamixel2", dynamixel2), ("dynamixel1", dynamixel1), ("feetech", feetech)):
+        table = control_tables.family(bus)
+        assert driver.T is table and driver.GOAL_POSITION == table["Goal_Position"].address
+        assert driver.PRESENT_POSITION == table["Present_Position"].address and driver.ID == table["ID"].address
+        assert driver.MODELS == control_tables.models_of(bus)

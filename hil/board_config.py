@@ -6,8 +6,7 @@ baud rate, and per joint the servo id, ticks per radian, zero tick, direction an
     baud = 1000000
 
     [defaults]              # any joint key, for every joint that does not set it
-    model = "XM430-W350"
-    ticks_per_rad = 651.8986
+    model = "XM430-W350"    # its resolution gives ticks_per_rad (firmware_protocol.buses.control_tables)
     zero_tick = 2048
 
     [[joint]]
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_protocol.buses import BUSES, bus_class, model_numbers
+from firmware_protocol.buses import BUSES, bus_class, control_tables, model_numbers
 from firmware_protocol.buses.board import BusConfig, ServoJoint
 from hil.errors import InputError
 from hil.inputs import parse_toml, read_text
@@ -188,9 +187,13 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     if name not in model.joint_names:
         raise InputError(f"{where}: name = {name!r} is not a joint of {model.name} ({', '.join(model.joint_names)})")
     where = f"{where} ({name})"
+    known = control_tables.model_named(row.get("model") if isinstance(row.get("model"), str) else None, cls.kind)
+    if known is not None and "ticks_per_rad" not in row:
+        row = {**row, "ticks_per_rad": known.ticks_per_rad}   # the model's own resolution
     for key in ("ticks_per_rad", "zero_tick"):
         if key not in row:
-            raise InputError(f"{where}: {key} is missing (set it here or in [defaults])")
+            raise InputError(f"{where}: {key} is missing (set it here or in [defaults], or name a model hil knows: "
+                             f"{', '.join(m.name for m in control_tables.models_of(cls.kind).values()) or 'none'})")
     sid = row.get("servo_id", row.get("id"))
     if sid is None:
         raise InputError(f"{where}: servo_id is missing")

@@ -8,11 +8,10 @@ is read in turn.
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass
 
-from firmware_protocol.buses.control_tables import AX_SERIES, models_of
+from firmware_protocol.buses.control_tables import AX_SERIES, model_named, models_of
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError, UsualKit
 
 BROADCAST = 0xFE
@@ -153,7 +152,7 @@ class Dynamixel1Bus(SumChecksumBus):
     title = "Dynamixel Protocol 1.0"
     bauds = (1_000_000, 57_600, 115_200, 500_000, 400_000, 250_000, 200_000, 9_600)
     default_baud = 1_000_000
-    usual = UsualKit("AX-12A", 1024 / math.radians(300), 512, 1, "AX-12A")   # 1024 ticks over 300°
+    usual = UsualKit("AX-12A", model_named("AX-12A").ticks_per_rad, 512, 1, "AX-12A")
 
     @classmethod
     def turn_ticks(cls, model_name: str | None) -> int | None:

@@ -7,13 +7,12 @@ instruction and parameters every FF FF FD is followed by an extra FD on the wire
 
 from __future__ import annotations
 
-import math
 import struct
 import time
 from dataclasses import dataclass
 
 
-from firmware_protocol.buses.control_tables import X_SERIES, ServoModel, models_of
+from firmware_protocol.buses.control_tables import X_SERIES, ServoModel, model_named, models_of
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoBus, ServoError, UsualKit
 
 HEADER = b"\xff\xff\xfd\x00"
@@ -192,7 +191,7 @@ class Dynamixel2Bus(ServoBus):
     bauds = (1_000_000, 57_600, 115_200, 2_000_000, 3_000_000, 4_000_000, 9_600)
     default_baud = 1_000_000
     options = {"fast_sync_read": "fast"}   # every servo's state in one combined reply (recent X firmware)
-    usual = UsualKit("XM430-W350", 4096 / (2 * math.pi), 2048, 1, "XM430-W350")
+    usual = UsualKit("XM430-W350", model_named("XM430-W350").ticks_per_rad, 2048, 1, "XM430-W350")
     has_watchdog = True
     has_torque_limit = True
     max_id = 252   # 253 (0xFD) would read as the header's last byte; 254 is the broadcast id

@@ -6,12 +6,11 @@ Signed registers are sign-magnitude: bit 15 for positions and speeds, bit 10 for
 
 from __future__ import annotations
 
-import math
 import struct
 
 from firmware_protocol.buses.dynamixel1 import (BROADCAST, READ, SYNC_READ, SumChecksumBus, flags_of, packet,
                                                 sign_magnitude, sync_write, write)
-from firmware_protocol.buses.control_tables import STS_SERIES, ServoModel, models_of
+from firmware_protocol.buses.control_tables import STS_SERIES, ServoModel, model_named, models_of
 from firmware_protocol.buses.servo_bus import CycleCost, Identity, Reading, ServoError, UsualKit
 
 # the STS control table's addresses (control_tables.STS_SERIES: sizes, encodings, factory values)
@@ -73,7 +72,7 @@ class FeetechBus(SumChecksumBus):
     title = "Feetech STS/SCS"
     bauds = (1_000_000, 500_000, 115_200, 250_000, 128_000, 57_600, 38_400)
     default_baud = 1_000_000
-    usual = UsualKit("STS3215", 4096 / (2 * math.pi), 2048, 1, "STS3215")
+    usual = UsualKit("STS3215", model_named("STS3215").ticks_per_rad, 2048, 1, "STS3215")
     has_torque_limit = True
 
     def _model(self, servo_id: int) -> ServoModel | None:

@@ -22,7 +22,7 @@ import numpy as np
 
 import firmware_protocol
 from firmware_protocol import messages as M
-from firmware_protocol.buses.emulator import parse_faults
+from firmware_protocol.buses.emulator import parse_faults, parse_hands
 from firmware_protocol.emulator.__main__ import Faults
 from firmware_protocol.board_cpu import as_a_board_cpu
 from firmware_protocol.buses import FIRST_BUS
@@ -308,7 +308,7 @@ def check_fault(spec: str) -> None:
 def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: float | None = None,
                       return_delay_us: float | None = None, link: str | None = None,
                       parent_pid: int | None = None, physics: bool = False, truth: str | None = None,
-                      world: str | None = None, hands=()) -> list[str]:
+                      world: str | None = None, hands=(), factory: bool = False, eeprom: str | None = None) -> list[str]:
     """The command line of the servo bus emulator for a board config (`firmware_protocol.buses.emulator`):
     its servos at the robot's home pose, at the config's baud rate, echoing if the config says so;
     with `physics` the servos' joints in MuJoCo (hil.physics.emulate); `hands`: its --hand specs."""
@@ -326,7 +326,34 @@ def bus_emulator_argv(config, model, faults=(), echo: bool | None = None, baud: 
         argv += ["--fault", f]
     for h in hands:
         argv += ["--hand", h]
+    if factory:
+        argv.append("--factory")
+    if eeprom is not None:
+        argv += ["--eeprom", eeprom]
     return argv
+
+
+SWEEP_S = 6.0   # a sweeping hand's round trip through a joint's range
+
+
+def sweeping_hands(config) -> list[str]:
+    """--hand specs that turn every joint's servo through most of its range and back, again and
+    again, starting a second after the host first speaks to it (torque off only)."""
+    out = []
+    for j in config.joints:
+        a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
+        margin = 0.05 * (b - a)
+        out.append(f"{j.servo_id}:{a + margin:.0f}:{b - margin:.0f}@1-{1 + SWEEP_S:g}*")
+    return out
+
+
+def check_hand(spec: str) -> str:
+    """A --hand spec the emulator accepts, or InputError with its own explanation."""
+    try:
+        parse_hands([spec])
+    except SystemExit as e:
+        raise InputError(f"--hand: {str(e.code).removeprefix('emulator: ')}") from None
+    return spec
 
 
 def check_bus_fault(spec: str) -> None:

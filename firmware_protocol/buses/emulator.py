@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
 import select
 import signal
@@ -21,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from firmware_protocol.buses import BUSES, bus_class, control_tables, dynamixel1, dynamixel2, kondo_ics, pwm
+from firmware_protocol.buses import BUSES, bus_class, control_tables, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
 from firmware_protocol.buses.control_tables import ServoModel
 from firmware_protocol.pty_host import exit_with_parent, open_pty
 
@@ -54,6 +55,11 @@ class SimServo:
     heard_once: bool = False   # the host has spoken to it
     encoder: float | None = None   # powered up with its shaft here (encoder ticks; None: `position` is its reading)
     profile_vmax: float | None = None   # a speed the host capped it at (Dynamixel's Profile Velocity), ticks/s
+    baud: float = 0.0          # the rate it listens at (0: whatever the host sets)
+
+    def hears(self, host_rate: float | None) -> bool:
+        """Whether bytes sent at `host_rate` reach it (a servo set to another rate hears noise)."""
+        return not self.baud or host_rate is None or abs(host_rate - self.baud) <= 0.03 * self.baud
 
     def heard(self) -> None:
         self.quiet_s = 0.0
@@ -88,7 +94,13 @@ class SimServo:
         move = max(-vmax * dt, min(vmax * dt, err))
         self.position += move
         self.velocity = move / dt if dt > 0 else 0.0
+        # what the motor draws to turn at that speed (its friction and back-EMF, no load: a
+        # kinematic motor), signed with the motion: what Present Current / Present Load report
+        self.current_mA = math.copysign(self.stall_mA * MOTION_CURRENT * abs(self.velocity) / max(self.vmax, 1e-9),
+                                        move) if move else 0.0
 
+
+MOTION_CURRENT = 0.2   # the share of its stall current a free servo draws at full speed
 
 # a blocked servo reaches its stall current 57 ticks (5°) short of its goal, as a kid-size servo's
 # stiffness (about 20 N·m/rad at 1.5 N·m, docs/physics.md) puts it
@@ -402,6 +414,8 @@ class RegisterServo:
             s.watchdog_ticks = v & 0x7F
             if v == 0:
                 s.watchdog_tripped = False
+        if self._touched("Baud_Rate", addr, size) and s.baud:   # it listens at the new rate from now on
+            s.baud = _baud_of(self.m.bus, self._get("Baud_Rate")) or s.baud
         if self._touched(f.torque_cap, addr, size):
             full = self.m.factory(f.torque_cap_eeprom or f.torque_cap)
             s.torque_share = min(1.0, max(0.0, self._get(f.torque_cap) / max(full, 1)))
@@ -472,6 +486,14 @@ class Eeprom:
         os.replace(tmp, self.path)
 
 
+def _baud_of(bus: str, code: int) -> float | None:
+    """The rate a Baud Rate register value selects (the vendors' tables; Protocol 1.0: 2 Mbps / (n + 1))."""
+    if bus == "dynamixel1":
+        return 2_000_000 / (code + 1)
+    table = {"dynamixel2": dynamixel2.BAUD_CODES, "feetech": feetech.BAUD_CODES}[bus]
+    return next((float(rate) for rate, c in table.items() if c == code), None)
+
+
 def _status_flags(hw_error: int) -> int:
     """Dynamixel 1.0 and Feetech status flags (0x01 voltage, 0x04 heat, 0x20 overload) of the
     latched errors, which the emulator keeps in Dynamixel 2.0's bit numbering (0, 2, 5)."""
@@ -498,10 +520,13 @@ class Responder:
 
     def present(self, servo_id: int) -> bool:
         s = self.servos.get(servo_id)
-        return s is not None and (s.silent_from is None or self.now < s.silent_from)
+        return s is not None and (s.silent_from is None or self.now < s.silent_from) and s.hears(self.host_rate)
 
-    def feed(self, data: bytes, now: float) -> list[tuple[float, bytes]]:
+    host_rate: float | None = None   # the baud rate the host's end of the pty is set to
+
+    def feed(self, data: bytes, now: float, host_rate: float | None = None) -> list[tuple[float, bytes]]:
         self.now = now
+        self.host_rate = host_rate
         self.buf += data
         return [r if isinstance(r, tuple) else (self.return_delay_s, r) for r in self.replies()]
 
@@ -523,6 +548,16 @@ class RegisterResponder(Responder):
 
     def _after(self, i: int, reply: bytes) -> tuple[float, bytes]:
         return self.regs[i].return_delay_s, reply
+
+    def renumber(self) -> None:
+        """A servo whose ID register was written answers at its new id from now on (LeRobot's motor
+        set-up gives each new servo its id this way); one taken by another servo stays as it was."""
+        for old, reg in list(self.regs.items()):
+            new = reg._get("ID")
+            if new != old and new not in self.regs:
+                self.regs[new] = self.regs.pop(old)
+                self.servos[new] = self.servos.pop(old)
+                self.servos[new].servo_id = new
 
     def _in_order(self, sid: int, broadcast: int) -> list[int]:
         """The servos a packet for `sid` reaches, in id order (a broadcast's replies come so)."""
@@ -549,6 +584,7 @@ class Dxl2Responder(RegisterResponder):
                 if pkt.servo_id in (i, dynamixel2.BROADCAST) and self.present(i):
                     self.servos[i].heard()
             out += self._handle(pkt)
+            self.renumber()
 
     def _handle(self, pkt) -> list:
         d2, p, sid = dynamixel2, pkt.params, pkt.servo_id
@@ -617,6 +653,7 @@ class SumResponder(RegisterResponder):
             if pkt is None:
                 return out
             out += self._handle(pkt)
+            self.renumber()
 
     def _handle(self, pkt) -> list:
         d1, p, sid = dynamixel1, pkt.params, pkt.servo_id
@@ -834,13 +871,14 @@ class Emulator:
     factory: bool = False          # the servos as they leave the factory (--factory), not as the config set them up
     delay_given: bool = True       # --return-delay-us was given (else, with --factory, their factory delay)
 
-    def _wrong_baud(self, master: int) -> bool:
-        if not (self.strict_baud and self.baud):
-            return False
-        rate = host_baud(master)
-        return rate is not None and abs(rate - self.baud) > 0.03 * self.baud
+    def _wrong_baud(self, host_rate: float | None) -> bool:
+        """No servo listens at the rate the host set: what it sends is noise to them all."""
+        return not any(s.hears(host_rate) for s in self.servos.values())
 
     def run(self, master: int, stop) -> int:
+        if self.strict_baud and self.baud:   # each servo listens at its own rate (a Baud Rate write changes it)
+            for s in self.servos.values():
+                s.baud = float(self.baud)
         resp = responder(self.bus, self.servos, self.return_delay_s, self.eeprom, self.factory, self.delay_given)
         bits = bus_class(self.bus).bits_per_byte
         t0 = last = time.monotonic()
@@ -889,10 +927,11 @@ class Emulator:
                 continue
             if self.echo:
                 self._write(master, data)
-            if self._wrong_baud(master):
+            host_rate = host_baud(master)
+            if self._wrong_baud(host_rate):
                 self.ignored_bytes += len(data)
                 continue
-            self._reply(master, resp.feed(data, now), bits)
+            self._reply(master, resp.feed(data, now, host_rate), bits)
         return 0
 
     def _reply(self, master: int, replies: list[tuple[float, bytes]], bits: int) -> None:

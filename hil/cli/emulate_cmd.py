@@ -45,6 +45,15 @@ def register(sub) -> None:
     s.add_argument("--baud", type=float, help="pace the emulated wire at this baud, 300 … 20000000 (default 1000000)")
     s.add_argument("--latency-ms", type=float, help="extra latency per frame (16 emulates an FTDI default; default 0)")
     s.add_argument("--noise-deg", type=float, help="measurement noise, 1 sigma, degrees (default: the board's own)")
+    s.add_argument("--factory", action="store_true",
+                   help="with --bus: the servos as they leave the factory (their whole turn as position limits, no "
+                        "homing offset, their own return delay): what LeRobot's motor set-up and calibration start from")
+    s.add_argument("--eeprom", metavar="FILE", help="with --bus: keep the servos' EEPROM in FILE across runs (a run "
+                                                   "after another is a power cycle)")
+    s.add_argument("--hand", nargs="?", const="sweep", action="append", metavar="ID:A:B@T0-T1[*]",
+                   help="with --bus: a hand turns servos whose torque is off — alone, every joint through its range "
+                        "and back, again and again (LeRobot's interactive calibration can then be done here); or "
+                        "one servo from tick A to B between T0 and T1 s after the host first spoke to it (* repeats)")
     s.add_argument("--physics", action="store_true",
                    help="the robot in rigid-body physics behind the emulator (MuJoCo; pip install -e '.[physics]')")
     s.set_defaults(func=run)
@@ -58,6 +67,9 @@ def run(args) -> int:
         raise InputError("--bring-in belongs to a run (hil run, play, walk, path): an emulator brings nothing in")
     if args.bus or args.board_config:
         return _bus(args, model)
+    for flag in ("factory", "eeprom", "hand"):
+        if getattr(args, flag):
+            raise InputError(f"--{flag} is an option of a servo bus's emulator (--bus), not of the hil board's")
     offsets = emulator_launch.parse_joint_values(model, args.offsets_deg, "--offsets-deg")
     reverse = emulator_launch.parse_joint_list(model, args.reverse)
     emulator_launch.check_emulator_options(args.uid, args.link, args.baud, args.latency_ms, args.noise_deg)
@@ -82,7 +94,7 @@ def run(args) -> int:
 def _bus(args, model) -> int:
     """Become the servo bus emulator for the config (shipped for --bus, or --board-config)."""
     from hil import emulator_launch
-    from hil.inputs import number
+    from hil.inputs import number, writable_file
     from hil.runtime.supervisor import RunRequest, bus_config
 
     config = bus_config(RunRequest(robot=model.spec, bus=args.bus, board_config=args.board_config), model)
@@ -94,14 +106,19 @@ def _bus(args, model) -> int:
             raise InputError(f"--{flag.replace('_', '-')} is an option of the hil board emulator, not of --bus")
     for spec in args.fault or ():
         emulator_launch.check_bus_fault(spec)
+    if args.eeprom is not None:
+        writable_file(args.eeprom, "--eeprom")
     if args.return_delay_us is not None:
         number(args.return_delay_us, "--return-delay-us", 0, 508, "µs")
     if args.baud is not None:
         number(args.baud, "--baud", 300, 2e7, "baud")
     emulator_launch.check_emulator_options(None, args.link, None, None, None)
+    hands = [h for spec in args.hand or () for h in (emulator_launch.sweeping_hands(config) if spec == "sweep"
+                                                      else [emulator_launch.check_hand(spec)])]
     argv = emulator_launch.bus_emulator_argv(config, model, faults=args.fault or (), echo=args.echo or None,
                                              baud=args.baud, return_delay_us=args.return_delay_us, link=args.link,
-                                             physics=args.physics)
+                                             physics=args.physics, hands=hands, factory=args.factory,
+                                             eeprom=args.eeprom)
     print(f"servo bus config: {config.source}", file=sys.stderr)
     _become_the_emulator(argv)   # it prints the pty path (stdout) and its bus, servos and baud (stderr)
     return 0  # not reached

@@ -35,11 +35,12 @@ from hil.inputs import parse_toml, read_text
 from hil.robots.servos import servo_table
 
 BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
-TOP_KEYS = {"robot", "bus", "baud", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
+TOP_KEYS = {"robot", "bus", "baud", "role", "echo", "reply_timeout_ms", "return_delay_us", "watchdog_ms",
             "command_timeout_ms", "max_step_deg", "stale_cycles", "description", "defaults", "joint", "servo"}
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model",
               "homing_offset", "drive_mode", "range_min", "range_max", "torque_limit_pct"}
 LEROBOT_RANGE_KEYS = ("drive_mode", "range_min", "range_max")   # from a LeRobot file: hil.lerobot_calibration
+ROLES = ("follower", "leader")   # a follower is driven; a leader is an arm a hand moves (`hil teleop`)
 
 
 def resolve(model, bus: str | None, path: str | None) -> BusConfig | None:
@@ -48,23 +49,48 @@ def resolve(model, bus: str | None, path: str | None) -> BusConfig | None:
         return None
     if path is None:
         return shipped(model, bus)
+    if not path.endswith(".toml") and "/" not in path and (BOARDS_DIR / f"{path}.toml").is_file():
+        path = str(BOARDS_DIR / f"{path}.toml")   # a shipped config by name: `--board-config koch-leader-dynamixel2`
     config = load(path, model)
     if bus is not None and bus != config.bus:
         raise InputError(f"--bus {bus} but {path} says bus = \"{config.bus}\"; leave out --bus or fix the file")
     return config
 
 
-def shipped_path(robot: str, bus: str) -> Path:
-    return BOARDS_DIR / f"{robot}-{bus}.toml"
+def shipped_path(robot: str, bus: str, role: str = "follower") -> Path:
+    return BOARDS_DIR / (f"{robot}-{bus}.toml" if role == "follower" else f"{robot}-{role}-{bus}.toml")
 
 
-def shipped(model, bus: str) -> BusConfig:
-    """The config we ship for this robot on this bus (what `--dry-run --bus` uses)."""
+def kits_answering(bus: str, servos: dict[int, str]) -> str:
+    """The shipped kits whose servos are exactly these (id → model name) on `bus`, said as
+    "koch leader (--robot koch --board-config koch-leader-dynamixel2)" ("" for none): what
+    `hil ports --probe` says it found."""
+    kits = []
+    for path in sorted(BOARDS_DIR.glob("*.toml")):
+        data = parse_toml(read_text(str(path), "board config"), str(path))
+        if data.get("bus") != bus:
+            continue
+        default = data.get("defaults", {}).get("model")
+        if {row.get("servo_id"): row.get("model", default) for row in data.get("joint", [])} == servos:
+            kits.append((data["robot"], data.get("role", "follower"), path.stem))
+    if len(kits) == 1:
+        robot, role, stem = kits[0]
+        return f"{robot} {role} (--robot {robot} --board-config {stem})"
+    if not kits:
+        return ""
+    robots = " or ".join(dict.fromkeys(k[0] for k in kits))
+    roles = " or ".join(dict.fromkeys(k[1] for k in kits))
+    return f"{robots}, {roles} (--board-config {', '.join(k[2] for k in kits)})"
+
+
+def shipped(model, bus: str, role: str = "follower") -> BusConfig:
+    """The config we ship for this robot on this bus (what `--dry-run --bus` uses); `role` leader:
+    the robot's leader arm (`hil teleop`)."""
     if bus not in BUSES:
         raise InputError(f"--bus {bus!r}: buses are {', '.join(BUSES)}")
-    path = shipped_path(model.name, bus)
+    path = shipped_path(model.name, bus, role)
     if not path.exists() and model.board == "servos":
-        return generated(model, bus)    # a robot from its URDF: any bus, a map made from the robot
+        return dataclasses.replace(generated(model, bus), role=role)   # a robot from its URDF: a map made from it
     if not path.exists():
         have = sorted(p.stem for p in BOARDS_DIR.glob(f"{model.name}-*.toml"))
         raise InputError(f"no shipped {bus} config for {model.name} "
@@ -158,6 +184,10 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
     if "max_step_deg" in data:
         extra["max_step_rad"] = math.radians(_num(data["max_step_deg"], f"{path}: max_step_deg", 0.1, 90))
     extra["options"] = _options(data, bus, owners, path)
+    role = data.get("role", "follower")
+    if role not in ROLES:
+        raise InputError(f"{path}: role = {role!r}; roles are {', '.join(ROLES)}")
+    extra["role"] = role
     joints = tuple(by_name[n] for n in model.joint_names)
     if "servo" in data:   # the kit's servos as a physics model (hil.robots.servos): checked now
         servo_table(model, data["servo"], str(path))
@@ -338,7 +368,7 @@ def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
 def to_toml(config: BusConfig, note: str = "") -> str:
     """A board config file for `config`, every joint written out."""
     lines = [f"# {line}" for line in note.splitlines()] + [
-        f'robot = "{config.robot}"', f'bus = "{config.bus}"', f"baud = {config.baud}"]
+        f'robot = "{config.robot}"', f'bus = "{config.bus}"', f"baud = {config.baud}", f'role = "{config.role}"']
     if config.echo is not None:
         lines.append(f"echo = {'true' if config.echo else 'false'}")
     for key in ("reply_timeout_ms", "return_delay_us", "watchdog_ms", "command_timeout_ms", "stale_cycles"):

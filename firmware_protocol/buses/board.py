@@ -107,6 +107,7 @@ class BusConfig:
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
     servo: dict | None = None          # the kit's servos as a physics model ([servo] table: hil.robots.servos)
     check_servo_limits: bool = True    # at connect: the servos' own position limits hold the config's ranges
+    role: str = "follower"             # "leader": an arm a hand moves, read with its torque off (hil teleop)
 
     @property
     def where(self) -> str:

@@ -56,11 +56,21 @@ def probe_port(dev: str, baud: int | None, bus: str | None) -> tuple[str, bool]:
     except DeviceError as e:
         return e.strerror or str(e), False
     if found is not None:
-        return found.text(), True
+        return found.text() + _kits(found), True
     asked = "a hil board" if bus == "hil" else (bus or "a hil board or any servo bus")
     rate = f"{baud} baud" if baud else "the usual baud rates"
     return (f"no answer from {asked} at {rate} (not powered, another baud rate — try --baud — or servos with "
             "their status return switched off)"), False
+
+
+def _kits(found) -> str:
+    """The shipped kits these servos are (ids and models), said after them."""
+    from hil.board_config import kits_answering
+
+    if not found.servos:
+        return ""
+    kits = kits_answering(found.bus, {s.servo_id: s.model_name for s in found.servos})
+    return f"; looks like: {kits}" if kits else ""
 
 
 def run(args) -> int:

@@ -94,6 +94,19 @@ def test_ports_probe_finds_each_bus_its_rate_its_ids_and_models(bus, expect):
     assert expect in line, line
 
 
+@pytest.mark.parametrize("config,kit", [("koch-dynamixel2", "koch follower"), ("koch-leader-dynamixel2", "koch leader")])
+def test_ports_probe_names_the_kit_its_servos_are(config, kit):
+    """The Koch's follower and leader differ only in their servo models: the probe tells them apart."""
+    koch = robots.load("koch")
+    c = board_config.resolve(koch, None, config)
+    emu = bus_emulator("dynamixel2", board_config.emulated_servos(c, koch), "--baud", str(c.baud))
+    try:
+        r = subprocess.run(HIL + ["ports", "--probe", emu.path], capture_output=True, text=True, timeout=60)
+    finally:
+        emu.stop()
+    assert f"looks like: {kit} (--robot koch --board-config {config})" in r.stdout, r.stdout
+
+
 def test_calibration_writes_the_zero_ticks_into_a_board_config(tmp_path):
     out = tmp_path / "calibrated.toml"
     r = subprocess.run(HIL + ["calibrate", "--robot", "humanoid17", "--dry-run", "--bus", "feetech", "--method",

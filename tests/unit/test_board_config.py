@@ -165,3 +165,43 @@ def test_a_bus_option_is_read_written_back_and_refused_on_another_bus(tmp_path):
     feetech["fast_sync_read"] = True
     with pytest.raises(InputError, match="fast_sync_read is an option of the dynamixel2 bus, not of feetech"):
         board_config.parse(feetech, MODEL, "kit.toml")
+
+
+KITS = sorted(board_config.BOARDS_DIR.glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", KITS, ids=[p.stem for p in KITS])
+def test_every_shipped_kit_loads_for_its_robot_with_servo_models_hil_knows(path):
+    from firmware_protocol.buses import control_tables
+
+    data = tomllib.loads(path.read_text())
+    model = robots.load(data["robot"])
+    c = board_config.resolve(model, None, path.stem)   # by name, as --board-config takes it
+    assert c.role == data.get("role", "follower") and [j.name for j in c.joints] == list(model.joint_names)
+    for j in c.joints:
+        assert j.model is None or control_tables.model_named(j.model, c.bus) is not None, j
+    leader = board_config.shipped_path(data["robot"], data["bus"], "leader")
+    if c.role == "follower" and leader.exists():   # a kit's two arms: the same joints on the same ids
+        other = board_config.shipped(model, data["bus"], "leader")
+        assert [(j.name, j.servo_id) for j in other.joints] == [(j.name, j.servo_id) for j in c.joints]
+
+
+@pytest.mark.parametrize("robot,bus", [("koch", "dynamixel2"), ("so100", "feetech")])
+def test_a_lerobot_kit_puts_tick_2048_mid_travel_where_lerobot_calibrates(robot, bus):
+    """LeRobot's calibration pose, the middle of each joint's travel, reads tick 2048 on the
+    shipped follower and leader alike (so a dry run and a real arm set up by LeRobot agree)."""
+    model = robots.load(robot)
+    for role in board_config.ROLES:
+        for j, lo, hi in zip(board_config.shipped(model, bus, role).joints, model.lower, model.upper):
+            assert j.rad(2048) == pytest.approx((lo + hi) / 2, abs=1.0 / j.ticks_per_rad), (role, j.name)
+
+
+def test_the_kits_answering_a_probe_are_those_with_exactly_its_ids_and_models():
+    follower = {1: "XL430-W250", 2: "XL430-W250", **{i: "XL330-M288" for i in range(3, 7)}}
+    assert board_config.kits_answering("dynamixel2", follower) == \
+        "koch follower (--robot koch --board-config koch-dynamixel2)"
+    assert "koch leader" in board_config.kits_answering("dynamixel2", {i: "XL330-M077" for i in range(1, 7)})
+    assert board_config.kits_answering("dynamixel2", {**follower, 7: "XL330-M288"}) == ""
+    assert board_config.kits_answering("feetech", follower) == ""
+    both = board_config.kits_answering("feetech", {i: "STS3215" for i in range(1, 7)})
+    assert both.startswith("so100 or so101, follower or leader") and "so101-leader-feetech" in both

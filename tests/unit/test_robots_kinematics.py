@@ -418,7 +418,7 @@ def test_bad_inputs_name_the_value(puma, humanoid):
         puma.fk_batch(np.zeros((3, 5)))
     with pytest.raises(InputError, match="q must"):
         puma.fk("not numbers")
-    with pytest.raises(ConfigError, match="unknown robot 'puma600'.*shipped robots: humanoid17, puma560, so101"):
+    with pytest.raises(ConfigError, match="unknown robot 'puma600'.*shipped robots: humanoid17, koch, puma560, so100, so101"):
         robots.load("puma600")
 
 

@@ -172,7 +172,7 @@ def _write_servo_setup(link, bus, placements) -> None:
 
 def _calibrated_config(bus, placements):
     """The config with the new zero ticks and homing offsets; a LeRobot range recorded for the old
-    zero no longer applies (hil.lerobot_calibration exports one from the limits)."""
+    zero no longer applies (hil.lerobot.motor_calibration exports one from the limits)."""
     joints = tuple(board_config.remapped(j, zero_tick=p.zero_tick, homing_offset=p.homing_offset)
                    for j, p in zip(bus.joints, placements))
     return dataclasses.replace(bus, joints=joints, shipped=False)

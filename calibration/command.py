@@ -70,11 +70,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                                  "ranges; nothing connects")
     g.add_argument("--export-lerobot", metavar="FILE.json", help="write --board-config's servos as a LeRobot "
                                                                  "calibration file; nothing connects")
+    p.add_argument("--role", choices=("follower", "leader"), help="--import-lerobot: the file is a follower's or a "
+                                                                  "leader's (default: from its path, LeRobot keeps "
+                                                                  "leaders' under teleoperators/)")
 
 
 def _lerobot(args, model) -> int:
     """--import-lerobot / --export-lerobot: files only, no robot."""
-    from hil import board_config, lerobot_calibration
+    from hil import board_config
+    from hil.lerobot import motor_calibration as lerobot_calibration
     from hil.errors import InputError
 
     if args.port or args.dry_run or args.method:
@@ -86,9 +90,10 @@ def _lerobot(args, model) -> int:
         if args.board_config:
             raise InputError("--import-lerobot makes a board config: leave out --board-config (the file's values go "
                              "on the one shipped for the robot and --bus)")
-        config = lerobot_calibration.import_file(model, args.import_lerobot, args.bus)
-        note = (f"from the LeRobot calibration {args.import_lerobot} (`hil calibrate --import-lerobot`); zero ticks are "
-                "the middle of each recorded range, as in LeRobot's degrees")
+        config = lerobot_calibration.import_file(model, args.import_lerobot, args.bus, args.role)
+        note = (f"from the LeRobot calibration {args.import_lerobot} (`hil calibrate --import-lerobot`), a {config.role}; "
+                "the middle of each recorded range where the kit's own config has tick 2048, the gripper's whole "
+                "range on the robot's")
         Path(args.out).write_text(board_config.to_toml(config, note))
         print(f"saved the board config: {args.out} (use it with --board-config {args.out})")
         return 0

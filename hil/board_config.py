@@ -39,7 +39,7 @@ TOP_KEYS = {"robot", "bus", "baud", "role", "echo", "reply_timeout_ms", "return_
             "command_timeout_ms", "max_step_deg", "stale_cycles", "description", "defaults", "joint", "servo"}
 JOINT_KEYS = {"name", "servo_id", "id", "ticks_per_rad", "zero_tick", "direction", "min_deg", "max_deg", "model",
               "homing_offset", "drive_mode", "range_min", "range_max", "torque_limit_pct"}
-LEROBOT_RANGE_KEYS = ("drive_mode", "range_min", "range_max")   # from a LeRobot file: hil.lerobot_calibration
+LEROBOT_RANGE_KEYS = ("drive_mode", "range_min", "range_max")   # from a LeRobot file: hil.lerobot.motor_calibration
 ROLES = ("follower", "leader")   # a follower is driven; a leader is an arm a hand moves (`hil teleop`)
 
 

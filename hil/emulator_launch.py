@@ -347,6 +347,23 @@ def sweeping_hands(config) -> list[str]:
     return out
 
 
+TELEOP_SHARE = 0.15   # a teleop dry run's hand: each joint this share of its range either side of home
+
+
+def teleop_hands(config, model) -> list[str]:
+    """--hand specs for an emulated leader in a teleop dry run: each joint round its home pose and
+    back, 15 % of its range either way, each at its own pace (5 s, 6 s, …), so the follower
+    has something to follow that stays inside its ranges."""
+    out = []
+    for k, j in enumerate(config.joints):
+        lo, hi = max(j.min_rad, float(model.lower[k])), min(j.max_rad, float(model.upper[k]))
+        home = min(hi, max(lo, float(model.home[k])))
+        swing = TELEOP_SHARE * (hi - lo)
+        a, b = j.ticks(max(lo, home - swing)), j.ticks(min(hi, home + swing))
+        out.append(f"{j.servo_id}:{a}:{b}@0.5-{5.5 + k:g}*")
+    return out
+
+
 def check_hand(spec: str) -> str:
     """A --hand spec the emulator accepts, or InputError with its own explanation."""
     try:

@@ -48,9 +48,10 @@ class Seqlock:
 
 
 class SeqlockFile:
-    """`size` float64 values after the sequence word, in the file at `path` (made when `create`)."""
+    """`size` float64 values after the sequence word, in the file at `path` (made when `create`;
+    an existing one opened to be written with `writer`, read only otherwise)."""
 
-    def __init__(self, path: str, size: int, create: bool = False) -> None:
+    def __init__(self, path: str, size: int, create: bool = False, writer: bool = False) -> None:
         self.path = path
         self.size = size
         if create:
@@ -59,7 +60,7 @@ class SeqlockFile:
             os.replace(path + ".tmp.npy", path)
             self.a = a
         else:
-            a = np.load(path, mmap_mode="r")
+            a = np.load(path, mmap_mode="r+" if writer else "r")
             if a.shape != (1 + size,) or a.dtype != np.float64:
                 raise ValueError(f"{path}: a block of {a.shape[0] - 1} numbers, not the {size} expected")
             self.a = a

@@ -72,7 +72,7 @@ class ServoJoint:
     max_rad: float
     model: str | None = None   # the model the servo must report (None: any)
     start_rad: float = 0.0     # open-loop servos with their pulses off: where they are taken to be
-    # from a LeRobot calibration file, kept so that it exports as it came (hil.lerobot_calibration):
+    # from a LeRobot calibration file, kept so that it exports as it came (hil.lerobot.motor_calibration):
     # the Homing Offset the servo's EEPROM holds, its drive mode and the range recorded in ticks
     homing_offset: int | None = None
     drive_mode: int | None = None
@@ -419,6 +419,14 @@ class BusBoard:
         if self._cmd_fresh or self._estop_pending or now - self._last_cycle > 0.1:
             with self._lock:
                 self._cycle()
+        return self._latest
+
+    def read_now(self) -> StateSample:
+        """One bus cycle now, whatever is waiting (a goal only where one was sent and the board is
+        enabled): the newest state. A leader arm, read as fast as its bus goes, is read this way."""
+        self._check()
+        with self._lock:
+            self._cycle()
         return self._latest
 
     def _check(self) -> None:

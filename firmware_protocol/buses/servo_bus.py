@@ -280,7 +280,7 @@ class ServoBus(ABC):
     homing_wraps: ClassVar[bool] = True
     has_torque_limit: ClassVar[bool] = False   # write_torque_limit does something on this bus
     homing_sign: ClassVar[int] = 1
-    # LeRobot's calibration files (hil.lerobot_calibration): the homing offsets its files may hold
+    # LeRobot's calibration files (hil.lerobot.motor_calibration): the homing offsets its files may hold
     # for this bus (None: LeRobot does not drive it), and whether it mirrors a drive_mode 1 motor on
     # the host (else the servo's own Drive Mode register does)
     lerobot_homing_limit: ClassVar[int | None] = None

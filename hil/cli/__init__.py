@@ -13,15 +13,16 @@ from typing import Sequence
 
 import hil
 from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, export_cmd, fk_cmd, path_cmd, play_cmd, ports_cmd, replay_cmd,
-                     robots_cmd, rtcheck_cmd, run_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
+                     robots_cmd, rtcheck_cmd, run_cmd, teleop_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
 from hil.cli.common import HelpFormatter
 from hil.errors import EXPECTED, message
 
 # in the order `hil --help` lists them
-COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, calibrate_cmd, robots_cmd, fk_cmd, urdf_cmd,
+COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, teleop_cmd, calibrate_cmd, robots_cmd, fk_cmd,
+            urdf_cmd,
             ports_cmd, rtcheck_cmd, emulate_cmd, replay_cmd, export_cmd, warmup_cmd)
 # commands that may compile kernels on a machine's first run (a minute of silence otherwise)
-COMPILING_COMMANDS = {"run", "path", "walk", "play", "calibrate", "fk"}
+COMPILING_COMMANDS = {"run", "path", "walk", "play", "teleop", "replay", "calibrate", "fk"}
 
 
 def build_parser() -> argparse.ArgumentParser:

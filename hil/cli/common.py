@@ -163,7 +163,7 @@ def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: fl
     """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done. A
     trajectory written to a temporary folder for the run (no --out) is removed after it."""
     temporary = getattr(args, "out", "") is None and motion_path and os.path.basename(
-        os.path.dirname(motion_path)).startswith(("hil-walk-", "hil-path-"))
+        os.path.dirname(motion_path)).startswith(("hil-walk-", "hil-path-", "hil-replay-"))
     try:
         return _run(args, robot, motion_path, rate, path_file, speed)
     finally:
@@ -182,4 +182,4 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
         exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
         strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,
-        bring_in=args.bring_in), twin=twin_beside_a_run())
+        bring_in=args.bring_in, command=getattr(args, "command", None) or "run"), twin=twin_beside_a_run())

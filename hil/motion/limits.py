@@ -55,3 +55,42 @@ def check_limits(model, t: np.ndarray, Q: np.ndarray) -> LimitReport:
         worst = (f"{model.joint_names[jv]} {math.degrees(abs(v[kv, jv])):.0f} °/s at t = {t[kv]:.3f} s "
                  f"(limit {math.degrees(model.velocity_limit[jv]):.0f} °/s)")
     return LimitReport(float(rv[kv, jv]), float(ra[ka, ja]), worst, float(t[over[0]]) if len(over) else None)
+
+
+@dataclass(frozen=True)
+class Followed:
+    q: np.ndarray          # (N, n): where joints kept within their limits go
+    lag_rad: float         # the most any joint trails the samples asked for
+    joint: int             # which
+    at_s: float            # and when
+
+
+def follow_within_limits(model, t: np.ndarray, Q: np.ndarray) -> Followed:
+    """The samples Q (N, n) at times t as joints held to their speed and acceleration limits
+    would follow them: each step moves with the samples and closes what it trails by as fast as
+    the limits allow, braking in time not to pass them. Where the samples ask for more than the limits give, the
+    result trails them — by at most `lag_rad`. For samples recorded elsewhere (a LeRobot episode)
+    that no plan shaped to this robot's limits."""
+    t = np.asarray(t, dtype=np.float64)
+    Q = np.asarray(Q, dtype=np.float64)
+    # a hair inside the limits: rounding must not put a sample at the limit past it
+    vmax, amax = model.velocity_limit * (1 - 1e-6), model.acceleration_limit * (1 - 1e-6)
+    out = np.empty_like(Q)
+    q, v = Q[0].copy(), np.zeros(Q.shape[1])
+    out[0] = q
+    for k in range(1, len(t)):
+        dt = t[k] - t[k - 1]
+        if dt <= 0:
+            out[k] = q
+            continue
+        err = Q[k] - q
+        moving = (Q[k] - Q[k - 1]) / dt                  # the samples' own speed, closed on from behind
+        # the most speed that still stops within |err| braking at amax in steps of dt: v²/2a + v·dt/2 = |err|
+        brake = amax * (np.sqrt(0.25 * dt * dt + 2.0 * np.abs(err) / amax) - 0.5 * dt)
+        close = np.sign(err) * np.minimum(np.abs(err) / dt, brake)
+        v = np.clip(np.clip(moving + close, -vmax, vmax), v - amax * dt, v + amax * dt)
+        q = q + v * dt
+        out[k] = q
+    lag = np.abs(out - Q)
+    k, j = np.unravel_index(int(np.argmax(lag)), lag.shape)
+    return Followed(out, float(lag[k, j]), int(j), float(t[k]))

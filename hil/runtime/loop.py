@@ -283,6 +283,7 @@ class Loop:
         self.safety = SafetyChecker(self.model)
         self.servo = board_config.servos_of(self.model, cfg.bus)
         self.motion = make_motion(cfg.motion, robot, self.servo, cfg.compensate, cfg.speed, cfg.strict)
+        self.motion.attach(self.model, self.event)
         self.travel_note = past_travel(self.motion, robot, self.model, cfg.bus.source if cfg.bus else "")
         if self.travel_note and cfg.strict:
             raise InputError(f"refused (--strict): {self.travel_note}")
@@ -423,6 +424,8 @@ class Loop:
                     "position_estimated": self.position_estimated,
                     # what the twin's load bars divide the currents by, in a replay too
                     "stall_current_mA": [float(v) for v in self._stall_mA]}
+            if cfg.bus is not None:   # which servo map turned ticks into these angles (hil export --lerobot)
+                meta.update(bus=cfg.bus.bus, board_config=cfg.bus.source)
             self.recorder = Recorder(cfg.record, self.n, meta)
             self.event.record_into(self.recorder.note)
         if cfg.enable:  # the command line's request, once: enable, and start the motion if one is given
@@ -496,8 +499,7 @@ class Loop:
             if ctl.balance.fell_at is not None and self.stop_reason is None:
                 self._stop(f"the robot fell at t = {ctl.balance.fell_at - self.t0:.2f} s (its body tilted "
                            f"{math.degrees(ctl.balance.tilt):.0f}° from upright)", failed=True)
-            if cfg.exit_when_done:
-                self._check_end()
+            self._check_end()
             cycle_us = (time.monotonic() - wake) * 1e6
             self._publish(wake, clock.cycle, sample, stale, out.flags)
             if self.recorder is not None:
@@ -681,7 +683,9 @@ class Loop:
 
     def _check_end(self) -> None:
         ctl, cfg = self.ctl, self.cfg
-        if cfg.exit_when_done and ctl.motion_done:
+        if self.motion.failure is not None:
+            self._stop(self.motion.failure + "; the robot stopped where it was", failed=True)
+        elif cfg.exit_when_done and ctl.motion_done:
             self._stop("motion done")
         elif cfg.exit_when_done and cfg.headless and ctl.abandoned:
             self._stop(f"the motion can no longer finish: {ctl.abandoned}", failed=True)

@@ -8,6 +8,7 @@ jumping ahead.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -21,13 +22,19 @@ from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.torques import COMPENSATION_MARGIN, torque_plan
 from hil.motion.walking import WalkParams, check_walk
 from hil.robots.servos import servo_table
+from hil.runtime.leader import LOST, READING, STALE_S, LeaderBlock
 
 
 class MotionSource:
-    """Base class. `reset(q_now)` at (re)start, `target(t)` per cycle, `duration` (inf if open)."""
+    """Base class. `reset(q_now)` at (re)start, `target(t)` per cycle, `duration` (inf if open).
+    `failure`: why a motion that streams from elsewhere can go on no more (the loop then stops)."""
 
     name = "motion"
     duration = math.inf
+    failure: str | None = None
+
+    def attach(self, model, say) -> None:
+        """The loop's robot (its ranges narrowed to the servos') and its way of saying things."""
 
     def reset(self, q_now: np.ndarray) -> None:
         pass
@@ -305,6 +312,56 @@ def past_travel(motion: MotionSource, robot, narrowed, where: str) -> str:
             "(safety: joint limit)")
 
 
+class Follow(MotionSource):
+    """A leader arm's pose, read each cycle from its block (`hil.runtime.leader`): the follower's
+    target, clamped to the follower's ranges (said once per excursion, never sent past them). A
+    leader lost (its port gone, its servos silent, its reader stalled) ends the motion with
+    `failure`; until then the target stays where the leader last was."""
+
+    name = "teleop"
+
+    def __init__(self, path: str, model) -> None:
+        self.block = LeaderBlock(path, model.n)
+        self.names = model.joint_names
+        self.lower, self.upper = model.lower.copy(), model.upper.copy()
+        self.say = lambda text: None
+        self.q = model.home.copy()
+        self.outside = np.zeros(model.n, dtype=bool)
+        self.heard: float | None = None   # when the last whole, fresh reading came (monotonic s)
+
+    def attach(self, model, say) -> None:
+        self.lower, self.upper = model.lower.copy(), model.upper.copy()
+        self.say = say
+
+    def reset(self, q_now: np.ndarray) -> None:
+        self.q = q_now.copy()
+
+    def target(self, t: float) -> np.ndarray:
+        got = self.block.read()   # None now and then: the leader was writing (its next reading comes)
+        now = time.monotonic()
+        if got is not None and got[1] == READING and got[0] < STALE_S:
+            self.heard = now
+            self._take(got[2])
+        elif self.heard is not None and self.failure is None:
+            if got is not None and got[1] == LOST:
+                self.failure = f"leader lost: {self.block.why()}"
+            elif now - self.heard > STALE_S:
+                self.failure = f"leader lost: no reading from the leader for {STALE_S:g} s (its reader stalled or died)"
+        return self.q
+
+    SAY_PAST_RAD = math.radians(0.5)   # a leader this far past a range is said (a tick or two is not)
+
+    def _take(self, leader: np.ndarray) -> None:
+        q = np.clip(leader, self.lower, self.upper)
+        out = np.abs(q - leader) > self.SAY_PAST_RAD
+        for k in np.flatnonzero(out & ~self.outside):
+            end = self.upper[k] if leader[k] > self.upper[k] else self.lower[k]
+            self.say(f"teleop: the leader's {self.names[k]} at {math.degrees(leader[k]):+.1f}° is past the "
+                     f"follower's range; held at {math.degrees(end):+.1f}° until it comes back")
+        self.outside = out
+        self.q = q
+
+
 def make_motion(spec: str | None, model, servo=None, compensate: bool = True, speed: float = 1.0,
                 strict: bool = False) -> MotionSource:
     """From the CLI's --motion: hold (default), jog, demo, or a trajectory .npz file (t, q). Planned
@@ -314,6 +371,8 @@ def make_motion(spec: str | None, model, servo=None, compensate: bool = True, sp
     cannot follow is slowed further, or refused with `strict` (a trajectory always is)."""
     if not spec or spec in ("hold", "jog"):  # "jog": older name; jogs are followed whatever the motion
         return Hold()
+    if spec.startswith("follow:"):   # a leader arm's block (hil teleop)
+        return Follow(spec.removeprefix("follow:"), model)
     if spec == "demo":
         return Demo(model)
     if spec.endswith(".npz"):

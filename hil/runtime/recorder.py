@@ -44,6 +44,16 @@ def loop_flags(enabled: bool, ramping: bool, motion: bool, held: bool, mode: int
             | int(mode) << LOOP_MODE_SHIFT)
 
 
+def motion_rows(data: np.ndarray, where: str) -> np.ndarray:
+    """The rows from the motion's first running cycle to its last (ramped in, following it): what a
+    run did, without the connect and ramp before it or the stop after. InputError when it never ran."""
+    running = np.flatnonzero(data["loop_flags"] & LOOP_MOTION)
+    if len(running) < 2:
+        raise InputError(f"{where}: the run's motion never ran (it was not enabled and ramped in): nothing to "
+                         "make an episode of")
+    return data[running[0]:running[-1] + 1]
+
+
 def record_dtype(n: int) -> np.dtype:
     return np.dtype([("t", "<f8"), ("q_cmd", "<f8", (n,)), ("q_meas", "<f8", (n,)), ("q_target", "<f8", (n,)),
                      ("board_state", "u1"), ("faults", "<u4"), ("safety_flags", "<u4"), ("stale", "u1"),
@@ -262,7 +272,7 @@ def _check_meta(meta: dict, where: str) -> None:
     if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
                                  and 1.0 <= rate <= 1e5):
         raise ValueError(f"{where}: rate_hz = {rate!r}; a loop rate is a number of Hz, 1 … 100000")
-    for key in ("robot", "port", "board_uid", "board"):
+    for key in ("robot", "port", "board_uid", "board", "bus", "board_config"):
         if key in meta and meta[key] is not None and not isinstance(meta[key], str):
             raise ValueError(f"{where}: {key} = {meta[key]!r} is not a string")
     started = meta.get("started", 0.0)

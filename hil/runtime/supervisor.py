@@ -86,6 +86,7 @@ class RunRequest:
     zenoh_config: str | None = None    # Zenoh's own config file
     zenoh_rate_hz: float = 100.0
     zenoh_control: bool = False        # remote requests beyond e-stop (needs access control or TLS)
+    command: str = "run"               # the hil command that asked (its lines are said as `hil COMMAND: …`)
 
 
 def bus_config(req: RunRequest, model):
@@ -336,7 +337,7 @@ class _Run:
         if twin is None or twin.is_alive():
             return
         if twin.exitcode != 0:  # it could not open, or died: the run has no e-stop button
-            print(f"hil run: the twin failed (exit code {twin.exitcode}); see its messages above. "
+            print(f"hil {self.req.command}: the twin failed (exit code {twin.exitcode}); see its messages above. "
                   "Stopping the run (use --headless to run without it)", file=sys.stderr)
             self.code = 1
             self.shared.ctrl[C_STOP] = signal.SIGTERM
@@ -347,7 +348,7 @@ class _Run:
     def _watch_bridge(self) -> None:
         if self.bridge is not None and not self.bridge.is_alive():
             if self.bridge.exitcode != 0:   # not a safety matter: the loop runs on, said once
-                print(f"hil run: the Zenoh bridge stopped (exit code {self.bridge.exitcode}); the loop runs on "
+                print(f"hil {self.req.command}: the Zenoh bridge stopped (exit code {self.bridge.exitcode}); the loop runs on "
                       "without it", file=sys.stderr)
             self.bridge = None
 
@@ -363,19 +364,19 @@ class _Run:
         status = LoopStatus(int(self.shared.ctrl[C_STATUS]))
         if self.code == 0 and (self.proc.exitcode != 0 or status == LoopStatus.FAILED):
             if self.error_text and self.ever_ran:
-                self.last_line = f"hil run: {self.error_text}"
+                self.last_line = f"hil {self.req.command}: {self.error_text}"
                 self.code = 1
             elif self.error_text:   # refused before anything ran, like bad arguments
-                self.last_line = f"hil run: error: {self.error_text}"
+                self.last_line = f"hil {self.req.command}: error: {self.error_text}"
                 self.code = 2
             elif self.proc.exitcode is not None and self.proc.exitcode < 0:
                 sig = -self.proc.exitcode
                 name = signal.Signals(sig).name if sig in signal.valid_signals() else f"signal {sig}"
-                self.last_line = (f"hil run: the loop's process was killed ({name}); its port process e-stops the board "
+                self.last_line = (f"hil {self.req.command}: the loop's process was killed ({name}); its port process e-stops the board "
                                   "when the loop is gone (said above when it did), else the board's watchdog stops it")
                 self.code = 1
             else:
-                self.last_line = (f"hil run: the loop stopped with an error (exit code {self.proc.exitcode}); see the "
+                self.last_line = (f"hil {self.req.command}: the loop stopped with an error (exit code {self.proc.exitcode}); see the "
                                   "messages above")
                 self.code = 1
         if self.signal is not None and self.code == 0:
@@ -389,7 +390,7 @@ class _Run:
             return
         if truth["fell"]:
             when = truth["fell_at"] - self.started_mono
-            line = (f"hil run: the robot fell in physics at t = {when:.2f} s (the emulator's verdict; largest tilt "
+            line = (f"hil {self.req.command}: the robot fell in physics at t = {when:.2f} s (the emulator's verdict; largest tilt "
                     f"{truth['max_tilt_deg']:.0f}°)")
             if self.code == 0:
                 self.code, self.last_line = 1, line

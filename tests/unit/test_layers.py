@@ -12,7 +12,7 @@ LAYERS = [
     ("hil._jit", "hil.errors", "hil.inputs", "hil.display"),
     ("hil.kinematics", "hil.robots", "hil.dynamics"),
     ("hil.motion", "hil.safety", "hil.emulator_launch", "hil.calibration_files", "hil.board_config",
-     "hil.lerobot_calibration", "hil.warmup", "hil.remote.session", "hil.physics"),
+     "hil.lerobot", "hil.warmup", "hil.remote.session", "hil.physics"),
     ("hil.runtime",),
     ("calibration", "twin", "hil.export", "hil.remote"),
     ("hil.cli", "hil.__main__"),

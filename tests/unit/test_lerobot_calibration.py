@@ -13,12 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hil import board_config, lerobot_calibration, robots
+from hil import board_config, robots
+from hil.lerobot import motor_calibration as lerobot_calibration
 from hil.errors import InputError
 
 SO101 = robots.load("so101")
 TPR = 4096 / (2 * math.pi)
-# a file as LeRobot writes it (json.dump, indent 4) after calibrating an SO-101 follower
+# a file as LeRobot writes it (draccus: json.dump, indent 4, no final newline) after calibrating an SO-101 follower
 FILE = {
     "shoulder_pan": {"id": 1, "drive_mode": 0, "homing_offset": -1470, "range_min": 758, "range_max": 3292},
     "shoulder_lift": {"id": 2, "drive_mode": 0, "homing_offset": 157, "range_min": 612, "range_max": 3401},
@@ -31,7 +32,7 @@ FILE = {
 
 def _write(tmp_path, data, name="cal.json") -> str:
     p = tmp_path / name
-    p.write_text(data if isinstance(data, str) else json.dumps(data, indent=4) + "\n")
+    p.write_text(data if isinstance(data, str) else json.dumps(data, indent=4))
     return str(p)
 
 
@@ -44,13 +45,13 @@ def _round_trip(tmp_path, data, bus=None) -> str:
 
 
 def test_a_lerobot_file_comes_back_byte_for_byte(tmp_path):
-    assert _round_trip(tmp_path, FILE) == json.dumps(FILE, indent=4) + "\n"
+    assert _round_trip(tmp_path, FILE) == json.dumps(FILE, indent=4)
 
 
 def test_the_ranges_become_ticks_and_limits(tmp_path):
     config = lerobot_calibration.import_file(SO101, _write(tmp_path, FILE))
     assert config.bus == "feetech" and config.baud == 1_000_000 and config.servo == {"preset": "STS3215"}
-    for j in config.joints:
+    for j in config.joints[:-1]:   # the gripper: below
         m = FILE[j.name]
         mid = (m["range_min"] + m["range_max"]) / 2
         assert j.servo_id == m["id"] and j.zero_tick == mid and j.ticks_per_rad == pytest.approx(TPR)
@@ -75,7 +76,37 @@ def test_any_valid_file_round_trips(tmp_path_factory, data):
                         "homing_offset": data.draw(st.integers(-2047, 2047)),
                         "range_min": lo, "range_max": data.draw(st.integers(lo + 1, 4095))}
     tmp = tmp_path_factory.mktemp("rt")
-    assert _round_trip(tmp, motors) == json.dumps(motors, indent=4) + "\n"
+    assert _round_trip(tmp, motors) == json.dumps(motors, indent=4)
+
+
+def test_the_gripper_keeps_its_whole_range_lerobots_0_to_100_on_the_robots_lower_to_upper(tmp_path):
+    for drive_mode in (0, 1):   # (Feetech: LeRobot mirrors a drive_mode 1 motor, 0 % at range_max)
+        file = _with("gripper", drive_mode=drive_mode)
+        g = lerobot_calibration.import_file(SO101, _write(tmp_path, file)).joints[-1]
+        i = SO101.joint_index("gripper")
+        assert (g.min_rad, g.max_rad) == (SO101.lower[i], SO101.upper[i])
+        closed, opened = (FILE["gripper"]["range_min"], FILE["gripper"]["range_max"])[::1 if drive_mode == 0 else -1]
+        assert (g.ticks(SO101.lower[i]), g.ticks(SO101.upper[i])) == (closed, opened)
+
+
+def test_a_koch_file_gets_each_joints_real_servo_and_its_middle_where_the_kit_has_it(tmp_path):
+    """LeRobot's Koch follower (XL430-W250 ×2, XL330-M288 ×4) and leader (XL330-M077 ×6), each by
+    the folder LeRobot keeps its file in; the middle of each range is the pose the kit's shipped
+    config puts at tick 2048 (the middle of the URDF's range)."""
+    koch = robots.load("koch")
+    motors = {n: {"id": k + 1, "drive_mode": int(n == "elbow_flex"), "homing_offset": -1000 + 400 * k,
+                  "range_min": 1000 + 10 * k, "range_max": 3000 - 10 * k} for k, n in enumerate(koch.joint_names)}
+    for folder, role in (("robots/koch_follower", "follower"), ("teleoperators/koch_leader", "leader")):
+        (tmp_path / folder).mkdir(parents=True)
+        path = _write(tmp_path, motors, f"{folder}/arm.json")
+        config = lerobot_calibration.import_file(koch, path)
+        shipped = board_config.shipped(koch, "dynamixel2", role)
+        assert config.role == role and [j.model for j in config.joints] == [j.model for j in shipped.joints]
+        for j, s in zip(config.joints[:-1], shipped.joints):
+            mid = (motors[j.name]["range_min"] + motors[j.name]["range_max"]) / 2
+            assert j.rad(mid) == pytest.approx(s.rad(2048), abs=1e-9), j.name
+        text, _ = lerobot_calibration.export_text(config)
+        assert text == json.dumps(motors, indent=4)
 
 
 def test_a_config_made_by_hil_exports_what_hil_reads():
@@ -103,7 +134,7 @@ def test_a_dynamixel_drive_mode_is_left_to_the_servo(tmp_path):
     koch_like = {**FILE, "elbow_flex": {**FILE["elbow_flex"], "homing_offset": 40000}}
     config = lerobot_calibration.import_file(SO101, _write(tmp_path, koch_like), "dynamixel2")
     assert config.bus == "dynamixel2" and all(j.direction == 1 for j in config.joints)
-    assert _round_trip(tmp_path, koch_like, "dynamixel2") == json.dumps(koch_like, indent=4) + "\n"
+    assert _round_trip(tmp_path, koch_like, "dynamixel2") == json.dumps(koch_like, indent=4)
 
 
 def _with(motor: str, **change) -> dict:

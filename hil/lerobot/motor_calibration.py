@@ -3,11 +3,18 @@
 LeRobot keeps one JSON file per robot: for each motor by name, `id`, `drive_mode`, `homing_offset`,
 `range_min` and `range_max`. The ranges are *present* positions: what the servo reports with that
 homing offset in its EEPROM (Feetech: present = actual − offset; Dynamixel: actual + offset), so a
-board config made from the file reads the same ticks LeRobot does, and its zero tick sits in the
-middle of the range, where LeRobot's own degrees put zero.
+board config made from the file reads the same ticks LeRobot does.
 
-    import_file(model, "so101.json", bus=None)   → BusConfig (the shipped config's baud, servos, [servo])
-    export_text(config)                           → the JSON LeRobot reads, and notes
+Which angle is which tick: LeRobot calibrates with each joint in the middle of its travel, so the
+middle of a recorded range is the pose the shipped config for the kit puts at tick 2048 (zero on
+the SO-101, the middle of the URDF's range on the SO-100 and the Koch). A gripper (LeRobot's
+0 … 100 %) has its whole recorded range mapped onto the robot's: 0 % at the gripper's lower limit,
+100 % at its upper, so every opening LeRobot can ask for is one hil can too.
+
+    import_file(model, "so101.json", bus=None, role=None) → BusConfig (the shipped config's baud,
+                                                             servo models, [servo]); role leader
+                                                             for a leader arm's file
+    export_text(config)                                   → the JSON LeRobot reads, and notes
 
 The five values are kept in the board config's joint tables (`drive_mode`, `homing_offset`,
 `range_min`, `range_max`) so that an imported file exports byte for byte as it came in. A config
@@ -20,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 from firmware_protocol.buses import BUSES, bus_class
 from firmware_protocol.buses.board import BusConfig, ServoJoint
@@ -29,6 +37,8 @@ from hil.inputs import parse_json, read_text
 
 KEYS = ("id", "drive_mode", "homing_offset", "range_min", "range_max")
 RESOLUTION = 4096          # ticks per turn of the servos LeRobot drives (STS3215, XL330, XL430)
+MIDDLE_TICK = 2048         # where a shipped LeRobot kit's config puts the middle of each joint's travel
+GRIPPERS = ("gripper",)    # LeRobot's RANGE_0_100 motors: their whole range maps onto the robot's
 # the buses LeRobot drives, and per bus what its files may hold and how it mirrors a motor
 # (ServoBus.lerobot_*): on some it mirrors a drive_mode 1 motor in software, on others the servo's
 # own Drive Mode register does, so the present positions hil reads are already mirrored
@@ -37,7 +47,7 @@ HOMING_LIMIT = {k: bus_class(k).lerobot_homing_limit for k in LEROBOT_BUSES}
 MIRRORED_BY_HOST = {k: bus_class(k).lerobot_mirrors_on_host for k in LEROBOT_BUSES}
 
 
-def _bus_for(model, bus: str | None) -> str:
+def bus_for(model, bus: str | None) -> str:
     if bus is not None:
         if bus not in HOMING_LIMIT:
             raise InputError(f"--bus {bus}: LeRobot calibration files are for {' and '.join(LEROBOT_BUSES)} buses")
@@ -71,10 +81,18 @@ def _motor(name: str, row, where: str, bus: str, max_id: int) -> dict:
     return row
 
 
-def import_file(model, path: str, bus: str | None = None) -> BusConfig:
+def role_of(path: str) -> str:
+    """A leader arm's file sits under LeRobot's `teleoperators/` (`…/koch_leader/ID.json`)."""
+    parts = [p.lower() for p in Path(path).parts]
+    return "leader" if any("leader" in p or p == "teleoperators" for p in parts) else "follower"
+
+
+def import_file(model, path: str, bus: str | None = None, role: str | None = None) -> BusConfig:
     """The board config a LeRobot calibration file describes, on the shipped config for `model` on
-    `bus` (baud, servo models, physics); InputError naming the file, the motor and the key."""
-    bus = _bus_for(model, bus)
+    `bus` in `role` (default: from the file's path; baud, each joint's servo model, physics);
+    InputError naming the file, the motor and the key."""
+    bus = bus_for(model, bus)
+    role = role or role_of(path)
     data = parse_json(read_text(path, "LeRobot calibration file"), path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a LeRobot calibration file is an object of motors by name, not "
@@ -86,21 +104,39 @@ def import_file(model, path: str, bus: str | None = None) -> BusConfig:
                          f"({', '.join(model.joint_names)}); is this the calibration of another robot?")
     if missing:
         raise InputError(f"{path}: no calibration for {', '.join(missing)} (every joint of {model.name} needs one)")
-    base = board_config.shipped(model, bus)
-    tpr = RESOLUTION / (2 * math.pi)
+    base = board_config.shipped(model, bus, role)
     rows = []
     for j in base.joints:
         m = _motor(j.name, data[j.name], path, bus, bus_class(bus).max_id)
         direction = -1 if (m["drive_mode"] and MIRRORED_BY_HOST[bus]) else 1
-        zero = (m["range_min"] + m["range_max"]) / 2
-        ends = sorted(direction * (t - zero) / tpr for t in (m["range_min"], m["range_max"]))
-        rows.append({"name": j.name, "servo_id": m["id"], "ticks_per_rad": tpr, "zero_tick": zero,
-                     "direction": direction, "min_deg": math.degrees(ends[0]), "max_deg": math.degrees(ends[1]),
-                     "model": j.model, **{k: m[k] for k in KEYS[1:]}})
-    fields = {"robot": model.name, "bus": bus, "baud": base.baud, "joint": _within_robot(model, rows, path)}
+        place = _gripper_place if j.name in GRIPPERS else _body_place
+        rows.append({"name": j.name, "servo_id": m["id"], "direction": direction, "model": j.model,
+                     **place(model, j, m, direction), **{k: m[k] for k in KEYS[1:]}})
+    fields = {"robot": model.name, "bus": bus, "baud": base.baud, "role": role,
+              "joint": _within_robot(model, rows, path)}
     if base.servo:
         fields["servo"] = base.servo
     return dataclasses.replace(board_config.parse(fields, model, path), source=str(path))
+
+
+def _body_place(model, base: ServoJoint, m: dict, direction: int) -> dict:
+    """The middle of the recorded range at the angle the kit's shipped config gives tick 2048;
+    the servo's own resolution; limits the range."""
+    tpr = RESOLUTION / (2 * math.pi)
+    middle = base.rad(MIDDLE_TICK)
+    zero = (m["range_min"] + m["range_max"]) / 2 - direction * middle * tpr
+    ends = sorted(direction * (t - zero) / tpr for t in (m["range_min"], m["range_max"]))
+    return {"ticks_per_rad": tpr, "zero_tick": zero, "min_deg": math.degrees(ends[0]), "max_deg": math.degrees(ends[1])}
+
+
+def _gripper_place(model, base: ServoJoint, m: dict, direction: int) -> dict:
+    """The whole recorded range onto the robot's range: LeRobot's 0 % (range_min, or range_max where
+    LeRobot mirrors the motor) at the lower limit, 100 % at the upper."""
+    i = model.joint_index(base.name)
+    lo, hi = float(model.lower[i]), float(model.upper[i])
+    tpr = (m["range_max"] - m["range_min"]) / (hi - lo)
+    zero = (m["range_min"] - tpr * lo) if direction > 0 else (m["range_max"] + tpr * lo)
+    return {"ticks_per_rad": tpr, "zero_tick": zero, "min_deg": math.degrees(lo), "max_deg": math.degrees(hi)}
 
 
 def _within_robot(model, rows: list[dict], path: str) -> list[dict]:
@@ -115,7 +151,7 @@ def _within_robot(model, rows: list[dict], path: str) -> list[dict]:
     return rows
 
 
-def _exported(j: ServoJoint, bus: str) -> dict:
+def exported(j: ServoJoint, bus: str) -> dict:
     if j.range_min is not None:
         return {"id": j.servo_id, "drive_mode": j.drive_mode, "homing_offset": j.homing_offset,
                 "range_min": j.range_min, "range_max": j.range_max}
@@ -136,8 +172,8 @@ def export_text(config: BusConfig) -> tuple[str, list[str]]:
         raise InputError(f"{config.source}: bus = {config.bus!r}; LeRobot drives {' and '.join(LEROBOT_BUSES)} servos")
     out, notes = {}, []
     for j in config.joints:
-        out[j.name] = _exported(j, config.bus)
+        out[j.name] = exported(j, config.bus)
         if j.direction < 0 and not MIRRORED_BY_HOST[config.bus] and j.range_min is None:
             notes.append(f"{j.name} turns against its servo's ticks (direction -1); on a Dynamixel bus LeRobot leaves "
                          "that to the servo's Drive Mode register, so its values for this joint run the other way")
-    return json.dumps(out, indent=4) + "\n", notes
+    return json.dumps(out, indent=4), notes   # as LeRobot writes it (draccus: json.dump, indent 4, no final newline)

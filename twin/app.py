@@ -168,6 +168,7 @@ class TwinApp:
         self._drag_joint: int | None = None   # the joint whose link is being dragged (preview only)
         self._drag_q0 = None
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
+        self.leader_shown = False          # teleop: the target is a leader arm's pose, drawn (white wireframe)
         self.balance_flagged = False
         self.safety_flags = 0
         self._checker = None
@@ -224,6 +225,8 @@ class TwinApp:
         self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev")
         self.shadow_drawing = S.RobotDrawing(self.model, "world", S.SHADOW, False, "shadow")
         self.shadow_drawing.show(False)
+        self.leader_drawing = S.RobotDrawing(self.model, "world", S.LEADER, False, "leader")
+        self.leader_drawing.show(False)
         self.prev.show(False)
         size = 0.6 * grid_step(self.model)
         for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
@@ -288,10 +291,12 @@ class TwinApp:
         legend = (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
                   ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING))
         rows = (legend[:3], legend[3:]) + ((G.LEGEND,) if self.humanoid else ())
-        for row in rows:   # the legend, whole: what each colour in the 3D view is
+        for k, row in enumerate(rows):   # the legend, whole: what each colour in the 3D view is
             with dpg.group(horizontal=True):
                 for text, color in row:
                     dpg.add_text(text, color=color[:3])
+                if k == 0:   # shown when the loop follows a leader arm (hil teleop)
+                    dpg.add_text("leader", tag="leader_legend", color=S.LEADER[:3], show=False)
         with dpg.group(horizontal=True):
             dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
             dpg.add_checkbox(label="joint frames (xyz: rgb)", tag="frames_box",
@@ -797,6 +802,8 @@ class TwinApp:
             self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
         if getattr(self, "shadow_q", None) is not None:
             self.shadow_drawing.set_poses(m.fk_frames(self.shadow_q), Tw)
+        if self.leader_shown and self.q_target is not None:
+            self.leader_drawing.set_poses(m.fk_frames(self.q_target), Tw)
         for i in range(m.n):
             self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
         self.meas.set_link_color(-1, S.MEASURED)
@@ -960,6 +967,10 @@ class TwinApp:
         """Once the loop says so: are measured positions estimates? Then the plots say it too."""
 
         info = self.client.info()
+        if info.get("leader") and not self.leader_shown:   # teleop: the leader's pose the follower follows
+            self.leader_shown = True
+            self.leader_drawing.show(True)
+            dpg.configure_item("leader_legend", show=True)
         if "position_estimated" in info:
             self.estimated = bool(info["position_estimated"])
             if self.estimated:

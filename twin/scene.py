@@ -24,6 +24,7 @@ AT_LIMIT = (235, 70, 60, 255)
 GHOST = (120, 255, 140, 255)
 PREVIEW = (255, 120, 230, 255)
 SHADOW = (255, 170, 60, 255)     # the shadow twin's prediction (hil run --shadow)
+LEADER = (235, 235, 235, 255)    # the leader arm's pose, within the follower's ranges (hil teleop)
 COLLIDING = (190, 90, 255, 255)     # a link the safety checks find in collision
 DIFFERS = (255, 110, 90)            # a joint whose measured angle is off its command (panel text)
 

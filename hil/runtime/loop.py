@@ -398,7 +398,7 @@ class Loop:
         info = self.link.info
         self.position_estimated = bool(info.capabilities & CAP_POSITION_ESTIMATED)
         self.shared.set_info(robot=cfg.robot, board=info.uid, port=cfg.port, pid=os.getpid(),
-                             position_estimated=self.position_estimated)
+                             position_estimated=self.position_estimated, leader=self.motion.name == "teleop")
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")

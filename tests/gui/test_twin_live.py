@@ -468,3 +468,25 @@ def test_calibration_by_eye_draws_the_reference_and_the_nudged_servos_over_it(tm
     assert np.hypot(solid_at[0] - ghost_at[0], solid_at[1] - ghost_at[1]) > 8, (solid_at, ghost_at)
     assert near(img, solid_at, S.MEASURED, radius=6), "the reference pose's foot is not drawn solid"
     assert near(img, ghost_at, S.GHOST, radius=6), "the nudged foot is not drawn as the ghost"
+
+
+def test_the_twin_draws_the_leader_beside_the_follower_in_teleop(xdisplay, tmp_path):
+    """`hil teleop`: the twin attached to the follower's loop draws the leader's pose (the loop's
+    target) as a wireframe of its own colour, and says what it is in the legend."""
+    from twin import scene as S
+
+    proc = subprocess.Popen(HIL + ["teleop", "--robot", "koch", "--dry-run", "--headless", "--duration", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client = attach(proc, "koch")
+        assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=45), "teleop never followed"
+        out = tmp_path / "teleop.png"
+        r = subprocess.run(HIL + ["twin", "--attach", client.name, "--screenshot", str(out)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        client.shutdown()
+    finally:
+        finish(proc, timeout_s=60)
+    img = read_png(str(out))[:, :840, :3].astype(int)   # the 3D view
+    leader = (np.abs(img - np.array(S.LEADER[:3])).sum(axis=2) <= 6).sum()
+    assert leader > 200, f"{leader} pixels of the leader's colour"

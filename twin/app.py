@@ -14,7 +14,7 @@ import time
 import dearpygui.dearpygui as dpg
 import numpy as np
 
-from firmware_protocol.messages import fault_fixes, fault_names
+from firmware_protocol.messages import BoardState, fault_fixes, fault_names
 from hil.display import screen_size
 from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
@@ -25,6 +25,8 @@ from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
 from twin import ground as G
 from twin import scene as S
 from twin.meshes import link_meshes
+
+ENABLED_STATE = int(BoardState.ENABLED)
 
 
 # the window: 1280×720, or the screen it opens on where that is smaller (placed at its top left)
@@ -169,6 +171,9 @@ class TwinApp:
         self._drag_q0 = None
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
         self.leader_shown = False          # teleop: the target is a leader arm's pose, drawn (white wireframe)
+        self._open_dialog: str | None = None              # the confirm dialog open, if any
+        self._dialog_state: tuple[int, int] | None = None  # (board state, mode) it was opened in
+        self._asked_in: tuple[int, int] | None = None      # the latest (board state, mode) seen
         self.balance_flagged = False
         self.safety_flags = 0
         self._checker = None
@@ -265,21 +270,29 @@ class TwinApp:
         b = dpg.add_button(label="E-STOP  (space)", width=-1, height=64, callback=lambda *a: self.estop(), tag="estop")
         dpg.bind_item_theme(b, red)
         with dpg.group(horizontal=True):
-            dpg.add_button(label="Enable...", callback=lambda *a: dpg.configure_item("confirm", show=True))
-            dpg.add_button(label="Disable", callback=lambda *a: self._post("disable"))
+            dpg.add_button(label="Enable...", callback=lambda *a: self._ask("confirm"))
+            dpg.add_button(label="Disable", callback=lambda *a: self._ask("confirm_disable") if self.humanoid
+                           else self._post("disable"))
             dpg.add_button(label="Clear fault", callback=lambda *a: self._post("clear_fault"))
             dpg.add_button(label="Start", callback=lambda *a: self._post("start_motion"))
             dpg.add_button(label="Stop", callback=lambda *a: self._post("stop_motion"))
         with dpg.group(horizontal=True):   # a pose dragged in the view or previewed in Cartesian: sent only from here
             dpg.add_button(label="Send preview", tag="send_preview", callback=lambda *a: self._cart_send())
             dpg.add_button(label="Drop preview", callback=lambda *a: self.drop_preview())
-        with dpg.window(label="Enable the robot?", modal=True, show=False, tag="confirm", no_resize=True,
+        # not modal: a modal window takes every click, the E-STOP's too (SPACE alone got through)
+        with dpg.window(label="Enable the robot?", show=False, tag="confirm", no_resize=True, no_collapse=True,
                         pos=(W // 2 - 160, H // 2 - 60), width=320):
             dpg.add_text("Torque on. The robot holds its measured pose\nand moves only when you ask.")
             with dpg.group(horizontal=True):
-                dpg.add_button(label="Enable", callback=lambda *a: (self._post("enable"),
-                                                                   dpg.configure_item("confirm", show=False)))
-                dpg.add_button(label="Cancel", callback=lambda *a: dpg.configure_item("confirm", show=False))
+                dpg.add_button(label="Enable", callback=lambda *a: (self._post("enable"), self._close("confirm")))
+                dpg.add_button(label="Cancel", callback=lambda *a: self._close("confirm"))
+        with dpg.window(label="Disable the robot?", show=False, tag="confirm_disable", no_resize=True,
+                        no_collapse=True, pos=(W // 2 - 180, H // 2 - 60), width=360):
+            dpg.add_text("Torque off. A humanoid standing on its feet falls:\nlower it to the floor or hold it first.")
+            with dpg.group(horizontal=True):
+                dpg.add_button(label="Disable", callback=lambda *a: (self._post("disable"),
+                                                                    self._close("confirm_disable")))
+                dpg.add_button(label="Cancel", callback=lambda *a: self._close("confirm_disable"))
         # the three lines below take no room while they say nothing (set_text shows them)
         dpg.add_text("", tag="status", wrap=PANEL_W - 20, show=False)
         with dpg.tooltip("status", tag="status_tip"):
@@ -612,8 +625,32 @@ class TwinApp:
     # -------------------------------------------------------------- requests
     def estop(self) -> None:
         self.estop_sent += 1
+        if self._open_dialog is not None:   # whatever it asked is moot now
+            self._close(self._open_dialog)
         reply = self.client.estop() if self.client is not None else None
         self._message(reply if isinstance(reply, str) and reply else "E-STOP sent")   # a remote loop answers
+
+    def _ask(self, dialog: str) -> None:
+        """Open a confirm dialog, remembering the state it was asked in: any change of the board's
+        state or the robot's mode makes its question moot, and it closes (`_forget_moot_dialogs`)."""
+        if dialog == "confirm" and self._asked_in is not None and self._asked_in[0] == ENABLED_STATE:
+            self._message("enable: the board is already enabled")
+            return
+        if self._open_dialog is not None and self._open_dialog != dialog:
+            self._close(self._open_dialog)
+        self._open_dialog, self._dialog_state = dialog, self._asked_in
+        dpg.configure_item(dialog, show=True)
+
+    def _close(self, dialog: str) -> None:
+        dpg.configure_item(dialog, show=False)
+        if self._open_dialog == dialog:
+            self._open_dialog, self._dialog_state = None, None
+
+    def _forget_moot_dialogs(self, state: tuple[int, int]) -> None:
+        if self._open_dialog is not None and self._dialog_state is not None and state != self._dialog_state:
+            self._close(self._open_dialog)
+            self._message(f"the question was closed: the board is now {BOARD_STATES.get(state[0], '?')}")
+        self._asked_in = state
 
     def _post(self, what: str) -> None:
         if self.client is None:
@@ -877,6 +914,7 @@ class TwinApp:
         if self.frames % 3 == 0:
             self._show_load(s.load)
         self.safety_flags = int(s.safety_flags)
+        self._forget_moot_dialogs((int(s.board_state), int(s.mode)))
         self._show_measured()
         if self.safety_flags:   # the last reason stays shown until another one comes
             set_text("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))

@@ -9,9 +9,11 @@ from hil.inputs import writable_file
 
 def register(sub) -> None:
     s = add_command(sub, "export", "a recording as MCAP (Foxglove) or as an episode of a LeRobot dataset",
-                    "--mcap: joint states (every recorded cycle), frame transforms and the tool pose from the "
-                    "measured positions, the run's events as log messages and the robot's URDF attached: open "
-                    "the file in Foxglove (3D, Plot, Log panels); needs the mcap extra. --lerobot: the run as one "
+                    "--mcap: a ROS 2 bag (CDR, the schemas ROS 2's MCAP storage writes): sensor_msgs/JointState "
+                    "measured, commanded and target every recorded cycle, tf2_msgs/TFMessage for every link from "
+                    "the measured positions, the tool pose, the URDF on /robot_description, the board's state as "
+                    "diagnostics and the run's events on /rosout — for ros2 bag play, RViz and Foxglove's 3D panel "
+                    "(--schemas foxglove: Foxglove's own JSON schemas instead); needs the mcap extra. --lerobot: the run as one "
                     "more episode of a LeRobot dataset (v3.0; made when the folder is new or empty): "
                     "observation.state what the servos read, action the target the loop was asked to follow (the "
                     "motion's, within the ranges), from the motion's start to its end, at --fps in "
@@ -24,6 +26,8 @@ def register(sub) -> None:
     out.add_argument("--lerobot", metavar="DIR", help="the LeRobot dataset to add the run to as an episode")
     s.add_argument("file", metavar="FILE.npy", help="a recording from `hil run/play/walk/teleop --record`")
     s.add_argument("--robot", help="the robot (default: the one the recording's .json names)")
+    s.add_argument("--schemas", choices=("ros2", "foxglove"), default="ros2",
+                   help="--mcap: ROS 2 messages in CDR (default), or Foxglove's JSON schemas")
     s.add_argument("--fps", type=int, default=30, help="--lerobot: frames per second of the episode")
     s.add_argument("--task", default="", help="--lerobot: what the episode does, in words (LeRobot's task)")
     s.add_argument("--degrees", action="store_true", help="--lerobot: body joints in degrees (LeRobot's "
@@ -49,14 +53,17 @@ def run_export(args) -> int:
     if args.lerobot:
         return _export_lerobot(args)
     from hil.export.foxglove import write_mcap
+    from hil.export.ros2 import write_ros2_mcap
 
     if not args.mcap.endswith(".mcap"):
         raise InputError(f"--mcap {args.mcap}: the file name must end in .mcap")
     writable_file(args.mcap, "--mcap")
     data, meta, model = open_run(args.file, args.robot)
-    count = write_mcap(args.mcap, data, meta, load_events(args.file), model)
-    print(f"wrote {args.mcap}: {len(data)} cycles, {count} messages (joint states, transforms, tool pose, events) "
-          "and the URDF")
+    write = write_ros2_mcap if args.schemas == "ros2" else write_mcap
+    count = write(args.mcap, data, meta, load_events(args.file), model)
+    kind = "a ROS 2 bag" if args.schemas == "ros2" else "Foxglove's schemas"
+    print(f"wrote {args.mcap} ({kind}): {len(data)} cycles, {count} messages (joint states, transforms, tool pose, "
+          "events) and the URDF")
     return 0
 
 

@@ -17,6 +17,10 @@ import numpy as np
 from hil.kinematics.rotations import rpy_angles
 
 EFFORT_NM = 10.0   # URDF's <limit> needs an effort; the model has none
+# MuJoCo refuses a moving body without mass or inertia: a massless link (the PUMA's first, a
+# paper's model) gets a microgram, a point mass a pinhead's inertia — nothing a dynamics sees
+MIN_MASS_KG = 1e-9
+MIN_INERTIA_KGM2 = 1e-12
 
 
 def _num(v: float) -> str:
@@ -83,9 +87,11 @@ def to_urdf(model) -> str:
 
     def link(name: str, index: int | None) -> None:
         body = []
-        if index is not None:
-            if masses[index + 1] > 0 or model.inertias[index + 1].any():
-                body.append(_inertial(float(masses[index + 1]), coms[index + 1], model.inertias[index + 1]))
+        if index is not None:   # a moving link: never without mass and inertia (MIN_MASS_KG)
+            inertia = model.inertias[index + 1].copy()
+            for k in range(3):
+                inertia[k, k] = max(inertia[k, k], MIN_INERTIA_KGM2)
+            body.append(_inertial(max(float(masses[index + 1]), MIN_MASS_KG), coms[index + 1], inertia))
             for s in by_link.get(index, []):
                 for g in _geometry(s):
                     body += [f"<visual>{g}</visual>", f"<collision>{g}</collision>"]

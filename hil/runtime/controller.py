@@ -37,6 +37,7 @@ INCIDENTS = frozenset({Ev.SAW_FAULT, Ev.SAW_ESTOP, Ev.LINK_LOST, Ev.OVERRUN_DISA
 NO_ACTIONS: list = []  # shared by the cycles that have none (never appended to)
 # a board action repeated because the board has not followed (e-stop or disable again) waits this long
 RESEND_S = 0.1
+ENABLE_SETTLE_S = 0.1   # after the ENABLE's answer, how long a DISABLED STATE may still be one sent before it
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,11 @@ class Controller:
         """The lifecycle's view of a STATE whose board state (or our mode) changed since the last one
         seen, or that last time asked for an action again (an e-stop the board has not followed)."""
         ev = BOARD_STATE_EVENT.get(int(sample.state))
+        if ev == Ev.SAW_DISABLED and self.life.mode == ENABLING and self.now - self._fresh_after < ENABLE_SETTLE_S:
+            # just after the board answered the ENABLE, a STATE it sent before taking it may still
+            # arrive: DISABLED then is not a refusal (read so, the README's loop fell back to
+            # DISABLED 1 run in 3) unless it lasts; an e-stop or a fault is taken at once
+            return
         before = self.life.mode
         step = self.handle(ev, why=_board_why(sample, self.model.joint_names)) if ev is not None else None
         self._seen_state, self._seen_mode = sample.state, self.life.mode

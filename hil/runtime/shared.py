@@ -36,7 +36,7 @@ import numpy as np
 
 from firmware_protocol.messages import BoardState
 from hil.errors import HilError, InputError, message
-from hil.runtime.lifecycle import Mode
+from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.realtime import private_folder, user_folder
 from hil.seqlock import Seqlock
 
@@ -557,8 +557,29 @@ class LoopClient:
     def shutdown(self) -> Answer:
         return self._ask(Request.SHUTDOWN)
 
+    def wait_until(self, predicate, what: str, timeout_s: float = 10.0):
+        """The first snapshot for which predicate(snapshot) is true; HilError saying what was waited
+        for, for how long, where the loop is (its mode, activity, board state) and its last words
+        when none comes within `timeout_s`, or when the loop stops meanwhile."""
+        seen, _ = self.state.events_since(0)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            s = self.snapshot()
+            if predicate(s):
+                return s
+            stopped = self.status() in (LoopStatus.STOPPED, LoopStatus.FAILED)
+            if stopped or time.monotonic() > deadline:
+                _, said = self.state.events_since(max(0, seen - 3))
+                where = (f"{Mode(int(s.mode)).name} {Activity(int(s.activity)).name}, board "
+                         f"{BOARD_STATES.get(int(s.board_state), '?')}")
+                last = f"; its last words: {' | '.join(said[-3:])}" if said else ""
+                why = "the loop stopped" if stopped else f"not within {timeout_s:g} s"
+                raise HilError(f"waited for {what}: {why}; the loop is {where}{last}")
+            time.sleep(0.005)
+
     def wait(self, predicate, timeout_s: float = 2.0, poll_s: float = 0.002):
-        """Poll snapshots until predicate(snapshot) is true; returns it, or None on timeout."""
+        """Poll snapshots until predicate(snapshot) is true; returns it, or None on timeout
+        (`wait_until` says what was waited for and why it ended)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             s = self.snapshot()

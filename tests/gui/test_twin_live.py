@@ -61,6 +61,30 @@ def test_estop_button_reaches_the_loop(xdisplay, tmp_path):
     assert "E-STOP from a client (the twin, hil ctl or a script)" in out
 
 
+@pytest.mark.skipif(not __import__("shutil").which("xdotool"), reason="needs xdotool to click")
+def test_estop_button_works_while_the_enable_dialog_is_open(xdisplay, tmp_path):
+    """The Enable dialog is open (asked, not answered): a click on E-STOP still reaches the loop."""
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "40")
+    twin = None
+    try:
+        client = attach(proc, "puma560")
+        twin = subprocess.Popen(HIL + ["twin", "--attach", client.name, "--robot", "puma560", "--duration", "30"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wid = twin_window(twin)
+        time.sleep(1.0)
+        # "Enable..." under the E-STOP, at the panel's left; then the E-STOP itself
+        subprocess.run(["xdotool", "mousemove", "--window", wid[0], "896", "93", "click", "1"], check=True)
+        time.sleep(0.5)
+        subprocess.run(["xdotool", "mousemove", "--window", wid[0], "1060", "48", "click", "1"], check=True)
+        s = client.wait(lambda s: s.board_state == 4, timeout_s=5)
+        assert s is not None, "the board did not reach ESTOP after the click with the dialog open"
+        client.shutdown()
+    finally:
+        close_twin(twin)
+        out = finish(proc)
+    assert "E-STOP from a client (the twin, hil ctl or a script)" in out
+
+
 def test_the_twin_opens_from_a_folder_that_shadows_the_package(tmp_path, xdisplay):
     """A `hil` folder in the current directory (a checkout in the home folder) used to shadow the
     installed package in the twin's process: it failed, and the run said "window open" and exited 0."""

@@ -40,8 +40,8 @@ def _margin_mm(text: str, after: str) -> float:
 
 def test_the_mcap_holds_every_row_its_events_and_the_urdf(walk_recording, tmp_path):
     out = tmp_path / "walk.mcap"
-    r = subprocess.run(HIL + ["export", str(walk_recording), "--mcap", str(out)], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(HIL + ["export", str(walk_recording), "--mcap", str(out), "--schemas", "foxglove"],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     data, meta = load_recording(str(walk_recording))
     events = load_events(str(walk_recording))
@@ -89,6 +89,73 @@ def test_the_mcap_holds_every_row_its_events_and_the_urdf(walk_recording, tmp_pa
     path.write_bytes(urdf_attachment.data)
     back = urdf.build(str(path))
     assert np.abs(back.fk_frames(data["q_meas"][k])[[back.frame_index(f) for f in model.frame_names]] - F).max() < 1e-9
+
+
+def _chain(tf: dict, name: str, quat) -> tuple[np.ndarray, str]:
+    """A frame's pose in the root of the transforms (child → (parent, 4×4)), and that root's name."""
+    chain, frame = np.eye(4), name
+    while frame in tf:
+        parent, T = tf[frame]
+        chain = T @ chain
+        frame = parent
+    return chain, frame
+
+
+def _matrix(translation, rotation) -> np.ndarray:
+    x, y, z, w = rotation
+    T = np.eye(4)
+    T[:3, :3] = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                 [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                 [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+    T[:3, 3] = translation
+    return T
+
+
+def test_the_mcap_is_a_ros2_bag_an_independent_reader_takes(walk_recording, tmp_path):
+    """Read with `rosbags` (its own MCAP reader and CDR decoder, not the writer's library): JointState
+    with the robot's joint names and the recording's positions, TF for every link where FK puts it,
+    the URDF on /robot_description, the events on /rosout."""
+    rosbags_reader = pytest.importorskip("rosbags.rosbag2")
+    from rosbags.typesys import Stores, get_typestore
+
+    bag = tmp_path / "walk"
+    bag.mkdir()
+    r = subprocess.run(HIL + ["export", str(walk_recording), "--mcap", str(bag / "walk.mcap")], capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0 and "a ROS 2 bag" in r.stdout, r.stdout + r.stderr
+    data, meta = load_recording(str(walk_recording))
+    model = robots.load("humanoid17")
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    by_topic: dict[str, list] = {}
+    with rosbags_reader.Reader(bag / "walk.mcap") as reader:
+        types = {c.topic: c.msgtype for c in reader.connections}
+        for conn, t_ns, raw in reader.messages():
+            by_topic.setdefault(conn.topic, []).append((t_ns, store.deserialize_cdr(raw, conn.msgtype)))
+    assert types["/joint_states"] == "sensor_msgs/msg/JointState" and types["/tf"] == "tf2_msgs/msg/TFMessage"
+    assert types["/robot_description"] == "std_msgs/msg/String" and types["/rosout"] == "rcl_interfaces/msg/Log"
+    start_ns = int(meta["started"] * 1e9)
+    states = by_topic["/joint_states"]
+    assert len(states) == len(data) == len(by_topic["/joint_states/commanded"]) == len(by_topic["/tf"])
+    for row, (t_ns, msg) in zip(data[::50], states[::50]):
+        assert t_ns == start_ns + int(round(float(row["t"]) * 1e9))
+        assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == t_ns
+        assert list(msg.name) == list(model.joint_names) and np.allclose(msg.position, row["q_meas"])
+    k = len(data) // 2
+    tf = {t.child_frame_id: (t.header.frame_id, _matrix([t.transform.translation.x, t.transform.translation.y,
+                                                         t.transform.translation.z],
+                                                        [t.transform.rotation.x, t.transform.rotation.y,
+                                                         t.transform.rotation.z, t.transform.rotation.w]))
+          for t in by_topic["/tf"][k][1].transforms}
+    F = model.fk_frames(np.ascontiguousarray(data["q_meas"][k]))
+    for name in model.frame_names[1:]:
+        chain, root = _chain(tf, name, None)
+        assert root == model.base_frame and np.abs(chain - F[model.frame_index(name)]).max() < 1e-9, name
+    path = tmp_path / "robot.urdf"
+    path.write_text(by_topic["/robot_description"][0][1].data)
+    back = urdf.build(str(path))
+    assert set(model.frame_names) <= set(back.frame_names)
+    events = load_events(str(walk_recording))
+    assert [m.msg for _, m in by_topic["/rosout"]] == [text for _, text in events]
 
 
 def test_the_plot_draws_the_joints_and_the_walk_s_zmp(walk_recording, tmp_path):

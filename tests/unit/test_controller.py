@@ -240,6 +240,35 @@ def test_an_estop_while_an_enable_is_awaited_keeps_the_board_observed():
     assert Action.SEND_ESTOP in actions  # observed: disabled, not e-stopped as asked
 
 
+def test_a_disabled_state_sent_before_the_board_took_the_enable_does_not_undo_it():
+    """Just after the board answered the ENABLE, a STATE it sent before taking it may still arrive
+    saying DISABLED. That is not a refusal (read so, the README's loop went ENABLING → DISABLED one
+    run in three); a DISABLED that lasts is — and an e-stop is taken at once either way."""
+    from hil.runtime.controller import ENABLE_SETTLE_S
+
+    def answered(first_state: int) -> Bench:
+        b = Bench()
+        b.ctl.handle(Ev.ENABLE)
+        b.ctl.pending_actions.clear()
+        b.now += T
+        b.ctl.completed(Action.SEND_ENABLE, None, b.now)
+        b.now += T
+        b.ctl.cycle(b.now, Sample(b.now, first_state, b.q.copy()), 0)
+        return b
+
+    b = answered(DISABLED)            # one in flight
+    assert b.ctl.life.mode == Mode.ENABLING
+    b.now += T
+    b.ctl.cycle(b.now, Sample(b.now, ENABLED, b.q.copy()), 0)
+    assert b.ctl.life.enabled
+    refused = answered(DISABLED)      # and it goes on saying so
+    while refused.ctl.life.mode == Mode.ENABLING and refused.now < 101.0:
+        refused.now += T
+        refused.ctl.cycle(refused.now, Sample(refused.now, DISABLED, refused.q.copy()), 0)
+    assert refused.ctl.life.mode == Mode.DISABLED and refused.now - 100.0 < 2 * ENABLE_SETTLE_S
+    assert answered(ESTOP).ctl.life.mode == Mode.ESTOP
+
+
 class PastTheRange(Hold):
     """A motion whose target runs past both ends of two joints' ranges (a bad plan, a bad file)."""
 

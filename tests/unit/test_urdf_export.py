@@ -69,3 +69,18 @@ def test_a_urdf_robot_goes_round_and_the_command_writes_it(tmp_path):
     r = subprocess.run([sys.executable, "-m", "hil.cli", "urdf", "--robot", "so101", "--out", "/no/such/dir/x.urdf"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--out" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("name", ["puma560", "humanoid17", "so101", "so100", "koch"])
+def test_every_export_loads_in_mujoco_and_pinocchio(tmp_path, name):
+    """MuJoCo refuses a moving body without mass or inertia (the PUMA's first link has none in the
+    paper's model): every link the file moves has both, and the robot's mass is unchanged."""
+    mujoco = pytest.importorskip("mujoco")
+    model = robots.load(name)
+    text = to_urdf(model)
+    m = mujoco.MjModel.from_xml_string(text)
+    base = float(model.tables[1][0, 0])   # MuJoCo fuses the root link into its world body
+    assert m.njnt == model.n and float(m.body_mass.sum()) == pytest.approx(model.total_mass - base, rel=1e-6)
+    path = tmp_path / f"{name}.urdf"
+    path.write_text(text)
+    assert pin.buildModelFromUrdf(str(path)).nq == model.n

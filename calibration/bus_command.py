@@ -25,7 +25,7 @@ from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.board import BusBoard
 from hil import board_config, robots
 from hil.emulator_launch import parse_joint_values
-from hil.errors import HilError, InputError
+from hil.errors import HilError, InputError, did_you_mean
 
 
 def calibrate(args, model, bus) -> int:
@@ -59,7 +59,8 @@ def _reference(args, model, bus) -> int:
     Position Limits that takes are written to the servos and read back."""
     q_ref = model.poses.get(args.pose)
     if q_ref is None:
-        raise HilError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+        raise HilError(f"unknown pose {args.pose!r}{did_you_mean(args.pose, model.poses)}; poses: "
+                       f"{', '.join(model.poses)}")
     view = CalibrationView(model, None if args.headless else args.start_twin)
     try:
         link = _connect(args, model, bus)
@@ -317,7 +318,8 @@ def _by_eye(args, model, bus, cls) -> int:
     nudged by the user until the robot looks like the twin; the pulses held become the zeros."""
     q_ref = model.poses.get(args.pose)
     if q_ref is None:
-        raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+        raise InputError(f"unknown pose {args.pose!r}{did_you_mean(args.pose, model.poses)}; poses: "
+                         f"{', '.join(model.poses)}")
     lower = np.array([j.min_rad for j in bus.joints])
     upper = np.array([j.max_rad for j in bus.joints])
     outside = [f"{n} {math.degrees(q):+.1f}°" for n, q, a, b in zip(model.joint_names, q_ref, lower, upper)

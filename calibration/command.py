@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_protocol.buses import bus_list
-from hil.errors import HilError
+from hil.errors import HilError, did_you_mean
 from hil.inputs import number, writable_file
 
 
@@ -188,7 +188,8 @@ def main(args: argparse.Namespace) -> int:
                     print(f"keeping the board's saved directions and offsets from {known} in {path}")
             if args.method == "reference":
                 if args.pose not in model.poses:
-                    raise InputError(f"unknown pose {args.pose!r}; poses: {', '.join(model.poses)}")
+                    raise InputError(f"unknown pose {args.pose!r}{did_you_mean(args.pose, model.poses)}; poses: "
+                                     f"{', '.join(model.poses)}")
                 ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
                            f"... --robot {model.name}`), torque off.")
                 print(f"reading {args.samples} samples per joint …")

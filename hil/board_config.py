@@ -30,7 +30,7 @@ import numpy as np
 
 from firmware_protocol.buses import BUSES, bus_class, control_tables, model_numbers
 from firmware_protocol.buses.board import BusConfig, ServoJoint
-from hil.errors import InputError
+from hil.errors import InputError, did_you_mean
 from hil.inputs import parse_toml, read_text
 from hil.robots.servos import servo_table
 
@@ -215,7 +215,8 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
         raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r}; joint keys are {', '.join(sorted(JOINT_KEYS))}")
     name = row.get("name")
     if name not in model.joint_names:
-        raise InputError(f"{where}: name = {name!r} is not a joint of {model.name} ({', '.join(model.joint_names)})")
+        raise InputError(f"{where}: name = {name!r} is not a joint of {model.name}{did_you_mean(name, model.joint_names)} "
+                         f"({', '.join(model.joint_names)})")
     where = f"{where} ({name})"
     known = control_tables.model_named(row.get("model") if isinstance(row.get("model"), str) else None, cls.kind)
     if known is not None and "ticks_per_rad" not in row:

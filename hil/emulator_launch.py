@@ -27,7 +27,7 @@ from firmware_protocol.emulator.__main__ import Faults
 from firmware_protocol.board_cpu import as_a_board_cpu
 from firmware_protocol.buses import FIRST_BUS
 from hil.board_config import emulated_servos
-from hil.errors import InputError
+from hil.errors import InputError, did_you_mean
 from hil.inputs import number
 
 BOARD_KINDS = ("puma6", "humanoid17", "servos")
@@ -57,8 +57,9 @@ def parse_joint_values(model, text: str | None, what: str) -> np.ndarray | None:
             try:
                 j = model.joint_index(name.strip())
             except (KeyError, ValueError, IndexError):
-                raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name} "
-                                 f"({', '.join(model.joint_names)})") from None
+                raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name}"
+                                 f"{did_you_mean(name.strip(), model.joint_names)} ({', '.join(model.joint_names)})") \
+                    from None
             out[j] = number(val, f"{what} {name.strip()}=", -180, 180, "deg")
         return out
     try:
@@ -80,7 +81,8 @@ def parse_joint_ranges(model, text: str | None, what: str) -> dict[str, tuple[fl
         name, _, span = item.partition("=")
         lo, sep, hi = span.partition(":")
         if name.strip() not in model.joint_names:
-            raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name} ({', '.join(model.joint_names)})")
+            raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name}"
+                             f"{did_you_mean(name.strip(), model.joint_names)} ({', '.join(model.joint_names)})")
         if not sep:
             raise InputError(f"{what}: {item!r} is not JOINT=LO:HI (degrees, e.g. l_knee=-5:120)")
         a = number(lo, f"{what} {name.strip()} low", -360, 360, "deg")
@@ -101,8 +103,8 @@ def parse_joint_list(model, text: str | None) -> list[int]:
             try:
                 out.append(model.joint_index(int(tok) if tok.isdigit() else tok))
             except (KeyError, ValueError, IndexError):
-                raise InputError(f"--reverse: {tok!r} is not a joint of {model.name} (names or indices 0…"
-                                 f"{model.n - 1})") from None
+                raise InputError(f"--reverse: {tok!r} is not a joint of {model.name}"
+                                 f"{did_you_mean(tok, model.joint_names)} (names or indices 0…{model.n - 1})") from None
     return out
 
 

@@ -36,3 +36,14 @@ answer): reported by their message, never by a traceback."""
 def message(e: BaseException) -> str:
     """An expected error's text for a user: an OSError's own words without "[Errno N]"."""
     return e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+
+
+def did_you_mean(word, options, most: int = 3) -> str:
+    """" (did you mean X?)" for the option closest to a mistyped `word` (or a few), "" when none is
+    close: what every "unknown …" message adds."""
+    import difflib   # lazy: only a mistake needs it
+
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=most, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(close)}?)"

@@ -14,7 +14,7 @@ from typing import Sequence
 import hil
 from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, export_cmd, fk_cmd, path_cmd, play_cmd, ports_cmd, replay_cmd,
                      robots_cmd, rtcheck_cmd, run_cmd, teleop_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
-from hil.cli.common import HelpFormatter
+from hil.cli.common import HelpFormatter, Parser
 from hil.errors import EXPECTED, message
 
 # in the order `hil --help` lists them
@@ -26,7 +26,7 @@ COMPILING_COMMANDS = {"run", "path", "walk", "play", "teleop", "replay", "calibr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="hil", formatter_class=HelpFormatter,
+    p = Parser(allow_abbrev=False, prog="hil", formatter_class=HelpFormatter,
                                 description="hardware-in-the-loop controller with a digital twin: PUMA 560, "
                                             "17-DOF humanoid, SO-101, or your own arm or humanoid from its URDF "
                                             "(--robot FILE.urdf; `hil robots` lists them), on a board or servo bus "
@@ -34,15 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
                                 epilog="start with:\n  hil run --robot puma560 --dry-run --headless --duration 10 "
                                        "--enable --motion demo\n`hil COMMAND --help` says more about each command.")
     p.add_argument("--version", action="version", version=f"hil {hil.__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    p.set_defaults(subcommands=sub.choices)   # each command's own parser, by name (its errors, its usage)
     for command in COMMANDS:
         command.register(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    Parser.argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:   # said by the command's own parser: its usage, and the option that was meant
+        sub = args.subcommands.get(args.command) if args.command else None
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -8,9 +8,9 @@ import shutil
 import tempfile
 
 from firmware_protocol.buses import bus_list
-from hil.errors import InputError
+from hil.errors import InputError, did_you_mean
 
-ROBOT_HELP = ("robot: a shipped name (puma560, humanoid17, so101; see `hil robots`), a URDF file, or a robot "
+ROBOT_HELP = ("robot: a shipped name (puma560, humanoid17, so101, so100, koch; see `hil robots`), a URDF file, or a robot "
               ".toml file (ours, or a side file naming a URDF: docs/robots.md)")
 
 
@@ -24,6 +24,28 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
                 and not action.option_strings == [] and action.nargs != 0):
             text += " (default: %(default)s)"
         return text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors add what the user may have meant: a mistyped command or
+    choice, a mistyped option (also when it left a required one missing)."""
+
+    argv: list[str] = []   # the command line being parsed (set by the CLI's main)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.format_usage()}{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message: str) -> str:
+        import re   # lazy: only an error needs it
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        typed = [t.split("=", 1)[0] for t in self.argv if t.startswith("--") and t.split("=", 1)[0] not in known]
+        hints = [f"{t}: did you mean {m}?" for t in typed
+                 for m in [did_you_mean(t, known, most=1).removeprefix(" (did you mean ").removesuffix("?)")] if m]
+        return f" ({'; '.join(hints)})" if hints else ""
 
 
 def add_command(sub, name: str, summary: str, description: str, examples: list[str]) -> argparse.ArgumentParser:

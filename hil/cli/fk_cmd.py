@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from hil.cli.common import ROBOT_HELP, add_command
-from hil.errors import InputError
+from hil.errors import InputError, did_you_mean
 
 
 def register(sub) -> None:
@@ -31,7 +31,8 @@ def run(args) -> int:
     m = robots.load(args.robot)
     if args.pose:
         if args.pose not in m.poses:
-            raise InputError(f"{m.name}: unknown pose {args.pose!r}; poses: {', '.join(m.poses)}")
+            raise InputError(f"{m.name}: unknown pose {args.pose!r}{did_you_mean(args.pose, m.poses)}; poses: "
+                             f"{', '.join(m.poses)}")
         q = m.poses[args.pose]
     elif args.q_deg is not None:
         if len(args.q_deg) != m.n:

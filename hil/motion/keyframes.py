@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hil.errors import ConfigError, InputError
+from hil.errors import ConfigError, InputError, did_you_mean
 from hil.inputs import parse_json, parse_toml, read_text
 from hil.motion import contacts
 from hil.motion.bounds import MAX_KEYFRAMES, check_count, check_duration
@@ -200,7 +200,8 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
             if swap and _mirror_name(jname):
                 jname = _mirror_name(jname)
             if jname not in model.joint_names:
-                raise ConfigError(f"{w}: unknown joint {jname!r}; joints: {', '.join(model.joint_names)}")
+                raise ConfigError(f"{w}: unknown joint {jname!r}{did_you_mean(jname, model.joint_names)}; joints: "
+                                  f"{', '.join(model.joint_names)}")
             if isinstance(deg, bool) or not isinstance(deg, (int, float)):
                 raise ConfigError(f"{w}: joint {jname} = {deg!r} is not a number (degrees)")
             val = float(deg)

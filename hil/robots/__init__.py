@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.errors import ConfigError, InputError
+from hil.errors import ConfigError, InputError, did_you_mean
 from hil.inputs import parse_toml, read_text
 from hil.kinematics.rotations import rpy_matrix
 from hil.robots import servos, urdf
@@ -51,7 +51,8 @@ def load(name: str | Path) -> RobotModel:
     if shipped:
         path = DATA_DIR / f"{key}.toml"
         if "/" in key or not path.exists():
-            raise ConfigError(f"unknown robot {key!r}; shipped robots: {', '.join(available())}; or give a "
+            raise ConfigError(f"unknown robot {key!r}{did_you_mean(key, available())}; shipped robots: "
+                              f"{', '.join(available())}; or give a "
                               ".urdf or .toml file")
     if not path.is_file():
         raise ConfigError(f"robot file {path} " + ("is not a regular file (a device, a pipe?)" if os.path.lexists(path)

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from hil._jit import entry_point
-from hil.errors import InputError
+from hil.errors import InputError, did_you_mean
 from hil.kinematics import _kernels as K
 from hil.kinematics.ik import solve_ik
 
@@ -372,7 +372,8 @@ class RobotModel:
             return self.joint_names.index(joint)
         except ValueError:
             raise InputError(
-                f"{self.name}: unknown joint {joint!r}; joints are: {', '.join(self.joint_names)}") from None
+                f"{self.name}: unknown joint {joint!r}{did_you_mean(joint, self.joint_names)}; joints are: "
+                f"{', '.join(self.joint_names)}") from None
 
     def _as_q(self, q) -> np.ndarray:
         try:

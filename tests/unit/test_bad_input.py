@@ -183,3 +183,21 @@ def test_a_loop_folder_that_is_not_private_is_refused_naming_the_variable(kind, 
     assert (not path.exists()) if kind == "a missing parent" else path.exists()   # nothing removed
     monkeypatch.setenv("HIL_RUNTIME_DIR", str(tmp_path / "fresh"))
     assert runtime_dir() == str(tmp_path / "fresh") and (os.stat(runtime_dir()).st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["run", "--robot", "puma560", "--dry-rn"], "hil run: error: unrecognized arguments: --dry-rn (--dry-rn: did you mean --dry-run?)"),
+    (["run", "--robto", "puma560"], "required: --robot (--robto: did you mean --robot?)"),
+    (["rnu"], "invalid choice: 'rnu'"),
+    (["rnu"], "(did you mean run?)"),
+    (["run", "--robot", "puma56", "--dry-run"], "unknown robot 'puma56' (did you mean puma560?)"),
+    (["fk", "--robot", "puma560", "--pose", "rdy"], "unknown pose 'rdy' (did you mean ready?)"),
+    (["emulate", "--robot", "humanoid17", "--offsets-deg", "l_kne=2"], "'l_kne' is not a joint of humanoid17 (did you "
+                                                                       "mean l_knee"),
+])
+def test_a_mistyped_command_option_robot_pose_or_joint_is_answered_with_what_was_meant(argv, said):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr

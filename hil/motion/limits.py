@@ -75,6 +75,7 @@ def follow_within_limits(model, t: np.ndarray, Q: np.ndarray) -> Followed:
     Q = np.asarray(Q, dtype=np.float64)
     # a hair inside the limits: rounding must not put a sample at the limit past it
     vmax, amax = model.velocity_limit * (1 - 1e-6), model.acceleration_limit * (1 - 1e-6)
+    lo, hi = np.minimum(model.lower, Q.min(axis=0)), np.maximum(model.upper, Q.max(axis=0))
     out = np.empty_like(Q)
     q, v = Q[0].copy(), np.zeros(Q.shape[1])
     out[0] = q
@@ -89,7 +90,10 @@ def follow_within_limits(model, t: np.ndarray, Q: np.ndarray) -> Followed:
         brake = amax * (np.sqrt(0.25 * dt * dt + 2.0 * np.abs(err) / amax) - 0.5 * dt)
         close = np.sign(err) * np.minimum(np.abs(err) / dt, brake)
         v = np.clip(np.clip(moving + close, -vmax, vmax), v - amax * dt, v + amax * dt)
-        q = q + v * dt
+        # closing on a sample at a joint's limit, a step can pass it by a rounding's worth: stop there
+        stepped = np.clip(q + v * dt, lo, hi)
+        v = (stepped - q) / dt
+        q = stepped
         out[k] = q
     lag = np.abs(out - Q)
     k, j = np.unravel_index(int(np.argmax(lag)), lag.shape)

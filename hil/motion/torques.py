@@ -140,37 +140,37 @@ def motion_torques(model, t, Q, support=None) -> MotionTorques:
     feet = [contacts.decode(int(c)) for c in support]
     T = body_poses(model, Q, feet)
     tau, wrench = rnea_batch(model, Q, QD, QDD, _body_motion(T, dt))
-    zmp, share = np.zeros((N, 2)), np.zeros(N)
-    for k in range(N):
-        tau[k], zmp[k], share[k] = _with_contacts(model, Q[k], T[k], tau[k], wrench[k], feet[k])
+    down = np.array([[f[0] != AIR, f[1] != AIR] for f in feet], dtype=bool)
+    tau, zmp, share = _with_contacts(model, Q, T, tau, wrench, down)
     return MotionTorques(t, tau, zmp, share)
 
 
-def _with_contacts(model, q, T_wb, tau0, wrench, feet) -> tuple[np.ndarray, np.ndarray, float]:
-    """τ less what the ground's wrench on each foot does through its leg; the ZMP; the left share."""
-    F, M = wrench[:3], wrench[3:]
-    R, p = T_wb[:3, :3], T_wb[:3, 3]
-    F_w = R @ F
-    M_w = R @ M + np.cross(p, F_w)   # about the world origin
-    zmp = np.array([-M_w[1] / F_w[2], M_w[0] / F_w[2]]) if abs(F_w[2]) > 1e-9 else np.full(2, np.nan)
-    soles = [model.fk_frame(q, s) for s in ("l_sole", "r_sole")]
-    down = [feet[0] != AIR, feet[1] != AIR]
-    if down[0] and down[1]:
-        pl, pr = ((T_wb @ S)[:2, 3] for S in soles)
-        d = pr - pl
-        s = float(np.clip(np.dot(zmp - pl, d) / max(float(d @ d), 1e-12), 0.0, 1.0)) if np.all(np.isfinite(zmp)) \
-            else 0.5
-        shares = (1.0 - s, s)
-    else:
-        shares = (1.0, 0.0) if down[0] else (0.0, 1.0)
-    forces = [shares[i] * F for i in range(2)]
-    rest = M - sum(np.cross(soles[i][:3, 3], forces[i]) for i in range(2))
+def _with_contacts(model, Q, T_wb, tau0, wrench, down) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """τ less what the ground's wrench on each foot does through its leg; the ZMP; the left share
+    — for every sample at once (N,): the body's poses T_wb (N, 4, 4), the wrench (N, 6) the body
+    needs, which feet are down (N, 2)."""
+    F, M = wrench[:, :3], wrench[:, 3:]
+    R, p = T_wb[:, :3, :3], T_wb[:, :3, 3]
+    F_w = np.einsum("kij,kj->ki", R, F)
+    M_w = np.einsum("kij,kj->ki", R, M) + np.cross(p, F_w)   # about the world origin
+    loaded = np.abs(F_w[:, 2]) > 1e-9
+    Fz = np.where(loaded, F_w[:, 2], 1.0)
+    zmp = np.where(loaded[:, None], np.column_stack([-M_w[:, 1] / Fz, M_w[:, 0] / Fz]), np.nan)
+    soles = [model.fk_batch(Q, s) for s in ("l_sole", "r_sole")]
+    pl, pr = ((T_wb @ S)[:, :2, 3] for S in soles)
+    d = pr - pl
+    s = np.clip(np.sum((zmp - pl) * d, axis=1) / np.maximum(np.sum(d * d, axis=1), 1e-12), 0.0, 1.0)
+    s = np.where(np.isfinite(zmp).all(axis=1), s, 0.5)
+    both = down[:, 0] & down[:, 1]
+    shares = (np.where(both, 1.0 - s, np.where(down[:, 0], 1.0, 0.0)),
+              np.where(both, s, np.where(down[:, 0], 0.0, 1.0)))
+    forces = [shares[i][:, None] * F for i in range(2)]
+    rest = M - np.cross(soles[0][:, :3, 3], forces[0]) - np.cross(soles[1][:, :3, 3], forces[1])
     tau = tau0.copy()
     for i, frame in enumerate(("l_sole", "r_sole")):
-        if shares[i] <= 0.0:
-            continue
-        w = np.concatenate([forces[i], shares[i] * rest])
-        tau -= model.jacobian(q, frame).T @ w
+        w = np.concatenate([forces[i], shares[i][:, None] * rest], axis=1)
+        for k in np.flatnonzero(shares[i] > 0.0):
+            tau[k] -= model.jacobian(Q[k], frame).T @ w[k]
     return tau, zmp, shares[0]
 
 

@@ -216,3 +216,17 @@ def test_samples_faster_than_the_joints_are_followed_within_their_limits():
     assert abs(f.q[-1, 1] - 0.6) < 1e-6 and f.q[:, 1].max() <= 0.6 + 1e-4   # it gets there, and not past it (0.006°)
     slow = 0.3 * np.sin(t)[:, None] * np.ones(SO101.n)   # within the limits: followed as it is
     assert follow_within_limits(SO101, t, slow).lag_rad < math.radians(0.5)
+
+
+def test_samples_at_a_joints_limit_are_followed_to_it_and_never_past_it():
+    """A hand closing the gripper fast onto its stop: the follower closes on the stop from behind
+    at its limits and its last step must not pass it (the plan check would refuse the episode)."""
+    t = np.arange(0, 2, 1 / 240)
+    j = SO101.joint_names.index("gripper")
+    q = np.tile(SO101.home, (len(t), 1))
+    lo = SO101.lower[j]
+    for k, tk in enumerate(t):   # wiggles near the stop, hitting it at a speed no joint follows
+        q[k, j] = lo + max(0.0, 0.4 * np.cos(9 * tk)) ** 3
+    f = follow_within_limits(SO101, t, q)
+    assert f.q[:, j].min() >= lo and np.any(f.q[:, j] == lo)
+    assert check_limits(SO101, t, f.q).first_over_t is None

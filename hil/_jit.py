@@ -11,12 +11,27 @@ The GIL is released (`nogil=True`) only by kernels that run for tens of microsec
 (the loop's cycle, LM IK, batched FK, path checks), so that a port or GUI thread runs meanwhile:
 releasing and retaking it costs 50–100 ns, measured: a tenth of a PUMA FK call. Short kernels
 keeping the GIL is relied on: `RobotModel.jacobian` and `com` share one scratch array per model.
+
+Numba's own inlining (`inline="always"`) is kept for the few-line helpers (sine and cosine, a
+rotation, a segment distance, a column of a Jacobian): it types the inlined code again at every
+call site, and on the large kernels (FK, the pose check, LM's evaluation) it made a machine's
+first run compile for minutes; LLVM still inlines what pays across the rest. Figures in
+benchmarks/README.md ("compile").
 """
 
 from __future__ import annotations
 
 
-from numba import njit, typeof
+import os
+
+from numba import config, njit, typeof
+
+# The one parallel kernel (batched FK) runs in planners, and the processes that plan also fork
+# (the loop forks its port process): GNU OpenMP, which Numba picks where libgomp is installed,
+# aborts a forked child ("fork() called from a process already using GNU OpenMP"); Numba's own
+# workqueue is fork-safe. A user's NUMBA_THREADING_LAYER still decides.
+if not os.environ.get("NUMBA_THREADING_LAYER"):
+    config.THREADING_LAYER = "workqueue"
 
 # Numba's cache is keyed on each kernel's own source file, not on this one: after changing these
 # options, clear NUMBA_CACHE_DIR (and __pycache__) or kernels keep their old machine code.

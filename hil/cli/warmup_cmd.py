@@ -15,7 +15,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from hil.warmup import cache_is_cold, compile_all
 
-    print("compiling every kernel (about 1–2 minutes the first time) …" if cache_is_cold()
+    print("compiling every kernel (about a minute the first time) …" if cache_is_cold()
           else "kernels already compiled; checking each loads …", flush=True)
     seconds = compile_all(lambda text: print(f"  {text}", flush=True))
     print(f"done in {seconds:.1f} s: `hil run` and the planners now start without compiling")

@@ -172,7 +172,7 @@ def _link_pose(q, kin, i, out, parent_row, row):
         out[row, r, 3] = m3
 
 
-@kernel(inline="always")
+@kernel()
 def fk_all_core(q, kin, out):
     """Poses of all frames into out (m, 4, 4), no input checks (see module doc for the rows)."""
     n = int(kin[0, HDR_N])
@@ -266,7 +266,7 @@ def _set_placed_column(out, ko, c, kin, j, u0, u1, u2, w):
     _pose_set(out, ko, 2, c, kin[j, 9] * u0 + kin[j, 10] * u1 + kin[j, 11] * u2 + kin[j, 12] * w)
 
 
-@kernel(inline="always")
+@kernel()
 def frame_pose_rows(Q, k, kin, f, out, ko):
     """out[ko] (4, 4) = pose of frame f at configuration Q[k] (Q may also be one vector q and
     out one pose, see `_joint_value` and `_pose_get`),
@@ -317,7 +317,7 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
         i = int(kin[j, K_PARENT])
 
 
-@kernel(inline="always")
+@kernel()
 def frame_pose_core(q, kin, f, out):
     """out (4, 4) = pose of frame f at q (no input checks)."""
     frame_pose_rows(q, 0, kin, f, out, 0)
@@ -361,7 +361,7 @@ def _world_axis(kin, poses, j):
             poses[j, 2, 0] * ax + poses[j, 2, 1] * ay + poses[j, 2, 2] * az)
 
 
-@kernel(inline="always")
+@kernel()
 def jacobian_core(kin, f, poses, J):
     """Geometric Jacobian (6, n) [linear; angular], base frame, of frame f from all frame poses."""
     n = int(kin[0, HDR_N])
@@ -410,7 +410,7 @@ def _link_com(mt, poses, b):
             poses[b, 2, 0] * lx + poses[b, 2, 1] * ly + poses[b, 2, 2] * lz + poses[b, 2, 3])
 
 
-@kernel(inline="always")
+@kernel()
 def com_point(mt, poses):
     """(x, y, z, total mass) of the whole robot, base frame, from all frame poses."""
     total = 0.0
@@ -429,7 +429,7 @@ def com_point(mt, poses):
     return cx / total, cy / total, cz / total, total
 
 
-@kernel(inline="always")
+@kernel()
 def com_core(mt, poses, com):
     """Centre of mass (3,) from all frame poses; returns the total mass."""
     com[0], com[1], com[2], total = com_point(mt, poses)
@@ -447,7 +447,7 @@ def com_into(q, kin, mt, poses, com):
     return -1
 
 
-@kernel(inline="always")
+@kernel()
 def com_with_jacobian_core(kin, mt, poses, com, Jc):
     """Centre of mass (3,) and its Jacobian (3, n) in the base frame, from all frame poses;
     returns the total mass.

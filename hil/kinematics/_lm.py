@@ -87,7 +87,7 @@ def _rot_log(r00, r01, r02, r10, r11, r12, r20, r21, r22):
     return ax / n * angle, ay / n * angle, az / n * angle
 
 
-@kernel(inline="always")
+@kernel()
 def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, wrows, lrows, costs):
     """Fill the stacked rows (Jacobian in the reference frame, error, weight, level) of all active
     task components at q; costs[l] = ½ Σ w e² of level l. Returns the number of rows."""
@@ -267,7 +267,7 @@ def set_point_target(targets, k, p):
     return 0
 
 
-@kernel(inline="always")
+@kernel()
 def _chol_factor(A, L, n):
     """Cholesky factor of the symmetric positive definite A (n, n), from its lower triangle; False
     if A is not positive definite.
@@ -322,7 +322,7 @@ def _chol_factor(A, L, n):
     return True
 
 
-@kernel(inline="always")
+@kernel()
 def _chol_apply(L, b, x, n):
     """x = A⁻¹ b with L from `_chol_factor`."""
     for i in range(n):
@@ -338,7 +338,7 @@ def _chol_apply(L, b, x, n):
             x[i] -= L[k, i] * xk
 
 
-@kernel(inline="always")
+@kernel()
 def _chol_solve(A, b, x, L, n):
     """Solve A x = b for symmetric positive definite A (its lower triangle is read); False if not PD."""
     if not _chol_factor(A, L, n):

@@ -24,3 +24,14 @@ def rpy_angles(R) -> tuple[float, float, float]:
     if abs(math.cos(pitch)) < 1e-9:
         return 0.0, pitch, math.atan2(-R[0][1], R[1][1])
     return math.atan2(R[2][1], R[2][2]), pitch, math.atan2(R[1][0], R[0][0])
+
+
+def axis_angle_matrix(rotvec) -> np.ndarray:
+    """Rotation by |rotvec| radians about rotvec's direction (Rodrigues; 3×3, identity for zero)."""
+    v = np.asarray(rotvec, dtype=np.float64)
+    angle = float(np.linalg.norm(v))
+    if angle < 1e-15:
+        return np.eye(3)
+    k = v / angle
+    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)

@@ -46,6 +46,7 @@ from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags
+from hil.runtime import remote
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX, ESTOP_BY,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
 from hil.runtime.stall import StallWatch
@@ -79,6 +80,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOPPED_BOARD = (BoardState.DISABLED, BoardState.FAULT, BoardState.ESTOP)
 PARENT_DEATH_SIGNAL = signal.SIGUSR2
 
+
+# what a remote hands over beyond a slot (hil.runtime.remote): done between cycles, in a thread
+REMOTE_REQUESTS = frozenset({Request.LOAD_MOTION, Request.RECORD_START, Request.RECORD_STOP})
 
 STALE_SHARE = 0.05   # cycles without a new STATE past this share of a run are said at its end
 
@@ -294,7 +298,9 @@ class Loop:
         self.orphaned = False
         self.link = None
         self.recorder = None
+        self.record_path = cfg.record
         self._record_failure_said = False
+        self._jobs: list = []   # a remote's motion being read, a recording being closed (hil.runtime.remote)
         self.actions: BoardActions | None = None
         self._signal: int | None = None
         self._reconnected_at: float | None = None  # set when a reconnect finished: the deadlines restart
@@ -399,6 +405,8 @@ class Loop:
         self.position_estimated = bool(info.capabilities & CAP_POSITION_ESTIMATED)
         self.shared.set_info(robot=cfg.robot, board=info.uid, port=cfg.port, pid=os.getpid(),
                              position_estimated=self.position_estimated, leader=self.motion.name == "teleop")
+        remote.write_card(self.shared.name, robot=cfg.robot, bus=cfg.bus, compensate=cfg.compensate,
+                          speed=cfg.speed, strict=cfg.strict)
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")
@@ -416,18 +424,9 @@ class Loop:
         self._check_round_trip()
         self.actions = BoardActions()
         self.ctl.begin(first.q, motion_run=bool(cfg.exit_when_done and cfg.motion))
+        self._board_info = info
         if cfg.record:
-            meta = {"robot": cfg.robot, "joints": list(self.model.joint_names), "rate_hz": cfg.rate_hz,
-                    "port": cfg.port, "board_uid": info.uid, "started": time.time(), "units": "SI (s, rad)",
-                    "board": f"{info.firmware}, {info.protocol}",
-                    # True: q_meas is the commanded output of open-loop servos, not a measurement
-                    "position_estimated": self.position_estimated,
-                    # what the twin's load bars divide the currents by, in a replay too
-                    "stall_current_mA": [float(v) for v in self._stall_mA]}
-            if cfg.bus is not None:   # which servo map turned ticks into these angles (hil export --lerobot)
-                meta.update(bus=cfg.bus.bus, board_config=cfg.bus.source)
-            self.recorder = Recorder(cfg.record, self.n, meta)
-            self.event.record_into(self.recorder.note)
+            self._start_recording(cfg.record)
         if cfg.enable:  # the command line's request, once: enable, and start the motion if one is given
             step = self.ctl.handle(Ev.ENABLE, start_after=bool(cfg.motion and cfg.start_motion))
             if step.refused and cfg.headless:   # nobody at a twin to put it right and try again
@@ -436,6 +435,22 @@ class Loop:
         self.fields["cpu"][0] = -1 if grant.cpu is None else grant.cpu
         self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
         return first
+
+    def _start_recording(self, path: str) -> None:
+        info, cfg = self._board_info, self.cfg
+        meta = {"robot": cfg.robot, "joints": list(self.model.joint_names), "rate_hz": cfg.rate_hz,
+                "port": cfg.port, "board_uid": info.uid, "started": time.time(), "units": "SI (s, rad)",
+                "board": f"{info.firmware}, {info.protocol}",
+                # True: q_meas is the commanded output of open-loop servos, not a measurement
+                "position_estimated": self.position_estimated,
+                # what the twin's load bars divide the currents by, in a replay too
+                "stall_current_mA": [float(v) for v in self._stall_mA]}
+        if cfg.bus is not None:   # which servo map turned ticks into these angles (hil export --lerobot)
+            meta.update(bus=cfg.bus.bus, board_config=cfg.bus.source)
+        self.recorder = Recorder(path, self.n, meta)
+        self.record_path = path
+        self._record_failure_said = False
+        self.event.record_into(self.recorder.note)
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
@@ -543,6 +558,8 @@ class Loop:
 
     def _requests(self) -> None:
         words = self.shared.words
+        if self._jobs:
+            self._jobs_done()
         if not (words[C_ESTOP] or words[C_STOP] or words[C_HEAD] != words[C_TAIL] or self._signal is not None
                 or self.actions.has_done):
             return
@@ -586,6 +603,9 @@ class Loop:
             self._estop("a request", queued=True)
             self.shared.answer(rid, True, "e-stop: ESTOP sent to the board")
             return
+        if kind in REMOTE_REQUESTS:
+            self._remote(kind, payload, rid)
+            return
         step = self.ctl.handle(REQUEST_EVENTS[kind], payload, queued=True)
         name = step.event.value
         if step.refused:
@@ -594,6 +614,69 @@ class Loop:
             moved = f" ({step.before.name} → {step.mode.name})" if step.mode != step.before else ""
             note = f"; {self.ctl.jog_note}" if kind == Request.JOG and self.ctl.jog_note else ""
             self.shared.answer(rid, True, f"{name}: accepted{moved}{note}")
+
+    def _remote(self, kind: Request, payload, rid: int) -> None:
+        """A motion to load or a recording to start or stop: begun here, answered when done."""
+        busy = next((j for j in self._jobs if j.kind == kind), None)
+        if busy is not None:
+            self.shared.answer(rid, False, f"{kind.name.lower().replace('_', ' ')} refused: the last one is not done")
+            return
+        name = self.shared.name
+        if kind == Request.LOAD_MOTION:
+            if self.ctl.life.activity == MOTION:
+                self.shared.answer(rid, False, f"load refused: motion '{self.motion.name}' is running; stop it first")
+                return
+            token = int(payload[0])
+            self._jobs.append(remote.Job(rid, kind, lambda: remote.read_motion(name, token, self.model)))
+        elif kind == Request.RECORD_START:
+            if self.recorder is not None:
+                self.shared.answer(rid, False, f"record refused: already recording into {self.record_path}")
+                return
+            token = int(payload[0])
+            self._jobs.append(remote.Job(rid, kind, lambda: remote.record_target(name, token)))
+        else:
+            if self.recorder is None:
+                self.shared.answer(rid, False, "record stop refused: not recording")
+                return
+            recorder, path, self.recorder = self.recorder, self.record_path, None
+            self.event.record_into(None)
+            self._jobs.append(remote.Job(rid, kind, lambda: (recorder.close(), recorder, path)[1:]))
+
+    def _jobs_done(self) -> None:
+        for job in [j for j in self._jobs if j.finished()]:
+            self._jobs.remove(job)
+            if job.error is not None:
+                self.shared.answer(job.rid, False, f"{job.kind.name.lower().replace('_', ' ')} refused: {job.error}")
+            elif job.kind == Request.LOAD_MOTION:
+                self._install_motion(job.rid, job.result)
+            elif job.kind == Request.RECORD_START:
+                try:
+                    self._start_recording(job.result)
+                except (HilError, OSError) as e:
+                    self.shared.answer(job.rid, False, f"record refused: {message(e)}")
+                    continue
+                self.shared.answer(job.rid, True, f"recording into {job.result}")
+            else:
+                recorder, path = job.result
+                said = f"recording failed: {recorder.failure}" if recorder.failure else \
+                    f"recording closed: {path} ({recorder.rows} cycles, reads back whole)"
+                self.event(said)
+                self.shared.answer(job.rid, not recorder.failure, said)
+
+    def _install_motion(self, rid: int, motion) -> None:
+        """A remote's planned motion becomes the loaded one (`hil ctl start` starts it)."""
+        if self.ctl.life.activity == MOTION:
+            self.shared.answer(rid, False, f"load refused: motion '{self.motion.name}' started meanwhile")
+            return
+        motion.attach(self.model, self.event)
+        motion.reset(self.ctl.q_cmd)
+        self.motion = self.ctl.motion = motion
+        self.ctl.motion_t, self.ctl.motion_done = 0.0, False
+        self.safety.check_static_balance(not motion.dynamic_balance_checked)
+        note = f"; {motion.note}" if motion.note else ""
+        said = f"motion '{motion.name}' loaded ({motion.duration:.1f} s){note}"
+        self.event(said)
+        self.shared.answer(rid, True, said)
 
     def _drop_overtaken(self) -> None:
         """Once the robot went toward safety by itself (a fault, an e-stop from outside the mailbox,
@@ -768,6 +851,9 @@ class Loop:
                 except Exception:  # noqa: BLE001 - the watchdog holds it anyway
                     pass
             link.close()  # a lost link too: the port process ends here, not at interpreter exit
+        for job in self._jobs:   # a recording a remote stopped is closed whole
+            job.join(10.0)
+        self._jobs_done()
         if self.recorder is not None:
             self.recorder.close()
             if self.recorder.failure:
@@ -775,7 +861,7 @@ class Loop:
                     self._record_failure_said = True
                     self.event(f"recording failed: {self.recorder.failure}")
             else:
-                self.event(f"recording closed: {self.cfg.record} ({self.recorder.rows} cycles, reads back whole)")
+                self.event(f"recording closed: {self.record_path} ({self.recorder.rows} cycles, reads back whole)")
         verdict = self._verdict()
         self._write_stats(verdict)
         if verdict:

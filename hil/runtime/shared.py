@@ -115,6 +115,14 @@ class Request(IntEnum):
     START_MOTION = 6
     STOP_MOTION = 7    # hold where the command is
     SHUTDOWN = 8
+    LOAD_MOTION = 9    # payload: the token of a planned motion's attachment (`attachment_path`)
+    RECORD_START = 10  # payload: the token of an attachment naming the file to record into
+    RECORD_STOP = 11
+
+
+# requests whose one value is an attachment's token: what they carry does not fit a mailbox slot
+ATTACHED = frozenset({Request.LOAD_MOTION, Request.RECORD_START})
+TOKEN_MAX = 2 ** 52   # tokens are whole numbers a float64 holds exactly
 
 
 # The loop writes these every cycle, in this order, with one slice assignment (`CYCLE_SCALARS`)
@@ -304,12 +312,16 @@ class SharedState:
             p = np.asarray(payload, dtype=np.float64).reshape(-1)
         except (ValueError, TypeError):
             raise InputError(f"{kind.name}: the payload is not numbers") from None
-        want = self.n if kind == Request.JOG else 0
+        want = self.n if kind == Request.JOG else 1 if kind in ATTACHED else 0
         if p.size != want:
-            raise InputError(f"{kind.name}: needs {want} values (one per joint, radians), got {p.size}"
-                             if want else f"{kind.name} takes no values, got {p.size}")
+            raise InputError(f"{kind.name}: takes no values, got {p.size}" if not want else
+                             f"{kind.name}: needs one value (the attachment's token), got {p.size}"
+                             if kind in ATTACHED else f"{kind.name}: needs {want} values (one per joint, radians), "
+                             f"got {p.size}")
         if not np.all(np.isfinite(p)):
             raise InputError(f"{kind.name}: values must be finite (no NaN or inf)")
+        if kind in ATTACHED and not (1 <= p[0] < TOKEN_MAX and p[0] == np.floor(p[0])):
+            raise InputError(f"{kind.name}: the attachment's token must be a whole number in [1, 2**52)")
         return p
 
     def post(self, kind: int, payload=()) -> int:
@@ -416,11 +428,27 @@ class SharedState:
 
 
 def unlink_block(name: str) -> None:
-    """Remove a loop's block (its owner does at the end; the loop does when its owner died)."""
+    """Remove a loop's block and its attachments left unread (its owner does at the end; the loop
+    does when its owner died)."""
     try:
-        os.unlink(os.path.join(runtime_dir(), name))
+        folder = runtime_dir()
+        os.unlink(os.path.join(folder, name))
     except (FileNotFoundError, HilError):
-        pass
+        return
+    prefix = f".att-{name}-"
+    for left in os.listdir(folder):
+        if left.startswith(prefix):
+            try:
+                os.unlink(os.path.join(folder, left))
+            except OSError:
+                pass
+
+
+def attachment_path(loop: str, token: int, suffix: str) -> str:
+    """Where what a request carries beyond its slot (a planned motion, a file name) waits for the
+    loop: in this user's private runtime folder, named for the loop and the request's token (a
+    dot file: never taken for a loop's block)."""
+    return os.path.join(runtime_dir(), f".att-{loop}-{int(token)}{suffix}")
 
 
 def _owner_alive(name: str) -> bool:

@@ -103,7 +103,7 @@ def _seg_seg_dist2(p0x, p0y, p0z, p1x, p1y, p1z, q0x, q0y, q0z, q1x, q1y, q1z):
     return cx * cx + cy * cy + cz * cz
 
 
-@kernel(inline="always")
+@kernel()
 def _hull_margin(pts, npts, px, py):
     """Signed distance of (px, py) inside the convex hull of npts points (pts = x0, y0, x1, ...):
     positive inside, negative outside (for outside points, minus the distance to the nearest
@@ -142,7 +142,7 @@ def _hull_margin(pts, npts, px, py):
     return margin
 
 
-@kernel(inline="always")
+@kernel()
 def _world_points(caps, poses, wpts):
     """Capsule end points in the base frame: wpts (k, 6)."""
     for i in range(caps.shape[0]):
@@ -155,7 +155,7 @@ def _world_points(caps, poses, wpts):
                 wpts[i, 3 * e + d] = poses[r, d, 0] * lx + poses[r, d, 1] * ly + poses[r, d, 2] * lz + poses[r, d, 3]
 
 
-@kernel(inline="always")
+@kernel()
 def support_margin(mt, poses, bal, scratch):
     """Signed distance (m) of the centre of mass inside the support polygon, in the lower sole's
     frame (positive inside): the support sole's rectangle, plus the other sole's when it lies in the
@@ -203,7 +203,7 @@ def support_margin(mt, poses, bal, scratch):
     return _hull_margin(scratch, npts, px, py)
 
 
-@kernel(inline="always")
+@kernel()
 def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch):
     """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info's
     pose slots (I_CLEARANCE to I_WS; each check left out keeps its "unchecked" value). `ws` and `bal`

@@ -18,6 +18,7 @@ SIMPLE = {"estop": "e-stop: the board stops driving the joints now",
           "start": "start the loaded motion from its start (ramping there from where the robot is)",
           "stop": "stop the motion; the robot holds where its command is",
           "shutdown": "end the run (the robot is disabled first)"}
+DROPS = ("disable", "clear-fault", "shutdown")   # end with the torque off
 ACTIONS = (*SIMPLE, "status", "list", "jog", "move", "play", "record")
 EXIT_DONE, EXIT_REFUSED, EXIT_INPUT, EXIT_SHORT = 0, 1, 2, 3
 
@@ -43,7 +44,11 @@ def register(sub) -> None:
         return a
 
     for name, summary in SIMPLE.items():
-        action(name, summary)
+        a = action(name, summary)
+        if name in DROPS:
+            a.add_argument("--yes", action="store_true",
+                           help="a humanoid standing on its torque falls when it goes off: asked first, --yes says "
+                                "it is held or lowered")
     action("list", "list the running loops")
     st = action("status", "the loop's state: mode, board, faults, motion, joints (degrees)")
     st.add_argument("--json", action="store_true", help="one JSON object per line (SI units: rad, m, s)")
@@ -103,6 +108,8 @@ def run(args) -> int:
 
             return ctl_status.show(client, args.json, args.watch)
         if args.action in SIMPLE:
+            if args.action in DROPS and not _drop_agreed(client, args.action, args.yes):
+                return EXIT_REFUSED
             return _simple(client, args.action)
         from hil.cli import ctl_moves
 
@@ -110,6 +117,30 @@ def run(args) -> int:
                 "record": ctl_moves.record}[args.action](client, args)
     finally:
         client.close()
+
+
+def _drop_agreed(client, action: str, yes: bool) -> bool:
+    """Torque off under a humanoid that stands drops it: said, and asked (at a terminal) unless
+    --yes; a script without --yes is refused."""
+    from hil.cli import ctl_status
+    from hil.runtime.lifecycle import ENABLED_MODES, Mode
+
+    if yes:
+        return True
+    model = ctl_status.model_of(client)
+    mode = Mode(int(client.snapshot().mode))
+    holding = mode in ENABLED_MODES or mode in (Mode.FAULT, Mode.ESTOP) and action != "disable"
+    if model is None or model.kind != "humanoid" or not holding:
+        return True
+    low = next((p for p in ("rest", "crouch", "sit") if p in model.poses), None)
+    lower = f"hil ctl move {low}" if low else f"hil ctl move POSE; its poses: {', '.join(model.poses)}"
+    warning = (f"hil ctl {action}: {model.name} stands on its servos' torque: {action} ends with the torque off and it "
+               f"falls. Hold it or lower it first ({lower}), then")
+    if sys.stdin.isatty():
+        reply = input(f"{warning} answer yes to go on: ")
+        return reply.strip().lower() in ("y", "yes")
+    print(f"{warning} run `hil ctl {action} --yes`", file=sys.stderr)
+    return False
 
 
 def _simple(client, action: str) -> int:

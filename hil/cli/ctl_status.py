@@ -49,15 +49,20 @@ def status_lines(rec: dict) -> list[str]:
     return lines
 
 
-def joint_names_of(client) -> list[str] | None:
-    """The loop's robot's joint names, from its model (None when it cannot be loaded here)."""
+def model_of(client):
+    """The loop's robot's model (None when it cannot be loaded here)."""
     try:
         from hil import robots
 
         model = robots.load(client.info().get("robot") or "")
     except Exception:  # noqa: BLE001 - a status is still useful with numbered joints
         return None
-    return model.joint_names if model.n == client.n else None
+    return model if model.n == client.n else None
+
+
+def joint_names_of(client) -> list[str] | None:
+    model = model_of(client)
+    return None if model is None else model.joint_names
 
 
 def show(client, as_json: bool, watch: float | None) -> int:

@@ -77,3 +77,26 @@ def test_ctl_jogs_moves_plays_and_records_a_running_loop(tmp_path):
         if proc.poll() is None:
             proc.kill()
         finish(proc)
+
+
+def test_ctl_asks_before_torque_off_drops_a_standing_humanoid():
+    proc = start_run("--robot", "humanoid17", "--dry-run", "--headless", "--duration", "60", "--enable")
+    try:
+        client = attach(proc, "humanoid17")
+        client.wait_until(lambda s: int(s.mode) == 4, "the robot enabled and ramped in", 30)
+        loop = ["--loop", client.name]
+        for action in ("disable", "clear-fault", "shutdown"):
+            r = ctl(action, *loop)                     # no terminal to ask at: refused, said, nothing sent
+            assert r.returncode == 1 and "falls" in r.stderr and f"hil ctl {action} --yes" in r.stderr, r.stderr
+            assert int(client.snapshot().mode) == 4
+        r = ctl("move", "crouch", *loop)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = ctl("jog", "--dz", "10", *loop)            # a humanoid has no one tool to move
+        assert r.returncode == 2 and "jog its joints" in r.stderr, r.stderr
+        assert ctl("disable", "--yes", *loop).returncode == 0
+        assert ctl("shutdown", *loop).returncode == 0   # disabled: nothing left to drop
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        finish(proc)

@@ -65,6 +65,15 @@ class Followed:
     at_s: float            # and when
 
 
+LIMIT_BRAKE = 0.5   # the share of the acceleration limit a follower brakes with toward a joint's limit
+
+
+def _brake(distance: np.ndarray, amax: np.ndarray, dt: float) -> np.ndarray:
+    """The most speed that still stops within `distance` braking at amax in steps of dt:
+    v²/2a + v·dt/2 = distance."""
+    return amax * (np.sqrt(0.25 * dt * dt + 2.0 * distance / amax) - 0.5 * dt)
+
+
 def follow_within_limits(model, t: np.ndarray, Q: np.ndarray) -> Followed:
     """The samples Q (N, n) at times t as joints held to their speed and acceleration limits
     would follow them: each step moves with the samples and closes what it trails by as fast as
@@ -86,11 +95,15 @@ def follow_within_limits(model, t: np.ndarray, Q: np.ndarray) -> Followed:
             continue
         err = Q[k] - q
         moving = (Q[k] - Q[k - 1]) / dt                  # the samples' own speed, closed on from behind
-        # the most speed that still stops within |err| braking at amax in steps of dt: v²/2a + v·dt/2 = |err|
-        brake = amax * (np.sqrt(0.25 * dt * dt + 2.0 * np.abs(err) / amax) - 0.5 * dt)
-        close = np.sign(err) * np.minimum(np.abs(err) / dt, brake)
-        v = np.clip(np.clip(moving + close, -vmax, vmax), v - amax * dt, v + amax * dt)
-        # closing on a sample at a joint's limit, a step can pass it by a rounding's worth: stop there
+        close = np.sign(err) * np.minimum(np.abs(err) / dt, _brake(np.abs(err), amax, dt))
+        # and, like the samples, never past a joint's limit: braking in time for it too
+        # (at half of amax, and no further than the limit in one step: the stop itself then
+        # asks for no more than amax, whatever fraction of a step the last one is)
+        room_up, room_down = np.maximum(hi - q, 0.0), np.maximum(q - lo, 0.0)
+        up = np.minimum(_brake(room_up, LIMIT_BRAKE * amax, dt), room_up / dt)
+        down = np.minimum(_brake(room_down, LIMIT_BRAKE * amax, dt), room_down / dt)
+        v = np.clip(np.clip(np.clip(moving + close, -vmax, vmax), -down, up), v - amax * dt, v + amax * dt)
+        # (a rounding's worth past the limit is put back on it)
         stepped = np.clip(q + v * dt, lo, hi)
         v = (stepped - q) / dt
         q = stepped

@@ -115,6 +115,32 @@ def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
     """Compile `robot` (a hil RobotModel) into MuJoCo with its servo table (default: its own)."""
     mujoco = _mujoco()
     servo = servo or servo_table(robot)
+    spec, sites, floating = _spec(mujoco, robot, servo, floor)
+    try:
+        m = spec.compile()
+    except Exception as e:   # MuJoCo's own error text says which element
+        raise InputError(f"{robot.name}: MuJoCo cannot build this robot: {e}") from None
+    qpos_of = np.array([m.jnt_qposadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
+    dof_of = np.array([m.jnt_dofadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
+    home = m.qpos0.copy()
+    home[qpos_of] = robot.home
+    if floating:
+        home[0:3] = 0.0, 0.0, _standing_height(robot)
+        home[3:7] = 1.0, 0.0, 0.0, 0.0
+    return PhysicsModel(m, floating, qpos_of, dof_of, m.body(robot.base_frame).id,
+                        {k: m.site(k).id for k in sites}, home, servo)
+
+
+def mjcf_text(robot, servo=None, floor: bool | None = None) -> str:
+    """The MJCF of what `build` compiles (MuJoCo writes it)."""
+    mujoco = _mujoco()
+    spec, _, _ = _spec(mujoco, robot, servo or servo_table(robot), floor)
+    spec.compile()
+    return spec.to_xml()
+
+
+def _spec(mujoco, robot, servo, floor):
+    """The MjSpec of `robot`, the sites of its frames, and whether its base floats."""
     spec = mujoco.MjSpec()
     spec.modelname = robot.name
     spec.compiler.degree = False   # joint ranges in radians, as everything in hil
@@ -184,19 +210,7 @@ def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
         ground.pos = [0, 0, float(robot.meta.get("floor_z_m", 0.0)) if not floating else 0.0]
         ground.contype, ground.conaffinity = FLOOR_GEOM, ROBOT_GEOM
         ground.friction = list(FLOOR_FRICTION)
-    try:
-        m = spec.compile()
-    except Exception as e:   # MuJoCo's own error text says which element
-        raise InputError(f"{robot.name}: MuJoCo cannot build this robot: {e}") from None
-    qpos_of = np.array([m.jnt_qposadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
-    dof_of = np.array([m.jnt_dofadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
-    home = m.qpos0.copy()
-    home[qpos_of] = robot.home
-    if floating:
-        home[0:3] = 0.0, 0.0, _standing_height(robot)
-        home[3:7] = 1.0, 0.0, 0.0, 0.0
-    return PhysicsModel(m, floating, qpos_of, dof_of, m.body(robot.base_frame).id,
-                        {k: m.site(k).id for k in sites}, home, servo)
+    return spec, sites, floating
 
 
 def _standing_height(robot) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 from hil.errors import ConfigError, InputError, did_you_mean
 from hil.inputs import parse_toml, read_text
 from hil.kinematics.rotations import rpy_matrix
-from hil.robots import servos, urdf
+from hil.robots import mjcf, servos, urdf
 from hil.robots.model import Joint, RobotModel, Shape
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -45,20 +45,22 @@ def load(name: str | Path) -> RobotModel:
         return _cache[key]
     path = Path(key)
     if path.is_dir():
-        raise ConfigError(f"robot {key!r} is a folder; give a robot file in it (.urdf or .toml) or a shipped name "
+        raise ConfigError(f"robot {key!r} is a folder; give a robot file in it (.urdf, MJCF .xml or .toml) or a shipped name "
                           f"({', '.join(available())})")
-    shipped = path.suffix not in (".toml", ".urdf")
+    shipped = path.suffix not in (".toml", ".urdf", ".xml", ".mjcf")
     if shipped:
         path = DATA_DIR / f"{key}.toml"
         if "/" in key or not path.exists():
             raise ConfigError(f"unknown robot {key!r}{did_you_mean(key, available())}; shipped robots: "
                               f"{', '.join(available())}; or give a "
-                              ".urdf or .toml file")
+                              ".urdf, MJCF (.xml) or .toml file")
     if not path.is_file():
         raise ConfigError(f"robot file {path} " + ("is not a regular file (a device, a pipe?)" if os.path.lexists(path)
                                                     else "does not exist"))
     if path.suffix == ".urdf":
         model = urdf.build(str(path))
+    elif path.suffix in (".xml", ".mjcf"):
+        model = _from_mjcf(path)
     else:
         model = _load_toml(path)
     model.spec = key if shipped else str(path.resolve())
@@ -68,14 +70,29 @@ def load(name: str | Path) -> RobotModel:
     return model
 
 
+def _from_mjcf(path: Path) -> RobotModel:
+    root = mjcf.root_tag(str(path))
+    if root == "robot":   # a URDF named .xml
+        return urdf.build(str(path))
+    if root != "mujoco":
+        raise ConfigError(f"robot file {path}: neither an MJCF (root element <mujoco>) nor a URDF (<robot>)"
+                          + (f"; its root element is <{root}>" if root else "") + "; a robot file is a .urdf, an MJCF "
+                          ".xml or a .toml")
+    return urdf.build(mjcf.to_urdf(str(path)), {"robot": {"description": f"from {path.name} (MJCF, compiled by MuJoCo)"}},
+                      str(path))
+
+
 def _load_toml(path: Path) -> RobotModel:
     try:
         data = parse_toml(read_text(str(path), "robot file"), f"robot file {path}")
     except InputError as e:
         raise ConfigError(str(e)) from None
     robot = data.get("robot")
-    if isinstance(robot, dict) and "urdf" in robot:
-        return urdf.build(_urdf_of(robot["urdf"], path), data, str(path))
+    if isinstance(robot, dict) and ("urdf" in robot or "mjcf" in robot):
+        source = _urdf_of(robot.get("urdf", robot.get("mjcf")), path)
+        if mjcf.is_mjcf(source):
+            return urdf.build(mjcf.to_urdf(source), data, str(path))
+        return urdf.build(source, data, str(path))
     try:
         return _build(data, str(path))
     except ConfigError:

@@ -420,6 +420,7 @@ class _Parts:
     link_names: list[str]
     locked: list[str]
     order: list[str]                  # URDF links in depth-first order
+    floating: bool = False            # the file floats its base (a floating joint from a massless world link)
 
 
 def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
@@ -428,8 +429,9 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     base, order = tree.root, tree.order
     first = tree.children[base]
     root = links[base]
-    if (len(first) == 1 and first[0].type == "floating" and not root.collisions and not root.visuals
-            and (root.inertial is None or not root.inertial.mass)):
+    floating = (len(first) == 1 and first[0].type == "floating" and not root.collisions and not root.visuals
+                and (root.inertial is None or not root.inertial.mass))
+    if floating:
         base, order = first[0].child, order[1:]   # a massless "world" link above a floating base: the base is its child
     placed: dict[str, tuple[int, np.ndarray]] = {base: (-1, np.eye(4))}
     joints: list[Joint] = []
@@ -453,7 +455,7 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     unknown = set(overrides) - {j.name for j in joints}
     if unknown:
         raise ConfigError(f"{side_path}: [joints.{sorted(unknown)[0]}] is not a driven joint of {path}")
-    return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order])
+    return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order], floating)
 
 
 def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]]]:
@@ -568,7 +570,7 @@ def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mass, coms, inertias
 
 
-SIDE_ROBOT_KEYS = {"name", "urdf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
+SIDE_ROBOT_KEYS = {"name", "urdf", "mjcf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
 SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path"}
 
 
@@ -611,7 +613,7 @@ def build(path: str, side: dict | None = None, side_path: str = "") -> RobotMode
     return RobotModel(**args)
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hil" / "robots"
 
@@ -638,7 +640,7 @@ def _cache_read(key: str | None) -> dict | None:
     if key is None:
         return None
     try:
-        raw = json.loads((_cache_dir() / f"{key}.json").read_text())
+        raw = json.loads((cache_dir() / f"{key}.json").read_text())
         return _from_json(raw)
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None   # absent or unreadable: built again
@@ -648,7 +650,7 @@ def _cache_write(key: str | None, args: dict) -> None:
     if key is None:
         return
     try:
-        folder = _cache_dir()
+        folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f"{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(_to_json(args)))
@@ -704,7 +706,9 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
     meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
                             "default_rate_hz": cfg.get("default_rate_hz", 200),
                             "description": cfg.get("description", f"from {Path(path).name}"),
-                            "kind": cfg.get("kind", "arm"), "board": cfg.get("board", "servos")}
+                            # a floating base is a humanoid's unless the side file says otherwise
+                            "kind": cfg.get("kind", "humanoid" if parts.floating else "arm"),
+                            "board": cfg.get("board", "servos")}
     if "floor_z_m" in cfg:
         meta["floor_z_m"] = float(cfg["floor_z_m"])
     if "path" in side:
@@ -831,6 +835,8 @@ def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zer
     if unknown:
         raise ConfigError(f"{side_path}: [soles] unknown key {sorted(unknown)[0]!r}; keys are left and right")
     halves = []
+    if not table:
+        table = _found_feet(parts, shapes, boxes, zero, meta)
     for side, frame in (("left", "l_sole"), ("right", "r_sole")):
         link = table.get(side)
         if not isinstance(link, str) or link not in parts.placed:
@@ -857,3 +863,33 @@ def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zer
         frames[frame] = (idx, sole)
         halves.append(((hi[0] - lo[0]) / 2, (hi[1] - lo[1]) / 2))
     meta["sole_half_m"] = [float(min(h[0] for h in halves)), float(min(h[1] for h in halves))]
+
+
+FOOT_LEVEL_M = 0.01   # links whose bottoms are this close to the lowest one stand on the floor at zero
+
+
+def _found_feet(parts: _Parts, shapes: list[Shape], boxes: list, zero, meta: dict) -> dict:
+    """The feet, when no side file names them: with every joint at zero, the links lowest down, the
+    leftmost of them (+y) the left foot and the rightmost the right one."""
+    bottoms: dict[int, tuple[float, float]] = {}
+    for s, (lo, hi) in zip(shapes, boxes):
+        if s.link < 0:
+            continue
+        T = zero[s.link]
+        corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+        world = corners @ T[:3, :3].T + T[:3, 3]
+        z, y = float(world[:, 2].min()), float(world[:, 1].mean())
+        if s.link not in bottoms or z < bottoms[s.link][0]:
+            bottoms[s.link] = (z, y)
+    if not bottoms:
+        return {}
+    floor = min(z for z, _ in bottoms.values())
+    low = {k: y for k, (z, y) in bottoms.items() if z < floor + FOOT_LEVEL_M}
+    left, right = max(low, key=low.get), min(low, key=low.get)
+    if left == right or not low[left] > 0 > low[right]:
+        return {}
+    names = {"left": parts.link_names[left], "right": parts.link_names[right]}
+    meta.setdefault("notes", []).append(f"feet found by the tree: {names['left']} (left), {names['right']} (right); "
+                                        "a side file's [soles] names others")
+    return names
+

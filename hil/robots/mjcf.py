@@ -1,0 +1,364 @@
+"""Robots from MJCF files (MuJoCo's format, in which MuJoCo Menagerie and many kit makers publish):
+MuJoCo compiles the file — its includes, defaults, classes, meshes and angle units — and what it
+compiled is written out as an equivalent URDF (with its meshes as STL files) in the user's cache,
+which hil's URDF reader (hil.robots.urdf) then builds like any other. One reader of robot trees, not two.
+
+What the URDF cannot say is said in the model's notes: an MJCF gives no velocity limits (a
+default is assumed, a side file sets each), ball and slide joints are held, a joint an equality
+constraint couples to another follows it (URDF's mimic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import struct
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+from hil.errors import ConfigError, InputError
+from hil.inputs import read_bytes
+from hil.kinematics.rotations import rpy_angles
+from hil.robots.urdf import cache_dir
+
+MAX_BYTES = 64 << 20
+MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
+DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
+CONVERTER_VERSION = 1             # bump when what `to_urdf` writes changes
+
+# mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
+PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
+FREE, BALL, SLIDE, HINGE = range(4)
+EQ_JOINT = 2
+
+
+def root_tag(path: str) -> str:
+    """The name of an XML file's root element ("mujoco" for an MJCF, "robot" for a URDF), read
+    from its first few KB; "" when there is none to read."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(8192).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    start = 0
+    while True:   # past the XML declaration, comments and a DOCTYPE
+        k = text.find("<", start)
+        if k < 0:
+            return ""
+        if text.startswith(("<?", "<!"), k):
+            close = "-->" if text.startswith("<!--", k) else "?>" if text.startswith("<?", k) else ">"
+            end = text.find(close, k)
+            if end < 0:
+                return ""
+            start = end + len(close)
+            continue
+        name = text[k + 1:].split(None, 1)[0] if text[k + 1:].strip() else ""
+        return name.rstrip("/>").split(">", 1)[0]
+
+
+def is_mjcf(path: str) -> bool:
+    return root_tag(path) == "mujoco"
+
+
+def to_urdf(path: str) -> str:
+    """The URDF equivalent of the MJCF at `path` (written once into the cache, found there again
+    while the MJCF and the files beside it are unchanged)."""
+    folder = _cache_folder(path)
+    urdf = folder / "robot.urdf"
+    if urdf.is_file():
+        return str(urdf)
+    model = _compile(path)
+    tmp = Path(tempfile.mkdtemp(prefix=".mjcf-", dir=folder.parent))
+    try:
+        xml = _Writer(model, Path(path).stem, tmp).urdf()
+        (tmp / "robot.urdf").write_text(xml)
+        try:
+            os.replace(tmp, folder)
+        except OSError:   # another process wrote it meanwhile: theirs is the same
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return str(urdf)
+
+
+def _cache_folder(path: str) -> Path:
+    try:
+        data = read_bytes(path, "robot file", MAX_BYTES)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
+    h = hashlib.sha256(f"mjcf|{CONVERTER_VERSION}|{Path(path).resolve()}|".encode() + data)
+    here = Path(path).resolve().parent
+    seen = 0
+    for root, dirs, files in os.walk(here):
+        dirs.sort()
+        for name in sorted(files):
+            seen += 1
+            if seen > MAX_ASSET_FILES:
+                break
+            try:
+                st = os.stat(os.path.join(root, name))
+            except OSError:
+                continue
+            h.update(f"|{os.path.relpath(os.path.join(root, name), here)}|{st.st_size}|{st.st_mtime_ns}".encode())
+    base = cache_dir()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{path}: the robot cache {base} cannot be written ({e.strerror}); set XDG_CACHE_HOME "
+                          "to a writable folder") from None
+    return base / f"mjcf-{h.hexdigest()[:32]}"
+
+
+def _compile(path: str):
+    try:
+        import mujoco   # lazy: an optional extra (physics); only MJCF robots need it to load
+    except ImportError:
+        raise ConfigError(f"{path}: reading MJCF files needs MuJoCo: pip install mujoco") from None
+    try:
+        return mujoco.MjModel.from_xml_path(str(path))
+    except Exception as e:   # noqa: BLE001 - MuJoCo's own error text names the element and the line
+        first = str(e).strip().splitlines()
+        raise ConfigError(f"{path}: MuJoCo cannot read it: {' '.join(first[:3])}") from None
+
+
+# --------------------------------------------------------------------------- the URDF
+def _name(model, kind: str, i: int, fallback: str) -> str:
+    adr = getattr(model, f"name_{kind}adr")[i]
+    raw = bytes(model.names[adr:]).split(b"\0", 1)[0].decode("utf-8", "replace")
+    return raw or fallback
+
+
+def _rot(quat) -> np.ndarray:
+    w, x, y, z = (float(v) for v in quat)
+    n = math.sqrt(w * w + x * x + y * y + z * z) or 1.0
+    w, x, y, z = w / n, x / n, y / n, z / n
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def _pose(pos, quat) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = _rot(quat)
+    T[:3, 3] = np.asarray(pos, dtype=float)
+    return T
+
+
+def _shift(p) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, 3] = p
+    return T
+
+
+def _origin(parent: ET.Element, T: np.ndarray) -> None:
+    r, p, y = rpy_angles(T[:3, :3])
+    ET.SubElement(parent, "origin", xyz=" ".join(f"{v:.9g}" for v in T[:3, 3]), rpy=f"{r:.12g} {p:.12g} {y:.12g}")
+
+
+class _Writer:
+    """What MuJoCo compiled, as URDF links and joints. A body with a hinge at `jnt_pos` becomes a
+    link whose frame sits at the hinge (URDF turns a link about its own origin); a body with k
+    hinges, k links (the first k − 1 massless)."""
+
+    def __init__(self, model, stem: str, folder: Path) -> None:
+        self.m, self.stem, self.folder = model, stem, folder
+        self.meshes: dict[int, str] = {}
+
+    def urdf(self) -> str:
+        m = self.m
+        root_body = self._root_body()
+        model_name = bytes(m.names).split(b"\0", 1)[0].decode("utf-8", "replace")
+        robot = ET.Element("robot", name=model_name or self.stem)
+        frame_of: dict[int, tuple[str, np.ndarray]] = {}   # body → (its last link, body frame in that link)
+        order = [b for b in range(1, m.nbody) if self._under(b, root_body)]
+        for b in order:
+            self._body(robot, b, root_body, frame_of)
+        first = int(m.body_jntadr[root_body])
+        if any(m.jnt_type[j] == FREE for j in range(first, first + int(m.body_jntnum[root_body]))):
+            # a free joint on the root: the URDF way to say the base floats
+            ET.SubElement(robot, "link", name="world")
+            free = ET.SubElement(robot, "joint", name="floating_base", type="floating")
+            ET.SubElement(free, "parent", link="world")
+            ET.SubElement(free, "child", link=_name(m, "body", root_body, f"body{root_body}"))
+        self._mimics(robot)
+        ET.indent(robot)
+        return ET.tostring(robot, encoding="unicode")
+
+    def _root_body(self) -> int:
+        """The robot's root: the child of the world with the most joints below it."""
+        m = self.m
+        counts = {}
+        for b in range(1, m.nbody):
+            top = b
+            while m.body_parentid[top] != 0:
+                top = m.body_parentid[top]
+            counts[top] = counts.get(top, 0) + int(m.body_jntnum[b])
+        if not counts:
+            raise ConfigError("the MJCF has no body: nothing for hil to drive")
+        return max(counts, key=lambda k: (counts[k], -k))
+
+    def _under(self, b: int, root: int) -> bool:
+        while b not in (0, root):
+            b = self.m.body_parentid[b]
+        return b == root
+
+    def _body(self, robot, b: int, root: int, frame_of: dict) -> None:
+        m = self.m
+        name = _name(m, "body", b, f"body{b}")
+        first = int(m.body_jntadr[b])
+        hinges = [j for j in range(first, first + int(m.body_jntnum[b])) if m.jnt_type[j] == HINGE]
+        if b == root:
+            parent, placed = None, np.eye(4)
+        else:
+            parent, in_parent = frame_of[int(m.body_parentid[b])]
+            placed = in_parent @ _pose(m.body_pos[b], m.body_quat[b])   # the body's frame in the parent link's
+        # MuJoCo turns a body about each of its hinges in turn, each at its anchor in the frame the
+        # ones before left: a chain of links, each at its hinge's anchor
+        anchor = np.zeros(3)
+        for k, j in enumerate(hinges):
+            link = name if k == len(hinges) - 1 else f"{name}__{_name(m, 'jnt', j, f'joint{j}')}"
+            origin = placed @ _shift(m.jnt_pos[j]) if k == 0 else _shift(m.jnt_pos[j] - anchor)
+            ET.SubElement(robot, "link", name=link)
+            self._joint(robot, j, _name(m, "jnt", j, f"joint{j}"), parent, link, origin)
+            parent, anchor = link, np.asarray(m.jnt_pos[j], dtype=float)
+        if not hinges:
+            ET.SubElement(robot, "link", name=name)
+            if parent is not None:
+                fixed = ET.SubElement(robot, "joint", name=f"{name}__fixed", type="fixed")
+                _origin(fixed, placed)
+                ET.SubElement(fixed, "parent", link=parent)
+                ET.SubElement(fixed, "child", link=name)
+        body_in_link = _shift(-anchor)
+        link = robot.find(f"link[@name='{name}']")
+        self._inertial(link, b, body_in_link)
+        self._geoms(link, b, body_in_link)
+        self._sites(robot, b, name, body_in_link)
+        frame_of[b] = (name, body_in_link)
+
+    def _sites(self, robot, b: int, link: str, body_in_link: np.ndarray) -> None:
+        """A body's sites (MJCF's named frames: a tool point, a foot's sole, a camera mount) as frames."""
+        m = self.m
+        for k in range(m.nsite):
+            if m.site_bodyid[k] != b:
+                continue
+            name = _name(m, "site", k, "")
+            if not name or robot.find(f"link[@name='{name}']") is not None:
+                continue
+            ET.SubElement(robot, "link", name=name)
+            fixed = ET.SubElement(robot, "joint", name=f"{name}__site", type="fixed")
+            _origin(fixed, body_in_link @ _pose(m.site_pos[k], m.site_quat[k]))
+            ET.SubElement(fixed, "parent", link=link)
+            ET.SubElement(fixed, "child", link=name)
+
+    def _joint(self, robot, j: int, jname: str, parent, link: str, origin: np.ndarray) -> None:
+        m = self.m
+        limited = bool(m.jnt_limited[j]) and m.jnt_range[j][0] < m.jnt_range[j][1]
+        el = ET.SubElement(robot, "joint", name=jname, type="revolute" if limited else "continuous")
+        _origin(el, origin)
+        ET.SubElement(el, "parent", link=parent)
+        ET.SubElement(el, "child", link=link)
+        ET.SubElement(el, "axis", xyz=" ".join(f"{v:.12g}" for v in m.jnt_axis[j]))
+        lo, hi = (float(m.jnt_range[j][0]), float(m.jnt_range[j][1])) if limited else (0.0, 0.0)
+        ET.SubElement(el, "limit", lower=f"{lo:.12g}", upper=f"{hi:.12g}", effort=f"{self._effort(j):.6g}",
+                      velocity=f"{DEFAULT_VELOCITY_RAD_S:g}")
+        if m.dof_damping[m.jnt_dofadr[j]] > 0 or m.dof_frictionloss[m.jnt_dofadr[j]] > 0:
+            ET.SubElement(el, "dynamics", damping=f"{m.dof_damping[m.jnt_dofadr[j]]:.6g}",
+                          friction=f"{m.dof_frictionloss[m.jnt_dofadr[j]]:.6g}")
+
+    def _effort(self, j: int) -> float:
+        """The most torque an actuator on joint j gives (its force range times its gear), 0 if none."""
+        m = self.m
+        best = 0.0
+        for a in range(m.nu):
+            if m.actuator_trnid[a][0] == j and m.actuator_trntype[a] == 0:   # mjTRN_JOINT
+                gear = abs(float(m.actuator_gear[a][0])) or 1.0
+                if m.actuator_forcelimited[a]:
+                    best = max(best, gear * float(np.max(np.abs(m.actuator_forcerange[a]))))
+        return best
+
+    def _inertial(self, link, b: int, body_in_link: np.ndarray) -> None:
+        m = self.m
+        mass = float(m.body_mass[b])
+        if mass <= 0:
+            return
+        T = body_in_link @ _pose(m.body_ipos[b], m.body_iquat[b])
+        el = ET.SubElement(link, "inertial")
+        _origin(el, T)
+        ET.SubElement(el, "mass", value=f"{mass:.9g}")
+        ixx, iyy, izz = (float(v) for v in m.body_inertia[b])
+        ET.SubElement(el, "inertia", ixx=f"{ixx:.9g}", iyy=f"{iyy:.9g}", izz=f"{izz:.9g}", ixy="0", ixz="0", iyz="0")
+
+    def _geoms(self, link, b: int, body_in_link: np.ndarray) -> None:
+        m = self.m
+        geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] == b]
+        collide = [g for g in geoms if m.geom_contype[g] or m.geom_conaffinity[g]]
+        seen = [g for g in geoms if g not in collide and m.geom_group[g] <= 2] or collide
+        for g in collide:
+            self._geom(ET.SubElement(link, "collision"), g, body_in_link)
+        for g in seen:
+            el = ET.SubElement(link, "visual")
+            if self._geom(el, g, body_in_link):
+                rgba = m.mat_rgba[m.geom_matid[g]] if m.geom_matid[g] >= 0 else m.geom_rgba[g]
+                mat = ET.SubElement(el, "material", name=f"rgba_{g}")
+                ET.SubElement(mat, "color", rgba=" ".join(f"{float(v):.4g}" for v in rgba))
+
+    def _geom(self, el, g: int, body_in_link: np.ndarray) -> bool:
+        m = self.m
+        kind, size = int(m.geom_type[g]), m.geom_size[g]
+        T = body_in_link @ _pose(m.geom_pos[g], m.geom_quat[g])
+        _origin(el, T)
+        shape = ET.SubElement(el, "geometry")
+        if kind == SPHERE:
+            ET.SubElement(shape, "sphere", radius=f"{size[0]:.9g}")
+        elif kind == ELLIPSOID:   # bounded by a sphere: the collision checks stay on the safe side
+            ET.SubElement(shape, "sphere", radius=f"{float(np.max(size)):.9g}")
+        elif kind in (CAPSULE, CYLINDER):
+            # (a URDF cylinder is read as the capsule around its axis: a capsule's own shape)
+            ET.SubElement(shape, "cylinder", radius=f"{size[0]:.9g}", length=f"{2 * size[1]:.9g}")
+        elif kind == BOX:
+            ET.SubElement(shape, "box", size=" ".join(f"{2 * v:.9g}" for v in size))
+        elif kind == MESH:
+            ET.SubElement(shape, "mesh", filename=self._mesh(int(m.geom_dataid[g])))
+        else:   # a plane or a height field on the robot: nothing hil checks against
+            el.remove(shape)
+            return False
+        return True
+
+    def _mesh(self, k: int) -> str:
+        if k not in self.meshes:
+            m = self.m
+            v = m.mesh_vert[m.mesh_vertadr[k]:m.mesh_vertadr[k] + m.mesh_vertnum[k]]
+            f = m.mesh_face[m.mesh_faceadr[k]:m.mesh_faceadr[k] + m.mesh_facenum[k]]
+            name = f"mesh_{k}.stl"
+            write_stl(self.folder / name, np.asarray(v, dtype=np.float32), np.asarray(f, dtype=np.int64))
+            self.meshes[k] = name
+        return self.meshes[k]
+
+    def _mimics(self, robot) -> None:
+        """A joint an equality constraint ties to another (joint1 = c0 + c1·joint2) follows it."""
+        m = self.m
+        for e in range(m.neq):
+            if m.eq_type[e] != EQ_JOINT or m.eq_obj2id[e] < 0:
+                continue
+            follower = robot.find(f"joint[@name='{_name(m, 'jnt', int(m.eq_obj1id[e]), '')}']")
+            leader = _name(m, "jnt", int(m.eq_obj2id[e]), "")
+            if follower is not None and leader:
+                c0, c1 = float(m.eq_data[e][0]), float(m.eq_data[e][1])
+                ET.SubElement(follower, "mimic", joint=leader, multiplier=f"{c1:.9g}", offset=f"{c0:.9g}")
+
+
+def write_stl(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:
+    """A binary STL of the triangles `faces` (indices into `vertices`)."""
+    tri = vertices[faces] if len(faces) else np.zeros((0, 3, 3), dtype=np.float32)
+    rec = np.zeros(len(tri), dtype=[("n", "<f4", 3), ("v", "<f4", (3, 3)), ("attr", "<u2")])
+    rec["v"] = tri
+    with open(path, "wb") as out:
+        out.write(b"hil: a mesh MuJoCo compiled from an MJCF".ljust(80, b" "))
+        out.write(struct.pack("<I", len(tri)))
+        out.write(rec.tobytes())

@@ -1,0 +1,134 @@
+"""Robots from MJCF files, checked against MuJoCo's own kinematics of the same file: a biped
+written in MJCF's idioms (tests/unit/mjcf/biped.xml) and hil's shipped robots written out as
+MJCF by MuJoCo and read back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.errors import ConfigError
+
+mujoco = pytest.importorskip("mujoco")
+BIPED = str(Path(__file__).parent / "mjcf" / "biped.xml")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """A robot cache of this test's own: what is checked is built, not found."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    robots._cache.clear()
+    yield
+    robots._cache.clear()
+
+
+def _mujoco_at(path: str, model, q: np.ndarray):
+    """MuJoCo's kinematics of the file at joint angles q (hil's joint order), the base at the origin."""
+    mm = mujoco.MjModel.from_xml_path(path)
+    d = mujoco.MjData(mm)
+    d.qpos[:] = mm.qpos0
+    if mm.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
+        d.qpos[:7] = [0, 0, 0, 1, 0, 0, 0]
+    for i, name in enumerate(model.joint_names):
+        d.qpos[mm.jnt_qposadr[mm.joint(name).id]] = q[i]
+    mujoco.mj_kinematics(mm, d)
+    mujoco.mj_comPos(mm, d)
+    return mm, d
+
+
+def test_an_mjcf_robot_moves_as_mujoco_moves_it():
+    m = robots.load(BIPED)
+    assert m.name == "testbiped" and m.kind == "humanoid" and m.n == 10          # a free joint: it floats
+    assert "neck_follow (mimic, held at 0)" in m.meta["locked_joints"]           # an equality: it follows
+    assert np.degrees(m.upper[m.joint_index("l_knee")]) == pytest.approx(130)     # degrees read as MuJoCo reads them
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        q = rng.uniform(m.lower, m.upper)
+        mm, d = _mujoco_at(BIPED, m, q)
+        for body in ("torso", "head", "l_thigh", "l_shin", "l_foot", "r_foot"):
+            b = mm.body(body).id
+            last = mm.body_jntadr[b] + mm.body_jntnum[b] - 1
+            T = m.fk_frame(q, body)   # a link's frame sits at its hinge: the body's is that less the anchor
+            T_body = T.copy()
+            T_body[:3, 3] = T[:3, 3] - T[:3, :3] @ mm.jnt_pos[last]
+            assert np.allclose(T_body[:3, 3], d.xpos[b], atol=1e-8) and np.allclose(T[:3, :3], d.xmat[b].reshape(3, 3),
+                                                                                       atol=1e-8), body
+        for site in ("imu", "l_toe"):   # sites are frames
+            s = mm.site(site).id
+            T = m.fk_frame(q, site)
+            assert np.allclose(T[:3, 3], d.site_xpos[s], atol=1e-8)
+            assert np.allclose(T[:3, :3], d.site_xmat[s].reshape(3, 3), atol=1e-8)
+    assert m.masses.sum() == pytest.approx(mm.body_subtreemass[mm.body("pelvis").id], rel=1e-6)
+    com = m.com(q)
+    assert np.allclose(com, d.subtree_com[mm.body("pelvis").id], atol=1e-6)
+
+
+def test_the_feet_are_found_by_the_tree():
+    m = robots.load(BIPED)
+    assert any("feet found by the tree: l_foot (left), r_foot (right)" in n for n in m.meta["notes"])
+    hl, hw = m.sole_half
+    assert hl == pytest.approx(0.05, abs=1e-6) and hw == pytest.approx(0.025, abs=1e-6)   # the foot box's
+    sole = m.fk_frame(m.home, "l_sole")
+    box_bottom = m.fk_frame(m.home, "l_foot") @ np.array([0.01, 0, -0.02, 1.0])
+    assert np.allclose(sole[:3, 3], box_bottom[:3], atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["humanoid17", "puma560", "so101"])
+def test_shipped_robots_written_as_mjcf_read_back_the_same(tmp_path, name):
+    from hil.physics.build import mjcf_text
+
+    original = robots.load(name)
+    path = tmp_path / f"{name}.xml"
+    path.write_text(mjcf_text(original, floor=False))
+    back = robots.load(str(path))
+    assert back.joint_names == original.joint_names and back.kind == original.kind
+    assert set(original.frame_names) <= set(back.frame_names)
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        q = rng.uniform(original.lower, original.upper)
+        for f in original.frame_names:
+            assert np.allclose(back.fk_frame(q, f), original.fk_frame(q, f), atol=1e-5), f
+    assert np.allclose(back.lower, original.lower, atol=1e-5) and np.allclose(back.upper, original.upper, atol=1e-5)
+    assert back.masses.sum() == pytest.approx(original.masses.sum(), rel=1e-4)
+    if original.kind == "humanoid":
+        assert np.allclose(back.sole_half, original.sole_half, atol=1e-6)
+
+
+def test_an_mjcf_is_compiled_once(tmp_path):
+    robots.load(BIPED)
+    made = list((tmp_path / "cache" / "hil" / "robots").glob("mjcf-*/robot.urdf"))
+    assert len(made) == 1
+    stamp = made[0].stat().st_mtime_ns
+    robots._cache.clear()
+    robots.load(BIPED)
+    assert made[0].stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("text, said", [
+    (b"<mujoco><worldbody><body><joint type='hinge' range='1 0'/></body></worldbody>", "MuJoCo cannot read it"),
+    (b"<mujoco model='x'><worldbody><body name='b'><joint name='j' range='0 1' limited='true'/>"
+     b"<geom size='0.1' mass='1'/></body></worldbody><asset><mesh file='gone.stl'/></asset></mujoco>",
+     "MuJoCo cannot read it"),
+    (b"<html><body>a web page saved as .xml</body></html>", "neither an MJCF"),
+    (b"\x00\xff\xfe garbage", "neither an MJCF"),
+])
+def test_a_bad_mjcf_is_one_clear_error(tmp_path, text, said):
+    path = tmp_path / "bad.xml"
+    path.write_bytes(text)
+    with pytest.raises(ConfigError) as e:
+        robots.load(str(path))
+    assert said in str(e.value) and str(path) in str(e.value)
+
+
+def test_the_cli_takes_an_mjcf_robot(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "robots", "--robot", BIPED], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0 and "testbiped: from biped.xml (MJCF, compiled by MuJoCo)" in r.stdout, r.stdout + r.stderr
+    assert "not driven: neck_follow" in r.stdout

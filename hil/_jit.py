@@ -21,17 +21,7 @@ benchmarks/README.md ("compile").
 
 from __future__ import annotations
 
-
-import os
-
-from numba import config, njit, typeof
-
-# The one parallel kernel (batched FK) runs in planners, and the processes that plan also fork
-# (the loop forks its port process): GNU OpenMP, which Numba picks where libgomp is installed,
-# aborts a forked child ("fork() called from a process already using GNU OpenMP"); Numba's own
-# workqueue is fork-safe. A user's NUMBA_THREADING_LAYER still decides.
-if not os.environ.get("NUMBA_THREADING_LAYER"):
-    config.THREADING_LAYER = "workqueue"
+from numba import njit, typeof
 
 # Numba's cache is keyed on each kernel's own source file, not on this one: after changing these
 # options, clear NUMBA_CACHE_DIR (and __pycache__) or kernels keep their old machine code.

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
 from numba.extending import overload
 
 from hil._jit import kernel
@@ -343,10 +342,12 @@ def fk_frame_into(q, kin, f, out):
     return -1
 
 
-@kernel(parallel=True, nogil=True)
+@kernel(nogil=True)
 def fk_batch_into(Q, kin, f, out):
-    """Poses of frame f for every row of Q (N, n) into out (N, 4, 4). Inputs must be finite."""
-    for k in prange(Q.shape[0]):
+    """Poses of frame f for every row of Q (N, n) into out (N, 4, 4). Inputs must be finite.
+    On one core: the planners that call it run beside a real-time loop (`hil ctl play` plans next
+    to a running one), whose port process and emulator must keep the other core."""
+    for k in range(Q.shape[0]):
         frame_pose_rows(Q, k, kin, f, out, k)
 
 

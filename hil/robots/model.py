@@ -423,7 +423,7 @@ class RobotModel:
         return Jc
 
     def fk_batch(self, Q, frame: str | int | None = None) -> np.ndarray:
-        """Tool poses (N, 4, 4) for configurations Q (N, n), radians; runs on all cores."""
+        """Tool poses (N, 4, 4) for configurations Q (N, n), radians (on one core: see fk_batch_into)."""
         try:
             Q = np.ascontiguousarray(Q, dtype=np.float64)
         except (TypeError, ValueError) as e:

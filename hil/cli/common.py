@@ -205,3 +205,33 @@ def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | N
         emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
         strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,
         bring_in=args.bring_in, command=getattr(args, "command", None) or "run"), twin=twin_beside_a_run())
+
+
+PLANNING_TICK_S = 5.0   # a plan that takes longer says it is still at work this often
+
+
+class planning:
+    """`with planning("wave.toml"):` — says a plan has begun and, every PLANNING_TICK_S while it
+    runs, that it still does and for how long: no silent minute before a long motion."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self):
+        import threading
+        import time
+
+        self._t0 = time.monotonic()
+        self._done = threading.Event()
+        print(f"planning {self.what} …", flush=True)
+
+        def tick() -> None:
+            while not self._done.wait(PLANNING_TICK_S):
+                print(f"planning {self.what}: {time.monotonic() - self._t0:.0f} s so far …", flush=True)
+        self._thread = threading.Thread(target=tick, name="hil-planning", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()

@@ -231,6 +231,7 @@ def play(client, args) -> int:
     """Plan FILE as `hil run --motion FILE` would (every check, the loop's servos and bus map),
     hand it to the loop, start it (and with --wait see it to its end)."""
     from hil import board_config, robots
+    from hil.cli.common import planning
     from hil.cli.ctl_cmd import EXIT_DONE, EXIT_SHORT
     from hil.runtime import remote
     from hil.runtime.motion_sources import Trajectory, make_motion
@@ -242,10 +243,10 @@ def play(client, args) -> int:
     card = remote.read_card(client.name)
     robot = robots.load(card["robot"])
     servo = board_config.servos_of(board_config.within_config(robot, card["bus"]), card["bus"])
-    print(f"planning {args.file} for {robot.name} …", flush=True)
     try:
-        motion = make_motion(args.file, robot, servo, card["compensate"] and not args.no_compensation, args.speed,
-                             card["strict"])
+        with planning(f"{args.file} for {robot.name}"):
+            motion = make_motion(args.file, robot, servo, card["compensate"] and not args.no_compensation,
+                                 args.speed, card["strict"])
     except InputError as e:   # the planner speaks to `hil run`: here the robot is the loop's
         raise InputError(re.sub(r"play it with --robot (\S+)", r"play it on a loop of \1 (hil run --robot \1)",
                                 str(e))) from None

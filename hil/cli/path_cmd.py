@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, floats, run_planned, servo_for, speed_of, trajectory_out
+from hil.cli.common import (add_command, add_run_target, floats, planning, run_planned, servo_for, speed_of,
+                             trajectory_out)
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
 
@@ -61,8 +62,9 @@ def run(args) -> int:
     tool_mm = floats(args.tool_mm, 3, "--tool-mm x,y,z") if args.tool_mm else \
         [float(v) for v in (model.meta.get("path") or {}).get("tool_mm", (0.0, 0.0, 0.0))]
     tool[:3, 3] = np.array(tool_mm) * 1e-3
-    plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args), strict=args.strict,
-                          orientation=args.orientation)
+    with planning(f"{args.file} on {model.name}"):
+        plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args),
+                              strict=args.strict, orientation=args.orientation)
     print(plan.summary())
     from hil.motion.torques import torque_plan
 

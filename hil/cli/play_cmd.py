@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, run_planned, servo_for, speed_of
+from hil.cli.common import add_command, add_run_target, planning, run_planned, servo_for, speed_of
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
 
@@ -34,7 +34,8 @@ def run(args) -> int:
     # validates the file (errors name keyframe and joint), plans its torques and compensation
     speed = speed_of(args)
     # every sample checked as the loop checks it (hil.motion.plan_check), before anything runs
-    motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation, speed, args.strict)
+    with planning(f"{args.file} for {model.name}"):
+        motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation, speed, args.strict)
     if getattr(motion, "note", ""):
         print(f"{args.file}: {motion.note}")
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")

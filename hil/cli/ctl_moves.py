@@ -19,15 +19,22 @@ CARTESIAN_STEP_RAD = math.radians(1.0)
 
 
 def _model(client):
-    from hil import robots
+    """The loop's robot as its run card describes it (joint names, ranges, poses, kind)."""
+    from hil.cli.ctl_status import model_of
 
-    spec = client.info().get("robot")
-    if not spec:
-        raise InputError(f"{client.name} does not say which robot it runs (an older hil?)")
-    model = robots.load(spec)
-    if model.n != client.n:
-        raise InputError(f"{client.name} runs {client.n} joints; {spec} has {model.n}")
-    return model
+    facts = model_of(client)
+    if facts is None:
+        raise InputError(f"{client.name} does not say which robot it runs (its run card cannot be read: a loop "
+                         "of another hil version?)")
+    return facts
+
+
+def _full_model(client):
+    """The loop's robot with its kinematics (for Cartesian jogs), its ranges as the loop checks them."""
+    from hil import board_config, robots
+    from hil.runtime import run_card
+
+    return board_config.within_config(robots.load(run_card.read(client.name)["robot"]), run_card.bus(client.name))
 
 
 def _refused(client, what: str, answer) -> int:
@@ -173,6 +180,7 @@ def _cartesian(client, model, q0, offset, args) -> int:
     if model.kind == "humanoid":
         raise InputError(f"jog: {model.name} is a humanoid: a Cartesian jog moves an arm's tool; jog its joints "
                          "(hil ctl jog JOINT DEG)")
+    model = _full_model(client)
     waypoints = cartesian_waypoints(model, q0, offset, args.frame)
     wait_s = _timeout(model, q0, waypoints[-1], args.timeout)
     deadline = time.monotonic() + wait_s
@@ -233,16 +241,16 @@ def play(client, args) -> int:
     from hil import board_config, robots
     from hil.cli.common import planning
     from hil.cli.ctl_cmd import EXIT_DONE, EXIT_SHORT
-    from hil.runtime import remote
+    from hil.runtime import remote, run_card
     from hil.runtime.motion_sources import Trajectory, make_motion
 
     if not (math.isfinite(args.speed) and 0 < args.speed <= 1):
         raise InputError(f"--speed {args.speed:g}: give a fraction of the written pace, 0 < F <= 1")
     if not args.file.endswith((".toml", ".json", ".npz")):
         raise InputError(f"play: {args.file}: give a motion file (.toml or .json keyframes, .npz trajectory)")
-    card = remote.read_card(client.name)
+    card, bus = run_card.read(client.name), run_card.bus(client.name)
     robot = robots.load(card["robot"])
-    servo = board_config.servos_of(board_config.within_config(robot, card["bus"]), card["bus"])
+    servo = board_config.servos_of(board_config.within_config(robot, bus), bus)
     try:
         with planning(f"{args.file} for {robot.name}"):
             motion = make_motion(args.file, robot, servo, card["compensate"] and not args.no_compensation,

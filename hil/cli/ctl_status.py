@@ -50,19 +50,20 @@ def status_lines(rec: dict) -> list[str]:
 
 
 def model_of(client):
-    """The loop's robot's model (None when it cannot be loaded here)."""
-    try:
-        from hil import robots
+    """What the loop's run card says of its robot (hil.runtime.run_card.RobotFacts: names, ranges,
+    poses, kind — no compiled kernels to load), or None when it cannot be read."""
+    from hil.runtime import run_card
 
-        model = robots.load(client.info().get("robot") or "")
-    except Exception:  # noqa: BLE001 - a status is still useful with numbered joints
+    try:
+        facts = run_card.facts(client.name)
+    except HilError:
         return None
-    return model if model.n == client.n else None
+    return facts if facts is not None and facts.n == client.n else None
 
 
 def joint_names_of(client) -> list[str] | None:
-    model = model_of(client)
-    return None if model is None else model.joint_names
+    facts = model_of(client)
+    return None if facts is None else list(facts.joint_names)
 
 
 def show(client, as_json: bool, watch: float | None) -> int:

@@ -46,7 +46,7 @@ from hil.runtime.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags
-from hil.runtime import remote
+from hil.runtime import remote, run_card
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX, ESTOP_BY,
                                 MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
 from hil.runtime.stall import StallWatch
@@ -405,8 +405,7 @@ class Loop:
         self.position_estimated = bool(info.capabilities & CAP_POSITION_ESTIMATED)
         self.shared.set_info(robot=cfg.robot, board=info.uid, port=cfg.port, pid=os.getpid(),
                              position_estimated=self.position_estimated, leader=self.motion.name == "teleop")
-        remote.write_card(self.shared.name, robot=cfg.robot, bus=cfg.bus, compensate=cfg.compensate,
-                          speed=cfg.speed, strict=cfg.strict)
+        run_card.write(self.shared.name, self.model, cfg.robot, cfg.bus, cfg.compensate, cfg.speed, cfg.strict)
         self.event(f"connected: {info.kind_name} fw {info.firmware}, {info.n_joints} joints, uid {info.uid}, "
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")

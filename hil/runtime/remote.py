@@ -4,15 +4,13 @@ motion to load, a file to record into. The remote does the slow part (planning, 
 private runtime folder; the loop reads it in a thread of its own, so that no cycle waits on a
 disk, and swaps it in between cycles.
 
-The run card (`write_card` / `read_card`) tells a remote how the loop plans: its robot, its
-servos and bus map, compensation and pace.
+The run card (hil.runtime.run_card) tells a remote how the loop plans.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import secrets
 import threading
 
@@ -22,35 +20,8 @@ from hil.errors import HilError, InputError, message
 from hil.runtime.motion_sources import Trajectory
 from hil.runtime.shared import TOKEN_MAX, Request, attachment_path
 
-CARD = "card.pkl"
 MOTION_ANSWER_S = 30.0   # a remote waits this long for a loaded motion's answer (read from disk first)
 MOTION_KEYS = ("t", "q", "q_plan", "support", "dynamic_balance_checked", "time_scale", "duration")
-
-
-# ------------------------------------------------------------------ the run card
-def card_path(loop: str) -> str:
-    return attachment_path(loop, 0, CARD)
-
-
-def write_card(loop: str, **card) -> None:
-    """The loop's planning settings, for remotes (written by the loop at its start)."""
-    path = card_path(loop)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump(card, f)
-
-
-def read_card(loop: str) -> dict:
-    """The run card of `loop` (its private folder holds nothing anyone else wrote: see runtime_dir)."""
-    try:
-        fd = os.open(card_path(loop), os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            card = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
-        raise HilError(f"{loop}: its run card cannot be read ({e}); is it a loop of this hil version?") from None
-    if not isinstance(card, dict) or "robot" not in card:
-        raise HilError(f"{loop}: its run card says nothing of its robot")
-    return card
 
 
 # ------------------------------------------------------------------ a remote's side

@@ -165,7 +165,7 @@ def _save_episode(req: TeleopRequest, setup: Setup, record: str) -> int:
         return 1
     print(f"--record {req.record}: episode {index}, {len(ep.action)} frames at {req.fps} fps "
           f"({', '.join(setup.units.names)})")
-    for p in (record, record + ".json", record + ".events"):
+    for p in (record, record + ".json", record + ".events.jsonl"):
         try:
             os.unlink(p)
         except OSError:

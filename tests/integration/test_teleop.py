@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hil import board_config, robots
+from hil.runtime.shared import runtime_dir
 from hil.runtime.recorder import load_recording
 
 pytestmark = pytest.mark.slow
@@ -32,6 +34,8 @@ def test_a_teleop_episode_is_a_lerobot_dataset_that_replays(tmp_path, robot):
     assert r.returncode == 0, said
     assert "leader: reading" in said and "torque off" in said and "motion 'teleop' running" in said, said
     assert f"--record {root}: episode 0" in said, said
+    # the run's own recording, turned into the episode, leaves nothing behind in the runtime folder
+    assert not list(Path(runtime_dir()).glob("teleop-*")), list(Path(runtime_dir()).iterdir())
     info = json.loads((root / "meta" / "info.json").read_text())
     model = robots.load(robot)
     assert info["robot_type"] == f"{robot}_follower"

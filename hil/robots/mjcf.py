@@ -35,6 +35,9 @@ CONVERTER_VERSION = 1             # bump when what `to_urdf` writes changes
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
 FREE, BALL, SLIDE, HINGE = range(4)
 EQ_JOINT = 2
+FINITE_FIELDS = ("body_pos", "body_quat", "body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_pos",
+                 "jnt_axis", "jnt_range", "geom_pos", "geom_quat", "geom_size", "site_pos", "site_quat", "mesh_vert",
+                 "eq_data", "actuator_forcerange", "actuator_gear")
 
 
 def root_tag(path: str) -> str:
@@ -121,10 +124,19 @@ def _compile(path: str):
     except ImportError:
         raise ConfigError(f"{path}: reading MJCF files needs MuJoCo: pip install mujoco") from None
     try:
-        return mujoco.MjModel.from_xml_path(str(path))
+        model = mujoco.MjModel.from_xml_path(str(path))
     except Exception as e:   # noqa: BLE001 - MuJoCo's own error text names the element and the line
         first = str(e).strip().splitlines()
         raise ConfigError(f"{path}: MuJoCo cannot read it: {' '.join(first[:3])}") from None
+    # MuJoCo takes "nan" for a number; nothing hil builds from may be one
+    for field in FINITE_FIELDS:
+        values = np.asarray(getattr(model, field))
+        if values.size and not np.all(np.isfinite(values)):
+            raise ConfigError(f"{path}: a number is not finite ({field.replace('_', ' ')}: NaN or inf); give every "
+                              "position, size, range and mass as a finite number")
+    if model.nbody < 2:
+        raise ConfigError(f"{path}: the MJCF has no body: nothing for hil to drive")
+    return model
 
 
 # --------------------------------------------------------------------------- the URDF

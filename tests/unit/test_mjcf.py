@@ -117,6 +117,9 @@ def test_an_mjcf_is_compiled_once(tmp_path):
      "MuJoCo cannot read it"),
     (b"<html><body>a web page saved as .xml</body></html>", "neither an MJCF"),
     (b"\x00\xff\xfe garbage", "neither an MJCF"),
+    (b"<mujoco><worldbody><body name='b' pos='nan 0 0'><joint name='j' range='0 1'/><geom size='0.1'/></body>"
+     b"</worldbody></mujoco>", "not finite"),
+    (b"<mujoco><worldbody/></mujoco>", "no body"),
 ])
 def test_a_bad_mjcf_is_one_clear_error(tmp_path, text, said):
     path = tmp_path / "bad.xml"

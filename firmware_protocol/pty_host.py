@@ -33,3 +33,21 @@ def open_pty(link: str | None = None) -> tuple[int, int, str]:
         os.symlink(path, tmp)
         os.replace(tmp, link)
     return master, slave, path
+
+
+def close_pty(master: int, slave: int, path: str, link: str | None) -> None:
+    """Close both ends and take away `link` if it still names this pty (a stale by-id name would
+    send the next run to whatever pty gets the number)."""
+    os.close(master)
+    os.close(slave)
+    if link:
+        try:
+            if os.readlink(link) == path:
+                os.unlink(link)
+        except OSError:
+            pass
+
+
+def stopped_code(signals: list[int], code: int) -> int:
+    """An emulator's exit code: 128 + the signal that stopped it (as a shell reports), else its own."""
+    return 128 + signals[0] if signals else code

@@ -40,7 +40,7 @@ import numpy as np
 from firmware_protocol import messages as M
 from firmware_protocol.board_cpu import as_a_board_cpu
 from firmware_protocol.emulator.__main__ import Faults, build_config, check_watchdog, parser as emulator_parser
-from firmware_protocol.pty_host import exit_with_parent, open_pty
+from firmware_protocol.pty_host import close_pty, exit_with_parent, open_pty, stopped_code
 
 LAUNCH_ADDR = 0x2001F000
 LAUNCH_MAGIC = 0x514C4948   # "HILQ"
@@ -317,11 +317,11 @@ def _serve(args, config, faults: Faults, proc, serial_sock: str, qmp_sock: str, 
     signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     signal.signal(signal.SIGUSR1, lambda s, f: setattr(relay, "usr1", True))
     try:
-        return relay.run(master, serial, args.duration, lambda: bool(stopping))
+        code = relay.run(master, serial, args.duration, lambda: bool(stopping))
     finally:
         serial.close()
-        os.close(master)
-        os.close(slave)
+        close_pty(master, slave, path, args.link)
+    return stopped_code(stopping, code)
 
 
 if __name__ == "__main__":

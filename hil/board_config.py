@@ -116,7 +116,7 @@ def generated(model, bus: str) -> BusConfig:
             "defaults": defaults,
             "joint": [{"name": name, "servo_id": kit.first_id + i} for i, name in enumerate(model.joint_names)]}
     where = f"the generated {bus} map for {model.name} (`hil robots --robot {model.spec} --bus {bus}` prints it)"
-    return dataclasses.replace(parse(data, model, where), shipped=True)
+    return dataclasses.replace(parse(data, model, where), shipped=True, generated=True)
 
 
 def load(path: str, model) -> BusConfig:
@@ -141,6 +141,11 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
         raise InputError(f"{path}: unknown key {sorted(unknown)[0]!r}; keys are {', '.join(sorted(TOP_KEYS))} "
                          f"(and each bus's own: {', '.join(f'{k} ({b})' for k, b in owners.items())})")
     robot = data.get("robot")
+    if robot is None:
+        raise InputError(f"{path}: no robot key; a board config names the robot it maps: "
+                         f"robot = \"{model.name}\" (`hil robots --robot {model.spec} --bus BUS` prints a whole one)")
+    if not isinstance(robot, str):
+        raise InputError(f"{path}: robot = {robot!r} is not a robot's name; set robot = \"{model.name}\"")
     if robot != model.name:
         raise InputError(f"{path}: robot = {robot!r}, but the run is for {model.name!r}; "
                          f"set robot = \"{model.name}\" or run with --robot {robot}")

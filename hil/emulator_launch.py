@@ -226,12 +226,13 @@ def physics_prefix(model, bus_config=None, truth: str | None = None, world: str 
     return argv + ["--"]
 
 
-def check_physics() -> None:
-    """InputError, saying what to install, when MuJoCo is not there."""
+def check_physics(option: str = "--physics") -> None:
+    """InputError, naming the option that asked for it and saying what to install, when MuJoCo is
+    not there."""
     try:
-        import mujoco  # noqa: F401 - lazy: an optional extra, asked for only by --physics
+        import mujoco  # noqa: F401 - lazy: an optional extra, asked for only by --physics and --shadow
     except ImportError:
-        raise InputError("--physics needs MuJoCo, which is not installed: pip install -e '.[physics]' "
+        raise InputError(f"{option} needs MuJoCo, which is not installed: pip install -e '.[physics]' "
                          "(or pip install mujoco)") from None
 
 

@@ -471,6 +471,12 @@ class TwinApp:
         self.client.replay_seek(int(np.searchsorted(t, t[0] + value)))
         self._scrubbed_at = time.monotonic()
 
+    def _progress(self, s) -> str:
+        """A live motion's progress; a replay's motion is the recording's (its bar says where it is)."""
+        if self.replay is not None:
+            return "(recorded)" if s.motion_running else ""
+        return progress_text(s.motion_progress)
+
     def _replay_bar(self) -> None:
         """The bar follows the replay (a user's scrub wins for a moment); the plots show the
         recording's last window up to the moment shown, wherever the scrub took it."""
@@ -935,7 +941,7 @@ class TwinApp:
         faults = int(s.faults)
         set_text("status", f"board {st}  faults: {fault_names(faults)}  link {'ok' if s.link_ok else 'LOST'}"
                            f"{estimate}\nmotion {'running' if s.motion_running else ('ramp-in' if s.ramping else 'idle')} "
-                           f"{progress_text(s.motion_progress)}   safety: "
+                           f"{self._progress(s)}   safety: "
                            f"{', '.join(flag_names(int(s.safety_flags))) or 'ok'}"
                            + (f"\ntwin {self.fps:.0f} fps" if self.fps > 0 else ""))
         if faults != getattr(self, "_faults_shown", None):   # what to do about each, on hovering the status

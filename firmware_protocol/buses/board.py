@@ -105,6 +105,7 @@ class BusConfig:
     options: dict = field(default_factory=dict)   # the bus's own true/false keys (its ServoBus.options)
     source: str = ""
     shipped: bool = False              # one of hil's own configs: a user edits a copy, not it
+    generated: bool = False            # made from the bus's usual kit for a robot none ships for
     servo: dict | None = None          # the kit's servos as a physics model ([servo] table: hil.robots.servos)
     check_servo_limits: bool = True    # at connect: the servos' own position limits hold the config's ranges
     role: str = "follower"             # "leader": an arm a hand moves, read with its torque off (hil teleop)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from firmware_protocol.buses import BUSES, bus_class, control_tables, dynamixel1, dynamixel2, feetech, kondo_ics, pwm
 from firmware_protocol.buses.control_tables import ServoModel
-from firmware_protocol.pty_host import exit_with_parent, open_pty
+from firmware_protocol.pty_host import close_pty, exit_with_parent, open_pty, stopped_code
 
 
 @dataclass
@@ -1021,10 +1021,10 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
                    hands=hands, eeprom=Eeprom(args.eeprom) if args.eeprom else None, factory=args.factory,
                    delay_given=args.return_delay_us is not None)
     try:
-        return emu.run(master, lambda: bool(stopping))
+        code = emu.run(master, lambda: bool(stopping))
     finally:
-        os.close(master)
-        os.close(slave)
+        close_pty(master, slave, path, args.link)
+    return stopped_code(stopping, code)
 
 
 if __name__ == "__main__":

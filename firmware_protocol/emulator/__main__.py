@@ -37,7 +37,7 @@ import numpy as np
 from firmware_protocol import messages as M
 from firmware_protocol.emulator.board import Board, BoardConfig, StreamFrame
 from firmware_protocol.frame import FrameDecoder
-from firmware_protocol.pty_host import exit_with_parent, open_pty
+from firmware_protocol.pty_host import close_pty, exit_with_parent, open_pty, stopped_code
 
 DEFAULTS = {
     "puma6": dict(kind=M.BoardKind.PUMA6, n_joints=6, tau_s=0.02, noise_rad=2e-5, resolution_rad=1e-5,
@@ -364,9 +364,8 @@ def main(argv: list[str] | None = None, plant_for=None) -> int:
     try:
         code = runner.run(master, args.duration, lambda: bool(stopping))
     finally:
-        os.close(master)
-        os.close(slave)  # keep the slave open until here: the master would see EIO on every reopen
-    return code
+        close_pty(master, slave, path, args.link)  # the slave open until here: the master sees EIO on every reopen
+    return stopped_code(stopping, code)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, teleop_cmd
             ports_cmd, rtcheck_cmd, emulate_cmd, replay_cmd, export_cmd, warmup_cmd)
 # commands that may compile kernels on a machine's first run (a minute of silence otherwise)
 COMPILING_COMMANDS = {"run", "path", "walk", "play", "teleop", "replay", "calibrate", "fk"}
+# commands that start a loop or find one in the runtime folder: a folder they cannot use is said first,
+# not after a minute of planning
+RUNTIME_COMMANDS = {"run", "ctl", "twin", "path", "walk", "play", "teleop", "replay", "calibrate", "rt-check"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.command in RUNTIME_COMMANDS:
+            from hil.runtime.shared import runtime_dir
+
+            runtime_dir()
         if args.command in COMPILING_COMMANDS:
             from hil.warmup import warm_if_cold
 

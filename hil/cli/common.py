@@ -212,7 +212,8 @@ PLANNING_TICK_S = 5.0   # a plan that takes longer says it is still at work this
 
 class planning:
     """`with planning("wave.toml"):` — says a plan has begun and, every PLANNING_TICK_S while it
-    runs, that it still does and for how long: no silent minute before a long motion."""
+    runs, that it still does, for how long and what it is at (hil.motion.progress: the stage and
+    how far through it): no silent minute before a long motion."""
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -221,13 +222,19 @@ class planning:
         import threading
         import time
 
+        from hil.motion.progress import listening
+
         self._t0 = time.monotonic()
         self._done = threading.Event()
+        self._listening = listening()
+        progress = self._listening.__enter__()   # the planners' reports, read by the ticking thread
         print(f"planning {self.what} …", flush=True)
 
         def tick() -> None:
             while not self._done.wait(PLANNING_TICK_S):
-                print(f"planning {self.what}: {time.monotonic() - self._t0:.0f} s so far …", flush=True)
+                at = progress.text()
+                print(f"planning {self.what}: {time.monotonic() - self._t0:.0f} s so far"
+                      + (f", {at}" if at else "") + " …", flush=True)
         self._thread = threading.Thread(target=tick, name="hil-planning", daemon=True)
         self._thread.start()
         return self
@@ -235,3 +242,4 @@ class planning:
     def __exit__(self, *exc) -> None:
         self._done.set()
         self._thread.join()
+        self._listening.__exit__(*exc)

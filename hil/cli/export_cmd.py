@@ -38,8 +38,10 @@ def register(sub) -> None:
     s.set_defaults(func=run_export)
     p = add_command(sub, "plot", "a recording as a PNG figure (needs the plot extra)",
                     "Per joint commanded against measured, the tracking error, safety flags and board faults "
-                    "over time, the loop period's histogram, and for a humanoid the ZMP (computed from the "
-                    "measured joints) with the soles on the ground. No display needed.",
+                    "over time, the loop period's histogram, and for a humanoid the ZMP of the planned motion "
+                    "(computed from the planned joints the recording keeps: measured ones carry the encoders' "
+                    "steps, which a second derivative turns into metres) with the soles on the ground. No display "
+                    "needed.",
                     ["hil plot run.npy", "hil plot walk.npy --out walk.png"])
     p.add_argument("file", metavar="FILE.npy", help="a recording from `hil run/play/walk --record`")
     p.add_argument("--out", metavar="OUT.png", help="the PNG to write (default: FILE.png)")

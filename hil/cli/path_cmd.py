@@ -62,13 +62,15 @@ def run(args) -> int:
     tool_mm = floats(args.tool_mm, 3, "--tool-mm x,y,z") if args.tool_mm else \
         [float(v) for v in (model.meta.get("path") or {}).get("tool_mm", (0.0, 0.0, 0.0))]
     tool[:3, 3] = np.array(tool_mm) * 1e-3
+    from hil.motion import progress
+    from hil.motion.torques import torque_plan
+
     with planning(f"{args.file} on {model.name}"):
         plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args),
                               strict=args.strict, orientation=args.orientation)
+        progress.report("the servos' torques")
+        torques = torque_plan(model, plan.t, plan.q, None, servo_for(args, model), not args.no_compensation)
     print(plan.summary())
-    from hil.motion.torques import torque_plan
-
-    torques = torque_plan(model, plan.t, plan.q, None, servo_for(args, model), not args.no_compensation)
     if torques.over():
         raise UnreachableError(torques.refusal(args.file) + "; lower the feed (F) or place the work nearer the base")
     print(torques.summary())

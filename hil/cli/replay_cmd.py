@@ -33,7 +33,7 @@ def register(sub) -> None:
     s.add_argument("--loop", action="store_true", help="repeat until Ctrl-C (a recording)")
     s.add_argument("--episode", type=int, metavar="N", help="the dataset's episode to play (0 for the first)")
     s.add_argument("--robot", help="the robot the episode is played on (default: the dataset's robot_type, "
-                                   "so101_follower → so101)")
+                                   "so101_follower → so101), or a recording's robot when its .json is lost")
     s.add_argument("--degrees", action="store_true", help="the dataset's body joints are in degrees (LeRobot's "
                                                           "use_degrees; a dataset hil wrote says so itself)")
     g = s.add_mutually_exclusive_group()
@@ -57,7 +57,7 @@ def run(args) -> int:
     from hil.runtime.replay import replay
 
     number(args.speed, "--speed", 0.01, 100, "× recorded speed")
-    return replay(args.file, args.speed, args.headless, args.loop, start_twin=twin_beside_a_run())
+    return replay(args.file, args.speed, args.headless, args.loop, start_twin=twin_beside_a_run(), robot=args.robot)
 
 
 def _robot_of(root: str) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 
 from hil.errors import InputError, UnreachableError
 from hil.motion.bounds import MAX_PATH_POINTS, check_count, check_duration
+from hil.motion import progress
 from hil.kinematics.rotations import rpy_matrix
 from hil.motion.gcode import Program, Segment
 from hil.motion.path_ik import ClosedFormPath, PathIK, path_ik
@@ -158,10 +159,13 @@ def _joint_path(ik: PathIK, pts_mm: np.ndarray, q_near: np.ndarray, lines: np.nd
     if not starts:
         raise PlanError(f"line {lines[0]} (first point): {why}")
     best_err = None
-    for q0, label in starts:
+    for n, (q0, label) in enumerate(starts):
         Q = np.empty((len(pts_mm), len(q0)))
         Q[0] = q0
+        tick = progress.reporting_every("the IK along the path" + (f" (start {n + 1} of {len(starts)})" if n else ""),
+                                        len(pts_mm))
         for k in range(1, len(pts_mm)):
+            tick(k)
             q, why = ik.follow(pts_mm[k], Q[k - 1])
             if q is None:
                 err = (k, f"line {lines[k]} sample {k}: {why}" + (f" ({label})" if label else ""))
@@ -257,6 +261,7 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
     feed = speed * np.array([(RAPID_MM_MIN if segs[k].kind == "rapid" else segs[k].feed_mm_min) / 60e3
                              for k in seg_of])
     dt = 1.0 / rate_hz
+    progress.report("timing the path within the joints' limits")
     (t, q_t, p_t, line_t, duration, s_t), v_lim = _timed(model, ik, pts_mm, Q, feed, stop, (segs, seg_of, u_of),
                                                          lines, dt)
     p_base = (T_place[:3, :3] @ (p_t.T * 1e-3)).T + T_place[:3, 3]
@@ -267,6 +272,7 @@ def plan_path(model, prog: Program, T_place: np.ndarray, tool_offset: np.ndarray
                         f"below the floor (z = {floor_z * 1e3:.0f} mm)")
 
     # plan-time check of the whole path before anything moves (the G-code line of the first bad sample)
+    progress.report("checking every sample as the loop will")
     try:
         check_plan(model, t, q_t, where="path")
     except PlanRefused as e:

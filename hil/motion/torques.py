@@ -24,7 +24,7 @@ import numpy as np
 from hil.dynamics import GRAVITY, rnea_batch
 from hil.errors import InputError
 from hil.kinematics.floating import FloatingBase, inverse_transform
-from hil.motion import contacts
+from hil.motion import contacts, progress
 from hil.motion.contacts import AIR, FLAT
 
 FRICTION_SPEED = 0.05   # rad/s: below this the friction a servo must overcome fades in (no sign flip at rest)
@@ -79,13 +79,14 @@ def _moving_average(x: np.ndarray, k: int) -> np.ndarray:
     return (c[k:] - c[:-k]) / k
 
 
-def _log_rotation(R: np.ndarray) -> np.ndarray:
-    """The rotation vector (3,) of R."""
-    c = max(-1.0, min(1.0, (np.trace(R) - 1.0) / 2.0))
+def _log_rotations(R: np.ndarray) -> np.ndarray:
+    """The rotation vectors (N, 3) of rotations R (N, 3, 3)."""
+    c = np.clip((np.trace(R, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
     angle = np.arccos(c)
-    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    w = np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], axis=1)
     s = np.sin(angle)
-    return w * 0.5 if s < 1e-9 else w * angle / (2.0 * s)
+    scale = np.where(s < 1e-9, 0.5, angle / (2.0 * np.where(s < 1e-9, 1.0, s)))
+    return w * scale[:, None]
 
 
 def body_poses(model, Q: np.ndarray, feet: list[tuple[int, int]]) -> np.ndarray:
@@ -93,7 +94,9 @@ def body_poses(model, Q: np.ndarray, feet: list[tuple[int, int]]) -> np.ndarray:
     (the left when both are), switching where the flat sole changes (hil.motion.contacts codes)."""
     base = FloatingBase(model, "l_sole", Q[0])
     out = np.empty((len(Q), 4, 4))
+    tick = progress.reporting_every("the body's poses", len(Q))
     for k in range(len(Q)):
+        tick(k)
         left, right = feet[k]
         want = "l_sole" if left == FLAT and right != FLAT else "r_sole" if right == FLAT and left != FLAT else None
         if want and want != base.support:
@@ -106,20 +109,16 @@ def _body_motion(T: np.ndarray, dt: float) -> np.ndarray:
     """The kernel's base rows (N, 9): ω, α and the origin's acceleration minus gravity, each in the
     body's own coordinates, from its world poses by finite differences."""
     N = len(T)
-    omega_w = np.zeros((N, 3))
-    for k in range(N):
-        a, b = max(k - 1, 0), min(k + 1, N - 1)
-        if b > a:
-            omega_w[k] = _log_rotation(T[b, :3, :3] @ T[a, :3, :3].T) / ((b - a) * dt)
+    k = np.arange(N)
+    a, b = np.maximum(k - 1, 0), np.minimum(k + 1, N - 1)
+    R = T[:, :3, :3]
+    omega_w = _log_rotations(R[b] @ np.transpose(R[a], (0, 2, 1))) / (np.maximum(b - a, 1) * dt)[:, None]
     alpha_w, _ = _derivatives(omega_w, dt)
     _, acc_w = _derivatives(T[:, :3, 3], dt)
     acc_w = acc_w - np.array([0.0, 0.0, -GRAVITY])
     rows = np.empty((N, 9))
-    for k in range(N):
-        Rt = T[k, :3, :3].T
-        rows[k, 0:3] = Rt @ omega_w[k]
-        rows[k, 3:6] = Rt @ alpha_w[k]
-        rows[k, 6:9] = Rt @ acc_w[k]
+    for col, v in ((0, omega_w), (3, alpha_w), (6, acc_w)):
+        rows[:, col:col + 3] = np.einsum("kji,kj->ki", R, v)   # Rᵀ v, sample by sample
     return rows
 
 
@@ -169,7 +168,10 @@ def _with_contacts(model, Q, T_wb, tau0, wrench, down) -> tuple[np.ndarray, np.n
     tau = tau0.copy()
     for i, frame in enumerate(("l_sole", "r_sole")):
         w = np.concatenate([forces[i], shares[i][:, None] * rest], axis=1)
-        for k in np.flatnonzero(shares[i] > 0.0):
+        rows = np.flatnonzero(shares[i] > 0.0)
+        tick = progress.reporting_every(f"the {'left' if i == 0 else 'right'} foot's forces", len(rows))
+        for m, k in enumerate(rows):
+            tick(m)
             tau[k] -= model.jacobian(Q[k], frame).T @ w[k]
     return tau, zmp, shares[0]
 

@@ -904,11 +904,12 @@ def _body_attitude(yaws: np.ndarray) -> np.ndarray:
 
 
 def _label(p: WalkParams) -> str:
-    moves = [f"{100 * p.stride:.1f} cm forward"] if p.stride or not (p.side or p.turn_deg) else []
+    moves = ([f"{100 * abs(p.stride):.1f} cm {'backward' if p.stride < 0 else 'forward'}"]
+             if p.stride or not (p.side or p.turn_deg) else [])
     if p.side:
-        moves.append(f"{100 * p.side:.1f} cm to the {'left' if p.side > 0 else 'right'}")
+        moves.append(f"{100 * abs(p.side):.1f} cm to the {'left' if p.side > 0 else 'right'}")
     if p.turn_deg:
-        moves.append(f"turning {p.turn_deg:.0f}°")
+        moves.append(f"turning {abs(p.turn_deg):.0f}° {'left' if p.turn_deg > 0 else 'right'}")
     return f"{p.steps} steps of {', '.join(moves)}" + (", toe-off and heel strike" if _rolls(p) else "")
 
 

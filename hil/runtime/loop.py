@@ -105,6 +105,14 @@ def link_notes(rejected: int, stale: int, deadlines: int, rate_hz: float, round_
     return notes
 
 
+def _uncalibrated_note(bus) -> str:
+    """What a run on a map nobody calibrated says after naming it."""
+    if not bus.shipped:
+        return ""
+    kind = "generated: nominal zeros" if bus.generated else "shipped"
+    return f" ({kind}; `hil calibrate --bus … --out FILE` makes a calibrated copy)"
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     robot: str
@@ -348,9 +356,7 @@ class Loop:
                               cfg.watchdog_ms)
         if cfg.bus is not None and cfg.calibration is None:
             # a servo bus's joint map is its board config: zero ticks and directions per joint
-            self.event(f"joint zeros and directions: {cfg.bus.source}"
-                       + (" (shipped; `hil calibrate --bus … --out FILE` makes a calibrated copy)" if cfg.bus.shipped
-                          else ""))
+            self.event(f"joint zeros and directions: {cfg.bus.source}" + _uncalibrated_note(cfg.bus))
             return link
         try:
             jm = calibration_files.joint_map_for(self.model, link.info, cfg.calibration, self.event)

@@ -14,7 +14,7 @@ import numpy as np
 
 from hil.errors import InputError
 from hil.inputs import load_npz
-from hil.motion import contacts
+from hil.motion import contacts, progress
 from hil.motion.bounds import MAX_SAMPLES, check_count, check_duration
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
@@ -261,6 +261,7 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
     check_duration(motion.duration * k, f"{spec} at --speed {speed:g}" if speed != 1.0 else spec,
                    "play it faster, or split it into several files")
     note = f"played at {100 * speed:.0f} % of its written speed (--speed)" if speed != 1.0 else ""
+    progress.report("sampling the keyframes")
     t, q = (motion.time_scaled(k) if k != 1.0 else motion).trajectory(rate)
     report = check_limits(model, t, q)
     if report.time_scale > 1.0:   # slower until the joints' speed and acceleration limits hold
@@ -276,6 +277,7 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
         traj = Trajectory(t, q, name=motion.name)
         traj.note, traj.time_scale = note, k
         traj.support = scaled.support_codes(t)
+        progress.report("the servos' torques" + (f" (slowed, try {attempt + 1})" if attempt else ""))
         tp = _compensate(traj, model, servo, compensate, refuse=attempt == 7 or strict)
         if tp is None or not tp.over():
             break
@@ -287,6 +289,7 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
     if motion.dynamic:
         scaled.check_dynamic(model, rate)  # the ZMP computed back from this very motion
         traj.dynamic_balance_checked = True
+    progress.report("checking every sample as the loop will")
     check_plan(model, traj.t, traj.q_plan, static_balance=not motion.dynamic, where=spec)
     check_commands(model, traj.t, traj.q, traj.torques, static_balance=not motion.dynamic, where=spec)
     return traj

@@ -12,7 +12,7 @@ import numpy as np
 from hil.errors import InputError
 from hil.robots.servos import servo_table
 from hil.runtime.recorder import LOOP_MOTION, open_run
-from hil.runtime.shared import (C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
+from hil.runtime.shared import (BOARD_STATES, C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
                                 C_STATUS, LoopStatus, SharedState, loop_name)
 from hil.display import display_available
 from hil.runtime.helpers import TwinStarter
@@ -31,13 +31,13 @@ def _raise_stopped(signum, frame) -> None:
 
 
 def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = False,
-           start_twin: TwinStarter | None = None) -> int:
+           start_twin: TwinStarter | None = None, robot: str | None = None) -> int:
     """Play a recording into a shared block (and the twin); 0 when it ran to its end, 128 + the
     signal's number when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped it. The block goes either way.
     The twin (started with `start_twin`; none without) has a replay bar that pauses it, scrubs it and
     sets its speed (the block's C_REPLAY_* words)."""
-    data, meta, model = open_run(path)
-    robot = meta.get("robot")
+    data, meta, model = open_run(path, robot)
+    robot = model.spec
     if speed <= 0:
         raise InputError("--speed must be positive")
     name = loop_name(model.name, os.getpid())
@@ -141,5 +141,5 @@ class _Player:
         F["motion_running"][0] = 1.0 if self.motion and row["loop_flags"] & LOOP_MOTION else 0.0
         shared.end_write()
         if self.headless and k % max(1, len(self.data) // 20) == 0:
-            print(f"  t {row['t']:7.2f} s  board state {int(row['board_state'])}  "
+            print(f"  t {row['t']:7.2f} s  board {BOARD_STATES.get(int(row['board_state']), '?')}  "
                   f"max |cmd − meas| {np.degrees(np.abs(row['q_cmd'] - row['q_meas']).max()):.2f}°")

@@ -137,7 +137,7 @@ def check(req: RunRequest, model, bus=None) -> float:
     if req.faults and not req.dry_run:
         raise InputError("--fault injects faults into the built-in emulator: use it with --dry-run")
     if req.shadow:
-        emulator_launch.check_physics()
+        emulator_launch.check_physics("--shadow")
         if req.physics:
             raise InputError("--shadow runs physics beside the robot; with --physics the robot itself is in physics: "
                              "choose one")

@@ -354,3 +354,23 @@ def test_an_emulator_s_session_gets_the_board_s_share(emulator):
         assert _autogroup_nice("self") == ours
     finally:
         launched.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("bus", [None, "feetech"])
+def test_hil_emulate_takes_its_link_away_and_says_which_signal_stopped_it(tmp_path, sig, bus):
+    import subprocess
+    import sys
+
+    link = tmp_path / "by-id"
+    argv = [sys.executable, "-m", "hil.cli", "emulate", "--robot", "so101" if bus else "puma560", "--link", str(link)]
+    with subprocess.Popen(argv + (["--bus", bus] if bus else []), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as proc:
+        try:
+            pty = proc.stdout.readline().strip()
+            assert pty.startswith("/dev/") and os.readlink(link) == pty, pty
+            proc.send_signal(sig)
+            assert proc.wait(timeout=30) == 128 + sig
+            assert not os.path.lexists(link)
+        finally:
+            proc.kill()

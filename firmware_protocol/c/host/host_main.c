@@ -399,7 +399,7 @@ static void bad_state(void) {
 
 /* ------------------------------------------------------------------ serving */
 static volatile sig_atomic_t stopping, usr1;
-static void on_stop(int s) { (void)s; stopping = 1; }
+static void on_stop(int s) { stopping = s; }
 static void on_usr1(int s) { (void)s; usr1 = 1; }
 
 static int in_window(const struct window *w, int n, double rel) {
@@ -503,5 +503,10 @@ int main(int argc, char **argv) {
   }
   close(master);
   close(slave);
-  return 0;
+  if (opt.link) {               /* a stale by-id name would send the next run to whoever gets the pty */
+    char seen[128];
+    ssize_t k = readlink(opt.link, seen, sizeof seen - 1);
+    if (k > 0) { seen[k] = 0; if (!strcmp(seen, path)) unlink(opt.link); }
+  }
+  return stopping ? 128 + stopping : 0;
 }

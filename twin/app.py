@@ -38,6 +38,10 @@ PANEL_W = 410
 VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
 TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highlighted in the panel
 NAME_COLOR = (235, 235, 240, 255)
+NAME_PLATE = (20, 22, 28, 200)   # under a joint's name: it reads over a light part as over the floor
+NAME_ROWS = 4                    # rows below its joint a name may move down to stay clear of others
+NAME_ROW_H = 15                  # pixels
+NAME_CHAR_W = 8                  # pixels a character of a name (size 14) takes
 DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
 PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
 LOAD_W = 36                           # a joint's load bar in the panel (px)
@@ -225,22 +229,29 @@ class TwinApp:
             self._draw_workpiece()
         if self.path is not None and len(self.path) > 1:
             S.add_polyline("world", np.asarray(self.path), (255, 210, 80, 255), 2, 0.02)
-        self.meas = S.RobotDrawing(self.model, "world", S.MEASURED, True, "meas", meshes=self.meshes)
-        self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost")
-        self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev")
-        self.shadow_drawing = S.RobotDrawing(self.model, "world", S.SHADOW, False, "shadow")
+        # the solid robot and the marks on the floor under it in a node of their own: painted in
+        # depth order among themselves each frame (RobotDrawing.order_by_depth)
+        dpg.add_draw_node(parent="world", tag="solid")
+        if self.humanoid:
+            with dpg.draw_node(tag="ground_marks", parent="solid"):
+                pass
+        fixed_floor = None if self.humanoid else floor
+        self.meas = S.RobotDrawing(self.model, "solid", S.MEASURED, True, "meas", meshes=self.meshes,
+                                   floor_z=fixed_floor)
+        self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost", floor_z=fixed_floor)
+        self.prev = S.RobotDrawing(self.model, "world", S.PREVIEW, False, "prev", floor_z=fixed_floor)
+        self.shadow_drawing = S.RobotDrawing(self.model, "world", S.SHADOW, False, "shadow", floor_z=fixed_floor)
         self.shadow_drawing.show(False)
-        self.leader_drawing = S.RobotDrawing(self.model, "world", S.LEADER, False, "leader")
+        self.leader_drawing = S.RobotDrawing(self.model, "world", S.LEADER, False, "leader", floor_z=fixed_floor)
         self.leader_drawing.show(False)
         self.prev.show(False)
         size = 0.6 * grid_step(self.model)
         for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
             node = dpg.add_draw_node(parent="world", tag=f"jframe{i}", show=self.show_frames)
             S.add_axes(node, size, 0.0, thickness=2)
-        if self.humanoid:
-            with dpg.draw_node(tag="ground_marks", parent="world"):
-                pass
-        for i, name in enumerate(self.model.joint_names):   # 2-D, over the 3-D layer
+        for i, name in enumerate(self.model.joint_names):   # 2-D, over the 3-D layer, on a plate
+            dpg.draw_rectangle([0, 0], [1, 1], color=NAME_PLATE, fill=NAME_PLATE, parent="view", tag=f"jplate{i}",
+                               show=self.show_names)
             dpg.draw_text([0, 0], name, size=14, color=NAME_COLOR, parent="view", tag=f"jname{i}",
                           show=self.show_names)
         dpg.draw_text([0, 0], "", size=14, color=NAME_COLOR, parent="view", tag="hover_name", show=False)
@@ -301,7 +312,8 @@ class TwinApp:
         dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3], show=False)
         dpg.add_text("", tag="shadow_text", wrap=PANEL_W - 20, color=S.SHADOW[:3], show=False)
         dpg.add_text("", tag="world_text", wrap=PANEL_W - 20, show=False)
-        legend = (("measured", S.MEASURED), ("commanded", S.GHOST), ("preview", S.PREVIEW),
+        measured = ("measured (solid)", S.OWN_COLOURS) if self.meshes else ("measured", S.MEASURED)
+        legend = (measured, ("commanded", S.GHOST), ("preview", S.PREVIEW),
                   ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING))
         rows = (legend[:3], legend[3:]) + ((G.LEGEND,) if self.humanoid else ())
         for k, row in enumerate(rows):   # the legend, whole: what each colour in the 3D view is
@@ -549,6 +561,25 @@ class TwinApp:
             out.append(tuple(np.array(S.project(P, V, p, VIEW_W, VIEW_H)) for p in (T[:3, 3], tip)))
         return out
 
+    def _place_names(self, pixels) -> None:
+        """Each joint's name beside it; one that would cover a name already placed goes below it
+        (joints at one place — a wrist's three — read as a list), and only a name that finds no
+        free row within NAME_ROWS is left out (hovering its joint names it)."""
+        placed: list[tuple[float, float, float]] = []
+        for i, (origin, _) in enumerate(pixels):
+            x, y0 = float(origin[0]) + 6.0, float(origin[1]) - 16.0
+            w = NAME_CHAR_W * len(self.model.joint_names[i])
+            for row in range(NAME_ROWS):
+                y = y0 + NAME_ROW_H * row
+                if all(x + w < px or px + pw < x or abs(y - py) >= NAME_ROW_H for px, py, pw in placed):
+                    placed.append((x, y, w))
+                    dpg.configure_item(f"jname{i}", pos=[x, y], show=True)
+                    dpg.configure_item(f"jplate{i}", pmin=[x - 2, y], pmax=[x + w + 2, y + NAME_ROW_H - 1], show=True)
+                    break
+            else:
+                dpg.configure_item(f"jname{i}", show=False)
+                dpg.configure_item(f"jplate{i}", show=False)
+
     def _hover_name(self, pixels) -> None:
         """The joint under the mouse, named beside it with its measured angle (`pixels`: the
         joints' `_joint_pixels` this frame, None when the mouse is not over the view)."""
@@ -756,8 +787,9 @@ class TwinApp:
 
         self.show_names = bool(visible)
         for i in range(self.model.n):
-            if dpg.does_item_exist(f"jname{i}"):
-                dpg.configure_item(f"jname{i}", show=self.show_names)
+            for tag in (f"jname{i}", f"jplate{i}"):
+                if dpg.does_item_exist(tag):
+                    dpg.configure_item(tag, show=self.show_names)
         if dpg.does_item_exist("names_box"):
             dpg.set_value("names_box", self.show_names)
 
@@ -817,7 +849,7 @@ class TwinApp:
             return S.AT_LIMIT
         if d < 0.08:
             return S.NEAR_LIMIT
-        return S.MEASURED
+        return None   # its own colours
 
     def update_scene(self) -> None:
 
@@ -841,6 +873,9 @@ class TwinApp:
             t = self.cam["target"]
             self.cam["target"] = (float(Tw[0, 3]), float(Tw[1, 3]), t[2])
             self._apply_camera()
+        eye, target = S.orbit_view(self.cam["yaw"], self.cam["pitch"], self.cam["dist"], self.cam["target"])
+        self.meas.order_by_depth(Fm, Tw, eye, np.asarray(target, dtype=np.float64) - eye,
+                                 "ground_marks" if self.humanoid else None)
         if self.preview_q is not None:
             self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
         if getattr(self, "shadow_q", None) is not None:
@@ -849,7 +884,7 @@ class TwinApp:
             self.leader_drawing.set_poses(m.fk_frames(self.q_target), Tw)
         for i in range(m.n):
             self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
-        self.meas.set_link_color(-1, S.MEASURED)
+        self.meas.set_link_color(-1, None)
         if self.show_frames:
             for i in range(m.n):
                 T = Fm[1 + i] if Tw is None else Tw @ Fm[1 + i]
@@ -858,17 +893,7 @@ class TwinApp:
         pixels = self._joint_pixels(self.q_meas) if self.show_names or self._over_view() else None
         self._hover_name(pixels)
         if self.show_names:
-            # a name that would cover one already placed is left out (hovering its joint names it)
-            placed: list[tuple[float, float, float]] = []
-            for i, (origin, _) in enumerate(pixels):
-                x, y = float(origin[0]) + 6.0, float(origin[1]) - 16.0
-                w = CHAR_W * len(self.model.joint_names[i])
-                free = all(x + w < px or px + pw < x or abs(y - py) >= 15 for px, py, pw in placed)
-                if free:
-                    placed.append((x, y, w))
-                    dpg.configure_item(f"jname{i}", pos=[x, y], show=True)
-                else:
-                    dpg.configure_item(f"jname{i}", show=False)
+            self._place_names(pixels)
         for link in self._flagged_links():
             self.meas.set_link_color(link, S.COLLIDING)
         if self.base is not None:

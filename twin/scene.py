@@ -19,6 +19,7 @@ from hil.robots.model import Shape
 GROUND = (70, 74, 82, 255)
 BACKGROUND = (28, 30, 36)
 MEASURED = (90, 160, 235, 255)
+OWN_COLOURS = (225, 225, 230, 255)   # the legend's word for a robot drawn in its file's colours
 NEAR_LIMIT = (235, 190, 60, 255)
 AT_LIMIT = (235, 70, 60, 255)
 GHOST = (120, 255, 140, 255)
@@ -43,10 +44,11 @@ def _perp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, v  # u × v = a
 
 
-def capsule_mesh(p0, p1, r: float, sides: int = 8, domes: bool = True) -> tuple[list, list]:
+def capsule_mesh(p0, p1, r: float, sides: int = 8, domes: bool = True, flat0: bool = False) -> tuple[list, list]:
     """(triangles, edges) of a capsule: a cylinder p0–p1 of radius r with a dome at each end (one
-    ring at 45° and the pole; `domes` False: a cone to the pole, for small joins), triangles CCW
-    from outside. A zero-length one is a ball."""
+    ring at 45° and the pole; `domes` False: a cone to the pole, for small joins; `flat0`: p0's
+    end cut flat, a pedestal standing on the floor), triangles CCW from outside. A zero-length one
+    is a ball."""
     p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
     a = p1 - p0
     axis = a / np.linalg.norm(a) if np.linalg.norm(a) >= 1e-9 else np.array([0.0, 0, 1])
@@ -61,6 +63,8 @@ def capsule_mesh(p0, p1, r: float, sides: int = 8, domes: bool = True) -> tuple[
         mid0.append(p0 + c45 * (d - r * axis))
         mid1.append(p1 + c45 * (d + r * axis))
     pole0, pole1 = p0 - r * axis, p1 + r * axis
+    if flat0:
+        mid0, pole0 = ring0, p0
     tris, edges = [], []
 
     def band(lo, hi, k, k2):   # the quad between two rings, `hi` further along the axis
@@ -73,7 +77,8 @@ def capsule_mesh(p0, p1, r: float, sides: int = 8, domes: bool = True) -> tuple[
             band(ring0, ring1, k, k2)
         if domes:
             band(ring1, mid1, k, k2)
-            band(mid0, ring0, k, k2)
+            if not flat0:
+                band(mid0, ring0, k, k2)
         end1, end0 = (mid1, mid0) if domes else (ring1, ring0)
         tris.append((end1[k], end1[k2], pole1))
         tris.append((end0[k2], end0[k], pole0))
@@ -102,11 +107,19 @@ def box_mesh(c, half) -> tuple[list, list]:
     return tris, edges
 
 
-def shape_mesh(shape, sides: int = 8):
+def shape_mesh(shape, sides: int = 8, floor_z: float | None = None):
+    """(triangles, edges) of a shape; `floor_z` (for the fixed base's shapes): a capsule whose
+    end stands on the floor is drawn cut flat there, not with a dome through it."""
     if shape.kind == "capsule" and shape.name.endswith(" join"):
         return capsule_mesh(shape.p0, shape.p1, shape.radius, 6, domes=False)
     if shape.kind == "capsule":
-        return capsule_mesh(shape.p0, shape.p1, shape.radius, sides)
+        p0, p1 = np.asarray(shape.p0, float), np.asarray(shape.p1, float)
+        if p1[2] < p0[2]:
+            p0, p1 = p1, p0
+        on_floor = floor_z is not None and p0[2] - shape.radius < floor_z + 1e-6 <= p1[2]
+        if on_floor:
+            p0 = np.array([p0[0], p0[1], max(p0[2], floor_z)])
+        return capsule_mesh(p0, p1, shape.radius, sides, flat0=on_floor)
     return box_mesh(shape.p0, shape.half)
 
 
@@ -254,27 +267,61 @@ def project(P: np.ndarray, V: np.ndarray, p, width: float, height: float) -> tup
 
 
 LIGHT = np.array([0.35, -0.45, 0.82]) / np.linalg.norm([0.35, -0.45, 0.82])   # from above, front left
-SHADE = (0.84, 1.12)   # a face's brightness, turned away from the light … facing it
+SHADE = (0.84, 1.12)        # a drawn shape's brightness, turned away from the light … facing it
+MESH_SHADE = (0.6, 1.15)    # a mesh's: its own colours need the light's full range to read as a solid
+MIN_LEVEL = 72              # a black part (a servo case) lifted this far off the dark background
 
 
 def shaded(color, factor: float):
     return tuple(min(255, int(round(c * factor))) for c in color[:3]) + tuple(color[3:])
 
 
+def own_colors(rgba: np.ndarray, fallback) -> list[tuple]:
+    """Per triangle, the file's RGBA (0…1) as 0…255 with a floor under its levels (black on a dark
+    background is no shape), or `fallback` where the file gives none (NaN)."""
+    out = []
+    for c in np.asarray(rgba, dtype=np.float64).reshape(-1, 4):
+        if not np.isfinite(c).all():
+            out.append(tuple(fallback))
+            continue
+        rgb = MIN_LEVEL + c[:3] * (255 - MIN_LEVEL)
+        out.append(tuple(int(round(x)) for x in rgb) + (int(round(255 * c[3])),))
+    return out
+
+
+FLOOR_TOUCH_M = 0.01   # a link reaching this near the floor stands on it (a sole): floor marks go over it
+
+
+def _corners(points: np.ndarray) -> np.ndarray:
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    return np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+
+
+def _item_id(item) -> int:
+    return item if isinstance(item, int) else dpg.get_alias_id(item)
+
+
 class RobotDrawing:
     """One copy of the robot (solid or wireframe) as one draw node per link. Solid faces are
     shaded by how they face the light with the robot at home (painted on: the shade turns with
-    the link, which keeps depth readable at no cost per frame)."""
+    the link, which keeps depth readable at no cost per frame); a robot's own meshes in their
+    file's colours, its drawn shapes in the drawing's colour."""
 
-    def __init__(self, model, parent, color, solid: bool, tag_prefix: str, meshes: dict | None = None) -> None:
-        """`meshes`: per link (vertices, triangles, colour) drawn in place of its shapes (solid only)."""
+    def __init__(self, model, parent, color, solid: bool, tag_prefix: str, meshes: dict | None = None,
+                 floor_z: float | None = None) -> None:
+        """`meshes`: per link (vertices, triangles, per-triangle RGBA) drawn in place of its shapes
+        (solid only); `floor_z`: the floor a fixed base stands on (its shapes end there)."""
 
         self.model = model
         self.nodes: dict[int, int] = {}
         self.items: dict[int, list[int]] = {}
         self.shade: dict[int, list[float]] = {}
+        self.own: dict[int, list[tuple]] = {}     # per item, its colour when nothing is flagged
         self.solid = solid
         self.color = color
+        self.parent = parent
+        self.box: dict[int, np.ndarray] = {}   # per link, the corners (8, 3) of what is drawn (its frame)
+        self._order: list[int] = []
         meshes = meshes if solid and meshes else {}
         joins = [] if meshes else connectors(model) + pelvis(model)
         links = sorted({s.link for s in list(model.shapes) + joins} | set(meshes))
@@ -284,31 +331,40 @@ class RobotDrawing:
             self.nodes[link] = node
             self.items[link] = []
             self.shade[link] = []
+            self.own[link] = []
             R = at_home[link + 1, :3, :3]
             if link in meshes:
-                v, f, _ = meshes[link]
-                self._triangles(link, node, R, [(v[a], v[b], v[c]) for a, b, c in f])
+                v, f, rgba = meshes[link]
+                self.box[link] = _corners(v)
+                self._triangles(link, node, R, [(v[a], v[b], v[c]) for a, b, c in f], own_colors(rgba, color),
+                                MESH_SHADE)
                 continue
+            ends = []
             for sh in list(model.shapes) + joins:
                 if sh.link != link:
                     continue
-                tris, edges = shape_mesh(sh, 8 if solid else 6)
+                tris, edges = shape_mesh(sh, 8 if solid else 6, floor_z if link < 0 else None)
+                ends += [p for tri in tris for p in tri] or [p for e in edges for p in e]
                 if solid:
-                    self._triangles(link, node, R, tris)
+                    self._triangles(link, node, R, tris, [color] * len(tris), SHADE)
                 else:
                     for a, b in edges:
                         self.items[link].append(dpg.draw_line(list(a), list(b), color=color, thickness=1, parent=node))
-        self.link_color = {link: color for link in links}
+                        self.own[link].append(color)
+            if ends:
+                self.box[link] = _corners(np.asarray(ends, dtype=np.float64))
+        self.link_color: dict[int, tuple | None] = {link: None for link in links}
 
-    def _triangles(self, link: int, node, R: np.ndarray, tris) -> None:
+    def _triangles(self, link: int, node, R: np.ndarray, tris, colors: list, shade: tuple) -> None:
         """Filled triangles, each shaded by how it faces the light with the robot at home."""
-        for a, b, c in tris:
+        for (a, b, c), own in zip(tris, colors):
             n = np.cross(np.asarray(b) - a, np.asarray(c) - a)
             norm = float(np.linalg.norm(n))
             lit = max(0.0, float((R @ n) @ LIGHT) / norm) if norm > 0 else 0.5
-            f = SHADE[0] + (SHADE[1] - SHADE[0]) * lit
-            col = shaded(self.color, f)
+            f = shade[0] + (shade[1] - shade[0]) * lit
+            col = shaded(own, f)
             self.shade[link].append(f)
+            self.own[link].append(own)
             self.items[link].append(dpg.draw_triangle(list(a), list(b), list(c), color=col, fill=col, thickness=0,
                                                       parent=node))
 
@@ -321,17 +377,45 @@ class RobotDrawing:
                 T = T_world_base @ T
             dpg.apply_transform(node, mat(T))
 
-    def set_link_color(self, link: int, color) -> None:
+    def order_by_depth(self, F: np.ndarray, T_world_base: np.ndarray | None, eye: np.ndarray,
+                       forward: np.ndarray, floor_item=None, floor_z: float = 0.0) -> None:
+        """Draw the links far to near as the camera at `eye` looking along `forward` sees them (the
+        3D layer paints in order, with no depth buffer): a link in front is never painted over by
+        one behind it. `floor_item` (marks on the floor: support, CoM, ZMP) is painted over the links
+        that stand on the floor (the soles it outlines) and under all others. Only the order of
+        these items among the parent's children changes."""
+        depth, on_floor = {}, set()
+        for link, box in self.box.items():
+            T = F[link + 1] if T_world_base is None else T_world_base @ F[link + 1]
+            pts = box @ T[:3, :3].T + T[:3, 3]
+            depth[link] = float((pts.mean(axis=0) - eye) @ forward)
+            if pts[:, 2].min() < floor_z + FLOOR_TOUCH_M:
+                on_floor.add(link)
+        order = sorted(self.nodes, key=lambda link: (link not in on_floor, -depth.get(link, 0.0)))
+        items = [_item_id(self.nodes[link]) for link in order]
+        if floor_item is not None:
+            items.insert(sum(1 for link in order if link in on_floor), _item_id(floor_item))
+        if items == self._order:
+            return
+        self._order = items
+        children = dpg.get_item_children(self.parent, 2)
+        mine = set(items)
+        slots = iter(items)
+        dpg.reorder_items(self.parent, 2, [next(slots) if c in mine else c for c in children])
 
-        if self.link_color.get(link) == color:
+    def set_link_color(self, link: int, color) -> None:
+        """Flag a link in `color` (a limit, a collision), or None: its own colours again."""
+
+        if link not in self.items or self.link_color.get(link) == color:
             return
         self.link_color[link] = color
-        for k, item in enumerate(self.items.get(link, [])):
+        for k, item in enumerate(self.items[link]):
+            base = self.own[link][k] if color is None else color
             if self.solid:
-                col = shaded(color, self.shade[link][k])
+                col = shaded(base, self.shade[link][k])
                 dpg.configure_item(item, color=col, fill=col)
             else:
-                dpg.configure_item(item, color=color)
+                dpg.configure_item(item, color=base)
 
     def show(self, visible: bool) -> None:
 

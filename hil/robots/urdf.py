@@ -484,6 +484,8 @@ def _visual_meshes(robot, parts: _Parts, path: str) -> list[list]:
     frame (16 numbers, row-major), RGBA or None]; files that cannot be found are left out (the
     twin draws the link's shapes instead)."""
     out = []
+    named = {m.name: m.color.rgba for m in robot.materials or ()
+             if m.name and m.color is not None and m.color.rgba is not None}   # <material name> at the top
     for link in robot.links:
         if link.name not in parts.placed:
             continue
@@ -500,8 +502,11 @@ def _visual_meshes(robot, parts: _Parts, path: str) -> list[list]:
                 [float(v) for v in np.broadcast_to(np.asarray(g.mesh.scale, float), (3,))]
             T = offset @ _origin(el.origin, path, f"link {link.name!r}")
             color = None
-            if el.material is not None and el.material.color is not None and el.material.color.rgba is not None:
-                color = [float(v) for v in el.material.color.rgba]
+            if el.material is not None:
+                rgba = el.material.color.rgba if el.material.color is not None else None
+                rgba = rgba if rgba is not None else named.get(el.material.name)
+                if rgba is not None and len(rgba) in (3, 4) and np.isfinite(np.asarray(rgba, float)).all():
+                    color = [float(v) for v in rgba]
             out.append([int(idx), str(file), scale, [float(v) for v in T.ravel()], color])
     return out
 
@@ -595,7 +600,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 4   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 5   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:

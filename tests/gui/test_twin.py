@@ -187,11 +187,13 @@ def test_a_urdf_robot_is_drawn_where_its_fk_projects(xdisplay, tmp_path):
     from hil.safety import _capsules
 
     caps, names = _capsules(m)
+    drawn = robot_mask(img)   # in the kit's own colours
     hits = 0
     for c in caps:
         T = F[1 + int(c[0])] if c[0] >= 0 else F[0]
         mid = T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]
-        hits += near(img, px(mid), S.MEASURED, radius=4)
+        x, y = px(mid)
+        hits += bool(drawn[y - PAD - 4:y - PAD + 5, x - PAD - 4:x - PAD + 5].any())
     assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where FK puts them"
     # the background well above the arm is empty
     assert near(img, px(F[0, :3, 3] + [0, 0, 0.6]), S.BACKGROUND, radius=0, tol=10)
@@ -355,12 +357,103 @@ def test_joint_names_are_shown_beside_their_joints_when_asked(xdisplay, tmp_path
 
 
 def robot_mask(img) -> np.ndarray:
-    """The measured robot's pixels in the view (its blue, at any shade the light gives it)."""
+    """The measured robot's pixels in the view, in any colour its file gives it at any shade the
+    light gives it: off the background, less the one-pixel lines (floor grid, reach rings), which
+    a 3 × 3 opening takes away."""
+    from twin import app as A
+    from twin import scene as S
+
+    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    off = np.abs(view - np.array(S.BACKGROUND)).max(axis=2) > 12
+    eroded = off.copy()
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            eroded &= np.roll(np.roll(off, dy, axis=0), dx, axis=1)
+    opened = eroded.copy()
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            opened |= np.roll(np.roll(eroded, dy, axis=0), dx, axis=1)
+    return opened & off
+
+
+def blue_mask(img) -> np.ndarray:
+    """Pixels of the shapes' blue (a robot without meshes, measured), at any shade."""
     from twin import app as A
 
     view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
     r, g, b = view[..., 0], view[..., 1], view[..., 2]
     return (b - r > 90) & (b - g > 40) & (b > 150)
+
+
+def test_a_kit_is_drawn_in_its_makers_colours(xdisplay, tmp_path):
+    """SO-101's URDF names its materials at the top (printed parts yellow, servos black): the
+    measured robot is drawn in them, shaded, not in the shapes' blue."""
+    try:
+        robots.load("so101")
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"so101 needs example-robot-data ({e})")
+    img = shot(tmp_path, "so101", [0] * 6, extra=("--view", "iso"))
+    from twin import app as A
+
+    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    r, g, b = view[..., 0], view[..., 1], view[..., 2]
+    yellow = (r > 150) & (g > 110) & (b < 0.45 * r) & (r - g < 80)
+    servo = (np.abs(r - g) < 8) & (np.abs(g - b) < 8) & (r > 45) & (r < 110) & robot_mask(img)
+    assert yellow.sum() > 8000, yellow.sum()
+    assert servo.sum() > 300, servo.sum()
+    assert blue_mask(img).sum() < 50
+    shades = np.unique((r[yellow] // 16))
+    assert len(shades) >= 4, shades   # lit and turned away: a solid, not a flat sticker
+
+
+def test_a_pedestal_stands_on_the_floor_in_the_front_view(xdisplay, tmp_path):
+    """The PUMA's pedestal ends flat on the floor line, no dome through it."""
+    from twin import app as A
+    from twin import scene as S
+
+    img = shot(tmp_path, "puma560", extra=("--view", "front"))
+    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    grid = (np.abs(view - np.array(S.GROUND[:3])).max(axis=2) <= 6).sum(axis=1)
+    floor = int(np.argmax(grid))      # seen from the front, the floor is one line across the view
+    assert grid[floor] > 200, grid[floor]
+    rows = np.nonzero(blue_mask(img).any(axis=1))[0]
+    assert rows.max() <= floor + 1 < rows.max() + 40, (floor, rows.max())   # down to the floor, not past it
+
+
+DEPTH_ORDER = r"""
+import json, sys
+import dearpygui.dearpygui as dpg
+import hil.robots as robots
+from twin import app as A
+app = A.TwinApp(robots.load(sys.argv[1]), None)
+app.build()
+out = {}
+for yaw in (90.0, 270.0):
+    app.cam["yaw"] = yaw
+    app._apply_camera()
+    app.update_scene()
+    dpg.render_dearpygui_frame()
+    ids = {v if isinstance(v, int) else dpg.get_alias_id(v): k for k, v in app.meas.nodes.items()}
+    out[str(yaw)] = [ids[c] for c in dpg.get_item_children(app.meas.parent, 2) if c in ids]
+app.close()
+print(json.dumps(out))
+"""
+
+
+def test_links_are_painted_far_to_near_from_wherever_the_camera_looks(xdisplay):
+    """The 3D layer has no depth buffer: the measured robot's links are reordered each frame so
+    that the nearest is painted last — from one side the far arm first, from the other side the
+    other arm."""
+    import json
+
+    r = subprocess.run([sys.executable, "-c", DEPTH_ORDER, "humanoid17"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    m = robots.load("humanoid17")
+    one, other = got["90.0"], got["270.0"]
+    assert sorted(one) == sorted(other) and len(one) > m.n // 2
+    left, right = m.joint_index("l_elbow"), m.joint_index("r_elbow")   # each lower arm: its elbow's link
+    assert (one.index(left) < one.index(right)) != (other.index(left) < other.index(right)), (one, other)
 
 
 def test_view_presets_look_from_where_they_say():
@@ -448,13 +541,14 @@ out = {"panel_right": panel,
        "slider_right": max(right(f"slider{i}") for i in range(app.model.n)),
        "gap": dpg.get_item_rect_min("view_front")[1] - dpg.get_item_rect_max("send_preview")[1],
        "names": [[*dpg.get_item_configuration(f"jname{i}")["pos"], len(app.model.joint_names[i])]
-                 for i in range(app.model.n) if dpg.get_item_configuration(f"jname{i}")["show"]]}
+                 for i in range(app.model.n) if dpg.get_item_configuration(f"jname{i}")["show"]],
+       "n": app.model.n}
 app.close()
 print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("robot", ["examples/robots/g1.toml", "humanoid17"])
+@pytest.mark.parametrize("robot", ["examples/robots/g1.toml", "humanoid17", "puma560"])
 def test_the_panel_shows_everything_whole_and_the_names_never_overlap(xdisplay, robot):
     import json
 
@@ -467,7 +561,9 @@ def test_the_panel_shows_everything_whole_and_the_names_never_overlap(xdisplay, 
     assert got["gap"] < 100, got                                     # the legend rows and buttons, no empty band
     boxes = got["names"]
     assert len(boxes) >= 3
+    if robot == "puma560":   # its wrist's three joints at one place: listed below each other, all named
+        assert len(boxes) == got["n"], boxes
     for k, (x, y, n) in enumerate(boxes):                            # the names shown never cover each other
         for x2, y2, n2 in boxes[k + 1:]:
-            apart = x + A.CHAR_W * n < x2 or x2 + A.CHAR_W * n2 < x or abs(y - y2) >= 15
+            apart = x + A.NAME_CHAR_W * n < x2 or x2 + A.NAME_CHAR_W * n2 < x or abs(y - y2) >= A.NAME_ROW_H
             assert apart, (x, y, n, x2, y2, n2)

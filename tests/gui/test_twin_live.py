@@ -15,7 +15,7 @@ import pytest
 import hil.robots as robots
 from tests.conftest import wait_for
 from tests.gui.png import read_png
-from tests.gui.test_twin import HIL, close_twin, near, projector
+from tests.gui.test_twin import HIL, PAD, close_twin, near, projector, robot_mask
 from tests.integration.test_runtime import attach, finish, start_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
@@ -119,8 +119,6 @@ def test_a_twin_that_dies_fails_the_run(tmp_path, xdisplay):
 def test_a_urdf_robot_s_dry_run_is_drawn_live_by_the_twin(xdisplay, tmp_path):
     """SO-101 from its URDF on its emulated board: jogged to a pose through the loop, and the twin
     attached to that loop draws it where FK of the loop's measured joints puts it."""
-    from twin import scene as S
-
     try:
         m = robots.load("so101")
     except Exception as e:   # noqa: BLE001 - the package is a test extra
@@ -149,8 +147,12 @@ def test_a_urdf_robot_s_dry_run_is_drawn_live_by_the_twin(xdisplay, tmp_path):
 
     caps, _ = _capsules(m)
     mids = [(F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
-    hits = sum(near(img, px(T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]), S.MEASURED, radius=4)
-               for c, T in zip(caps, mids))
+    drawn = robot_mask(img)   # the kit in its own colours
+
+    def hit(p) -> bool:
+        x, y = px(p)
+        return bool(drawn[y - PAD - 4:y - PAD + 5, x - PAD - 4:x - PAD + 5].any())
+    hits = sum(hit(T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3]) for c, T in zip(caps, mids))
     assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} shapes drawn where the loop's joints put them"
     # far from the home pose, so the hits above are the loop's pose and not the power-on one
     tip = "gripper_frame_link"

@@ -1,4 +1,4 @@
-"""Robots from URDF files: `yourdfpy` parses the XML, this module checks it and turns it into the
+"""Robots from URDF files: `urdf_xml` reads the XML, this module checks it and turns it into the
 same `RobotModel` data the built-in robots compile to (so the same Numba kernels run on it).
 
 The tree becomes our joint table: each revolute or continuous joint is a link of the model (its
@@ -31,6 +31,7 @@ import numpy as np
 from hil.errors import ConfigError, InputError
 from hil.inputs import read_bytes
 from hil.kinematics.rotations import rpy_matrix
+from hil.robots import urdf_xml
 from hil.robots.model import Joint, RobotModel, Shape
 
 MOVING = ("revolute", "continuous")
@@ -50,36 +51,34 @@ def _fail(path: str, where: str, what: str) -> ConfigError:
 
 # --------------------------------------------------------------------------- reading
 def parse(path: str):
-    """The yourdfpy `Robot` of a URDF file; ConfigError naming the element that is wrong."""
-    try:
-        import yourdfpy  # lazy: yourdfpy with trimesh takes 1.2 s; built-in robots never need it
-    except ImportError:
-        raise ConfigError(f"{path}: reading URDF files needs yourdfpy: pip install yourdfpy") from None
+    """The `urdf_xml.Robot` of a URDF file; ConfigError naming the element that is wrong."""
     try:
         data = read_bytes(path, "robot file", MAX_BYTES)
     except InputError as e:
         raise ConfigError(str(e)) from None
-    problem = _xml_problem(data)
+    root, problem = _xml_problem(data)
     if problem:
         raise ConfigError(f"{path}: {problem}")
     try:
-        urdf = yourdfpy.URDF.load(io.BytesIO(data), build_scene_graph=False, load_meshes=False,
-                                  load_collision_meshes=False)
-    except Exception as e:   # noqa: BLE001 - a third-party parser: whatever it raises, the file is the cause
-        raise ConfigError(f"{path}: not a URDF yourdfpy can read ({type(e).__name__}: {e})") from None
-    return urdf.robot
+        return urdf_xml.read(root)
+    except urdf_xml.UrdfError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
-def _xml_problem(data: bytes) -> str | None:
-    """What makes a file unreadable as URDF, naming the element, before the parser trips on it."""
-    from lxml import etree  # lazy: lxml comes with yourdfpy, needed for URDF robots only
+def _xml_problem(data: bytes):
+    """(the root element, what makes the file unreadable as URDF — naming the element — or None)."""
+    from lxml import etree  # lazy: needed for URDF robots only
 
     try:
         root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True))
     except (etree.XMLSyntaxError, OSError, ValueError) as e:
-        return f"not well-formed XML ({e})"
+        return None, f"not well-formed XML ({e})"
     if root.getroottree().docinfo.internalDTD is not None or b"<!ENTITY" in data:
-        return "it declares a DOCTYPE or entities, which a URDF has no use for (they could pull in other files)"
+        return root, "it declares a DOCTYPE or entities, which a URDF has no use for (they could pull in other files)"
+    return root, _element_problem(root)
+
+
+def _element_problem(root) -> str | None:
     if root.tag != "robot":
         return f"the root element is <{root.tag}>, a URDF's is <robot>"
     for el in [*root.findall("link"), *root.findall("joint")]:
@@ -600,15 +599,15 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 5   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 6   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
     """The `RobotModel` of a URDF file, with what a side file (already parsed TOML) adds.
 
     The result is kept in the user's cache, keyed by the files' contents and the meshes' sizes and
-    times: the loop, the twin and each command load the robot, and parsing (yourdfpy and trimesh
-    take over a second to import) and bounding the meshes are needed once."""
+    times: the loop, the twin and each command load the robot, and reading the meshes (trimesh
+    takes half a second to import) and bounding them are needed once."""
     key = _cache_key(path, side)
     cached = _cache_read(key)
     if cached is not None:
@@ -626,7 +625,7 @@ def cache_dir() -> Path:
 def _cache_key(path: str, side: dict | None) -> str | None:
     """A digest of everything the model is made from, or None (then it is built, not cached)."""
 
-    from lxml import etree  # lazy: lxml comes with yourdfpy, needed for URDF robots only
+    from lxml import etree  # lazy: needed for URDF robots only
 
     try:
         data = read_bytes(path, "robot file", MAX_BYTES)

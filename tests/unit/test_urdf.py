@@ -191,6 +191,14 @@ MALFORMED = {
                     '<limit lower="-1" upper="1" velocity="1"/></joint>', "joint 'j2'", "already has a parent"),
     "bad number": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
                    '<limit lower="-1" upper="one" velocity="1"/></joint>', "joint 'j1'", "not a number"),
+    "bad inertia": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                    '<limit lower="-1" upper="1" velocity="1"/></joint>'
+                    '<link name="d"><inertial><mass value="1"/><inertia ixx="heavy" iyy="1" izz="1"/></inertial></link>',
+                    "line 1", 'ixx="heavy"'),
+    "bad mimic": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
+                  '<limit lower="-1" upper="1" velocity="1"/><mimic joint="j0" multiplier="nan"/></joint>',
+                  "<mimic", "finite"),
+    "bad colour": ('<material name="m"><color rgba="1 0 zero 1"/></material>', "<color", "finite"),
     "empty geometry": ('<joint name="j1" type="revolute"><parent link="a"/><child link="b"/>'
                        '<limit lower="-1" upper="1" velocity="1"/></joint>'
                        '<link name="d"><collision><geometry/></collision></link>', "link 'd'", "geometry"),

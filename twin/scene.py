@@ -268,8 +268,8 @@ def project(P: np.ndarray, V: np.ndarray, p, width: float, height: float) -> tup
 
 LIGHT = np.array([0.35, -0.45, 0.82]) / np.linalg.norm([0.35, -0.45, 0.82])   # from above, front left
 SHADE = (0.84, 1.12)        # a drawn shape's brightness, turned away from the light … facing it
-MESH_SHADE = (0.6, 1.15)    # a mesh's: its own colours need the light's full range to read as a solid
-MIN_LEVEL = 72              # a black part (a servo case) lifted this far off the dark background
+MESH_SHADE = (0.5, 1.0)      # a mesh's: its own colours need the light's full range to read as a solid
+MIN_LEVEL = 80              # a black part (a servo case) lifted this far off the dark background
 
 
 def shaded(color, factor: float):

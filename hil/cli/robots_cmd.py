@@ -24,6 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from hil import robots  # (lazy, like every command's heavy imports: `hil --help` stays fast)
+    from hil.robots import servos
     from hil.errors import ConfigError
 
     if args.zenoh is not None:
@@ -57,6 +58,12 @@ def run(args) -> int:
         print(f"  poses: {', '.join(m.poses)}")
         for note in m.meta.get("locked_joints", []):
             print(f"  not driven: {note}")
+        table = servos.servo_table(m)
+        if table.declared:
+            kinds = sorted({s.preset or "custom" for s in table.servos})
+            print(f"  servos: {', '.join(kinds)} ({table.source})")
+        for note in m.meta.get("notes", []):
+            print(f"  note: {note}")
     return 0
 
 

@@ -78,8 +78,11 @@ def _from_mjcf(path: Path) -> RobotModel:
         raise ConfigError(f"robot file {path}: neither an MJCF (root element <mujoco>) nor a URDF (<robot>)"
                           + (f"; its root element is <{root}>" if root else "") + "; a robot file is a .urdf, an MJCF "
                           ".xml or a .toml")
-    return urdf.build(mjcf.to_urdf(str(path)), {"robot": {"description": f"from {path.name} (MJCF, compiled by MuJoCo)"}},
-                      str(path))
+    side = {"robot": {"description": f"from {path.name} (MJCF, compiled by MuJoCo)"}}
+    servo = mjcf.servo_table_of(str(path))
+    if servo:   # its makers' servo model: the position actuators
+        side["servo"] = servo
+    return urdf.build(mjcf.to_urdf(str(path)), side, str(path))
 
 
 def _load_toml(path: Path) -> RobotModel:
@@ -91,6 +94,9 @@ def _load_toml(path: Path) -> RobotModel:
     if isinstance(robot, dict) and ("urdf" in robot or "mjcf" in robot):
         source = _urdf_of(robot.get("urdf", robot.get("mjcf")), path)
         if mjcf.is_mjcf(source):
+            if "servo" not in data:   # a side file's own [servo] replaces the MJCF's actuators whole
+                servo = mjcf.servo_table_of(source)
+                data = {**data, "servo": servo} if servo else data
             return urdf.build(mjcf.to_urdf(source), data, str(path))
         return urdf.build(source, data, str(path))
     try:

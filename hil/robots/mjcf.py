@@ -11,6 +11,7 @@ constraint couples to another follows it (URDF's mimic).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -29,11 +30,12 @@ from hil.robots.urdf import cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 1             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 2             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
 FREE, BALL, SLIDE, HINGE = range(4)
+BIAS_AFFINE = 1                   # mjBIAS_AFFINE: a position (or velocity) servo's bias
 EQ_JOINT = 2
 FINITE_FIELDS = ("body_pos", "body_quat", "body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_pos",
                  "jnt_axis", "jnt_range", "geom_pos", "geom_quat", "geom_size", "site_pos", "site_quat", "mesh_vert",
@@ -78,8 +80,9 @@ def to_urdf(path: str) -> str:
     model = _compile(path)
     tmp = Path(tempfile.mkdtemp(prefix=".mjcf-", dir=folder.parent))
     try:
-        xml = _Writer(model, Path(path).stem, tmp).urdf()
-        (tmp / "robot.urdf").write_text(xml)
+        writer = _Writer(model, Path(path).stem, tmp)
+        (tmp / "robot.urdf").write_text(writer.urdf())
+        (tmp / "servo.json").write_text(json.dumps(writer.servo_table()))
         try:
             os.replace(tmp, folder)
         except OSError:   # another process wrote it meanwhile: theirs is the same
@@ -88,6 +91,15 @@ def to_urdf(path: str) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return str(urdf)
+
+
+def servo_table_of(path: str) -> dict:
+    """The MJCF's position actuators as a `[servo]` table ({} where it has none): its makers'
+    servo model, which the robot's plans and physics then use."""
+    try:
+        return json.loads((Path(to_urdf(path)).parent / "servo.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _cache_folder(path: str) -> Path:
@@ -181,6 +193,7 @@ class _Writer:
     def __init__(self, model, stem: str, folder: Path) -> None:
         self.m, self.stem, self.folder = model, stem, folder
         self.meshes: dict[int, str] = {}
+        self.joint_name: dict[int, str] = {}   # MuJoCo joint id → the URDF joint written for it
 
     def urdf(self) -> str:
         m = self.m
@@ -270,6 +283,7 @@ class _Writer:
 
     def _joint(self, robot, j: int, jname: str, parent, link: str, origin: np.ndarray) -> None:
         m = self.m
+        self.joint_name[j] = jname
         limited = bool(m.jnt_limited[j]) and m.jnt_range[j][0] < m.jnt_range[j][1]
         el = ET.SubElement(robot, "joint", name=jname, type="revolute" if limited else "continuous")
         _origin(el, origin)
@@ -282,6 +296,33 @@ class _Writer:
         if m.dof_damping[m.jnt_dofadr[j]] > 0 or m.dof_frictionloss[m.jnt_dofadr[j]] > 0:
             ET.SubElement(el, "dynamics", damping=f"{m.dof_damping[m.jnt_dofadr[j]]:.6g}",
                           friction=f"{m.dof_frictionloss[m.jnt_dofadr[j]]:.6g}")
+
+    def servo_table(self) -> dict:
+        """The position actuators as a `[servo]` table (hil.robots.servos), one entry per joint one
+        drives: stiffness kp·gear², damping the joint's own plus the actuator's kv·gear², the
+        joint's armature and friction loss, the torque its force range (or the joint's actuator
+        force range) allows. {} where none is a position servo (motors, or no actuators)."""
+        m = self.m
+        out = {}
+        for a in range(m.nu):
+            j = int(m.actuator_trnid[a][0])
+            kp, bias = float(m.actuator_gainprm[a][0]), m.actuator_biasprm[a]
+            position = (m.actuator_trntype[a] == 0 and m.actuator_biastype[a] == BIAS_AFFINE and kp > 0
+                        and abs(float(bias[1]) + kp) <= 1e-9 * kp)   # force = kp (ctrl − length) − kv · velocity
+            if not position or j not in self.joint_name:
+                continue
+            g2 = float(m.actuator_gear[a][0]) ** 2
+            dof = int(m.jnt_dofadr[j])
+            entry = {"kp_nm_per_rad": kp * g2,
+                     "damping_nms_per_rad": float(m.dof_damping[dof]) + max(0.0, -float(bias[2])) * g2,
+                     "armature_kgm2": float(m.dof_armature[dof]), "friction_nm": float(m.dof_frictionloss[dof])}
+            torque = self._effort(j)
+            if torque <= 0 and m.jnt_actfrclimited[j]:
+                torque = float(np.max(np.abs(m.jnt_actfrcrange[j])))
+            if torque > 0:
+                entry["torque_limit_nm"] = torque
+            out[self.joint_name[j]] = entry
+        return {"joint": out} if out else {}
 
     def _effort(self, j: int) -> float:
         """The most torque an actuator on joint j gives (its force range times its gear), 0 if none."""

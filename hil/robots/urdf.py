@@ -707,12 +707,17 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
     zero = _link_poses_at_zero(parts.joints)
     frames: dict[str, tuple[int, np.ndarray]] = {
         name: parts.placed[name] for name in parts.order if name != parts.base and name not in parts.link_names}
+    notes = [f"{j.name}: the file gives no range (continuous): ±{CONTINUOUS_RANGE_DEG:g}° assumed; set its "
+             f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
+             for j in robot.joints if j.type == "continuous" and j.name not in overrides]
     meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
                             "default_rate_hz": cfg.get("default_rate_hz", 200),
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             # a floating base is a humanoid's unless the side file says otherwise
                             "kind": cfg.get("kind", "humanoid" if parts.floating else "arm"),
                             "board": cfg.get("board", "servos")}
+    if notes:
+        meta["notes"] = notes
     if "floor_z_m" in cfg:
         meta["floor_z_m"] = float(cfg["floor_z_m"])
     if "path" in side:

@@ -135,3 +135,51 @@ def test_the_cli_takes_an_mjcf_robot(tmp_path):
                        env=env, timeout=120)
     assert r.returncode == 0 and "testbiped: from biped.xml (MJCF, compiled by MuJoCo)" in r.stdout, r.stdout + r.stderr
     assert "not driven: neck_follow" in r.stdout
+
+
+def test_the_position_actuators_are_the_servo_table(tmp_path):
+    """Each joint a position actuator drives gets the actuator's numbers as MuJoCo compiled them
+    (stiffness kp·gear², damping with the actuator's kv, armature, friction loss, force range);
+    a side file's own [servo] replaces them."""
+    from hil.robots.servos import servo_table
+
+    doc = (Path(BIPED).read_text().replace('<position name="l_knee" joint="l_knee"/>',
+                                           '<position name="l_knee" joint="l_knee" kp="40" kv="0.3" gear="2" '
+                                           'forcerange="-3 3"/>')
+           .replace('<joint name="r_ankle" axis="0 1 0" range="-60 60"/>',
+                    '<joint name="r_ankle" axis="0 1 0" range="-60 60" frictionloss="0.07"/>'))
+    path = tmp_path / "biped.xml"
+    path.write_text(doc)
+    (tmp_path / "meshes").mkdir(exist_ok=True)
+    model = robots.load(str(path))
+    table = servo_table(model)
+    mm = mujoco.MjModel.from_xml_path(str(path))
+    assert table.declared
+    for name in model.joint_names:
+        s = table.joint(model.joint_index(name))
+        a = mm.actuator(name)
+        dof = mm.jnt_dofadr[mm.joint(name).id]
+        g = float(a.gear[0])
+        assert s.kp_nm_per_rad == pytest.approx(float(a.gainprm[0]) * g * g), name
+        assert s.damping_nms_per_rad == pytest.approx(float(mm.dof_damping[dof]) - float(a.biasprm[2]) * g * g), name
+        assert s.armature_kgm2 == pytest.approx(float(mm.dof_armature[dof]))
+        assert s.friction_nm == pytest.approx(float(mm.dof_frictionloss[dof]))
+        assert s.torque_limit_nm == pytest.approx(abs(g) * float(np.max(np.abs(a.forcerange)))), name
+    knee = table.joint(model.joint_index("l_knee"))
+    assert (knee.kp_nm_per_rad, knee.torque_limit_nm) == (pytest.approx(160.0), pytest.approx(6.0))
+    assert table.joint(model.joint_index("r_ankle")).friction_nm == pytest.approx(0.07)
+    side = tmp_path / "biped.toml"
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[servo]\npreset = "STS3215"\n')
+    assert {s.preset for s in servo_table(robots.load(str(side))).servos} == {"STS3215"}
+
+
+def test_a_joint_without_a_range_is_said(tmp_path):
+    path = tmp_path / "arm.xml"
+    path.write_text("<mujoco><worldbody><body name='base'><geom size='0.05'/><body name='l1' pos='0 0 0.1'>"
+                    "<joint name='spin' axis='0 0 1' limited='false'/><geom type='capsule' fromto='0 0 0 0.2 0 0' "
+                    "size='0.02' mass='0.2'/></body></body></worldbody></mujoco>")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "robots", "--robot", str(path)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "note: spin: the file gives no range (continuous): ±360° assumed" in r.stdout, r.stdout

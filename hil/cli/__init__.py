@@ -14,20 +14,12 @@ from typing import Sequence
 import hil
 from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, export_cmd, fk_cmd, path_cmd, play_cmd, ports_cmd, replay_cmd,
                      robots_cmd, rtcheck_cmd, run_cmd, teleop_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
-from hil.cli.common import HelpFormatter, Parser
-from hil.errors import EXPECTED, message
+from hil.cli.common import HelpFormatter, Parser, run_command
 
 # in the order `hil --help` lists them
 COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, teleop_cmd, calibrate_cmd, robots_cmd, fk_cmd,
             urdf_cmd,
             ports_cmd, rtcheck_cmd, emulate_cmd, replay_cmd, export_cmd, warmup_cmd)
-# commands that may compile kernels on a machine's first run (a minute of silence otherwise)
-COMPILING_COMMANDS = {"run", "path", "walk", "play", "teleop", "replay", "calibrate", "fk"}
-# commands that start a loop or find one in the runtime folder: a folder they cannot use is said first,
-# not after a minute of planning
-RUNTIME_COMMANDS = {"run", "ctl", "twin", "path", "walk", "play", "teleop", "replay", "calibrate", "rt-check"}
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(allow_abbrev=False, prog="hil", formatter_class=HelpFormatter,
                                 description="hardware-in-the-loop controller with a digital twin: PUMA 560, "
@@ -54,28 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        if args.command in RUNTIME_COMMANDS:
-            from hil.runtime.shared import runtime_dir
-
-            runtime_dir()
-        if args.command in COMPILING_COMMANDS:
-            from hil.warmup import warm_if_cold
-
-            warm_if_cold()
-        return int(args.func(args) or 0)
-    except EXPECTED as e:
-        # their message names what and where, a traceback would only bury it
-        print(f"hil {args.command}: error: {message(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"hil {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader went away (`hil robots | head`): nothing left to say
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    return run_command(args.command, args.func, args)
 
 
 if __name__ == "__main__":

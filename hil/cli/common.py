@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import tempfile
 
 from firmware_protocol.buses import bus_list
@@ -171,42 +170,6 @@ def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str 
     return args.out
 
 
-def twin_beside_a_run():
-    """The twin as a run (or a replay, or a calibration) starts it: `hil twin --attach NAME`, this
-    CLI's own main called in a process of its own (hil.runtime.helpers)."""
-    from hil.cli import main
-    from hil.runtime.helpers import twin_starter
-
-    return twin_starter(main)
-
-
-def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None = None,
-                path_file: str | None = None, speed: float = 1.0) -> int:
-    """Run a planned motion through the loop: enable, ramp in, play it, stop when it is done. A
-    trajectory written to a temporary folder for the run (no --out) is removed after it."""
-    temporary = getattr(args, "out", "") is None and motion_path and os.path.basename(
-        os.path.dirname(motion_path)).startswith(("hil-walk-", "hil-path-", "hil-replay-"))
-    try:
-        return _run(args, robot, motion_path, rate, path_file, speed)
-    finally:
-        if temporary:
-            shutil.rmtree(os.path.dirname(motion_path), ignore_errors=True)
-
-
-def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None, path_file: str | None,
-         speed: float) -> int:
-    from hil.runtime import supervisor
-
-    return supervisor.run(supervisor.RunRequest(
-        robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
-        headless=args.headless, record=args.record, record_errors=args.on_record_error, stats_json=args.stats_json,
-        motion=motion_path, enable=True,
-        exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
-        strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,
-        bring_in=args.bring_in, command=getattr(args, "command", None) or "run"), twin=twin_beside_a_run())
-
-
 PLANNING_TICK_S = 5.0   # a plan that takes longer says it is still at work this often
 
 
@@ -243,3 +206,40 @@ class planning:
         self._done.set()
         self._thread.join()
         self._listening.__exit__(*exc)
+
+
+# commands that may compile kernels on a machine's first run (a minute of silence otherwise)
+COMPILING_COMMANDS = {"run", "path", "walk", "play", "teleop", "replay", "calibrate", "fk"}
+# commands that start a loop or find one in the runtime folder: a folder they cannot use is said first,
+# not after a minute of planning
+RUNTIME_COMMANDS = {"run", "ctl", "twin", "path", "walk", "play", "teleop", "replay", "calibrate", "rt-check"}
+
+
+def run_command(command: str, func, args: argparse.Namespace) -> int:
+    """Run one command's `run(args)` as every `hil` command runs: its runtime folder checked and
+    its kernels compiled (said) first; an expected error one line naming the command, never a
+    traceback; Ctrl-C 130; a reader gone away (`| head`) quiet."""
+    import sys
+
+    from hil.errors import EXPECTED, message
+
+    try:
+        if command in RUNTIME_COMMANDS:
+            from hil.runtime.shared import runtime_dir
+
+            runtime_dir()
+        if command in COMPILING_COMMANDS:
+            from hil.warmup import warm_if_cold
+
+            warm_if_cold()
+        return int(func(args) or 0)
+    except EXPECTED as e:
+        # their message names what and where, a traceback would only bury it
+        print(f"hil {command}: error: {message(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hil {command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`hil robots | head`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from hil.cli.common import Parser, add_command
+from hil.cli.ctl_exit import EXIT_DONE, EXIT_REFUSED
 
 SIMPLE = {"estop": "e-stop: the board stops driving the joints now",
           "enable": "torque on; the robot holds its measured pose",
@@ -20,7 +21,6 @@ SIMPLE = {"estop": "e-stop: the board stops driving the joints now",
           "shutdown": "end the run (the robot is disabled first)"}
 DROPS = ("disable", "clear-fault", "shutdown")   # end with the torque off
 ACTIONS = (*SIMPLE, "status", "list", "jog", "move", "play", "record")
-EXIT_DONE, EXIT_REFUSED, EXIT_INPUT, EXIT_SHORT = 0, 1, 2, 3
 
 
 def register(sub) -> None:

@@ -1,5 +1,5 @@
 """`hil ctl jog / move / play / record`: what a remote asks of a running loop that moves the
-robot or records it; each waits for the outcome and says it (exit codes in ctl_cmd)."""
+robot or records it; each waits for the outcome and says it (exit codes in ctl_exit)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from hil.cli.ctl_exit import EXIT_DONE, EXIT_REFUSED, EXIT_SHORT
 from hil.errors import InputError, did_you_mean
 
 ARRIVED_RAD = math.radians(0.05)   # the command within this of the target: arrived
@@ -38,7 +39,6 @@ def _full_model(client):
 
 
 def _refused(client, what: str, answer) -> int:
-    from hil.cli.ctl_cmd import EXIT_REFUSED
 
     print(f"hil ctl {what}: {client.name}: {answer}", file=sys.stderr)
     return EXIT_REFUSED
@@ -100,7 +100,6 @@ def wait_arrived(client, target: np.ndarray, timeout_s: float):
 
 
 def _go(client, model, what: str, target: np.ndarray, no_wait: bool, timeout: float | None) -> int:
-    from hil.cli.ctl_cmd import EXIT_DONE, EXIT_SHORT
 
     start = client.snapshot().q_cmd
     wait_s = _timeout(model, start, np.clip(target, model.lower, model.upper), timeout)
@@ -175,7 +174,6 @@ def cartesian_waypoints(model, q0: np.ndarray, offset: np.ndarray, frame: str) -
 
 
 def _cartesian(client, model, q0, offset, args) -> int:
-    from hil.cli.ctl_cmd import EXIT_DONE, EXIT_SHORT
 
     if model.kind == "humanoid":
         raise InputError(f"jog: {model.name} is a humanoid: a Cartesian jog moves an arm's tool; jog its joints "
@@ -220,7 +218,6 @@ def _near(client, q: np.ndarray, q_prev: np.ndarray, deadline: float):
 
 
 def _short(why: str) -> int:
-    from hil.cli.ctl_cmd import EXIT_SHORT
 
     print(f"hil ctl jog: stopped short: {why}", file=sys.stderr)
     return EXIT_SHORT
@@ -240,7 +237,6 @@ def play(client, args) -> int:
     hand it to the loop, start it (and with --wait see it to its end)."""
     from hil import board_config, robots
     from hil.cli.common import planning
-    from hil.cli.ctl_cmd import EXIT_DONE, EXIT_SHORT
     from hil.runtime import remote, run_card
     from hil.runtime.motion_sources import Trajectory, make_motion
 
@@ -305,7 +301,6 @@ def _wait_motion_end(client, duration_s: float, given: float | None):
 
 
 def record(client, args) -> int:
-    from hil.cli.ctl_cmd import EXIT_DONE
     from hil.runtime import remote
     from hil.runtime.shared import Request
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import (add_command, add_run_target, floats, planning, run_planned, servo_for, speed_of,
-                             trajectory_out)
+from hil.cli.common import add_command, add_run_target, floats, planning, servo_for, speed_of, trajectory_out
+from hil.cli.running import run_planned
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, planning, run_planned, servo_for, speed_of
+from hil.cli.common import add_command, add_run_target, planning, servo_for, speed_of
+from hil.cli.running import run_planned
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
 

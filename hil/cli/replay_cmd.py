@@ -8,7 +8,8 @@ import os
 import tempfile
 
 from hil.cli.common import (add_bus_options, add_compensation_option, add_emulator_option, add_command,
-                            add_record_options, run_planned, servo_for, twin_beside_a_run)
+                            add_record_options, servo_for)
+from hil.cli.running import run_planned, twin_beside_a_run
 from hil.errors import InputError
 
 ROLE_SUFFIXES = ("_follower", "_leader")

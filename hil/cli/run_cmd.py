@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import (ROBOT_HELP, add_bus_options, add_command, add_compensation_option, add_emulator_option,
-                             add_pace_options, add_record_options, servo_for, speed_of, twin_beside_a_run)
+                            add_pace_options, add_record_options, servo_for, speed_of)
+from hil.cli.running import twin_beside_a_run
 from hil.errors import InputError
 
 

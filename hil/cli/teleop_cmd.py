@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import ROBOT_HELP, add_command, twin_beside_a_run
+from hil.cli.common import ROBOT_HELP, add_command
+from hil.cli.running import twin_beside_a_run
 
 
 def register(sub) -> None:

@@ -21,3 +21,15 @@ def run(args) -> int:
     from twin.command import main
 
     return main(args)
+
+
+def main(argv: list[str]) -> int:
+    """`hil twin …` alone, as a run starts its twin in a process of its own (hil.cli.running): the
+    twin's own parser and the commands' one way of ending (hil.cli.common.run_command)."""
+    from hil.cli.common import HelpFormatter, Parser, run_command
+
+    Parser.argv = list(argv)
+    p = Parser(allow_abbrev=False, prog="hil", formatter_class=HelpFormatter)
+    register(p.add_subparsers(dest="command", parser_class=Parser))
+    args = p.parse_args(argv)
+    return run_command("twin", args.func, args)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from hil.cli.common import add_command, add_run_target, run_planned, servo_for, speed_of, trajectory_out
+from hil.cli.common import add_command, add_run_target, servo_for, speed_of, trajectory_out
+from hil.cli.running import run_planned
 from hil.errors import InputError
 from hil.inputs import number, writable_file
 

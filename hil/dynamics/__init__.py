@@ -2,7 +2,7 @@
 
     tau = inverse_dynamics(model, q, qd, qdd)          # fixed base, gravity −9.81 m/s² along base z
 
-The kernel is a recursive Newton–Euler pass (`_kernels.rnea_into`) on the model's own tables:
+The kernel is a recursive Newton–Euler pass (`rnea_kernels.rnea_into`) on the model's own tables:
 masses, centres of mass and inertias about them (`RobotModel.inertias`), the same numbers
 `hil urdf` writes, so Pinocchio's RNEA on that file gives the same torques (tests/unit/test_dynamics.py).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from hil._jit import entry_point
-from hil.dynamics import _kernels as DK
+from hil.dynamics import rnea_kernels as DK
 from hil.errors import InputError
 
 GRAVITY = 9.81

@@ -12,12 +12,12 @@ Log times: the run's start (wall clock) plus the recording's loop time.
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 
 from hil.errors import HilError
 from hil.kinematics.floating import inverse_transform
+from hil.kinematics.rotations import matrix_quaternion
 from hil.robots.urdf_export import to_urdf
 
 FAULT_WORDS = ("fault", "e-stop", "estop", "lost", "refused", "error", "held")
@@ -28,21 +28,9 @@ def _time(t_ns: int) -> dict:
 
 
 def _quaternion(R: np.ndarray) -> dict:
-    """Unit quaternion (x, y, z, w) of a rotation matrix (Shepperd's method: stable for any R)."""
-    tr = R[0, 0] + R[1, 1] + R[2, 2]
-    if tr > 0:
-        s = 2.0 * math.sqrt(tr + 1.0)
-        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s
-    elif R[1, 1] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s
-    else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s
-    return {"x": float(x), "y": float(y), "z": float(z), "w": float(w)}
+    """A rotation as the schemas' quaternion (x, y, z, w)."""
+    w, x, y, z = matrix_quaternion(R)
+    return {"x": x, "y": y, "z": z, "w": w}
 
 
 def _pose(T: np.ndarray) -> dict:

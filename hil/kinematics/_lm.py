@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from hil._jit import kernel
-from hil.kinematics._kernels import HDR_M, HDR_N, K_LINK, com_with_jacobian_core, fk_all_core, jacobian_core
+from hil.kinematics.kernels import HDR_M, HDR_N, K_LINK, com_with_jacobian_core, fk_all_core, jacobian_core
 
 TASK_W = 16
 T_FRAME = 0

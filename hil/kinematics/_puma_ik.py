@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from hil._jit import kernel
-from hil.kinematics._kernels import _sincos
+from hil.kinematics.kernels import _sincos
 from hil.kinematics._lm import rigid_status
 
 # reason bits, as returned by the kernel

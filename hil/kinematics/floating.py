@@ -17,6 +17,13 @@ import numpy as np
 from hil.errors import InputError
 from hil.kinematics.ik import check_pose
 
+FALL_TILT_DEG = 50.0   # a body leaning this far from upright has fallen (the loop from its IMU, physics from its body)
+
+
+def tilt_of(R: np.ndarray) -> float:
+    """How far a rotation's z axis leans from the world's vertical (rad)."""
+    return float(np.arccos(np.clip(R[2, 2], -1.0, 1.0)))
+
 
 def inverse_transform(T: np.ndarray) -> np.ndarray:
     """Inverse of a rigid transform (4, 4), without a general matrix inverse."""

@@ -28,6 +28,7 @@ from hil.motion.limits import check_limits
 from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.torques import TORQUE_RESERVE, TorquePlan, torque_plan
 from hil.robots.servos import servo_table
+from hil.safety import support_hull_margin
 
 G = 9.81
 
@@ -168,35 +169,6 @@ def preview_com(zmp_ref: np.ndarray, dt: float, zc: float, c0: np.ndarray, previ
             out[k, d] = x[0]
             x = A @ x + B[:, 0] * u
     return out
-
-
-def _hull_margin(pts: np.ndarray, p: np.ndarray) -> float:
-    """Signed distance of p inside the convex hull of pts (2D): + inside."""
-    c = pts.mean(axis=0)
-    order = np.argsort(np.arctan2(pts[:, 1] - c[1], pts[:, 0] - c[0]))
-    P = pts[order]
-    # monotone chain for robustness
-    P = P[np.lexsort((P[:, 1], P[:, 0]))]
-
-    def cross(o, a, b):
-        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-    lower, upper = [], []
-    for pt in P:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], pt) <= 0:
-            lower.pop()
-        lower.append(pt)
-    for pt in P[::-1]:
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], pt) <= 0:
-            upper.pop()
-        upper.append(pt)
-    hull = lower[:-1] + upper[:-1]
-    m = math.inf
-    for a, b in zip(hull, hull[1:] + hull[:1]):
-        e = b - a
-        L = math.hypot(*e)
-        if L > 1e-12:
-            m = min(m, (e[0] * (p[1] - a[1]) - e[1] * (p[0] - a[0])) / L)
-    return m
 
 
 def generate(model, params: WalkParams, progress=None) -> WalkResult:
@@ -449,7 +421,7 @@ def _standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: flo
         zmp = com - (zc - p.crouch) * acc / G
         soles = np.array([(gait.sole[0, f] @ np.array([x, y, 0.0, 1.0]))[:2] for f in range(2)
                           for x in (-hl, hl) for y in (-hw, hw)])
-        if min(_hull_margin(soles, z) for z in zmp) >= hw / 4:
+        if min(support_hull_margin(soles, z) for z in zmp) >= hw / 4:
             break
     return gait.p, gait
 
@@ -988,7 +960,7 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
                 slide = max(slide, float(np.linalg.norm(c - anchor[nm])))
         for nm in [nm for nm in anchor if nm not in held]:
             del anchor[nm]
-        margin[k] = _hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
+        margin[k] = support_hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
     qd = np.diff(Q, axis=0) / dt
     sp = float(np.max(np.abs(qd) / model.velocity_limit))
     knee_dev, short = _support_knees(model, Q, support)

@@ -14,12 +14,12 @@ a hard floor.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from hil.errors import InputError
+from hil.kinematics.rotations import matrix_quaternion
 from hil.robots.servos import servo_table
 
 TIMESTEP_S = 0.0005
@@ -35,26 +35,6 @@ def _mujoco():
     except ImportError:
         raise InputError("--physics needs MuJoCo: pip install -e '.[physics]' (or pip install mujoco)") from None
     return mujoco
-
-
-def _quat(R: np.ndarray) -> list[float]:
-    """Unit quaternion (w, x, y, z) of a rotation matrix."""
-    m = R
-    t = m[0, 0] + m[1, 1] + m[2, 2]
-    if t > 0:
-        s = math.sqrt(t + 1.0) * 2
-        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
-    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
-        s = math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2]) * 2
-        q = [(m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s]
-    elif m[1, 1] > m[2, 2]:
-        s = math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2]) * 2
-        q = [(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s]
-    else:
-        s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
-        q = [(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s]
-    n = math.sqrt(sum(x * x for x in q))
-    return [x / n for x in q]
 
 
 @dataclass
@@ -168,7 +148,7 @@ def _spec(mujoco, robot, servo, floor):
         b = parent.add_body()
         b.name = robot.link_names[i]
         b.pos = [float(v) for v in j.placement[:3, 3]]
-        b.quat = _quat(j.placement[:3, :3])
+        b.quat = list(matrix_quaternion(j.placement[:3, :3]))
         _add_inertial(b, masses[i + 1], coms[i + 1], robot.inertias[i + 1])
         hinge = b.add_joint()
         hinge.name = j.name
@@ -190,7 +170,7 @@ def _spec(mujoco, robot, servo, floor):
         site = bodies[0 if link < 0 else link + 1].add_site()
         site.name = name
         site.pos = [float(v) for v in offset[:3, 3]]
-        site.quat = _quat(offset[:3, :3])
+        site.quat = list(matrix_quaternion(offset[:3, :3]))
         sites[name] = site
     for i, j in enumerate(robot.joints):
         s = servo.joint(i)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_protocol.plant import Plant
+from hil.kinematics.floating import FALL_TILT_DEG, tilt_of
 from hil.physics.build import PhysicsModel, _mujoco
 from hil.physics.world import WORLD_HZ, World, WorldBlock, centre_of_pressure
 
 MAX_CATCH_UP_S = 0.05
 STAND_RELEASE_S = 0.5
-FALL_TILT_DEG = 50.0     # as the loop judges a fall from the IMU (hil.runtime.balance)
 
 
 class PhysicsPlant(Plant):
@@ -134,7 +134,7 @@ class PhysicsPlant(Plant):
 
     def _tilt_deg(self) -> float:
         """How far the base's z axis leans from upright."""
-        return float(np.degrees(np.arccos(np.clip(self.d.xmat[self.pm.base_body][8], -1.0, 1.0))))
+        return float(np.degrees(tilt_of(self.d.xmat[self.pm.base_body].reshape(3, 3))))
 
     def _judge(self, now: float) -> None:
         tilt = self._tilt_deg()

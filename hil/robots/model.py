@@ -16,7 +16,7 @@ import numpy as np
 
 from hil._jit import entry_point
 from hil.errors import InputError, did_you_mean
-from hil.kinematics import _kernels as K
+from hil.kinematics import kernels as K
 from hil.kinematics.ik import solve_ik
 
 
@@ -535,5 +535,5 @@ class RobotModel:
     # the kernels' view of the model, for other kernels (IK, safety) that take the same tables
     @property
     def tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """(kinematic table, mass table) as used by `hil.kinematics._kernels` (read-only)."""
+        """(kinematic table, mass table) as used by `hil.kinematics.kernels` (read-only)."""
         return self._kin, self._mt

@@ -21,27 +21,15 @@ import math
 
 import numpy as np
 
-from hil.kinematics.floating import FloatingBase
+from hil.kinematics.floating import FALL_TILT_DEG, FloatingBase, tilt_of
+from hil.kinematics.rotations import quaternion_matrix
 from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT
 
-FALL_TILT_DEG = 50.0
 KP = 0.6             # rad of ankle per rad of body tilt error
 KD = 0.04            # rad of ankle per rad/s of body rate
 MAX_CORRECTION_DEG = 6.0
 FEET = ("l_sole", "r_sole")
-
-
-def quat_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q / max(float(np.linalg.norm(q)), 1e-12)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
-def tilt_of(R: np.ndarray) -> float:
-    """How far a rotation's z axis leans from the world's vertical (rad)."""
-    return float(math.acos(max(-1.0, min(1.0, R[2, 2]))))
 
 
 def _level(R: np.ndarray) -> np.ndarray:
@@ -69,7 +57,7 @@ class BalanceWatch:
         """One STATE's IMU and joints at loop time t, and the motion's support code (3: none said).
         True the first time the body tilts past FALL_TILT_DEG."""
         self.seen = True
-        R = quat_matrix(imu.quat)
+        R = quaternion_matrix(imu.quat)
         self.tilt = tilt_of(R)
         self.max_tilt = max(self.max_tilt, self.tilt)
         if self.model.kind == "humanoid":
@@ -124,7 +112,7 @@ class Stabiliser:
         down = _DOWN[support]
         if not down:
             return out
-        R_meas = quat_matrix(imu.quat)
+        R_meas = quaternion_matrix(imu.quat)
         # the attitude the plan means: its stance sole flat on the ground, the body on it
         T_sole = self.model.fk_frame(q_plan, down[0])
         R_plan = _level(R_meas @ T_sole[:3, :3]) @ T_sole[:3, :3].T

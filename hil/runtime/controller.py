@@ -292,7 +292,7 @@ class Controller:
         out = self._out
         if mode in ENABLED_MODES:
             self._enabled_cycle()
-        elif self._have_state and self.board_state != 2:
+        elif self._have_state and self.board_state != BoardState.ENABLED:
             # follow the measured pose, so the next enable ramps from here (a board still enabled
             # holds its last target meanwhile: that stays the command)
             np.clip(self.q_meas, self.model.lower, self.model.upper, out=self.q_cmd)

@@ -225,3 +225,10 @@ class SafetyChecker:
         if flags & RATE:
             out.append("velocity limit")
         return out
+
+
+def support_hull_margin(points, p) -> float:
+    """Signed distance (m) of the point p (x, y) inside the convex hull of points (n, 2): + inside,
+    − outside (the distance to the nearest edge's line). The loop's balance check's own margin."""
+    pts = np.ascontiguousarray(points, dtype=np.float64).reshape(-1)
+    return float(SK.hull_margin(pts, len(pts) // 2, float(p[0]), float(p[1])))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from hil._jit import kernel
-from hil.kinematics._kernels import com_point, fk_all_core
+from hil.kinematics.kernels import com_point, fk_all_core
 
 LIMIT = 1          # a target was clamped into the joint range
 RATE = 2           # a step was clamped to the velocity limit (or the ramp speed)
@@ -104,10 +104,11 @@ def _seg_seg_dist2(p0x, p0y, p0z, p1x, p1y, p1z, q0x, q0y, q0z, q1x, q1y, q1z):
 
 
 @kernel()
-def _hull_margin(pts, npts, px, py):
+def hull_margin(pts, npts, px, py):
     """Signed distance of (px, py) inside the convex hull of npts points (pts = x0, y0, x1, ...):
     positive inside, negative outside (for outside points, minus the distance to the nearest
-    edge line). Gift wrapping; hull vertex indices go to pts[16:]."""
+    edge line). Gift wrapping. The one support-polygon margin: the loop's balance check and the
+    walk planner's ZMP check both use it."""
     start = 0
     for i in range(1, npts):
         if pts[2 * i] < pts[2 * start] or (pts[2 * i] == pts[2 * start] and pts[2 * i + 1] < pts[2 * start + 1]):
@@ -200,7 +201,7 @@ def support_margin(mt, poses, bal, scratch):
                 scratch[2 * npts] = ocx + sx_ * hl * axx + sy_ * hw * ayx
                 scratch[2 * npts + 1] = ocy + sx_ * hl * axy + sy_ * hw * ayy
                 npts += 1
-    return _hull_margin(scratch, npts, px, py)
+    return hull_margin(scratch, npts, px, py)
 
 
 @kernel()

@@ -321,7 +321,7 @@ def test_kernels_compose_inside_other_kernels(puma):
     # the kernels are plain njit functions: a user's own kernel can call them
     from numba import njit
 
-    from hil.kinematics import _kernels as K
+    from hil.kinematics import kernels as K
 
     @njit
     def tool_height(Q, kin, f):
@@ -439,7 +439,7 @@ def test_inline_sincos_matches_the_math_library():
     large angles, quadrant edges and zeros; beyond 1e5 rad it hands over to libm. Compiled with
     the kernels' own options (fused multiply-add on), so the check covers the code they run."""
     from hil._jit import kernel
-    from hil.kinematics._kernels import _sincos
+    from hil.kinematics.kernels import _sincos
 
     @kernel(cache=False)
     def both(x, s, c):

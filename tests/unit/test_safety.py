@@ -358,7 +358,7 @@ def test_the_support_polygon_margin_matches_an_independent_hull(size):
         p = rng.normal(size=2) * 0.8 * size
         flat = np.zeros(16 + n)
         flat[:2 * n] = pts.reshape(-1)
-        got = SK._hull_margin(flat, n, p[0], p[1])
+        got = SK.hull_margin(flat, n, p[0], p[1])
         assert got == pytest.approx(_hull_margin_reference(pts, p), abs=1e-11 * size), (pts, p)
 
 

@@ -18,7 +18,7 @@ arrays come from the caller, the status is the first non-finite input or -1.
 from __future__ import annotations
 
 from hil._jit import kernel
-from hil.kinematics._kernels import HDR_N, K_AXIS, K_PARENT, MT_COM, MT_MASS, check_q, fk_all_core
+from hil.kinematics.kernels import HDR_N, K_AXIS, K_PARENT, MT_COM, MT_MASS, check_q, fk_all_core
 
 # columns of the work rows (one row per body: 0 the base, i + 1 link i)
 W_OMEGA, W_ALPHA, W_ACC, W_F, W_N, W_AXIS, W_WIDTH = 0, 3, 6, 9, 12, 15, 18

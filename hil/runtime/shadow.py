@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from firmware_protocol.messages import BoardState
 from hil import robots
 from hil.board_config import load as load_board_config, servos_of
 from hil.seqlock import SeqlockFile
@@ -164,7 +165,7 @@ class Shadow:
         """One step to now: (the loop's time, predicted pose, residual, diagnosis flags)."""
         s = self.client.snapshot()
         now = time.monotonic()
-        enabled = int(s.board_state) == 2
+        enabled = int(s.board_state) == BoardState.ENABLED
         gap, self.last_step = now - self.last_step, now
         if enabled and gap <= GAP_S:
             self.plant.drive(s.q_cmd, np.ones(self.model.n, dtype=bool))

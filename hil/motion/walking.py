@@ -27,6 +27,7 @@ from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
 from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.torques import TORQUE_RESERVE, TorquePlan, torque_plan
+from hil.robots.legs import legs
 from hil.robots.servos import servo_table
 from hil.safety import support_hull_margin
 
@@ -342,9 +343,10 @@ def _check_params(model, p: WalkParams) -> None:
         raise InputError(f"walk: {model.name}'s legs have no hip-yaw joint (hip roll, hip pitch, knee, ankle pitch, "
                          "ankle roll), so a foot cannot turn relative to the other while both are down: turning "
                          "needs --turn 0 (the paper's 5-joint legs); walk sideways with --side instead")
-    if p.knee_stretched and not {"l_knee", "r_knee"} <= set(model.joint_names):
-        raise InputError(f"walk: --knee-stretched holds the support knee on a profile, and knows humanoid17's knees "
-                         f"(l_knee, r_knee); {model.name} has no joints of those names: walk without it")
+    if p.knee_stretched and any(leg.knee is None for leg in legs(model).values()):
+        raise InputError(f"walk: --knee-stretched holds the support knee on a profile; {model.name}'s legs have no "
+                         "knee (a leg's knee is the middle of three joints that pitch between hip and sole): "
+                         "walk without it")
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
     if _rolls(p) and not (0.5 <= p.contact_pitch_deg <= 20 and p.zmp_power >= 1 and p.heel_fraction > 0
@@ -755,7 +757,7 @@ class _KneeStretch:
 
     def __init__(self, model, p: WalkParams, gait: _Gait, dip: float) -> None:
         self.model, self.p, self.gait, self.dip = model, p, gait, dip
-        self.joint = {side: model.joint_index(f"{side}_knee") for side in FEET}
+        self.joint = {side: leg.knee for side, leg in legs(model).items()}
         self.profile: dict[int, float] = {}
         self.ahead: dict[tuple[str, str], LMSolver] = {}
 
@@ -974,27 +976,25 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
 
 def _support_knees(model, Q, support) -> tuple[float, float]:
     """The support knee at mid-stance: degrees from straight (the knee's range ends at straight) and how
-    much shorter the leg is than straight, mm. NaN for legs not named as humanoid17's (l_knee, l_thigh, …)."""
-    needed = {"l_knee", "r_knee"} <= set(model.joint_names) and \
-        {"l_thigh", "r_thigh", "l_ankle", "r_ankle"} <= set(model.frame_names)
-    if not needed:
+    much shorter the leg is than straight, hip-pitch axis to ankle-pitch axis, mm. NaN for legs
+    without a knee (hil.robots.legs)."""
+    leg_of = legs(model)
+    if any(leg.knee is None or leg.ankle_pitch is None for leg in leg_of.values()):
         return math.nan, math.nan
     knee_dev = 0.0
     short = 0.0
-    k_l, k_r = model.joint_index("l_knee"), model.joint_index("r_knee")
-    straight = math.degrees(model.lower[k_l])  # the knee's range ends at (just short of) straight
     in_air = np.array([AIR in contacts.decode(int(c)) for c in support])
     runs = np.flatnonzero(np.diff(np.concatenate([[0], in_air.astype(int), [0]])))
     for a, b in zip(runs[::2], runs[1::2]):
         mid_k = (a + b) // 2
-        side = "l" if contacts.decode(int(support[mid_k]))[0] != AIR else "r"
-        kj = k_l if side == "l" else k_r
+        leg = leg_of["l" if contacts.decode(int(support[mid_k]))[0] != AIR else "r"]
+        kj = leg.knee
+        straight = math.degrees(model.lower[kj])  # the knee's range ends at (just short of) straight
         knee_dev = max(knee_dev, math.degrees(Q[mid_k, kj]) - straight)
-        # hip-pitch axis to ankle-pitch axis distance, against the same with the knee straight
+
         def span(qq):
             F = model.fk_frames(qq)
-            return np.linalg.norm(F[model.frame_index(f"{side}_thigh")][:3, 3]
-                                  - F[model.frame_index(f"{side}_ankle")][:3, 3])
+            return np.linalg.norm(F[leg.hip_pitch + 1][:3, 3] - F[leg.ankle_pitch + 1][:3, 3])
         qs = Q[mid_k].copy()
         qs[kj] = model.lower[kj]
         short = max(short, (span(qs) - span(Q[mid_k])) * 1e3)

@@ -84,10 +84,27 @@ def test_every_walk_option_plans_safely_or_is_refused_clearly(hum, options, gait
     assert res.margin.min() > 0 and res.contact_error <= 1e-8 and res.slide <= 1e-8 and res.min_foot_z >= -1e-9
 
 
-def test_knee_stretched_walking_says_which_knees_it_knows():
-    g1 = robots.load("examples/robots/g1.toml")   # a humanoid from its URDF: left_knee_joint, right_knee_joint
-    with pytest.raises(InputError, match="humanoid17's knees .* g1 has no joints of those names"):
-        walking.generate(g1, walking.WalkParams(steps=2, knee_stretched=True))
+def test_the_knees_are_found_by_the_tree_whatever_they_are_called(tmp_path):
+    """A leg's knee is the middle of its three pitch joints between body and sole: humanoid17's
+    l_knee, the G1's left_knee_joint, a four-joint MJCF leg's; a leg whose middle joint does not
+    pitch has none, and --knee-stretched says so instead of walking."""
+    from pathlib import Path
+
+    from hil.robots.legs import legs
+
+    g1 = robots.load("examples/robots/g1.toml")
+    for model, knees in ((robots.load("humanoid17"), ("l_knee", "r_knee")),
+                         (g1, ("left_knee_joint", "right_knee_joint"))):
+        found = legs(model)
+        assert (model.joint_names[found["l"].knee], model.joint_names[found["r"].knee]) == knees
+        assert found["l"].hip_pitch < found["l"].knee < found["l"].ankle_pitch
+    biped = Path(__file__).parent / "mjcf" / "biped.xml"
+    rolled = tmp_path / "biped.xml"
+    rolled.write_text(biped.read_text().replace('name="l_knee" axis="0 1 0"', 'name="l_knee" axis="1 0 0"'))
+    model = robots.load(str(rolled))
+    assert legs(model)["l"].knee is None and legs(model)["r"].knee is not None
+    with pytest.raises(InputError, match="legs have no knee"):
+        walking.generate(model, walking.WalkParams(steps=2, knee_stretched=True))
 
 
 def test_a_leg_with_a_hip_yaw_keeps_the_lifted_foot_s_heading():

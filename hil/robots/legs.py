@@ -1,0 +1,59 @@
+"""A humanoid's legs as its kinematic tree says, whatever its joints are called: the chain of
+joints from the body to each sole, which of them pitch (turn about the body's left–right axis at
+the robot's home pose), and among those the hip, the knee and the ankle (first, middle, last).
+
+What the walker asks of a leg — its knee for `--knee-stretched`, the hip-to-ankle span — comes
+from here, so humanoid17, the G1 and a kit's own URDF or MJCF go through the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PITCH_ALIGNMENT = 0.9   # |axis · body y| at least this: a pitch joint
+
+
+@dataclass(frozen=True)
+class Leg:
+    side: str                    # "l" or "r"
+    sole: str                    # its sole frame
+    joints: tuple[int, ...]      # body → sole
+    pitch: tuple[int, ...]       # the joints among them that pitch, body → sole
+    hip_pitch: int | None
+    knee: int | None             # the middle pitch joint: None for a leg with fewer than three
+    ankle_pitch: int | None
+
+
+def chain(model, frame: str) -> tuple[int, ...]:
+    """The joints from the base to the link that carries `frame`, base first."""
+    link = int(model.frame_link[model.frame_index(frame)])
+    out = []
+    while link >= 0:
+        out.append(link)
+        link = model.joints[link].parent
+    return tuple(reversed(out))
+
+
+def pitch_joints(model, joints) -> tuple[int, ...]:
+    """Those of `joints` whose axis, at home, lies along the body's left–right axis."""
+    F = model.fk_frames(model.home)
+    y = F[0][:3, 1]
+    return tuple(j for j in joints if abs(float((F[j + 1][:3, :3] @ np.asarray(model.joints[j].axis)) @ y))
+                 >= PITCH_ALIGNMENT)
+
+
+def leg(model, side: str) -> Leg:
+    """The leg ending at `{side}_sole` (the sole frame every humanoid model has)."""
+    sole = f"{side}_sole"
+    joints = chain(model, sole)
+    other = set(chain(model, f"{'r' if side == 'l' else 'l'}_sole"))
+    own = tuple(j for j in joints if j not in other)     # below where the two legs part
+    pitch = pitch_joints(model, own)
+    knee = pitch[len(pitch) // 2] if len(pitch) >= 3 else None
+    return Leg(side, sole, own, pitch, pitch[0] if pitch else None, knee, pitch[-1] if len(pitch) >= 2 else None)
+
+
+def legs(model) -> dict[str, Leg]:
+    return {side: leg(model, side) for side in ("l", "r")}

@@ -347,12 +347,28 @@ def _check_params(model, p: WalkParams) -> None:
         raise InputError(f"walk: --knee-stretched holds the support knee on a profile; {model.name}'s legs have no "
                          "knee (a leg's knee is the middle of three joints that pitch between hip and sole): "
                          "walk without it")
+    _check_rolls(model)
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
     if _rolls(p) and not (0.5 <= p.contact_pitch_deg <= 20 and p.zmp_power >= 1 and p.heel_fraction > 0
                           and p.toe_fraction > 0 and p.heel_fraction + p.toe_fraction <= 0.9):
         raise InputError("walk: toe-off and heel strike need contact_pitch_deg in [0.5, 20], zmp_power ≥ 1, and "
                          "heel_fraction, toe_fraction > 0 with heel_fraction + toe_fraction ≤ 0.9")
+
+
+def _check_rolls(model) -> None:
+    """This walk keeps the body upright and the soles flat while down: a leg carries the body over
+    its foot by rolling at the hip and back at the ankle. A leg with one roll joint or none cannot
+    (its sole would tilt), whatever the stride: said before any IK is tried."""
+    for side, leg in legs(model).items():
+        if len(leg.roll) < 2:
+            names = ", ".join(model.joint_names[j] for j in leg.joints)
+            has = {0: "no joint that rolls", 1: f"one joint that rolls ({model.joint_names[leg.roll[0]]})"}[len(leg.roll)]
+            raise InputError(f"walk: {model.name}'s {'left' if side == 'l' else 'right'} leg ({names}) has {has}; "
+                             "hil's walk keeps the body upright and the soles flat, and carries the body over the "
+                             "stance foot by a roll at the hip and one at the ankle (as humanoid17, the OP3 and the "
+                             "G1 have): a leg without an ankle roll cannot shift the weight sideways, so no walk "
+                             "is planned for it (docs/robots.md)")
 
 
 def _generate(model, params: WalkParams, progress=None) -> WalkResult:
@@ -393,9 +409,14 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
             if worst <= 1e-4:
                 break
     if worst > 1e-4:
+        stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
+        if not (p.stride or p.side or p.turn_deg):   # a shorter step cannot help a step that goes nowhere
+            raise UnreachableError(f"walk: the IK cannot keep contact and balance even stepping in place (residual "
+                                   f"{worst:.3g}): the legs cannot carry the centre of mass over one foot from the "
+                                   f"home pose at this height and width; try a longer --period, a lower --lift or a "
+                                   f"home pose with the knees more bent{stretched}")
         step = (f"stride (now {p.stride * 100:.1f} cm)" if p.stride or not p.side
                 else f"side step (now {p.side * 100:.1f} cm)")
-        stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
         raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
                                f"{step} or a longer period{stretched}")
     res = check_walk(model, t, Q, gait.support, gait.zmp_ref, p, hl, hw, worst, _label(p))

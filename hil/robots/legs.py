@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PITCH_ALIGNMENT = 0.9   # |axis · body y| at least this: a pitch joint
+ALIGNMENT = 0.7   # a joint turns about the body's axis nearest its own, when at least this near (45°)
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Leg:
     sole: str                    # its sole frame
     joints: tuple[int, ...]      # body → sole
     pitch: tuple[int, ...]       # the joints among them that pitch, body → sole
+    roll: tuple[int, ...]        # … that roll (about the body's front–back axis)
     hip_pitch: int | None
     knee: int | None             # the middle pitch joint: None for a leg with fewer than three
     ankle_pitch: int | None
@@ -36,12 +37,16 @@ def chain(model, frame: str) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def pitch_joints(model, joints) -> tuple[int, ...]:
-    """Those of `joints` whose axis, at home, lies along the body's left–right axis."""
+def joints_along(model, joints, body_axis: int) -> tuple[int, ...]:
+    """Those of `joints` whose axis, at home, lies along the body's axis `body_axis` (0 front–back:
+    they roll; 1 left–right: they pitch; 2 up: they yaw)."""
     F = model.fk_frames(model.home)
-    y = F[0][:3, 1]
-    return tuple(j for j in joints if abs(float((F[j + 1][:3, :3] @ np.asarray(model.joints[j].axis)) @ y))
-                 >= PITCH_ALIGNMENT)
+    out = []
+    for j in joints:   # in the body's frame (a hip pitched at home tilts the roll axis below it: the G1's by 30°)
+        a = np.abs(F[0][:3, :3].T @ (F[j + 1][:3, :3] @ np.asarray(model.joints[j].axis, dtype=np.float64)))
+        if int(np.argmax(a)) == body_axis and a[body_axis] >= ALIGNMENT:
+            out.append(j)
+    return tuple(out)
 
 
 def leg(model, side: str) -> Leg:
@@ -50,9 +55,10 @@ def leg(model, side: str) -> Leg:
     joints = chain(model, sole)
     other = set(chain(model, f"{'r' if side == 'l' else 'l'}_sole"))
     own = tuple(j for j in joints if j not in other)     # below where the two legs part
-    pitch = pitch_joints(model, own)
+    pitch = joints_along(model, own, 1)
     knee = pitch[len(pitch) // 2] if len(pitch) >= 3 else None
-    return Leg(side, sole, own, pitch, pitch[0] if pitch else None, knee, pitch[-1] if len(pitch) >= 2 else None)
+    return Leg(side, sole, own, pitch, joints_along(model, own, 0), pitch[0] if pitch else None, knee,
+               pitch[-1] if len(pitch) >= 2 else None)
 
 
 def legs(model) -> dict[str, Leg]:

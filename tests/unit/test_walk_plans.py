@@ -179,3 +179,21 @@ def test_a_walk_sampled_finer_than_the_loop_s_rate_plans_too(hum, rate):
     res = walking.plan(hum, walking.WalkParams(steps=2, rate_hz=rate), say=tried.append)
     assert res.torques.compensated and not tried, tried
     assert check_limits(hum, res.t, res.q_cmd).time_scale <= 1.0
+
+
+def test_a_leg_without_an_ankle_roll_is_refused_naming_it():
+    """The Open Duck Mini's legs (hip yaw, roll, pitch, knee, ankle pitch) and this biped's have no
+    ankle roll: the walk (body upright, soles flat) cannot carry the body over a foot with them.
+    Said before any IK, naming the leg and its joints — not as a stride to shorten."""
+    from pathlib import Path
+
+    biped = robots.load(str(Path(__file__).parent / "mjcf" / "biped.xml"))
+    with pytest.raises(InputError) as e:
+        walking.generate(biped, walking.WalkParams(steps=2, stride=0.0))
+    said = str(e.value)
+    assert "left leg (l_hip_roll, l_hip_pitch, l_knee, l_ankle) has one joint that rolls (l_hip_roll)" in said
+    assert "stride" not in said
+    from hil.robots.legs import legs
+
+    g1 = robots.load("examples/robots/g1.toml")   # its hip roll turned 30° at home by the hip pitch: still a roll
+    assert all(len(leg.roll) == 2 for leg in legs(g1).values())

@@ -308,13 +308,14 @@ def _serve(args, config, faults: Faults, proc, serial_sock: str, qmp_sock: str, 
     # QEMU has loaded the launch block and both sockets are connected: nothing needs the files any
     # more, and removed now they are not left behind however this process ends (SIGKILL included)
     forget_files()
+    stopping: list[int] = []
+    # before the path is said: whoever reads it may stop us at once, and the link must still go
+    signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
+    signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     master, slave, path = open_pty(args.link)
     print(path, flush=True)
     print(f"board emulator: {args.kind} ({config.n_joints} joints) on {path}, uid {config.uid.hex().upper()}, "
           f"the ARM image {args.elf} on QEMU's STM32F405", file=sys.stderr, flush=True)
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
-    signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     signal.signal(signal.SIGUSR1, lambda s, f: setattr(relay, "usr1", True))
     try:
         code = relay.run(master, serial, args.duration, lambda: bool(stopping))

@@ -1009,13 +1009,14 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
     hands = parse_hands(args.hand)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
+    stopping: list[int] = []
+    # before the path is said: whoever reads it may stop us at once, and the link must still go
+    signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
+    signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     master, slave, path = open_pty(args.link)
     print(path, flush=True)
     print(f"servo bus emulator: {args.bus}, {len(servos)} servos (ids {', '.join(str(i) for i in servos)}) on "
           f"{path} at {args.baud:.0f} baud", file=sys.stderr, flush=True)
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
-    signal.signal(signal.SIGINT, lambda s, f: stopping.append(s))
     emu = Emulator(args.bus, servos, args.baud, args.echo, (args.return_delay_us or 0.0) * 1e-6, faults,
                    strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos),
                    hands=hands, eeprom=Eeprom(args.eeprom) if args.eeprom else None, factory=args.factory,

@@ -344,17 +344,18 @@ def main(argv: list[str] | None = None, plant_for=None) -> int:
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     board = Board(config)
-    master, slave, path = open_pty(args.link)
-    print(path, flush=True)
-    print(f"board emulator: {args.kind} ({config.n_joints} joints) on {path}, uid {config.uid.hex().upper()}, "
-          f"boot id {board.boot_id:08x}", file=sys.stderr, flush=True)
     stopping = []
 
     def on_signal(signum, frame):
         stopping.append(signum)
 
+    # before the path is said: whoever reads it may stop us at once, and the link must still go
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    master, slave, path = open_pty(args.link)
+    print(path, flush=True)
+    print(f"board emulator: {args.kind} ({config.n_joints} joints) on {path}, uid {config.uid.hex().upper()}, "
+          f"boot id {board.boot_id:08x}", file=sys.stderr, flush=True)
     runner = Runner(board, faults, args.baud, args.latency_ms / 1000.0, args.seed)
 
     def on_usr1(signum, frame):

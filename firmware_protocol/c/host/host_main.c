@@ -430,6 +430,9 @@ int main(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != opt.parent) return 0;
   }
+  /* before the path is said: whoever reads it may stop us at once, and the link must still go */
+  signal(SIGTERM, on_stop);
+  signal(SIGINT, on_stop);
   char path[128];
   int slave, master = open_pty(&slave, path, sizeof path);
   if (master < 0) { perror("emulator: pty"); return 1; }
@@ -448,8 +451,6 @@ int main(int argc, char **argv) {
           opt.kind == HIL_KIND_PUMA6 ? "puma6" : "humanoid17", opt.n, path);
   for (int k = 0; k < 12; k++) fprintf(stderr, "%02X", opt.uid[k]);
   fprintf(stderr, ", boot id %08x, state %u bytes\n", board.boot_id, (unsigned)sizeof board);
-  signal(SIGTERM, on_stop);
-  signal(SIGINT, on_stop);
   signal(SIGUSR1, on_usr1);
   signal(SIGPIPE, SIG_IGN);
   double next_tick = t0, last = t0, last_wake = t0;

@@ -62,6 +62,10 @@ def joint_target(model, base: np.ndarray, pairs: list[str], absolute: bool) -> n
             raise InputError(f"jog: {name} {value}: give a finite angle in degrees")
         i = model.joint_names.index(name)
         q[i] = math.radians(deg) if absolute else q[i] + math.radians(deg)
+        if not model.lower[i] - 1e-9 <= q[i] <= model.upper[i] + 1e-9:
+            raise InputError(f"jog: {name} would go to {math.degrees(q[i]):+.1f}°, past its range "
+                             f"{math.degrees(model.lower[i]):+.1f}° … {math.degrees(model.upper[i]):+.1f}°"
+                             + ("" if absolute else f" (it is at {math.degrees(base[i]):+.1f}°)"))
     return q
 
 
@@ -309,6 +313,9 @@ def record(client, args) -> int:
             raise InputError("record start: name the file to record into (hil ctl record start run.npy)")
         if not args.file.endswith(".npy"):
             raise InputError(f"record start: {args.file}: a recording is a .npy file (numpy.load reads it)")
+        from hil.inputs import writable_file
+
+        writable_file(args.file, "record start")   # said here, with what to do, not as the loop's errno
         answer = remote.post_record_start(client, args.file)
     else:
         if args.file:

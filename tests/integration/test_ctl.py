@@ -42,6 +42,10 @@ def test_ctl_jogs_moves_plays_and_records_a_running_loop(tmp_path):
 
         r = ctl("jog", "shouldr", "+10", *loop)                          # a mistyped joint: nothing moves
         assert r.returncode == 2 and "did you mean shoulder" in r.stderr and "Traceback" not in r.stderr
+        r = ctl("jog", "shoulder", "+1e9", *loop)                        # past its range: said as that
+        assert r.returncode == 2 and "shoulder would go to" in r.stderr and "past its range" in r.stderr, r.stderr
+        r = ctl("record", "start", str(tmp_path / "nowhere" / "x.npy"), *loop)   # a folder that is not there
+        assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
 
         tool0 = PUMA.fk(client.snapshot().q_cmd)[:3, 3]
         r = ctl("jog", "--dz", "20", *loop)                              # the tool, along the base's z

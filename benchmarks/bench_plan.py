@@ -1,0 +1,62 @@
+"""How long `hil play` plans a long keyframe motion: a humanoid17 file of N one-second keyframes
+(an arm waving), planned as `hil play` plans it (sampled, slowed where its joints need it, its
+torques and compliance compensation, every sample checked as the loop checks it); beside it the
+sampling alone, as the baseline of the same run.
+
+    python benchmarks/bench_plan.py [--seconds 300] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def motion_file(seconds: int) -> str:
+    lines = ['name = "long wave"', 'robot = "humanoid17"', 'interpolation = "cubic"']
+    for k in range(seconds):
+        lines += ["[[keyframe]]", "duration_s = 1.0"] + (['support = "both"'] if k == 0 else []) + [
+            f"joints = {{ r_elbow = {30 if k % 2 else 80}.0, r_shoulder_roll = 60.0 }}", ""]
+    fd, path = tempfile.mkstemp(suffix=".toml", prefix="bench-plan-")
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    from hil import robots
+    from hil.motion.keyframes import load_motion
+    from hil.runtime.motion_sources import make_motion
+
+    model = robots.load("humanoid17")
+    path = motion_file(args.seconds)
+    try:
+        make_motion("examples/wave.toml", model)   # the kernels loaded, not timed
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            load_motion(path, model).trajectory(float(model.meta.get("default_rate_hz", 200)))
+            sampled = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            traj = make_motion(path, model)
+            planned = time.perf_counter() - t0
+            print(f"{args.seconds} s of keyframes, {len(traj.q)} samples: planned in {planned:.2f} s "
+                  f"(sampling alone {sampled:.2f} s: {planned / sampled:.1f}×)")
+        print(f"peak memory of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    finally:
+        os.unlink(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -77,6 +77,8 @@ def test_a_robot_that_falls_ends_the_run_with_exit_1_and_says_when(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        if not proc.stdout.closed:   # a failure before its end: its pipes closed here, not left to a later test
+            proc.communicate(timeout=30)
     assert proc.returncode == 1, out + err
     assert "the robot fell at t =" in out + err
     physics = _stats(stats)["physics"]

@@ -151,6 +151,8 @@ def test_the_cpus_are_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp
     finally:
         if proc.poll() is None:
             proc.kill()
+        if proc.stdout is not None and not proc.stdout.closed:   # its pipe closed here, not left to a later test
+            proc.communicate(timeout=30)
 
 
 def test_jump_is_ramped_clamped_and_reported(tmp_path):

@@ -30,11 +30,12 @@ from hil.robots.urdf import cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 2             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 3             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
 FREE, BALL, SLIDE, HINGE = range(4)
+MAX_SERVO_TORQUE_NM = 1e4         # a force range past this is a file's way of saying "unlimited"
 BIAS_AFFINE = 1                   # mjBIAS_AFFINE: a position (or velocity) servo's bias
 EQ_JOINT = 2
 FINITE_FIELDS = ("body_pos", "body_quat", "body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_pos",
@@ -319,7 +320,7 @@ class _Writer:
             torque = self._effort(j)
             if torque <= 0 and m.jnt_actfrclimited[j]:
                 torque = float(np.max(np.abs(m.jnt_actfrcrange[j])))
-            if torque > 0:
+            if 0 < torque <= MAX_SERVO_TORQUE_NM:   # past it, a placeholder for "no limit" (1e30): none declared
                 entry["torque_limit_nm"] = torque
             out[self.joint_name[j]] = entry
         return {"joint": out} if out else {}

@@ -183,3 +183,17 @@ def test_a_joint_without_a_range_is_said(tmp_path):
                        text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "note: spin: the file gives no range (continuous): ±360° assumed" in r.stdout, r.stdout
+
+
+def test_a_force_range_of_a_placeholder_size_declares_no_torque_limit(tmp_path):
+    """forcerange="-1e30 1e30" is a file's 'unlimited': the joint keeps the ideal servo's limit,
+    never a servo said to give 10³⁰ N·m."""
+    from hil.robots.servos import presets, servo_table
+
+    path = tmp_path / "arm.xml"
+    path.write_text("<mujoco><worldbody><body name='b'><geom size='.05'/><body name='c' pos='0 0 .1'>"
+                    "<joint name='j' range='-1 1'/><geom size='.02' mass='.1'/></body></body></worldbody>"
+                    "<actuator><position joint='j' kp='5' forcerange='-1e30 1e30'/></actuator></mujoco>")
+    s = servo_table(robots.load(str(path))).joint(0)
+    assert s.kp_nm_per_rad == pytest.approx(5.0)
+    assert s.torque_limit_nm == presets()["ideal"].torque_limit_nm

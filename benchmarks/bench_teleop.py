@@ -21,7 +21,7 @@ import numpy as np
 
 from hil import board_config, emulator_launch, robots
 from hil.runtime import leader as L
-from hil.runtime.process_life import start_helper
+from hil.process_life import start_helper
 
 KITS = [("so101", "feetech"), ("koch", "dynamixel2")]
 

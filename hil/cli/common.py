@@ -170,6 +170,59 @@ def trajectory_out(args: argparse.Namespace, prefix: str, filename: str) -> str 
     return args.out
 
 
+def add_predict_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--predict", type=int, metavar="N",
+                   help="before anything moves, roll the motion out N times in physics (MuJoCo) on robots varied "
+                        "within stated bounds (servo stiffness, masses, floor friction, latency), on every CPU "
+                        "core, and say how many stay up and the worst margin; a motion that falls in more than "
+                        "--predict-falls of them does not run (robots that can fall; pip install mujoco)")
+    s.add_argument("--predict-falls", type=float, metavar="PCT",
+                   help="with --predict: the share of rollouts that may fall (default 10 %%)")
+
+
+def check_predict_options(args: argparse.Namespace, model) -> None:
+    """--predict's arguments, and that it applies, before any planning."""
+    from hil.inputs import number
+
+    if getattr(args, "predict", None) is None:
+        if getattr(args, "predict_falls", None) is not None:
+            raise InputError("--predict-falls: only with --predict N")
+        return
+    from hil.physics import predict
+
+    number(args.predict, "--predict", 1, 10000, "rollouts")
+    predict.max_fall_share(args.predict_falls)
+    predict.check_can_fall(model)
+    import importlib.util
+
+    if importlib.util.find_spec("mujoco") is None:
+        raise InputError("--predict needs MuJoCo: pip install mujoco (or pip install -e '.[physics]')")
+
+
+def predict_or_refuse(args: argparse.Namespace, model, t, q, servo, rate_hz: float, what: str,
+                      planned_travel=None) -> None:
+    """With --predict N: the motion's commands rolled out in physics (hil.physics.predict), said, and
+    refused (an InputError) if more of them fall than --predict-falls allows."""
+    if getattr(args, "predict", None) is None:
+        return
+    import time
+
+    from hil.physics import predict
+
+    t0, last = time.monotonic(), [time.monotonic()]
+
+    def progress(done: int, n: int) -> None:
+        if time.monotonic() - last[0] >= PLANNING_TICK_S and done < n:
+            last[0] = time.monotonic()
+            print(f"predict: {done} of {n} rollouts done, {last[0] - t0:.0f} s so far …", flush=True)
+    print(f"predict: {what} rolled out {args.predict} times in physics on {min(os.cpu_count() or 1, args.predict)} "
+          "process(es) …", flush=True)
+    pred = predict.predict(model, t, q, int(args.predict), servo=servo, rate_hz=rate_hz,
+                           planned_travel_m=planned_travel, progress=progress)
+    print(pred.summary(), flush=True)
+    predict.refuse_if_it_falls(pred, predict.max_fall_share(args.predict_falls), what)
+
+
 PLANNING_TICK_S = 5.0   # a plan that takes longer says it is still at work this often
 
 

@@ -50,7 +50,7 @@ def run(args) -> int:
         raise InputError(f"hil path plans a contour for an arm; {model.name} is a {model.kind} (hil walk, hil play)")
     number(args.chord_mm, "--chord-mm", 0.001, 10, "mm")
     scale = number(args.scale, "--scale", 1e-3, 1e3)
-    rate = number(args.rate if args.rate is not None else float(model.meta.get("default_rate_hz", 500)),
+    rate = number(args.rate if args.rate is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     writable_file(args.out, "--out")
     prog = gcode.parse(read_text(args.file, "G-code program"), args.file)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, planning, servo_for, speed_of
+from hil.cli.common import (add_command, add_predict_options, add_run_target, check_predict_options, planning,
+                            predict_or_refuse, servo_for, speed_of)
 from hil.cli.running import run_planned
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
@@ -20,6 +21,7 @@ def register(sub) -> None:
                                    "a shipped name, a URDF file or a robot .toml file")
     s.add_argument("--rate", type=float, help="loop rate, Hz (default: the robot's)")
     add_run_target(s)
+    add_predict_options(s)
     s.set_defaults(func=run)
 
 
@@ -34,14 +36,18 @@ def run(args) -> int:
     model = robots.load(args.robot or _robot_named_in(args.file))
     # validates the file (errors name keyframe and joint), plans its torques and compensation
     speed = speed_of(args)
+    check_predict_options(args, model)
+    servo = servo_for(args, model)
     # every sample checked as the loop checks it (hil.motion.plan_check), before anything runs
     with planning(f"{args.file} for {model.name}"):
-        motion = make_motion(args.file, model, servo_for(args, model), not args.no_compensation, speed, args.strict)
+        motion = make_motion(args.file, model, servo, not args.no_compensation, speed, args.strict)
     if getattr(motion, "note", ""):
         print(f"{args.file}: {motion.note}")
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
     if motion.torques is not None:
         print(motion.torques.summary())
+    rate = args.rate if args.rate is not None else model.default_rate_hz
+    predict_or_refuse(args, model, motion.t, motion.q, servo, rate, args.file)
     if not (args.dry_run or args.port):
         return 0
     return run_planned(args, model.spec, args.file, speed=speed)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from hil.cli.common import add_command, add_run_target, servo_for, speed_of, trajectory_out
+from hil.cli.common import (add_command, add_predict_options, add_run_target, check_predict_options,
+                            predict_or_refuse, servo_for, speed_of, trajectory_out)
 from hil.cli.running import run_planned
 from hil.errors import InputError
 from hil.inputs import number, writable_file
@@ -38,6 +39,7 @@ def register(sub) -> None:
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
     add_run_target(s)
+    add_predict_options(s)
     s.set_defaults(func=run)
 
 
@@ -58,7 +60,7 @@ def run(args) -> int:
     model = robots.load(args.robot)
     if model.kind != "humanoid":
         raise InputError(f"hil walk needs a humanoid; {model.name} is an {model.kind}")
-    rate = number(args.rate if args.rate is not None else float(model.meta.get("default_rate_hz", 200)),
+    rate = number(args.rate if args.rate is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     number(args.steps, "--steps", 1, 100)
     for name, value, lo, hi, unit in (("--stride", args.stride, -0.2, 0.2, "m"), ("--side", args.side, -0.1, 0.1, "m"),
@@ -69,13 +71,16 @@ def run(args) -> int:
         number(args.width, "--width", 0.02, 0.5, "m")
     writable_file(args.out, "--out")
     writable_file(args.motion_out, "--motion-out")
+    check_predict_options(args, model)
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
                                 turn_deg=args.turn, period=args.period / speed_of(args), lift=args.lift,
                                 knee_stretched=args.knee_stretched, heel_toe=args.heel_toe, rate_hz=rate)
-    res = walking.plan(model, params, _progress_printer(), servo=servo_for(args, model),
+    servo = servo_for(args, model)
+    res = walking.plan(model, params, _progress_printer(), servo=servo,
                        compensate=not args.no_compensation, strict=args.strict)
     print(res.summary())
     print(res.torques.summary())
+    predict_or_refuse(args, model, res.t, res.q_cmd, servo, rate, "the walk", res.com_w[-1] - res.com_w[0])
     out = trajectory_out(args, "hil-walk-", "walk.npz")
     if out:
         res.save(out)

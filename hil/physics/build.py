@@ -128,7 +128,7 @@ def _spec(mujoco, robot, servo, floor):
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.gravity = [0.0, 0.0, -9.81]
-    floating = robot.kind == "humanoid"
+    floating = robot.floating
     world = spec.worldbody
     base = world.add_body()
     base.name = robot.base_frame

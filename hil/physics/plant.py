@@ -45,6 +45,11 @@ class PhysicsPlant(Plant):
         servo = pm.servo
         self.speed_line = [s.torque_speed for s in servo.servos]
         self.has_speed_line = any(line is not None for line in self.speed_line)
+        # the lines as arrays, one pass a step: a joint without one keeps its torque at any speed
+        self.line_of = np.array([line is not None for line in self.speed_line])
+        full = np.array([line[0] if line else 0.0 for line in self.speed_line], dtype=np.float64)
+        self.line_zero = np.array([line[1] if line else 1.0 for line in self.speed_line], dtype=np.float64)
+        self.line_span = np.maximum(self.line_zero - full, 1e-12)
         self.torque = np.zeros(self.n, dtype=bool)
         self.d.ctrl[:] = self.d.qpos[pm.qpos_of_joint]
         self._apply_torque()
@@ -151,15 +156,11 @@ class PhysicsPlant(Plant):
                 "max_tilt_deg": round(self.max_tilt_deg, 2), "base_travel_m": travel, "steps": self.steps}
 
     def _speed_limits(self) -> None:
-        qd = self.d.qvel[self.pm.dof_of_joint]
-        for i, line in enumerate(self.speed_line):
-            if line is None:
-                continue
-            full, zero = line
-            s = abs(qd[i])
-            k = 1.0 if s <= full else max(0.0, (zero - s) / (zero - full))
-            self.m.actuator_forcerange[i, 0] = -self.limit[i] * k
-            self.m.actuator_forcerange[i, 1] = self.limit[i] * k
+        s = np.abs(self.d.qvel[self.pm.dof_of_joint])
+        k = np.clip((self.line_zero - s) / self.line_span, 0.0, 1.0)   # 1 up to full speed, 0 at zero torque
+        k = np.where(self.line_of, k, 1.0)
+        self.m.actuator_forcerange[:, 0] = -self.limit * k
+        self.m.actuator_forcerange[:, 1] = self.limit * k
 
     # ------------------------------------------------------------------ sensing
     def imu(self):

@@ -25,7 +25,7 @@ from hil import robots
 from hil.errors import HilError
 from hil.remote import session as Z
 from hil.robots.urdf_export import to_urdf
-from hil.runtime.process_life import die_with_parent
+from hil.process_life import die_with_parent
 from hil.runtime.shared import ESTOP_REMOTE, LoopClient, LoopStatus
 
 REQUESTS = {"enable": "enable", "disable": "disable", "clear_fault": "clear_fault", "start": "start_motion",

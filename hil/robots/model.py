@@ -19,6 +19,8 @@ from hil.errors import InputError, did_you_mean
 from hil.kinematics import kernels as K
 from hil.kinematics.ik import solve_ik
 
+DEFAULT_RATE_HZ = 200.0   # a robot whose file names no loop rate runs at this one
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -511,6 +513,17 @@ class RobotModel:
         """What the robot is, as its data file says: "arm" or "humanoid" (a humanoid has l_sole
         and r_sole frames: walking, balance and ZMP checks apply)."""
         return str(self.meta.get("kind", "arm"))
+
+    @property
+    def default_rate_hz(self) -> float:
+        """The loop rate its runs take unless told (Hz): its data file's, else DEFAULT_RATE_HZ."""
+        return float(self.meta.get("default_rate_hz", DEFAULT_RATE_HZ))
+
+    @property
+    def floating(self) -> bool:
+        """Whether its base is free in the world (it stands on its feet and can fall) rather than
+        fixed to the ground: a humanoid's is."""
+        return self.kind == "humanoid"
 
     @property
     def sole_half(self) -> tuple[float, float]:

@@ -32,7 +32,7 @@ from hil.errors import ConfigError, InputError
 from hil.inputs import read_bytes
 from hil.kinematics.rotations import rpy_matrix
 from hil.robots import urdf_xml
-from hil.robots.model import Joint, RobotModel, Shape
+from hil.robots.model import DEFAULT_RATE_HZ, Joint, RobotModel, Shape
 
 MOVING = ("revolute", "continuous")
 LOCKED = ("prismatic", "floating", "planar")
@@ -711,7 +711,7 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
              f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
              for j in robot.joints if j.type == "continuous" and j.name not in overrides]
     meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
-                            "default_rate_hz": cfg.get("default_rate_hz", 200),
+                            "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             # a floating base is a humanoid's unless the side file says otherwise
                             "kind": cfg.get("kind", "humanoid" if parts.floating else "arm"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from hil.runtime.process_life import start_helper
+from hil.process_life import start_helper
 
 
 class TwinStarter(Protocol):

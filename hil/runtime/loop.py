@@ -42,7 +42,7 @@ from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer, watch_for_stops
 from hil.runtime.motion_sources import make_motion, past_travel
 from hil.runtime.port_process import open_transport
-from hil.runtime.process_life import die_with_parent
+from hil.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags

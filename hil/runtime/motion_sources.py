@@ -256,7 +256,7 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
     (its keyframe times stretched) until the joints' speed, acceleration and torque limits hold —
     or, `strict`, refused where they do not — its torques planned and compensated."""
     motion = load_motion(spec, model)
-    rate = float(model.meta.get("default_rate_hz", 200))
+    rate = model.default_rate_hz
     k = 1.0 / speed
     check_duration(motion.duration * k, f"{spec} at --speed {speed:g}" if speed != 1.0 else spec,
                    "play it faster, or split it into several files")

@@ -110,7 +110,7 @@ def check(req: RunRequest, model, bus=None) -> float:
     """Refuse a request that cannot run, before anything starts; returns the loop rate (Hz)."""
     if not req.dry_run and not req.port:
         raise InputError("hil run needs --port PORT (see `hil ports`) or --dry-run")
-    default = float(model.meta.get("default_rate_hz", 500))
+    default = model.default_rate_hz
     if bus is not None and req.rate_hz is None:  # no faster than the bus can go
         default = max(10.0, min(default, math.floor(cycle_note(bus)[1])))
     if req.emulator == "qemu" and req.rate_hz is None:   # no faster than QEMU's USART carries frames

@@ -22,7 +22,7 @@ from hil.lerobot.units import LeRobotUnits
 from hil.runtime import leader as leader_arm
 from hil.runtime import supervisor
 from hil.runtime.helpers import TwinStarter
-from hil.runtime.process_life import start_helper
+from hil.process_life import start_helper
 from hil.runtime.recorder import load_recording, motion_rows
 from hil.runtime.shared import runtime_dir
 

@@ -45,7 +45,7 @@ def main() -> int:
         make_motion("examples/wave.toml", model)   # the kernels loaded, not timed
         for _ in range(args.rounds):
             t0 = time.perf_counter()
-            load_motion(path, model).trajectory(float(model.meta.get("default_rate_hz", 200)))
+            load_motion(path, model).trajectory(model.default_rate_hz)
             sampled = time.perf_counter() - t0
             t0 = time.perf_counter()
             traj = make_motion(path, model)

@@ -21,7 +21,7 @@ from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
 from hil.runtime.stall import STALL_LOAD
-from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, flag_names
+from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, check_shapes, flag_names
 from twin import ground as G
 from twin import scene as S
 from twin.meshes import link_meshes
@@ -171,6 +171,7 @@ class TwinApp:
         self.messages: list[str] = []
         self.show_frames = False           # a small x y z frame on every link (seed 001's joint frames)
         self.show_names = False            # every joint's name beside it in the view
+        self.show_shapes = False           # the shapes the checks use, as wireframes over the robot
         self._drag_joint: int | None = None   # the joint whose link is being dragged (preview only)
         self._drag_q0 = None
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
@@ -245,6 +246,10 @@ class TwinApp:
         self.leader_drawing = S.RobotDrawing(self.model, "world", S.LEADER, False, "leader", floor_z=fixed_floor)
         self.leader_drawing.show(False)
         self.prev.show(False)
+        # the shapes as the collision and workspace checks see them: no joins, no floor cut
+        self.shapes_drawing = S.RobotDrawing(self.model, "world", S.CHECK_SHAPES, False, "shapes", joins=False,
+                                             shapes=check_shapes(self.model))
+        self.shapes_drawing.show(self.show_shapes)
         size = 0.6 * grid_step(self.model)
         for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
             node = dpg.add_draw_node(parent="world", tag=f"jframe{i}", show=self.show_frames)
@@ -336,6 +341,8 @@ class TwinApp:
             if self.base is not None:
                 dpg.add_checkbox(label="follow", tag="follow_box", default_value=self.follow_base,
                                  callback=lambda s, a: setattr(self, "follow_base", a))
+            dpg.add_checkbox(label="shapes", tag="shapes_box", default_value=self.show_shapes,
+                             callback=lambda s, a: self.set_shapes(a))
         if self._load_replay():
             self._build_replay_bar()
         with dpg.tab_bar():
@@ -793,6 +800,14 @@ class TwinApp:
         if dpg.does_item_exist("names_box"):
             dpg.set_value("names_box", self.show_names)
 
+    def set_shapes(self, visible: bool) -> None:
+        """The shapes the collision and workspace checks use, drawn over the robot (or not)."""
+        self.show_shapes = bool(visible)
+        if hasattr(self, "shapes_drawing"):
+            self.shapes_drawing.show(self.show_shapes)
+        if dpg.does_item_exist("shapes_box"):
+            dpg.set_value("shapes_box", self.show_shapes)
+
     def set_frames(self, visible: bool) -> None:
 
         self.show_frames = bool(visible)
@@ -882,6 +897,8 @@ class TwinApp:
             self.shadow_drawing.set_poses(m.fk_frames(self.shadow_q), Tw)
         if self.leader_shown and self.q_target is not None:
             self.leader_drawing.set_poses(m.fk_frames(self.q_target), Tw)
+        if self.show_shapes:
+            self.shapes_drawing.set_poses(Fm, Tw)
         for i in range(m.n):
             self.meas.set_link_color(i, self._limit_color(i, self.q_meas))
         self.meas.set_link_color(-1, None)

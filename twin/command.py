@@ -24,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", metavar="TRAJ.npz", help="show a planned path (p_prog) and its workpiece")
     p.add_argument("--frames", action="store_true", help="show every link's frame (also a checkbox in the panel)")
     p.add_argument("--names", action="store_true", help="show every joint's name in the view (also a checkbox)")
+    p.add_argument("--shapes", action="store_true",
+                   help="draw the shapes the collision and workspace checks use over the robot, in cyan (also a "
+                        "checkbox): where a kit's own meshes and hil's checks disagree")
     p.add_argument("--view", choices=("front", "side", "top", "iso"),
                    help="the twin's camera: front (from +x, y to the right), side (from −y, x to the right), top (down z) — "
                         "drawn as orthographic views — or iso; the robot fitted in it (keys: F fits again, R resets)")
@@ -102,6 +105,7 @@ def main(args: argparse.Namespace) -> int:
     app.build()
     app.set_frames(getattr(args, "frames", False))
     app.set_names(getattr(args, "names", False))
+    app.set_shapes(getattr(args, "shapes", False))
     if live_shot:
         for _ in range(3):   # the loop's latest state, drawn
             app.poll_loop()
@@ -198,6 +202,7 @@ def _show(model, client, args) -> int:
     app.build()
     app.set_frames(getattr(args, "frames", False))
     app.set_names(getattr(args, "names", False))
+    app.set_shapes(getattr(args, "shapes", False))
     t0 = time.monotonic()
     try:
         if args.screenshot:

@@ -27,6 +27,7 @@ PREVIEW = (255, 120, 230, 255)
 SHADOW = (255, 170, 60, 255)     # the shadow twin's prediction (hil run --shadow)
 LEADER = (235, 235, 235, 255)    # the leader arm's pose, within the follower's ranges (hil teleop)
 COLLIDING = (190, 90, 255, 255)     # a link the safety checks find in collision
+CHECK_SHAPES = (60, 225, 225, 255)  # the shapes the collision and workspace checks use (--shapes)
 DIFFERS = (255, 110, 90)            # a joint whose measured angle is off its command (panel text)
 
 
@@ -308,9 +309,11 @@ class RobotDrawing:
     file's colours, its drawn shapes in the drawing's colour."""
 
     def __init__(self, model, parent, color, solid: bool, tag_prefix: str, meshes: dict | None = None,
-                 floor_z: float | None = None) -> None:
+                 floor_z: float | None = None, joins: bool = True, shapes: list | None = None) -> None:
         """`meshes`: per link (vertices, triangles, per-triangle RGBA) drawn in place of its shapes
-        (solid only); `floor_z`: the floor a fixed base stands on (its shapes end there)."""
+        (solid only); `floor_z`: the floor a fixed base stands on (its shapes end there); `joins`:
+        the pieces drawn only to make a body read as one (a neck, a pelvis), not the model's shapes;
+        `shapes`: these in place of the model's."""
 
         self.model = model
         self.nodes: dict[int, int] = {}
@@ -323,8 +326,9 @@ class RobotDrawing:
         self.box: dict[int, np.ndarray] = {}   # per link, the corners (8, 3) of what is drawn (its frame)
         self._order: list[int] = []
         meshes = meshes if solid and meshes else {}
-        joins = [] if meshes else connectors(model) + pelvis(model)
-        links = sorted({s.link for s in list(model.shapes) + joins} | set(meshes))
+        joins = [] if meshes or not joins else connectors(model) + pelvis(model)
+        drawn = list(model.shapes if shapes is None else shapes) + joins
+        links = sorted({s.link for s in drawn} | set(meshes))
         at_home = model.fk_frames(model.home)
         for link in links:
             node = dpg.add_draw_node(parent=parent, tag=f"{tag_prefix}_link{link}")
@@ -340,7 +344,7 @@ class RobotDrawing:
                                 MESH_SHADE)
                 continue
             ends = []
-            for sh in list(model.shapes) + joins:
+            for sh in drawn:
                 if sh.link != link:
                     continue
                 tris, edges = shape_mesh(sh, 8 if solid else 6, floor_z if link < 0 else None)

@@ -21,12 +21,14 @@ def register(sub) -> None:
                      "hil walk --steps 4 --side 0.01 --out walk.npz --motion-out walk.toml"])
     s.add_argument("--robot", default="humanoid17", help="a humanoid model with l_sole and r_sole frames")
     s.add_argument("--steps", type=int, default=6, help="number of steps, 1 … 100")
-    s.add_argument("--stride", type=float, default=0.03, help="forward step length (m)")
+    s.add_argument("--stride", type=float, help="forward step length (m); default: scaled to the legs (3 cm on "
+                                                "humanoid17's 0.195 m legs)")
     s.add_argument("--width", type=float, help="distance between the soles (m); default: as at home")
     s.add_argument("--side", type=float, default=0.0, help="sideways step per step (m, + left)")
     s.add_argument("--turn", type=float, default=0.0, help="turn per step (degrees)")
-    s.add_argument("--period", type=float, default=0.8, help="time per step (s)")
-    s.add_argument("--lift", type=float, default=0.012, help="swing foot clearance (m)")
+    s.add_argument("--period", type=float, help="time per step (s); default: scaled to the legs (0.8 s on humanoid17)")
+    s.add_argument("--lift", type=float, help="swing foot clearance (m); default: scaled to the legs (12 mm on "
+                                              "humanoid17)")
     s.add_argument("--knee-stretched", action="store_true",
                    help="walk as tall as the legs allow (prioritised IK on a minimal support region: the knees "
                         "straighten, the COM height follows); forwards, the feet roll: toe-off and heel strike")
@@ -53,6 +55,22 @@ def _progress_printer(after_s: float = 2.0):
     return say
 
 
+def _gait_for_the_legs(args, model) -> None:
+    """--stride, --period and --lift not given: scaled to the robot's legs (said)."""
+    missing = [k for k in ("stride", "period", "lift") if getattr(args, k) is None]
+    if not missing:
+        return
+    from hil.motion.walking import default_gait
+
+    gait = default_gait(model)
+    for k in missing:
+        setattr(args, k, gait[k])
+    chosen = {"stride": f"stride {100 * args.stride:.1f} cm", "period": f"period {args.period:.2f} s",
+              "lift": f"lift {1000 * args.lift:.0f} mm"}
+    print(f"walk: for legs {100 * gait['leg_m']:.1f} cm long: " + ", ".join(chosen[k] for k in missing)
+          + " (" + ", ".join(f"--{k}" for k in missing) + " to choose)")
+
+
 def run(args) -> int:
     from hil import robots
     from hil.motion import keyframes, walking
@@ -63,6 +81,7 @@ def run(args) -> int:
     rate = number(args.rate if args.rate is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     number(args.steps, "--steps", 1, 100)
+    _gait_for_the_legs(args, model)
     for name, value, lo, hi, unit in (("--stride", args.stride, -0.2, 0.2, "m"), ("--side", args.side, -0.1, 0.1, "m"),
                                       ("--turn", args.turn, -45, 45, "°"), ("--period", args.period, 0.2, 10, "s"),
                                       ("--lift", args.lift, 0.0, 0.1, "m")):

@@ -27,7 +27,7 @@ from hil.motion.contacts import AIR, FLAT, HEEL, TOE
 from hil.motion.limits import check_limits
 from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.torques import TORQUE_RESERVE, TorquePlan, torque_plan
-from hil.robots.legs import legs
+from hil.robots.legs import leg_length, legs
 from hil.robots.servos import servo_table
 from hil.safety import support_hull_margin
 
@@ -64,6 +64,19 @@ class WalkParams:
     heel_fraction: float = 0.4    # of each double support: the front foot turns down about its heel
     toe_fraction: float = 0.4     # and, at its end, the rear foot turns up about its toe
     zmp_power: float = 3.0        # N of Tanaka & Sugihara 2014's eq. 1 (the single-support ZMP, heel to toe)
+
+
+# a gait scaled to the legs: humanoid17's (legs 0.195 m long) steps 3 cm in 0.8 s, its foot lifted
+# 12 mm; lengths scale with the leg, times with its square root (a pendulum's: the same Froude number)
+GAIT_LEG_M = 0.195
+GAIT_STRIDE, GAIT_LIFT, GAIT_PERIOD = 0.03, 0.012, 0.8
+
+
+def default_gait(model) -> dict[str, float]:
+    """The stride (m), step period (s) and lift (m) a walk takes unless told, from the leg's length."""
+    k = leg_length(model) / GAIT_LEG_M
+    return {"stride": round(min(GAIT_STRIDE * k, 0.2), 3), "period": round(min(GAIT_PERIOD * math.sqrt(k), 10.0), 2),
+            "lift": round(min(GAIT_LIFT * k, 0.1), 3), "leg_m": round(k * GAIT_LEG_M, 3)}
 
 
 @dataclass

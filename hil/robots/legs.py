@@ -63,3 +63,13 @@ def leg(model, side: str) -> Leg:
 
 def legs(model) -> dict[str, Leg]:
     return {side: leg(model, side) for side in ("l", "r")}
+
+
+def leg_length(model) -> float:
+    """A leg's length stretched (m): hip pitch → knee → ankle → sole, the shorter of the two legs."""
+    F = model.fk_frames(model.home)
+    out = []
+    for lg in legs(model).values():
+        pts = [F[j + 1][:3, 3] for j in lg.pitch] + [F[model.frame_index(lg.sole)][:3, 3]]
+        out.append(sum(float(np.linalg.norm(b - a)) for a, b in zip(pts, pts[1:])))
+    return min(out)

@@ -27,6 +27,16 @@ def flag_names(flags: int) -> list[str]:
     return [FLAG_NAMES[b] for b in order if flags & b]
 
 
+def check_shapes(model) -> list:
+    """The model's shapes as the collision, floor and workspace checks see them: capsules, a box
+    the capsule along its longest side that holds it (what `hil twin --shapes` draws)."""
+    from hil.robots.model import Shape
+
+    caps, names = _capsules(model)
+    return [Shape(int(c[0]), "capsule", tuple(map(float, c[1:4])), tuple(map(float, c[4:7])), float(c[7]), name=name)
+            for c, name in zip(caps, names)]
+
+
 def _capsules(model) -> tuple[np.ndarray, list[str]]:
     rows, names = [], []
     for sh in model.shapes:

@@ -567,3 +567,68 @@ def test_the_panel_shows_everything_whole_and_the_names_never_overlap(xdisplay, 
         for x2, y2, n2 in boxes[k + 1:]:
             apart = x + A.NAME_CHAR_W * n < x2 or x2 + A.NAME_CHAR_W * n2 < x or abs(y - y2) >= A.NAME_ROW_H
             assert apart, (x, y, n, x2, y2, n2)
+
+
+def test_the_shapes_the_checks_use_are_drawn_over_the_robot_when_asked(xdisplay, tmp_path):
+    """--shapes: every capsule of the collision checks, in cyan, where FK puts it, over the kit's own
+    meshes; without it, none."""
+    from hil.safety import check_shapes
+    from twin import scene as S
+
+    try:
+        m = robots.load("so101")
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"so101 needs example-robot-data ({e})")
+    pose = [30, 40, -30, 40, 0, 20]
+    shown = shot(tmp_path, "so101", pose, name="shapes.png", extra=["--shapes"])
+    plain = shot(tmp_path, "so101", pose, name="plain.png")
+
+    def cyan(img):
+        v = img[..., :3].astype(int)
+        return (np.abs(v - np.array(S.CHECK_SHAPES[:3])).max(axis=2) <= 40)
+    assert cyan(plain).sum() < 20 and cyan(shown).sum() > 500, (cyan(plain).sum(), cyan(shown).sum())
+    px, F = projector("so101"), m.fk_frames(np.radians(pose))
+    caps = check_shapes(m)
+    hits = 0
+    for c in caps:   # each capsule's ends, drawn in cyan within a few pixels (its outline passes by them)
+        T = F[1 + c.link] if c.link >= 0 else F[0]
+        ends = [T[:3, :3] @ np.asarray(p) + T[:3, 3] for p in (c.p0, c.p1)]
+        hits += all(near(shown, px(p), S.CHECK_SHAPES, radius=int(12 + 400 * c.radius), tol=40) for p in ends)
+    assert hits >= 0.8 * len(caps), f"{hits} of {len(caps)} check shapes drawn where FK puts them"
+
+
+SHAPES_DRAWN = r"""
+import json, sys
+import numpy as np
+import hil.robots as robots
+from twin import app as A
+app = A.TwinApp(robots.load(sys.argv[1]), None)
+app.build()
+app.set_shapes(True)
+app.update_scene()
+box = {str(k): [v.min(axis=0).tolist(), v.max(axis=0).tolist()] for k, v in app.shapes_drawing.box.items()}
+shown = all(__import__("dearpygui.dearpygui", fromlist=["x"]).get_item_configuration(n)["show"]
+            for n in app.shapes_drawing.nodes.values())
+app.close()
+print(json.dumps({"box": box, "shown": shown}))
+"""
+
+
+def test_a_box_is_shown_as_the_capsule_the_checks_put_around_it(xdisplay):
+    """humanoid17's torso is a box (70 × 100 × 190 mm); the collision checks see the capsule that
+    holds it (radius 50 mm): --shapes draws that capsule, 100 mm deep, not the box's 70."""
+    import json
+
+    from hil.safety import check_shapes
+
+    m = robots.load("humanoid17")
+    torso = next(s for s in check_shapes(m) if s.name == "torso")
+    r = subprocess.run([sys.executable, "-c", SHAPES_DRAWN, "humanoid17"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "DISPLAY": xdisplay})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["shown"]
+    lo, hi = (np.array(v) for v in got["box"]["-1"])   # the base link's: the torso
+    depth = hi[0] - lo[0]
+    # (a wire capsule's rings are hexagons: across their flats, cos 30° of the diameter)
+    assert 2 * 0.8 * torso.radius <= depth <= 2 * torso.radius + 1e-6, (depth, torso.radius)

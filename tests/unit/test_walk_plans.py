@@ -197,3 +197,30 @@ def test_a_leg_without_an_ankle_roll_is_refused_naming_it():
 
     g1 = robots.load("examples/robots/g1.toml")   # its hip roll turned 30° at home by the hip pitch: still a roll
     assert all(len(leg.roll) == 2 for leg in legs(g1).values())
+
+
+def test_the_default_gait_is_scaled_to_the_legs():
+    """humanoid17's legs keep its 3 cm in 0.8 s; the G1's, 3.6 times as long, step 3.6 times as far
+    and lift their feet as much higher, in √3.6 times the time (a pendulum's); the leg is found by
+    the tree, so an MJCF biped gets its own."""
+    from pathlib import Path
+
+    h17 = walking.default_gait(robots.load("humanoid17"))
+    assert (h17["stride"], h17["period"], h17["lift"]) == (0.03, 0.8, 0.012)
+    g1 = walking.default_gait(robots.load("examples/robots/g1.toml"))
+    k = g1["leg_m"] / walking.GAIT_LEG_M
+    assert 3.0 < k < 4.0
+    assert g1["stride"] == pytest.approx(0.03 * k, abs=6e-4) and g1["lift"] == pytest.approx(0.012 * k, abs=6e-4)
+    assert g1["period"] == pytest.approx(0.8 * np.sqrt(k), abs=6e-3)
+    biped = walking.default_gait(robots.load(str(Path(__file__).parent / "mjcf" / "biped.xml")))
+    assert h17["stride"] < biped["stride"] < g1["stride"]
+
+
+def test_hil_walk_says_the_gait_it_chose_and_keeps_what_it_was_told(capsys):
+    from hil.cli import main
+
+    assert main(["walk", "--robot", "examples/robots/g1.toml", "--steps", "1", "--stride", "0.05"]) == 0
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("walk: for legs"))
+    assert "period 1.5" in line and "lift 4" in line and "stride" not in line, line
+    assert "1 steps of 5.0 cm forward" in out or "1 step of 5.0 cm forward" in out, out

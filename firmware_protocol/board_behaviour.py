@@ -20,7 +20,7 @@ from enum import IntEnum, IntFlag
 from firmware_protocol.messages import AckResult, BoardState, Fault, JointFlag
 
 
-class Request(IntEnum):
+class BoardRequest(IntEnum):
     """What can happen to a board: the host's requests and the board's own events."""
 
     ENABLE = 0       # torque on, targets from where the actuators are
@@ -73,7 +73,7 @@ OK_NOTHING = Rule(A.OK, UNCHANGED)
 BAD_STATE = Rule(A.BAD_STATE, UNCHANGED)
 
 
-def _rows() -> dict[Request, dict[BoardState, Rule]]:
+def _rows() -> dict[BoardRequest, dict[BoardState, Rule]]:
     """The table, a row per request (every state named or covered by a default)."""
     enable = {s: BAD_STATE for s in _ANY}
     enable[S.DISABLED] = Rule(A.OK, S.ENABLED, E.SEED_TARGETS | E.FEED_WATCHDOG, refused_by=Fault.NOT_HOMED)
@@ -97,13 +97,13 @@ def _rows() -> dict[Request, dict[BoardState, Rule]]:
     hw_fault = {s: Rule(A.OK, S.FAULT) for s in _ANY}
     hw_fault[S.ENABLED] = Rule(A.OK, S.FAULT, E.HOLD_HERE)
     hw_fault[S.ESTOP] = OK_NOTHING
-    return {Request.ENABLE: enable, Request.DISABLE: disable, Request.ESTOP: estop, Request.CLEAR_FAULT: clear,
-            Request.REBOOT: reboot, Request.HOME: dict(only_disabled), Request.PARAM_SAVE: dict(only_disabled),
-            Request.SET_LIMITS: limits, Request.COMMAND: command, Request.WATCHDOG: watchdog,
-            Request.HW_FAULT: hw_fault}
+    return {BoardRequest.ENABLE: enable, BoardRequest.DISABLE: disable, BoardRequest.ESTOP: estop, BoardRequest.CLEAR_FAULT: clear,
+            BoardRequest.REBOOT: reboot, BoardRequest.HOME: dict(only_disabled), BoardRequest.PARAM_SAVE: dict(only_disabled),
+            BoardRequest.SET_LIMITS: limits, BoardRequest.COMMAND: command, BoardRequest.WATCHDOG: watchdog,
+            BoardRequest.HW_FAULT: hw_fault}
 
 
-TABLE: dict[Request, dict[BoardState, Rule]] = _rows()
+TABLE: dict[BoardRequest, dict[BoardState, Rule]] = _rows()
 
 
 @dataclass(frozen=True)
@@ -120,18 +120,18 @@ class Reaction:
         return self.result == AckResult.OK
 
 
-def react(request: Request, state: int, faults: int, fault_bits: int = 0) -> Reaction:
+def react(request: BoardRequest, state: int, faults: int, fault_bits: int = 0) -> Reaction:
     """The board's reaction to `request` in `state` with `faults` latched. `fault_bits`: for
     CLEAR_FAULT the bits to clear, for HW_FAULT the bits the hardware reports."""
     rule = TABLE[request][BoardState(state)]
     if rule.refused_by & faults:
         return Reaction(AckResult.BAD_STATE, BoardState(state), faults, Effect.NONE)
     after = faults | rule.latch
-    if request == Request.CLEAR_FAULT:
+    if request == BoardRequest.CLEAR_FAULT:
         after &= ~fault_bits
-    elif request == Request.HW_FAULT:
+    elif request == BoardRequest.HW_FAULT:
         after |= fault_bits
-    if request == Request.REBOOT and rule.result == AckResult.OK:
+    if request == BoardRequest.REBOOT and rule.result == AckResult.OK:
         after = 0
     nxt = rule.next_state
     if nxt == UNCHANGED:
@@ -139,7 +139,7 @@ def react(request: Request, state: int, faults: int, fault_bits: int = 0) -> Rea
     elif nxt == DISABLED_WHEN_CLEAR:
         nxt = state if after & LATCHED else BoardState.DISABLED
     effects = rule.effects
-    if request == Request.CLEAR_FAULT and nxt == state:
+    if request == BoardRequest.CLEAR_FAULT and nxt == state:
         effects = Effect.NONE   # still latched: nothing moves
     return Reaction(rule.result, BoardState(nxt), int(after), effects)
 

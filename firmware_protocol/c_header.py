@@ -64,7 +64,7 @@ def _messages() -> list[str]:
 
 def _rules() -> list[str]:
     states = list(M.BoardState)
-    out = [_enum("HIL_REQ_", B.Request), f"#define HIL_N_REQUESTS {len(B.Request)}",
+    out = [_enum("HIL_REQ_", B.BoardRequest), f"#define HIL_N_REQUESTS {len(B.BoardRequest)}",
            f"#define HIL_N_STATES {len(states)}",
            _enum("HIL_FX_", [e for e in B.Effect if e], "u"),
            "#define HIL_NEXT_UNCHANGED 0xFFu", "#define HIL_NEXT_DISABLED_WHEN_CLEAR 0xFEu",
@@ -74,7 +74,7 @@ def _rules() -> list[str]:
            "#ifdef HIL_WANT_RULES",
            "static const struct hil_rule HIL_RULES[HIL_N_REQUESTS][HIL_N_STATES] = {"]
     nxt = {B.UNCHANGED: "HIL_NEXT_UNCHANGED", B.DISABLED_WHEN_CLEAR: "HIL_NEXT_DISABLED_WHEN_CLEAR"}
-    for req in B.Request:
+    for req in B.BoardRequest:
         cells = []
         for st in states:
             r = B.TABLE[req][st]

@@ -27,7 +27,7 @@ import numpy as np
 import serial
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react
+from firmware_protocol.board_behaviour import Effect, BoardRequest, clamp_target, react
 from firmware_protocol.board_data import BoardInfo, StateSample
 from firmware_protocol.joint_map import JointMap
 from firmware_protocol.buses import bus_class
@@ -515,7 +515,7 @@ class BusBoard:
         """The command watchdog (WATCHDOG alone) or what the servos report, as the board table says."""
         if not faults & ~self.faults and self.state in (M.BoardState.FAULT, M.BoardState.ESTOP):
             return
-        request = Request.WATCHDOG if faults == WATCHDOG and self.state == M.BoardState.ENABLED else Request.HW_FAULT
+        request = BoardRequest.WATCHDOG if faults == WATCHDOG and self.state == M.BoardState.ENABLED else BoardRequest.HW_FAULT
         self._take_reaction(react(request, self.state, self.faults, int(faults)))
 
     def _take_reaction(self, r) -> None:
@@ -546,7 +546,7 @@ class BusBoard:
     # ------------------------------------------------------------------ transactions
     def estop(self, reason: int = 0) -> None:
         """Torque off on every servo at once (or on the next cycle, if one is on the bus now); latched."""
-        self._take_reaction(react(Request.ESTOP, self.state, self.faults))
+        self._take_reaction(react(BoardRequest.ESTOP, self.state, self.faults))
         if self._lock.acquire(timeout=0.05):
             try:
                 self._io(self.bus.torque_off_all)
@@ -561,7 +561,7 @@ class BusBoard:
     def enable(self, joint_mask: int = 0xFFFFFFFF) -> None:
         """Targets := measured, then torque on (SPEC.md ENABLE); the board table says when."""
         with self._lock:
-            reaction = self._allowed(Request.ENABLE, "ENABLE")
+            reaction = self._allowed(BoardRequest.ENABLE, "ENABLE")
             if not reaction.effects & Effect.SEED_TARGETS:
                 return   # already enabled: nothing changes
             readings = self._io(self.bus.read_present, self.ids)
@@ -609,7 +609,7 @@ class BusBoard:
                                                      "full speed: move the joint inside by hand (torque off), then "
                                                      "enable")
 
-    def _allowed(self, request: Request, name: str, bits: int = 0):
+    def _allowed(self, request: BoardRequest, name: str, bits: int = 0):
         """The table's reaction, or CommandRejectedError naming the result as a board's ACK would."""
         r = react(request, self.state, self.faults, bits)
         if not r.ok:
@@ -619,7 +619,7 @@ class BusBoard:
 
     def disable(self, joint_mask: int = 0xFFFFFFFF) -> None:
         with self._lock:
-            r = self._allowed(Request.DISABLE, "DISABLE")
+            r = self._allowed(BoardRequest.DISABLE, "DISABLE")
             self._io(self.bus.set_torque, self.ids, False)   # whatever the state: torque off is always safe
             for js in self._joints:
                 js.torque = False
@@ -632,7 +632,7 @@ class BusBoard:
         can), torque goes off, and the board is DISABLED — never ENABLED — once no latched fault
         (e-stop, watchdog) is left."""
         with self._lock:
-            r = self._allowed(Request.CLEAR_FAULT, "CLEAR_FAULT", int(fault_mask))
+            r = self._allowed(BoardRequest.CLEAR_FAULT, "CLEAR_FAULT", int(fault_mask))
             for j, js in zip(self.config.joints, self._joints):
                 if js.errors:
                     self._io(self.bus.recover, j.servo_id)

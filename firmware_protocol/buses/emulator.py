@@ -108,14 +108,14 @@ BLOCKED_FULL_TICKS = 57.0
 
 
 @dataclass
-class Fault:
+class InjectedFault:
     kind: str                  # silent, overload, overheat, voltage, disconnect, blocked
     servo_id: int | None
     at: float
     until: float | None = None  # silent: answers again from here
 
 
-def parse_faults(specs: list[str]) -> list[Fault]:
+def parse_faults(specs: list[str]) -> list[InjectedFault]:
     """silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T blocked:ID@T disconnect@T (T:
     seconds after start; a silent servo answers again from T2)."""
     out = []
@@ -137,7 +137,7 @@ def parse_faults(specs: list[str]) -> list[Fault]:
         if (servo is None) != (kind == "disconnect") or not 0 <= t < 1e7:
             raise SystemExit(f"emulator: --fault {spec!r}: {kind} needs " + ("no id" if kind == "disconnect" else
                                                                               "a servo id (kind:ID@T)"))
-        out.append(Fault(kind, servo, t, until))
+        out.append(InjectedFault(kind, servo, t, until))
     return out
 
 
@@ -862,7 +862,7 @@ class Emulator:
     baud: float
     echo: bool
     return_delay_s: float
-    faults: list[Fault] = field(default_factory=list)
+    faults: list[InjectedFault] = field(default_factory=list)
     strict_baud: bool = True   # bytes sent at another rate are noise to the servos: no reply
     ignored_bytes: int = 0
     plant: object | None = None   # a firmware_protocol.plant.ServoBridge: the servos' joints in physics
@@ -896,7 +896,7 @@ class Emulator:
                 if f.kind == "silent":
                     s.silent_from = now
                     if f.until is not None:
-                        pending.append(Fault("answer", f.servo_id, f.until))
+                        pending.append(InjectedFault("answer", f.servo_id, f.until))
                 elif f.kind == "answer":
                     s.silent_from = None
                 elif f.kind == "blocked":

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.emulator.board import Board, BoardConfig, StreamFrame
+from firmware_protocol.emulator.board import Board, BoardSetup, StreamFrame
 from firmware_protocol.frame import FrameDecoder
 from firmware_protocol.pty_host import close_pty, exit_with_parent, open_pty, stopped_code
 
@@ -135,7 +135,7 @@ def _floats(text: str | None, n: int, what: str) -> list[float] | None:
     return vals
 
 
-def build_config(args: argparse.Namespace) -> BoardConfig:
+def build_config(args: argparse.Namespace) -> BoardSetup:
     base = dict(DEFAULTS[args.kind])
     extra = json.loads(args.config) if args.config else {}
     if not base["n_joints"]:
@@ -174,7 +174,7 @@ def build_config(args: argparse.Namespace) -> BoardConfig:
         base["noise_rad"] = math.radians(args.noise_deg)
     if args.watchdog_ms is not None:
         base["cmd_timeout_ms"] = args.watchdog_ms
-    return BoardConfig(**base)
+    return BoardSetup(**base)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_behaviour import Effect, Request, clamp_target, react, torque_on
+from firmware_protocol.board_behaviour import Effect, BoardRequest, clamp_target, react, torque_on
 from firmware_protocol.frame import FLAG_ACK_REQ, FLAG_RETX, PROTOCOL_MAJOR, PROTOCOL_MINOR, Frame
 from firmware_protocol.plant import LagPlant, Plant
 
@@ -30,7 +30,7 @@ CAPABILITIES = 0x1  # bit 0: STATE_RAW available
 
 
 @dataclass
-class BoardConfig:
+class BoardSetup:
     """What a board is: kind, joints and their limits (board frame, radians), servo model."""
 
     kind: int = M.BoardKind.PUMA6
@@ -79,8 +79,8 @@ class BoardConfig:
             raise ValueError(f"the plant has {self.plant.n} joints, the board {n}")
 
 
-_TRANSACTIONS = {M.Enable: Request.ENABLE, M.Disable: Request.DISABLE, M.ClearFault: Request.CLEAR_FAULT,
-                 M.Reboot: Request.REBOOT, M.Home: Request.HOME, M.ParamSave: Request.PARAM_SAVE}
+_TRANSACTIONS = {M.Enable: BoardRequest.ENABLE, M.Disable: BoardRequest.DISABLE, M.ClearFault: BoardRequest.CLEAR_FAULT,
+                 M.Reboot: BoardRequest.REBOOT, M.Home: BoardRequest.HOME, M.ParamSave: BoardRequest.PARAM_SAVE}
 
 
 class StreamFrame(bytes):
@@ -95,7 +95,7 @@ class _Txn:
 
 @dataclass
 class Board:
-    config: BoardConfig
+    config: BoardSetup
     now: float = 0.0
     boot_id: int = 0
     state: int = M.BoardState.DISABLED
@@ -231,7 +231,7 @@ class Board:
                 self.cmd_rejected += 1
                 self.faults |= M.Fault.CMD_REJECTED
                 return []
-            if self._react(Request.COMMAND).effects & Effect.APPLY and not msg.flags & 1:
+            if self._react(BoardRequest.COMMAND).effects & Effect.APPLY and not msg.flags & 1:
                 self._apply(pos.astype(np.float64) * 1e-6, msg.mask)
                 self.echo_seq = frame.seq
                 self.applied += 1
@@ -239,7 +239,7 @@ class Board:
         if isinstance(msg, M.Heartbeat):
             return []
         if isinstance(msg, M.Estop):
-            self._react(Request.ESTOP)
+            self._react(BoardRequest.ESTOP)
             return [self.state_frame()]
         request = _TRANSACTIONS.get(type(msg))
         if request is not None:
@@ -254,22 +254,22 @@ class Board:
             return [self._param_set(msg).encode(self._next_seq())]
         return []
 
-    def _transaction(self, request: Request, msg: M.Message, frame: Frame) -> list[bytes]:
+    def _transaction(self, request: BoardRequest, msg: M.Message, frame: Frame) -> list[bytes]:
         """ENABLE, DISABLE, CLEAR_FAULT, REBOOT, HOME, PARAM_SAVE: the answer from the one table."""
-        magic = {Request.REBOOT: M.REBOOT_MAGIC, Request.PARAM_SAVE: M.SAVE_MAGIC}.get(request)
+        magic = {BoardRequest.REBOOT: M.REBOOT_MAGIC, BoardRequest.PARAM_SAVE: M.SAVE_MAGIC}.get(request)
         if magic is not None and msg.magic != magic:
             return [self._ack(frame, M.AckResult.BAD_MAGIC)]
-        if request == Request.HOME and self.config.kind != M.BoardKind.PUMA6:
+        if request == BoardRequest.HOME and self.config.kind != M.BoardKind.PUMA6:
             return [self._ack(frame, M.AckResult.UNSUPPORTED)]
-        reaction = self._react(request, msg.fault_mask if request == Request.CLEAR_FAULT else 0)
+        reaction = self._react(request, msg.fault_mask if request == BoardRequest.CLEAR_FAULT else 0)
         ack = self._ack(frame, reaction.result)
-        if reaction.ok and request == Request.HOME:
+        if reaction.ok and request == BoardRequest.HOME:
             self.faults &= ~M.Fault.NOT_HOMED
         if reaction.effects & Effect.RESET:
             self.boot(self.rx_now)
         return [ack]
 
-    def _react(self, request: Request, bits: int = 0):
+    def _react(self, request: BoardRequest, bits: int = 0):
         """Take the table's reaction: state, faults, and what it does to the servos."""
         r = react(request, self.state, self.faults, bits)
         self.state, self.faults = r.state, r.faults
@@ -320,7 +320,7 @@ class Board:
         elif msg.param_id == P.RAW_STREAM:
             self.raw_stream = bool(value)
         elif msg.param_id in (P.POS_MIN, P.POS_MAX, P.MAX_STEP, P.VEL_MAX):
-            refused = react(Request.SET_LIMITS, self.state, self.faults).result
+            refused = react(BoardRequest.SET_LIMITS, self.state, self.faults).result
             if refused:
                 return self._param_value(msg.param_id, msg.joint, refused)
             if not 0 <= msg.joint < c.n_joints:
@@ -356,7 +356,7 @@ class Board:
         out: list[bytes] = []
         if self.state == M.BoardState.ENABLED and (now - self.last_cmd) * 1000.0 > self.cmd_timeout_ms:
             # the host went quiet: latch the fault and hold where the joints are
-            self._react(Request.WATCHDOG)
+            self._react(BoardRequest.WATCHDOG)
             self.watchdog_trips += 1
             out.append(self.state_frame())
         if now - self.last_cmd > 1.0 / max(self.config.idle_state_hz, 0.1) and \

@@ -306,7 +306,7 @@ def _wait_motion_end(client, duration_s: float, given: float | None):
 
 def record(client, args) -> int:
     from hil.runtime import remote
-    from hil.runtime.shared import Request
+    from hil.runtime.shared import LoopRequest
 
     if args.what == "start":
         if not args.file:
@@ -320,7 +320,7 @@ def record(client, args) -> int:
     else:
         if args.file:
             raise InputError("record stop: takes no file (it stops the recording that runs)")
-        answer = client.state.wait_answer(client.state.post(Request.RECORD_STOP), remote.MOTION_ANSWER_S)
+        answer = client.state.wait_answer(client.state.post(LoopRequest.RECORD_STOP), remote.MOTION_ANSWER_S)
     if not answer.ok:
         return _refused(client, f"record {args.what}", answer)
     print(f"{client.name}: {answer}")

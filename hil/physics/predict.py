@@ -12,6 +12,7 @@ fall's tilt (`FALL_TILT_DEG`); the prediction counts those that fell and names t
 
 from __future__ import annotations
 
+import copy
 import multiprocessing as mp
 import os
 import signal
@@ -196,8 +197,6 @@ def _worker_start(parent: int) -> None:
 
 def _varied(job: _Job, rng: np.random.Generator) -> PhysicsModel:
     """A copy of the model with this rollout's servos, masses and floor."""
-    import copy
-
     v = job.variation
     m = copy.copy(job.pm.model)
     kp = m.actuator_gainprm[:, 0] * rng.uniform(1 - v.stiffness, 1 + v.stiffness, m.nu)

@@ -78,7 +78,7 @@ class Inertial:
 
 
 @dataclass
-class Link:
+class UrdfLink:
     name: str
     inertial: Inertial | None = None
     visuals: list[Element] = field(default_factory=list)
@@ -101,7 +101,7 @@ class Mimic:
 
 
 @dataclass
-class Joint:
+class UrdfJoint:
     name: str
     type: str
     parent: str
@@ -115,8 +115,8 @@ class Joint:
 @dataclass
 class Robot:
     name: str
-    links: list[Link]
-    joints: list[Joint]
+    links: list[UrdfLink]
+    joints: list[UrdfJoint]
     materials: list[Material]
 
 
@@ -203,16 +203,16 @@ def _inertial(el) -> Inertial | None:
     return Inertial(None if mass is None else _float(mass, "value", 0.0), I, _origin(i))
 
 
-def _link(el) -> Link:
-    return Link(el.get("name"), _inertial(el), [_element(v, True) for v in el.findall("visual")],
+def _link(el) -> UrdfLink:
+    return UrdfLink(el.get("name"), _inertial(el), [_element(v, True) for v in el.findall("visual")],
                 [_element(c, False) for c in el.findall("collision")])
 
 
-def _joint(el) -> Joint:
+def _joint(el) -> UrdfJoint:
     axis = el.find("axis")
     limit = el.find("limit")
     mimic = el.find("mimic")
-    return Joint(el.get("name"), el.get("type") or "", el.find("parent").get("link"), el.find("child").get("link"),
+    return UrdfJoint(el.get("name"), el.get("type") or "", el.find("parent").get("link"), el.find("child").get("link"),
                  _origin(el), None if axis is None else _floats(axis, "xyz", 3, np.array([1.0, 0.0, 0.0])),
                  None if limit is None else Limit(*(_float(limit, k) for k in ("lower", "upper", "effort", "velocity"))),
                  None if mimic is None else Mimic(mimic.get("joint") or "", _float(mimic, "multiplier", 1.0),

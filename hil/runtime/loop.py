@@ -48,7 +48,7 @@ from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after
 from hil.runtime.recorder import Recorder, loop_flags
 from hil.runtime import remote, run_card
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX, ESTOP_BY,
-                                MAILBOX_SLOTS, LoopStatus, Request, SharedState, unlink_block)
+                                MAILBOX_SLOTS, LoopStatus, LoopRequest, SharedState, unlink_block)
 from hil.runtime.stall import StallWatch
 from hil.runtime.transport import PORT_IO_NOTES, bus_notes, bus_round_trip_warning, round_trip_warning
 from hil.safety import SafetyChecker
@@ -72,17 +72,17 @@ HEADLESS_HOLD_S = 3.0
 # Identical event lines within this many seconds are counted, not repeated.
 EVENT_REPEAT_S = 1.0
 
-TOWARD_MOTION = frozenset({Request.ENABLE, Request.CLEAR_FAULT, Request.JOG, Request.START_MOTION})
-REQUEST_EVENTS = {Request.ENABLE: Ev.ENABLE, Request.DISABLE: Ev.DISABLE, Request.CLEAR_FAULT: Ev.CLEAR_FAULT,
-                  Request.JOG: Ev.JOG, Request.START_MOTION: Ev.START, Request.STOP_MOTION: Ev.STOP,
-                  Request.ESTOP: Ev.ESTOP}
+TOWARD_MOTION = frozenset({LoopRequest.ENABLE, LoopRequest.CLEAR_FAULT, LoopRequest.JOG, LoopRequest.START_MOTION})
+REQUEST_EVENTS = {LoopRequest.ENABLE: Ev.ENABLE, LoopRequest.DISABLE: Ev.DISABLE, LoopRequest.CLEAR_FAULT: Ev.CLEAR_FAULT,
+                  LoopRequest.JOG: Ev.JOG, LoopRequest.START_MOTION: Ev.START, LoopRequest.STOP_MOTION: Ev.STOP,
+                  LoopRequest.ESTOP: Ev.ESTOP}
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOPPED_BOARD = (BoardState.DISABLED, BoardState.FAULT, BoardState.ESTOP)
 PARENT_DEATH_SIGNAL = signal.SIGUSR2
 
 
 # what a remote hands over beyond a slot (hil.runtime.remote): done between cycles, in a thread
-REMOTE_REQUESTS = frozenset({Request.LOAD_MOTION, Request.RECORD_START, Request.RECORD_STOP})
+REMOTE_REQUESTS = frozenset({LoopRequest.LOAD_MOTION, LoopRequest.RECORD_START, LoopRequest.RECORD_STOP})
 
 STALE_SHARE = 0.05   # cycles without a new STATE past this share of a run are said at its end
 
@@ -598,13 +598,13 @@ class Loop:
                 self.ctl.completed(key, error, at)
         self._drop_overtaken()
 
-    def _request(self, kind: Request, payload, rid: int = 0) -> None:
+    def _request(self, kind: LoopRequest, payload, rid: int = 0) -> None:
         """Carry out one request from the mailbox and answer it (accepted, or refused and why)."""
-        if kind == Request.SHUTDOWN:
+        if kind == LoopRequest.SHUTDOWN:
             self._stop("shutdown requested")
             self.shared.answer(rid, True, "shutdown: the run stops (the board is disabled first)")
             return
-        if kind == Request.ESTOP:
+        if kind == LoopRequest.ESTOP:
             self._estop("a request", queued=True)
             self.shared.answer(rid, True, "e-stop: ESTOP sent to the board")
             return
@@ -617,23 +617,23 @@ class Loop:
             self.shared.answer(rid, False, f"{name} refused: {step.refused}")
         else:
             moved = f" ({step.before.name} → {step.mode.name})" if step.mode != step.before else ""
-            note = f"; {self.ctl.jog_note}" if kind == Request.JOG and self.ctl.jog_note else ""
+            note = f"; {self.ctl.jog_note}" if kind == LoopRequest.JOG and self.ctl.jog_note else ""
             self.shared.answer(rid, True, f"{name}: accepted{moved}{note}")
 
-    def _remote(self, kind: Request, payload, rid: int) -> None:
+    def _remote(self, kind: LoopRequest, payload, rid: int) -> None:
         """A motion to load or a recording to start or stop: begun here, answered when done."""
         busy = next((j for j in self._jobs if j.kind == kind), None)
         if busy is not None:
             self.shared.answer(rid, False, f"{kind.name.lower().replace('_', ' ')} refused: the last one is not done")
             return
         name = self.shared.name
-        if kind == Request.LOAD_MOTION:
+        if kind == LoopRequest.LOAD_MOTION:
             if self.ctl.life.activity == MOTION:
                 self.shared.answer(rid, False, f"load refused: motion '{self.motion.name}' is running; stop it first")
                 return
             token = int(payload[0])
             self._jobs.append(remote.Job(rid, kind, lambda: remote.read_motion(name, token, self.model)))
-        elif kind == Request.RECORD_START:
+        elif kind == LoopRequest.RECORD_START:
             if self.recorder is not None:
                 self.shared.answer(rid, False, f"record refused: already recording into {self.record_path}")
                 return
@@ -652,9 +652,9 @@ class Loop:
             self._jobs.remove(job)
             if job.error is not None:
                 self.shared.answer(job.rid, False, f"{job.kind.name.lower().replace('_', ' ')} refused: {job.error}")
-            elif job.kind == Request.LOAD_MOTION:
+            elif job.kind == LoopRequest.LOAD_MOTION:
                 self._install_motion(job.rid, job.result)
-            elif job.kind == Request.RECORD_START:
+            elif job.kind == LoopRequest.RECORD_START:
                 try:
                     self._start_recording(job.result)
                 except (HilError, OSError) as e:

@@ -18,7 +18,7 @@ import numpy as np
 
 from hil.errors import HilError, InputError, message
 from hil.runtime.motion_sources import Trajectory
-from hil.runtime.shared import TOKEN_MAX, Request, attachment_path
+from hil.runtime.shared import TOKEN_MAX, LoopRequest, attachment_path
 
 MOTION_ANSWER_S = 30.0   # a remote waits this long for a loaded motion's answer (read from disk first)
 MOTION_KEYS = ("t", "q", "q_plan", "support", "dynamic_balance_checked", "time_scale", "duration")
@@ -42,7 +42,7 @@ def post_motion(client, motion) -> "object":
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, texts=np.array(texts), **arrays)
-        return client.state.wait_answer(client.state.post(Request.LOAD_MOTION, [token]), MOTION_ANSWER_S)
+        return client.state.wait_answer(client.state.post(LoopRequest.LOAD_MOTION, [token]), MOTION_ANSWER_S)
     finally:
         _remove(path)
 
@@ -54,7 +54,7 @@ def post_record_start(client, path: str):
     try:
         with os.fdopen(fd, "w") as f:
             json.dump({"path": os.path.abspath(path)}, f)
-        return client.state.wait_answer(client.state.post(Request.RECORD_START, [token]), MOTION_ANSWER_S)
+        return client.state.wait_answer(client.state.post(LoopRequest.RECORD_START, [token]), MOTION_ANSWER_S)
     finally:
         _remove(where)
 
@@ -111,7 +111,7 @@ class Job:
     """Something slow for the loop done in a thread of its own; `done()` is polled each cycle and
     gives (rid, result, error) once, when it has finished."""
 
-    def __init__(self, rid: int, kind: Request, work) -> None:
+    def __init__(self, rid: int, kind: LoopRequest, work) -> None:
         self.rid, self.kind = rid, kind
         self.result = None
         self.error: str | None = None

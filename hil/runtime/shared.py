@@ -104,7 +104,7 @@ class LoopStatus(IntEnum):
     FAILED = 3
 
 
-class Request(IntEnum):
+class LoopRequest(IntEnum):
     """Mailbox request kinds (payload in radians / SI)."""
 
     ESTOP = 1
@@ -121,7 +121,7 @@ class Request(IntEnum):
 
 
 # requests whose one value is an attachment's token: what they carry does not fit a mailbox slot
-ATTACHED = frozenset({Request.LOAD_MOTION, Request.RECORD_START})
+ATTACHED = frozenset({LoopRequest.LOAD_MOTION, LoopRequest.RECORD_START})
 TOKEN_MAX = 2 ** 52   # tokens are whole numbers a float64 holds exactly
 
 
@@ -305,14 +305,14 @@ class SharedState:
     def check_request(self, kind, payload) -> np.ndarray:
         """The payload of a valid request as floats; InputError naming what is wrong otherwise."""
         try:
-            kind = Request(int(kind))
+            kind = LoopRequest(int(kind))
         except (ValueError, TypeError, OverflowError):
-            raise InputError(f"unknown request kind {kind!r}; kinds: {', '.join(r.name for r in Request)}") from None
+            raise InputError(f"unknown request kind {kind!r}; kinds: {', '.join(r.name for r in LoopRequest)}") from None
         try:
             p = np.asarray(payload, dtype=np.float64).reshape(-1)
         except (ValueError, TypeError):
             raise InputError(f"{kind.name}: the payload is not numbers") from None
-        want = self.n if kind == Request.JOG else 1 if kind in ATTACHED else 0
+        want = self.n if kind == LoopRequest.JOG else 1 if kind in ATTACHED else 0
         if p.size != want:
             raise InputError(f"{kind.name}: takes no values, got {p.size}" if not want else
                              f"{kind.name}: needs one value (the attachment's token), got {p.size}"
@@ -379,7 +379,7 @@ class SharedState:
                 return Answer(f"no answer from the loop within {timeout_s:g} s ({why})", False)
             time.sleep(0.002)
 
-    def take(self, limit: int = 16) -> list[tuple[Request, np.ndarray, int]]:
+    def take(self, limit: int = 16) -> list[tuple[LoopRequest, np.ndarray, int]]:
         """Up to `limit` requests posted since the last call (loop only), each (kind, payload, id),
         checked again: the block is writable by any process of this user. Invalid ones are counted
         and dropped."""
@@ -403,7 +403,7 @@ class SharedState:
                 self.bad_requests += 1
                 self.answer(int(rid), False, f"refused: {message(e)}")
                 continue
-            out.append((Request(int(slot[0])), p, int(rid)))
+            out.append((LoopRequest(int(slot[0])), p, int(rid)))
         self.ctrl[C_TAIL] = tail
         return out
 
@@ -555,18 +555,18 @@ class LoopClient:
             return Answer("e-stop: ESTOP sent to the board", True)
         return Answer(f"e-stop asked for; the loop did not show ESTOP within {timeout_s:g} s (is it running?)", False)
 
-    def _ask(self, kind: Request, payload=()) -> Answer:
+    def _ask(self, kind: LoopRequest, payload=()) -> Answer:
         return self.state.wait_answer(self.state.post(kind, payload))
 
     def enable(self) -> Answer:
         """Ask for torque on; the loop's answer (accepted: it ramps in from the measured pose)."""
-        return self._ask(Request.ENABLE)
+        return self._ask(LoopRequest.ENABLE)
 
     def disable(self) -> Answer:
-        return self._ask(Request.DISABLE)
+        return self._ask(LoopRequest.DISABLE)
 
     def clear_fault(self) -> Answer:
-        return self._ask(Request.CLEAR_FAULT)
+        return self._ask(LoopRequest.CLEAR_FAULT)
 
     def jog(self, q: np.ndarray) -> Answer:
         """Ask the loop to move to joint angles q (rad); refused, with the reason, when the pose
@@ -574,16 +574,16 @@ class LoopClient:
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (self.n,) or not np.all(np.isfinite(q)):
             raise InputError(f"jog target must be {self.n} finite joint angles (radians), got shape {q.shape}")
-        return self._ask(Request.JOG, q)
+        return self._ask(LoopRequest.JOG, q)
 
     def start_motion(self) -> Answer:
-        return self._ask(Request.START_MOTION)
+        return self._ask(LoopRequest.START_MOTION)
 
     def stop_motion(self) -> Answer:
-        return self._ask(Request.STOP_MOTION)
+        return self._ask(LoopRequest.STOP_MOTION)
 
     def shutdown(self) -> Answer:
-        return self._ask(Request.SHUTDOWN)
+        return self._ask(LoopRequest.SHUTDOWN)
 
     def wait_until(self, predicate, what: str, timeout_s: float = 10.0):
         """The first snapshot for which predicate(snapshot) is true; HilError saying what was waited

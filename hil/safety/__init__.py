@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hil.robots.model import Shape
 from hil.safety import _kernel as SK
 from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, I_STEP, I_TO_TARGET,  # noqa: F401
                                 I_TRACK, LIMIT, NONFINITE, RATE, WORKSPACE, stall_step)
@@ -30,8 +31,6 @@ def flag_names(flags: int) -> list[str]:
 def check_shapes(model) -> list:
     """The model's shapes as the collision, floor and workspace checks see them: capsules, a box
     the capsule along its longest side that holds it (what `hil twin --shapes` draws)."""
-    from hil.robots.model import Shape
-
     caps, names = _capsules(model)
     return [Shape(int(c[0]), "capsule", tuple(map(float, c[1:4])), tuple(map(float, c[4:7])), float(c[7]), name=name)
             for c, name in zip(caps, names)]

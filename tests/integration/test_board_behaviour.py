@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from firmware_protocol import messages as M
-from firmware_protocol.board_behaviour import TABLE, Effect, Request, react
+from firmware_protocol.board_behaviour import TABLE, Effect, BoardRequest, react
 from firmware_protocol.buses.board import BusBoard
 from firmware_protocol.errors import CommandRejectedError
 from firmware_protocol.link import Link
@@ -106,8 +106,8 @@ def test_the_three_boards_answer_alike(boards, name):
     # and what they agree on is the table's answer
     state, faults = S.DISABLED, 0
     for (kind, answer, st, latched), step in zip(first, SEQUENCES[name]):
-        req = {"enable": Request.ENABLE, "disable": Request.DISABLE, "estop": Request.ESTOP,
-               "clear": Request.CLEAR_FAULT, "silence": Request.WATCHDOG}[kind]
+        req = {"enable": BoardRequest.ENABLE, "disable": BoardRequest.DISABLE, "estop": BoardRequest.ESTOP,
+               "clear": BoardRequest.CLEAR_FAULT, "silence": BoardRequest.WATCHDOG}[kind]
         r = react(req, state, faults, step[1] if len(step) > 1 else 0)
         if kind != "silence":
             assert answer == r.result.name
@@ -122,14 +122,14 @@ def test_only_a_host_s_enable_turns_torque_on_and_an_estop_always_stops():
         for state, rule in row.items():
             r = react(req, state, 0)
             if r.state == S.ENABLED and state != S.ENABLED:
-                assert req == Request.ENABLE and state == S.DISABLED
-            if req == Request.ESTOP:
+                assert req == BoardRequest.ENABLE and state == S.DISABLED
+            if req == BoardRequest.ESTOP:
                 assert r.state == S.ESTOP and r.faults & M.Fault.ESTOP and r.effects & Effect.TORQUE_OFF
             if state == S.ESTOP and r.state != S.ESTOP:
-                assert req in (Request.CLEAR_FAULT, Request.REBOOT), (req, r)
-    assert react(Request.ENABLE, S.DISABLED, int(M.Fault.NOT_HOMED)).result == M.AckResult.BAD_STATE
-    assert react(Request.CLEAR_FAULT, S.ESTOP, int(M.Fault.ESTOP), int(M.Fault.WATCHDOG)).state == S.ESTOP
-    assert react(Request.WATCHDOG, S.ENABLED, 0).state == S.FAULT
+                assert req in (BoardRequest.CLEAR_FAULT, BoardRequest.REBOOT), (req, r)
+    assert react(BoardRequest.ENABLE, S.DISABLED, int(M.Fault.NOT_HOMED)).result == M.AckResult.BAD_STATE
+    assert react(BoardRequest.CLEAR_FAULT, S.ESTOP, int(M.Fault.ESTOP), int(M.Fault.WATCHDOG)).state == S.ESTOP
+    assert react(BoardRequest.WATCHDOG, S.ENABLED, 0).state == S.FAULT
 
 
 @pytest.mark.parametrize("impl", ["python", "c", "qemu"])

@@ -27,6 +27,7 @@ FLOOR_FRICTION = (1.0, 0.005, 0.0001)      # sliding, torsional, rolling
 ROBOT_GEOM, FLOOR_GEOM = 2, 1              # contype/conaffinity bits: robot ↔ floor only
 MIN_MASS_KG = 1e-4                         # MuJoCo refuses a moving body without mass
 MIN_INERTIA = 1e-9
+SOLE_HALF_THICKNESS_M = 0.004              # a sole box's half height, above the sole's plane
 
 
 def _mujoco():
@@ -67,7 +68,37 @@ def _add_inertial(body, mass: float, com, inertia: np.ndarray) -> None:
     body.explicitinertial = True
 
 
-def _add_shape(mujoco, body, shape, sole: bool) -> None:
+def _fitted_soles(robot, by_link: dict) -> dict[int, str]:
+    """The links whose floor contact is a box fitted to the sole (link → sole frame): every foot
+    but one that is already a box named as a foot (humanoid17's). A foot drawn from a mesh is
+    bounded by capsules, whose round bottoms reach below the sole (Talos's by 56 mm): standing on
+    them, the robot would start inside the floor."""
+    out = {}
+    for sole, foot in (("l_sole", "l_foot"), ("r_sole", "r_foot")):
+        link = int(robot.frame_link[robot.frame_index(sole)])
+        if not any(sh.name == foot and sh.kind == "box" for sh in by_link.get(link, [])):
+            out[link] = sole
+    return out
+
+
+def _add_sole_box(mujoco, body, robot, sole: str) -> None:
+    """The sole's rectangle (the support polygon's, `robot.sole_half`) as a thin box on its plane."""
+    _, T = robot.frame_offset(sole)
+    hl, hw = robot.sole_half
+    g = body.add_geom()
+    g.name = f"sole_{sole}"
+    g.type = mujoco.mjtGeom.mjGEOM_BOX
+    g.size = [float(hl), float(hw), SOLE_HALF_THICKNESS_M]
+    g.pos = [float(v) for v in T[:3, 3] + T[:3, 2] * SOLE_HALF_THICKNESS_M]
+    g.quat = list(matrix_quaternion(T[:3, :3]))
+    g.contype, g.conaffinity = ROBOT_GEOM, FLOOR_GEOM
+    g.mass = 0.0
+    g.density = 0.0
+    g.friction = list(FLOOR_FRICTION)
+    g.condim = 4
+
+
+def _add_shape(mujoco, body, shape, sole: bool, touches_floor: bool = True) -> None:
     g = body.add_geom()
     g.name = f"geom_{shape.name}" if shape.name else ""
     if shape.kind == "box":
@@ -84,7 +115,8 @@ def _add_shape(mujoco, body, shape, sole: bool) -> None:
             g.type = mujoco.mjtGeom.mjGEOM_CAPSULE
             g.fromto = [*map(float, p0), *map(float, p1)]
             g.size = [max(float(shape.radius), 1e-4), 0, 0]
-    g.contype, g.conaffinity = ROBOT_GEOM, FLOOR_GEOM
+    # a foot whose floor contact is its sole box: its other shapes are drawn, not touched
+    g.contype, g.conaffinity = (ROBOT_GEOM, FLOOR_GEOM) if touches_floor else (0, 0)
     g.mass = 0.0
     g.density = 0.0
     g.friction = list(FLOOR_FRICTION)
@@ -140,6 +172,7 @@ def _spec(mujoco, robot, servo, floor):
     for sh in robot.shapes:
         by_link.setdefault(sh.link, []).append(sh)
     soles = {name for name in ("l_foot", "r_foot")}
+    sole_of_link = _fitted_soles(robot, by_link) if floating else {}
     for sh in by_link.get(-1, []):
         _add_shape(mujoco, base, sh, False)
     bodies = [base]
@@ -161,7 +194,9 @@ def _spec(mujoco, robot, servo, floor):
         hinge.armature = s.armature_kgm2
         hinge.frictionloss = s.friction_nm
         for sh in by_link.get(i, []):
-            _add_shape(mujoco, b, sh, sh.name in soles)
+            _add_shape(mujoco, b, sh, sh.name in soles, touches_floor=i not in sole_of_link)
+        if i in sole_of_link:
+            _add_sole_box(mujoco, b, robot, sole_of_link[i])
         bodies.append(b)
     sites = {}
     for f in range(robot.n + 1, len(robot.frame_names)):

@@ -158,3 +158,47 @@ def test_the_compensated_walk_holds_on_servos_softer_heavier_or_slipperier_than_
         assert travel >= 0.9 * planned and tilt < 20, (variation, travel / planned, tilt)
     travel, tilt = _replay(str(urdf), res.t, res.q, h17.joint_names, kp=16.0, mass=1.15, friction=1.0)
     assert tilt > 30 or travel < 0.9 * planned
+
+
+def _lowest_floor_point(pm, d) -> dict[str, float]:
+    """Per body, the lowest point (z, m) of its geoms that touch the floor."""
+    m, out = pm.model, {}
+    for g in range(m.ngeom):
+        if not m.geom_contype[g] or m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE:
+            continue
+        R, c, s, t = d.geom_xmat[g].reshape(3, 3), d.geom_xpos[g], m.geom_size[g], m.geom_type[g]
+        if t == mujoco.mjtGeom.mjGEOM_BOX:
+            z = c[2] - np.abs(R[2]) @ s
+        elif t in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER):
+            z = c[2] - abs(R[2, 2]) * s[1] - s[0] * math.sqrt(max(0.0, 1 - R[2, 2] ** 2))
+        else:   # a sphere
+            z = c[2] - s[0]
+        body = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, m.geom_bodyid[g])
+        out[body] = min(out.get(body, np.inf), float(z))
+    return out
+
+
+def test_a_mesh_foot_stands_on_its_sole_box_on_the_floor_not_inside_it(tmp_path):
+    """Talos's feet are collision meshes, bounded by capsules whose round bottoms reach 56 mm below
+    the sole: in physics each foot touches the floor with a thin box of its sole's rectangle, and at
+    home the robot stands on it, nothing below the floor; humanoid17's foot boxes stay as they are."""
+    side = tmp_path / "talos.toml"
+    side.write_text('[robot]\nname = "talos"\nkind = "humanoid"\n'
+                    'urdf = "package://example-robot-data/robots/talos_data/robots/talos_reduced.urdf"\n'
+                    '[soles]\nleft = "leg_left_6_link"\nright = "leg_right_6_link"\n')
+    try:
+        talos = hil.robots.load(str(side))
+    except Exception as e:   # noqa: BLE001 - the package is a test extra
+        pytest.skip(f"talos needs example-robot-data ({e})")
+    for robot, fitted in ((talos, True), (hil.robots.load("humanoid17"), False)):
+        pm = build(robot)
+        d = mujoco.MjData(pm.model)
+        d.qpos[:] = pm.home_qpos
+        mujoco.mj_forward(pm.model, d)
+        low = _lowest_floor_point(pm, d)
+        assert min(low.values()) == pytest.approx(0.0, abs=5e-4), low
+        boxes = [mujoco.mj_id2name(pm.model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(pm.model.ngeom)]
+        assert sum(b.startswith("sole_") for b in boxes) == (2 if fitted else 0)
+        if fitted:
+            g = boxes.index("sole_l_sole")
+            assert pm.model.geom_size[g][:2] == pytest.approx(robot.sole_half)

@@ -50,6 +50,13 @@ class PhysicsModel:
     site_of_frame: dict        # hil frame name → MuJoCo site id
     home_qpos: np.ndarray
     servo: object              # hil.robots.servos.ServoTable used
+    ctrl_of_joint: np.ndarray | None = None   # the actuator of each hil joint (None: the i-th drives joint i)
+    floor_geom: int = -1       # the floor's geom, -1 without one
+    source: str = "built from hil's model"   # what MuJoCo simulates, said in the run's physics report
+
+    def __post_init__(self) -> None:
+        if self.ctrl_of_joint is None:
+            self.ctrl_of_joint = np.arange(len(self.qpos_of_joint), dtype=np.int64)
 
 
 def _add_inertial(body, mass: float, com, inertia: np.ndarray) -> None:
@@ -127,6 +134,11 @@ def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
     """Compile `robot` (a hil RobotModel) into MuJoCo with its servo table (default: its own)."""
     mujoco = _mujoco()
     servo = servo or servo_table(robot)
+    why = ""
+    if robot.meta.get("mjcf"):
+        pm, why = _from_its_own_file(mujoco, robot, servo, floor)
+        if pm is not None:
+            return pm
     spec, sites, floating = _spec(mujoco, robot, servo, floor)
     try:
         m = spec.compile()
@@ -139,8 +151,75 @@ def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
     if floating:
         home[0:3] = 0.0, 0.0, _standing_height(robot)
         home[3:7] = 1.0, 0.0, 0.0, 0.0
+    floor_geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
     return PhysicsModel(m, floating, qpos_of, dof_of, m.body(robot.base_frame).id,
-                        {k: m.site(k).id for k in sites}, home, servo)
+                        {k: m.site(k).id for k in sites}, home, servo, floor_geom=floor_geom,
+                        source="built from hil's model" + (f" (not its MJCF file: {why})" if why else ""))
+
+
+def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None, str]:
+    """An MJCF robot as its file says (its bodies, contacts, equality constraints, options), each hil
+    joint driven by the file's own position actuator with the servo table's numbers (the file's, unless
+    a side file or board config says otherwise); a floor added where the file has none. (None, why)
+    where the file cannot be driven so: a joint without a position actuator, a walker without a free
+    joint first."""
+    path = robot.meta["mjcf"]
+    try:
+        spec = mujoco.MjSpec.from_file(path)
+        m = spec.compile()
+    except Exception as e:   # MuJoCo's own words name the element
+        raise InputError(f"{path}: MuJoCo cannot compile it: {e}") from None
+    act = _position_actuators(mujoco, m)
+    missing = [j for j in robot.joint_names if j not in act]
+    if missing:
+        return None, f"{', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} without a position actuator"
+    free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+    if robot.floating and (not free or m.jnt_qposadr[free[0]] != 0):
+        return None, "no free joint on its root body"
+    planes = [g for g in range(m.ngeom) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE and m.geom_bodyid[g] == 0]
+    if not planes and (floor if floor is not None else True):
+        ground = spec.worldbody.add_geom()
+        ground.name = "floor" if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor") < 0 else "hil_floor"
+        ground.type = mujoco.mjtGeom.mjGEOM_PLANE
+        ground.size = [0, 0, 0.05]
+        ground.friction = list(FLOOR_FRICTION)
+        m = spec.compile()
+        planes = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, ground.name)]
+    ctrl = np.array([act[j] for j in robot.joint_names], dtype=np.int64)
+    qpos_of = np.array([m.jnt_qposadr[m.joint(j).id] for j in robot.joint_names], dtype=np.int64)
+    dof_of = np.array([m.jnt_dofadr[m.joint(j).id] for j in robot.joint_names], dtype=np.int64)
+    for i in range(robot.n):   # the servos in use, on the file's actuators and joints
+        sv, a, dof = servo.joint(i), ctrl[i], dof_of[i]
+        m.actuator_gainprm[a, 0] = sv.kp_nm_per_rad
+        m.actuator_biasprm[a, 1] = -sv.kp_nm_per_rad
+        m.actuator_forcelimited[a] = 1
+        m.actuator_forcerange[a] = (-sv.torque_limit_nm, sv.torque_limit_nm)
+        m.dof_damping[dof], m.dof_armature[dof], m.dof_frictionloss[dof] = (
+            sv.damping_nms_per_rad, sv.armature_kgm2, sv.friction_nm)
+    home = m.qpos0.copy()
+    home[qpos_of] = robot.home
+    if robot.floating:
+        base = int(m.jnt_bodyid[free[0]])
+        home[0:3] = 0.0, 0.0, _standing_height(robot)
+        home[3:7] = 1.0, 0.0, 0.0, 0.0
+    else:
+        base = int(m.jnt_bodyid[m.joint(robot.joint_names[0]).id])
+        while m.body_parentid[base] != 0:
+            base = int(m.body_parentid[base])
+    return PhysicsModel(m, robot.floating, qpos_of, dof_of, base, {}, home, servo, ctrl_of_joint=ctrl,
+                        floor_geom=int(planes[0]) if planes else -1, source=f"its own MJCF file {path}"), ""
+
+
+def _position_actuators(mujoco, m) -> dict[str, int]:
+    """Joint name → the first actuator of `m` that servos its position (a joint transmission, a
+    gain and an affine bias pulling back to the target)."""
+    out: dict[str, int] = {}
+    for a in range(m.nu):
+        if (m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and m.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
+                and m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_AFFINE and m.actuator_gainprm[a, 0] > 0
+                and m.actuator_biasprm[a, 1] < 0):
+            out.setdefault(m.joint(int(m.actuator_trnid[a, 0])).name, a)
+    return out
 
 
 def mjcf_text(robot, servo=None, floor: bool | None = None) -> str:

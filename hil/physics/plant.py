@@ -40,8 +40,9 @@ class PhysicsPlant(Plant):
             self.d.qpos[pm.qpos_of_joint] = initial
         self.n = len(pm.qpos_of_joint)
         self.brakes = brakes
-        self.kp = self.m.actuator_gainprm[:, 0].copy()
-        self.limit = self.m.actuator_forcerange[:, 1].copy()
+        self.act = pm.ctrl_of_joint   # each hil joint's actuator (a file's own may come in another order)
+        self.kp = self.m.actuator_gainprm[self.act, 0].copy()
+        self.limit = self.m.actuator_forcerange[self.act, 1].copy()
         servo = pm.servo
         self.speed_line = [s.torque_speed for s in servo.servos]
         self.has_speed_line = any(line is not None for line in self.speed_line)
@@ -51,7 +52,7 @@ class PhysicsPlant(Plant):
         self.line_zero = np.array([line[1] if line else 1.0 for line in self.speed_line], dtype=np.float64)
         self.line_span = np.maximum(self.line_zero - full, 1e-12)
         self.torque = np.zeros(self.n, dtype=bool)
-        self.d.ctrl[:] = self.d.qpos[pm.qpos_of_joint]
+        self.d.ctrl[self.act] = self.d.qpos[pm.qpos_of_joint]
         self._apply_torque()
         mujoco.mj_forward(self.m, self.d)
         self.t: float | None = None
@@ -70,15 +71,15 @@ class PhysicsPlant(Plant):
         # the body in the world, published for the twin (`attach_world`)
         self.world_block: WorldBlock | None = None
         self.published_at = -np.inf
-        self.floor_geom = mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+        self.floor_geom = pm.floor_geom
 
     # ------------------------------------------------------------------ servos
     def _apply_torque(self) -> None:
         """Stiffness on where the torque is on; off (limp) or braked where it is off."""
         on = self.torque | self.brakes
         kp = np.where(on, self.kp, 0.0)
-        self.m.actuator_gainprm[:, 0] = kp
-        self.m.actuator_biasprm[:, 1] = -kp
+        self.m.actuator_gainprm[self.act, 0] = kp
+        self.m.actuator_biasprm[self.act, 1] = -kp
 
     def attach_world(self, block: WorldBlock) -> None:
         """Publish the body in the world to `block` while the simulation runs."""
@@ -90,13 +91,13 @@ class PhysicsPlant(Plant):
             newly_off = self.torque & ~torque
             self.torque = torque.copy()
             if self.brakes and newly_off.any():   # brakes: held where each joint is now
-                self.d.ctrl[newly_off] = self.d.qpos[self.pm.qpos_of_joint][newly_off]
+                self.d.ctrl[self.act[newly_off]] = self.d.qpos[self.pm.qpos_of_joint][newly_off]
             self._apply_torque()
         on = self.torque
-        self.d.ctrl[on] = np.asarray(target, dtype=np.float64)[on]
+        self.d.ctrl[self.act[on]] = np.asarray(target, dtype=np.float64)[on]
 
     def stop_here(self) -> None:
-        self.d.ctrl[:] = self.d.qpos[self.pm.qpos_of_joint]
+        self.d.ctrl[self.act] = self.d.qpos[self.pm.qpos_of_joint]
 
     # ------------------------------------------------------------------ time
     def advance(self, now: float) -> None:
@@ -120,7 +121,7 @@ class PhysicsPlant(Plant):
         pm = self.pm
         self.q = d.qpos[pm.qpos_of_joint].copy()
         self.qd = d.qvel[pm.dof_of_joint].copy()
-        self.effort = d.actuator_force.copy()
+        self.effort = d.actuator_force[self.act].copy()
         if pm.floating and not self.on_stand:
             self._judge(now)
         if self.world_block is not None and now - self.published_at >= 1.0 / WORLD_HZ:
@@ -153,14 +154,15 @@ class PhysicsPlant(Plant):
         travel = [0.0, 0.0] if self.start_xy is None else [float(v) for v in self.d.qpos[0:2] - self.start_xy]
         return {"released": self.released_at is not None, "released_at": self.released_at,
                 "fell": self.fell_at is not None, "fell_at": self.fell_at,
-                "max_tilt_deg": round(self.max_tilt_deg, 2), "base_travel_m": travel, "steps": self.steps}
+                "max_tilt_deg": round(self.max_tilt_deg, 2), "base_travel_m": travel, "steps": self.steps,
+                "model": self.pm.source}
 
     def _speed_limits(self) -> None:
         s = np.abs(self.d.qvel[self.pm.dof_of_joint])
         k = np.clip((self.line_zero - s) / self.line_span, 0.0, 1.0)   # 1 up to full speed, 0 at zero torque
         k = np.where(self.line_of, k, 1.0)
-        self.m.actuator_forcerange[:, 0] = -self.limit * k
-        self.m.actuator_forcerange[:, 1] = self.limit * k
+        self.m.actuator_forcerange[self.act, 0] = -self.limit * k
+        self.m.actuator_forcerange[self.act, 1] = self.limit * k
 
     # ------------------------------------------------------------------ sensing
     def imu(self):

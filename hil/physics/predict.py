@@ -199,9 +199,10 @@ def _varied(job: _Job, rng: np.random.Generator) -> PhysicsModel:
     """A copy of the model with this rollout's servos, masses and floor."""
     v = job.variation
     m = copy.copy(job.pm.model)
-    kp = m.actuator_gainprm[:, 0] * rng.uniform(1 - v.stiffness, 1 + v.stiffness, m.nu)
-    m.actuator_gainprm[:, 0] = kp
-    m.actuator_biasprm[:, 1] = -kp
+    act = job.pm.ctrl_of_joint
+    kp = m.actuator_gainprm[act, 0] * rng.uniform(1 - v.stiffness, 1 + v.stiffness, len(act))
+    m.actuator_gainprm[act, 0] = kp
+    m.actuator_biasprm[act, 1] = -kp
     scale = rng.uniform(1 - v.mass, 1 + v.mass, m.nbody)
     scale[0] = 1.0   # the world
     m.body_mass[:] = m.body_mass * scale

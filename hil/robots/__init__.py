@@ -82,7 +82,13 @@ def _from_mjcf(path: Path) -> RobotModel:
     servo = mjcf.servo_table_of(str(path))
     if servo:   # its makers' servo model: the position actuators
         side["servo"] = servo
-    return urdf.build(mjcf.to_urdf(str(path)), side, str(path))
+    return _with_its_file(urdf.build(mjcf.to_urdf(str(path)), side, str(path)), str(path))
+
+
+def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
+    """An MJCF robot remembers its file: physics simulates it from there (hil.physics.build)."""
+    model.meta["mjcf"] = str(Path(mjcf_path).resolve())
+    return model
 
 
 def _load_toml(path: Path) -> RobotModel:
@@ -97,7 +103,7 @@ def _load_toml(path: Path) -> RobotModel:
             if "servo" not in data:   # a side file's own [servo] replaces the MJCF's actuators whole
                 servo = mjcf.servo_table_of(source)
                 data = {**data, "servo": servo} if servo else data
-            return urdf.build(mjcf.to_urdf(source), data, str(path))
+            return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path)), source)
         return urdf.build(source, data, str(path))
     try:
         return _build(data, str(path))

@@ -157,7 +157,7 @@ class Shadow:
         p = self.plant
         p.d.qpos[p.pm.qpos_of_joint] = q
         p.d.qvel[:] = 0.0
-        p.d.ctrl[:] = q
+        p.d.ctrl[p.act] = q
         p.mj.mj_forward(p.m, p.d)
         p.q = q.copy()
 

@@ -399,7 +399,8 @@ class _Run:
         else:
             dx, dy = truth["base_travel_m"]
             print(f"physics: the robot stayed up (largest tilt {truth['max_tilt_deg']:.1f}°, its base travelled "
-                  f"{1e3 * dx:.0f} mm forward and {1e3 * dy:.0f} mm left)")
+                  f"{1e3 * dx:.0f} mm forward and {1e3 * dy:.0f} mm left; MuJoCo's model "
+                  f"{truth.get('model', 'built from hil')})")
         stats = self.req.stats_json
         if stats and _written_since(stats, self.started):
             try:

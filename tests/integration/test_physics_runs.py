@@ -118,3 +118,18 @@ def test_a_world_file_that_cannot_be_written_is_said_before_the_pty(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and not r.stdout, r.stdout + r.stderr
     assert "--world" in r.stderr and "cannot write it" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_an_mjcf_robot_walks_in_physics_simulated_from_its_own_file(tmp_path):
+    """A six-joint-leg biped written in MJCF walks in --physics as its file says (its contacts, its
+    equality constraint, its 2 ms step), driven through the file's own position actuators."""
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["walk", "--robot", "tests/unit/mjcf/biped6.toml", "--steps", "4", "--dry-run",
+                              "--physics", "--headless", "--stats-json", str(stats)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "MuJoCo's model its own MJCF file" in r.stdout and "biped6.xml" in r.stdout, r.stdout
+    emulator = _stats(stats)["physics"]["emulator"]
+    assert emulator["model"].startswith("its own MJCF file") and not emulator["fell"]
+    assert emulator["base_travel_m"][0] > 0.06, emulator   # 4 steps of 4 cm (the legs' default gait)

@@ -202,3 +202,36 @@ def test_a_mesh_foot_stands_on_its_sole_box_on_the_floor_not_inside_it(tmp_path)
         if fitted:
             g = boxes.index("sole_l_sole")
             assert pm.model.geom_size[g][:2] == pytest.approx(robot.sole_half)
+
+
+def test_an_mjcf_robot_is_simulated_from_its_own_file_with_the_servos_in_use(tmp_path):
+    """Its file's options, contacts and equality constraint, its joints driven by its own position
+    actuators (found by joint, whatever their order) with the servo table's numbers; a file that
+    cannot be driven so is built from hil's model, and says why."""
+    from pathlib import Path
+
+    here = Path(__file__).parent / "mjcf"
+    robot = hil.robots.load(str(here / "biped6.toml"))
+    pm = build(robot)
+    assert pm.source == f"its own MJCF file {(here / 'biped6.xml').resolve()}"
+    assert pm.model.opt.timestep == pytest.approx(0.002) and pm.model.neq == 1   # the file's, not hil's 0.5 ms
+    for i, name in enumerate(robot.joint_names):
+        a = int(pm.ctrl_of_joint[i])
+        assert pm.model.joint(int(pm.model.actuator_trnid[a, 0])).name == name
+    weak = parse_table({"kp_nm_per_rad": 3.0, "torque_limit_nm": 0.5}, robot.joint_names, "test")
+    pm = build(robot, weak)
+    assert np.allclose(pm.model.actuator_gainprm[pm.ctrl_of_joint, 0], 3.0)
+    assert np.allclose(pm.model.actuator_forcerange[pm.ctrl_of_joint, 1], 0.5)
+    # the actuators listed backwards: each joint still finds its own
+    text = (here / "biped6.xml").read_text()
+    head, body = text.split("<actuator>")
+    acts, tail = body.split("</actuator>")
+    lines = [s for s in acts.strip().splitlines()]
+    (tmp_path / "rev.xml").write_text(head + "<actuator>\n" + "\n".join(reversed(lines)) + "\n</actuator>" + tail)
+    rev = hil.robots.load(str(tmp_path / "rev.xml"))
+    pm = build(rev)
+    assert pm.source.startswith("its own MJCF file") and pm.ctrl_of_joint[0] == rev.n - 1
+    # one joint without an actuator: built from hil's tables, said
+    (tmp_path / "less.xml").write_text(text.replace('<position name="r_knee" joint="r_knee"/>', ""))
+    pm = build(hil.robots.load(str(tmp_path / "less.xml")))
+    assert pm.source == "built from hil's model (not its MJCF file: r_knee without a position actuator)"

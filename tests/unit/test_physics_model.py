@@ -235,3 +235,19 @@ def test_an_mjcf_robot_is_simulated_from_its_own_file_with_the_servos_in_use(tmp
     (tmp_path / "less.xml").write_text(text.replace('<position name="r_knee" joint="r_knee"/>', ""))
     pm = build(hil.robots.load(str(tmp_path / "less.xml")))
     assert pm.source == "built from hil's model (not its MJCF file: r_knee without a position actuator)"
+
+
+def test_docs_list_every_servo_preset_with_its_numbers():
+    """docs/physics.md's preset table says what presets.toml holds: every preset, each number."""
+    import re
+    from pathlib import Path
+
+    from hil.robots.servos import presets
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "physics.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([\w-]+) \| (.*)$", text, flags=re.M)}
+    for name, s in presets().items():
+        assert name in rows, f"docs/physics.md has no row for the preset {name}"
+        nums = [float(v) for v in re.findall(r"[-\d.]+", rows[name])[:5]]
+        assert nums == pytest.approx([s.kp_nm_per_rad, s.damping_nms_per_rad, s.armature_kgm2, s.friction_nm,
+                                      s.torque_limit_nm]), (name, nums)

@@ -71,7 +71,7 @@ def default_camera(model, meshes: dict | None = None) -> dict:
     if model.name in CAMERA:
         return dict(CAMERA[model.name])
     meshes = link_meshes(model) if meshes is None else meshes
-    Tw = FloatingBase(model, "l_sole", model.home).body_pose(model.home) if model.kind == "humanoid" else np.eye(4)
+    Tw = FloatingBase(model, "l_sole", model.home).body_pose(model.home) if model.floating else np.eye(4)
     return fitted(robot_points(model, S.link_bounds(model, meshes), model.home, Tw),
                   math.radians(-40), math.radians(18), ortho=False)
 
@@ -145,7 +145,7 @@ class TwinApp:
         self.workpiece = workpiece
         self.title = title
         self.cam = default_camera(model, self.meshes)
-        self.humanoid = model.kind == "humanoid"   # (its data file says so; a humanoid has l_sole and r_sole)
+        self.humanoid = model.floating   # (its data file says so; a humanoid has l_sole and r_sole)
         self.base = None
         if self.humanoid:
             self.base = FloatingBase(model, "l_sole", model.home)

@@ -177,7 +177,7 @@ def pelvis(model, min_gap: float = 0.002) -> list:
     """A humanoid's visual-only pelvis: a box under the base link's geometry, as wide as the hips
     (the joints that hang below it, two or more) and as deep as their links are thick, down to the
     hips. Nothing for other robots, or where the base's shapes reach the hips already."""
-    if model.kind != "humanoid":
+    if not model.floating:
         return []
     base = [sh for sh in model.shapes if sh.link == -1]
     if not base:

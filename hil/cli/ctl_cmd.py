@@ -130,7 +130,7 @@ def _drop_agreed(client, action: str, yes: bool) -> bool:
     model = ctl_status.model_of(client)
     mode = Mode(int(client.snapshot().mode))
     holding = mode in ENABLED_MODES or mode in (Mode.FAULT, Mode.ESTOP) and action != "disable"
-    if model is None or model.kind != "humanoid" or not holding:
+    if model is None or not model.floating or not holding:
         return True
     low = next((p for p in ("rest", "crouch", "sit") if p in model.poses), None)
     lower = f"hil ctl move {low}" if low else f"hil ctl move POSE; its poses: {', '.join(model.poses)}"

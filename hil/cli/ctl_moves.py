@@ -179,7 +179,7 @@ def cartesian_waypoints(model, q0: np.ndarray, offset: np.ndarray, frame: str) -
 
 def _cartesian(client, model, q0, offset, args) -> int:
 
-    if model.kind == "humanoid":
+    if model.floating:
         raise InputError(f"jog: {model.name} is a humanoid: a Cartesian jog moves an arm's tool; jog its joints "
                          "(hil ctl jog JOINT DEG)")
     model = _full_model(client)

@@ -76,7 +76,7 @@ def run(args) -> int:
     from hil.motion import keyframes, walking
 
     model = robots.load(args.robot)
-    if model.kind != "humanoid":
+    if not model.floating:
         raise InputError(f"hil walk needs a humanoid; {model.name} is an {model.kind}")
     rate = number(args.rate if args.rate is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")

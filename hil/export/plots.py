@@ -11,6 +11,7 @@ import numpy as np
 from hil.errors import HilError
 from hil.motion import contacts
 from hil.motion.walking import WalkParams, check_walk
+from hil.robots.model import SOLE_FRAMES
 from hil.runtime.recorder import LOOP_MOTION
 from hil.safety import FLAG_NAMES
 
@@ -72,7 +73,7 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model, shadow: n
     n = model.n
     cols = min(n, 6)
     joint_rows = math.ceil(n / cols)
-    humanoid = model.kind == "humanoid"
+    humanoid = model.floating
     fig = plt.figure(figsize=(3.0 * cols, 2.2 * joint_rows + 3.2 + (4.0 if humanoid else 0)), dpi=90)
     grid = fig.add_gridspec(joint_rows + 1 + (2 if humanoid else 0), cols)
     t = data["t"]
@@ -122,7 +123,7 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model, shadow: n
     panels = ["joints", "tracking error", "safety flags", "period histogram"]
     if shadow is not None and len(shadow):
         panels.insert(1, "shadow residuals")
-    if humanoid and {"l_sole", "r_sole"} <= set(model.frame_names):
+    if humanoid and set(SOLE_FRAMES) <= set(model.frame_names):
         ax = fig.add_subplot(grid[row + 1:, :])
         worst = _zmp_panel(ax, model, data, rate or 200.0)
         if worst is not None:

@@ -26,6 +26,7 @@ from hil.errors import InputError
 from hil.kinematics.floating import FloatingBase, inverse_transform
 from hil.motion import contacts, progress
 from hil.motion.contacts import AIR, FLAT
+from hil.robots.model import SOLE_FRAMES
 
 FRICTION_SPEED = 0.05   # rad/s: below this the friction a servo must overcome fades in (no sign flip at rest)
 REST_PAD = 4            # samples of rest added before and after a motion for its derivatives: plans start
@@ -133,7 +134,7 @@ def motion_torques(model, t, Q, support=None) -> MotionTorques:
         raise InputError("a motion needs two samples or more for its torques")
     dt = float(t[1] - t[0])
     QD, QDD = _derivatives(Q, dt)
-    if support is None or model.kind != "humanoid":
+    if support is None or not model.floating:
         tau, _ = rnea_batch(model, Q, QD, QDD)
         return MotionTorques(t, tau, np.full((N, 2), np.nan), np.full(N, np.nan))
     feet = [contacts.decode(int(c)) for c in support]
@@ -155,7 +156,7 @@ def _with_contacts(model, Q, T_wb, tau0, wrench, down) -> tuple[np.ndarray, np.n
     loaded = np.abs(F_w[:, 2]) > 1e-9
     Fz = np.where(loaded, F_w[:, 2], 1.0)
     zmp = np.where(loaded[:, None], np.column_stack([-M_w[:, 1] / Fz, M_w[:, 0] / Fz]), np.nan)
-    soles = [model.fk_batch(Q, s) for s in ("l_sole", "r_sole")]
+    soles = [model.fk_batch(Q, s) for s in SOLE_FRAMES]
     pl, pr = ((T_wb @ S)[:, :2, 3] for S in soles)
     d = pr - pl
     s = np.clip(np.sum((zmp - pl) * d, axis=1) / np.maximum(np.sum(d * d, axis=1), 1e-12), 0.0, 1.0)
@@ -166,7 +167,7 @@ def _with_contacts(model, Q, T_wb, tau0, wrench, down) -> tuple[np.ndarray, np.n
     forces = [shares[i][:, None] * F for i in range(2)]
     rest = M - np.cross(soles[0][:, :3, 3], forces[0]) - np.cross(soles[1][:, :3, 3], forces[1])
     tau = tau0.copy()
-    for i, frame in enumerate(("l_sole", "r_sole")):
+    for i, frame in enumerate(SOLE_FRAMES):
         w = np.concatenate([forces[i], shares[i][:, None] * rest], axis=1)
         rows = np.flatnonzero(shares[i] > 0.0)
         tick = progress.reporting_every(f"the {'left' if i == 0 else 'right'} foot's forces", len(rows))
@@ -272,7 +273,7 @@ def torque_plan(model, t, Q, support, servo, compensate: bool = True) -> TorqueP
     t = np.asarray(t, dtype=np.float64)
     Q = np.asarray(Q, dtype=np.float64)
     dt = float(t[1] - t[0]) if len(t) > 1 else 1.0
-    mt = motion_torques(model, t, Q, support if model.kind == "humanoid" else None)
+    mt = motion_torques(model, t, Q, support if model.floating else None)
     tau = _smoothed(servo_torques(servo, Q, mt.tau, dt), dt)
     QD, _ = _derivatives(Q, dt)
     available = np.array([[servo.joint(j).available_torque(QD[k, j]) for j in range(model.n)]

@@ -20,6 +20,7 @@ import numpy as np
 
 from hil.errors import InputError
 from hil.kinematics.rotations import matrix_quaternion
+from hil.robots.model import SOLE_FRAMES
 from hil.robots.servos import servo_table
 
 TIMESTEP_S = 0.0005
@@ -81,7 +82,7 @@ def _fitted_soles(robot, by_link: dict) -> dict[int, str]:
     bounded by capsules, whose round bottoms reach below the sole (Talos's by 56 mm): standing on
     them, the robot would start inside the floor."""
     out = {}
-    for sole, foot in (("l_sole", "l_foot"), ("r_sole", "r_foot")):
+    for sole, foot in zip(SOLE_FRAMES, ("l_foot", "r_foot")):
         link = int(robot.frame_link[robot.frame_index(sole)])
         if not any(sh.name == foot and sh.kind == "box" for sh in by_link.get(link, [])):
             out[link] = sole
@@ -312,7 +313,7 @@ def _standing_height(robot) -> float:
     q = robot.home
     lows = []
     hl, hw = robot.sole_half
-    for sole in ("l_sole", "r_sole"):
+    for sole in SOLE_FRAMES:
         T = robot.fk_frame(q, sole)
         for sx in (-hl, hl):
             for sy in (-hw, hw):

@@ -20,6 +20,13 @@ from hil.kinematics import kernels as K
 from hil.kinematics.ik import solve_ik
 
 DEFAULT_RATE_HZ = 200.0   # a robot whose file names no loop rate runs at this one
+SOLE_FRAMES = ("l_sole", "r_sole")   # the frames every robot with feet names its soles by (left, right)
+
+
+def base_floats(kind: str) -> bool:
+    """Whether a robot of this kind stands on its feet, its base free in the world (a humanoid),
+    rather than fixed to the ground (an arm)."""
+    return kind == "humanoid"
 
 
 @dataclass(frozen=True)
@@ -523,7 +530,7 @@ class RobotModel:
     def floating(self) -> bool:
         """Whether its base is free in the world (it stands on its feet and can fall) rather than
         fixed to the ground: a humanoid's is."""
-        return self.kind == "humanoid"
+        return base_floats(self.kind)
 
     @property
     def sole_half(self) -> tuple[float, float]:

@@ -25,11 +25,12 @@ from hil.kinematics.floating import FALL_TILT_DEG, FloatingBase, tilt_of
 from hil.kinematics.rotations import quaternion_matrix
 from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT
+from hil.robots.model import SOLE_FRAMES
 
 KP = 0.6             # rad of ankle per rad of body tilt error
 KD = 0.04            # rad of ankle per rad/s of body rate
 MAX_CORRECTION_DEG = 6.0
-FEET = ("l_sole", "r_sole")
+FEET = SOLE_FRAMES
 
 
 def _level(R: np.ndarray) -> np.ndarray:
@@ -60,7 +61,7 @@ class BalanceWatch:
         R = quaternion_matrix(imu.quat)
         self.tilt = tilt_of(R)
         self.max_tilt = max(self.max_tilt, self.tilt)
-        if self.model.kind == "humanoid":
+        if self.model.floating:
             self._odometry(q_meas, support)
         if self.fell_at is None and self.tilt > math.radians(FALL_TILT_DEG):
             self.fell_at = t
@@ -98,7 +99,7 @@ class Stabiliser:
         self.model = model
         names = model.joint_names
         self.ankles = {f: [i for i, n in enumerate(names) if n.startswith(f[0] + "_") and "ankle" in n] for f in FEET}
-        self.usable = all(len(v) == 2 for v in self.ankles.values()) and model.kind == "humanoid"
+        self.usable = all(len(v) == 2 for v in self.ankles.values()) and model.floating
         self.limit = math.radians(MAX_CORRECTION_DEG)
         self.last = np.zeros(model.n)
 

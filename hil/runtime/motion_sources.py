@@ -220,7 +220,7 @@ def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: 
     dt = np.diff(t)
     if dt.min() <= 0 or dt.max() - dt.min() > 1e-9 * max(1.0, dt.max()):
         raise InputError(f"{where}: a walk's samples must be evenly spaced in time")
-    if model.kind != "humanoid":
+    if not model.floating:
         raise InputError(f"{where}: a walk's balance can only be checked for a humanoid ({model.name} is an {model.kind})")
     hl, hw = model.sole_half
     res = check_walk(model, t, Q, support, np.zeros((len(t), 2)), WalkParams(rate_hz=1.0 / dt[0]), hl, hw, 0.0,

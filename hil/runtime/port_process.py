@@ -44,16 +44,35 @@ from hil.runtime.transport import BoardTransport, ThreadPort, connect_board
 K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
 CTRL_WORDS = 8
 REASON_BYTES = 512
-# t_host, t_board_us, seq, echo_seq, state, faults, supply_mV, IMU valid, quaternion (4), rate (3), acceleration (3)
-STATE_SCALARS = 18
-IMU_AT = 7
+
+
+def state_record(n: int) -> np.dtype:
+    """The state slot's one record, every field a float64 (the seqlock copies the slot as floats)."""
+    return np.dtype([("t_host", "f8"), ("t_board_us", "f8"), ("seq", "f8"), ("echo_seq", "f8"), ("state", "f8"),
+                     ("faults", "f8"), ("supply_mV", "f8"), ("imu_valid", "f8"), ("quat", "f8", 4),
+                     ("gyro", "f8", 3), ("acc", "f8", 3), ("q", "f8", n), ("qd", "f8", n),
+                     ("current_mA", "f8", n), ("jflags", "f8", n)])
+
+
+def _state_floats(n: int) -> int:
+    return state_record(n).itemsize // 8
+
+
+class StateSlots:
+    """Where each field of `state_record(n)` lies in the slot's floats: a scalar's index, an array's
+    slice (plain indexing: a structured view costs the loop's poll three times as much)."""
+
+    def __init__(self, n: int) -> None:
+        for name, (dt, offset) in state_record(n).fields.items():
+            at = offset // 8
+            setattr(self, name, at if dt.shape == () else slice(at, at + dt.shape[0]))
 
 
 def _layout(n: int) -> tuple[int, int, int]:
     """(offset of the command floats, of the state floats, total bytes)."""
     cmd = CTRL_WORDS * 8
     state = cmd + (1 + n) * 8
-    reason = state + (STATE_SCALARS + 4 * n) * 8
+    reason = state + _state_floats(n) * 8
     return cmd, state, reason + REASON_BYTES
 
 
@@ -65,7 +84,7 @@ class _Block:
         self.n = n
         self.ctrl = np.frombuffer(buf, dtype=np.int64, count=CTRL_WORDS, offset=0)
         self.cmd = np.frombuffer(buf, dtype=np.float64, count=1 + n, offset=cmd)
-        self.state = np.frombuffer(buf, dtype=np.float64, count=STATE_SCALARS + 4 * n, offset=state)
+        self.state = np.frombuffer(buf, dtype=np.float64, count=_state_floats(n), offset=state)
         self.reason = np.frombuffer(buf, dtype=np.uint8, count=REASON_BYTES, offset=total - REASON_BYTES)
         self.locks = {K_CMD_SEQ: Seqlock(self.ctrl, K_CMD_SEQ), K_STATE_SEQ: Seqlock(self.ctrl, K_STATE_SEQ)}
 
@@ -136,7 +155,7 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
             reply(req_id, False, e)
 
     cmd = np.zeros(1 + n)
-    state = np.zeros(STATE_SCALARS + 4 * n)
+    state = np.zeros(_state_floats(n))
     last_cmd_seq = int(block.ctrl[K_CMD_SEQ])
     seen_estop = int(block.ctrl[K_ESTOP])
     published = None
@@ -217,18 +236,14 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
 
 def _pack(sample: StateSample, state: np.ndarray, n: int) -> None:
     """A state into the block's words (the loop's `poll` unpacks them)."""
-    state[:IMU_AT] = (sample.t_host, sample.t_board_us, sample.seq, sample.echo_seq,
-                      sample.state, sample.faults, sample.supply_mV)
+    r = state.view(state_record(n))[0]   # the port process's side: once a STATE, not in the loop's cycle
+    for name in ("t_host", "t_board_us", "seq", "echo_seq", "state", "faults", "supply_mV", "q", "qd",
+                 "current_mA", "jflags"):
+        r[name] = getattr(sample, name)
     imu = sample.imu
-    state[IMU_AT] = imu is not None
+    r["imu_valid"] = imu is not None
     if imu is not None:
-        state[IMU_AT + 1:IMU_AT + 5] = imu.quat
-        state[IMU_AT + 5:IMU_AT + 8] = imu.gyro
-        state[IMU_AT + 8:IMU_AT + 11] = imu.acc
-    state[STATE_SCALARS:STATE_SCALARS + n] = sample.q
-    state[STATE_SCALARS + n:STATE_SCALARS + 2 * n] = sample.qd
-    state[STATE_SCALARS + 2 * n:STATE_SCALARS + 3 * n] = sample.current_mA
-    state[STATE_SCALARS + 3 * n:] = sample.jflags
+        r["quat"], r["gyro"], r["acc"] = imu.quat, imu.gyro, imu.acc
 
 
 # ---------------------------------------------------------------------------- the loop's side
@@ -241,6 +256,7 @@ class PortLink:
         n = expect_joints
         self.port = port
         self.n = n
+        self._slots, self._floats = StateSlots(n), _state_floats(n)
         self.link_timeout_s = link_timeout_s
         self._buf = mmap.mmap(-1, _layout(n)[2])
         self._block = _Block(self._buf, n)
@@ -305,18 +321,18 @@ class PortLink:
             return self._latest
         if words[K_LOST]:
             self._check()
-        s = np.empty(STATE_SCALARS + 4 * self.n)  # one array per sample: its fields are views of it
+        s = np.empty(self._floats)  # one array per sample: its fields are views of it
         if self._block.read(K_STATE_SEQ, self._block.state, s) < 0:
             # the port process is inside a write: keep the last state (stale for this cycle) and
             # try again next cycle; only a port process that stopped running is a lost link
             self._check()
             return self._latest
         self._count = count
-        n, k = self.n, STATE_SCALARS
-        imu = Imu(s[IMU_AT + 1:IMU_AT + 5], s[IMU_AT + 5:IMU_AT + 8], s[IMU_AT + 8:IMU_AT + 11]) if s[IMU_AT] else None
-        self._latest = StateSample(float(s[0]), int(s[1]), int(s[2]), int(s[3]), int(s[4]), int(s[5]),
-                                   s[k:k + n], s[k + n:k + 2 * n], s[k + 2 * n:k + 3 * n], s[k + 3 * n:],
-                                   int(s[6]), imu)
+        f = self._slots
+        imu = Imu(s[f.quat], s[f.gyro], s[f.acc]) if s[f.imu_valid] else None
+        self._latest = StateSample(float(s[f.t_host]), int(s[f.t_board_us]), int(s[f.seq]), int(s[f.echo_seq]),
+                                   int(s[f.state]), int(s[f.faults]), s[f.q], s[f.qd], s[f.current_mA], s[f.jflags],
+                                   int(s[f.supply_mV]), imu)
         return self._latest
 
     def send_positions(self, q: np.ndarray, hold: bool = False) -> None:

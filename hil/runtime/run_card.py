@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.errors import HilError
+from hil.robots.model import base_floats
 from hil.runtime.shared import attachment_path
 
 FACTS, BUS = "card.json", "bus.pkl"
@@ -39,6 +40,10 @@ class RobotFacts:
     @property
     def n(self) -> int:
         return len(self.joint_names)
+
+    @property
+    def floating(self) -> bool:
+        return base_floats(self.kind)
 
     def joint_index(self, name: str) -> int:
         return self.joint_names.index(name)

@@ -84,7 +84,7 @@ def _workspace_settings(model, floor: bool | None) -> np.ndarray:
 def _balance_settings(model, balance: bool | None) -> np.ndarray:
     """The kernel's `bal` (BAL_* slots): a humanoid's soles and the margin its COM keeps inside them."""
     bal = np.zeros(SK.BAL_LEN)
-    if balance if balance is not None else model.kind == "humanoid":
+    if balance if balance is not None else model.floating:
         half = model.sole_half
         bal[SK.BAL_ON] = 1.0
         bal[SK.BAL_SOLE_L] = model.frame_index("l_sole")

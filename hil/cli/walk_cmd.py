@@ -77,10 +77,16 @@ def run(args) -> int:
 
     model = robots.load(args.robot)
     if not model.floating:
-        raise InputError(f"hil walk needs a humanoid; {model.name} is an {model.kind}")
+        raise InputError(f"hil walk needs a robot that stands on its feet (a humanoid: a base free in the world); "
+                         f"{model.name} is fixed to the ground (an {model.kind}). "
+                         + ("Its MJCF's root body has no <freejoint/>: give it one, or a side file with "
+                            "[robot] kind = \"humanoid\"" if model.meta.get("mjcf") else
+                            "For a URDF humanoid, a side file with [robot] kind = \"humanoid\" and its [soles] "
+                            "(docs/robots.md)"))
     rate = number(args.rate if args.rate is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     number(args.steps, "--steps", 1, 100)
+    walking.check_legs(model)   # a leg that cannot walk is said before anything else
     _gait_for_the_legs(args, model)
     for name, value, lo, hi, unit in (("--stride", args.stride, -0.2, 0.2, "m"), ("--side", args.side, -0.1, 0.1, "m"),
                                       ("--turn", args.turn, -45, 45, "°"), ("--period", args.period, 0.2, 10, "s"),

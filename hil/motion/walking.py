@@ -360,7 +360,7 @@ def _check_params(model, p: WalkParams) -> None:
         raise InputError(f"walk: --knee-stretched holds the support knee on a profile; {model.name}'s legs have no "
                          "knee (a leg's knee is the middle of three joints that pitch between hip and sole): "
                          "walk without it")
-    _check_rolls(model)
+    check_legs(model)
     if p.steps < 1 or p.period <= 0.2 or not 0.05 <= p.double_support <= 0.6 or p.rate_hz < 50:
         raise InputError("walk: steps ≥ 1, period > 0.2 s, double_support in [0.05, 0.6], rate ≥ 50 Hz")
     if _rolls(p) and not (0.5 <= p.contact_pitch_deg <= 20 and p.zmp_power >= 1 and p.heel_fraction > 0
@@ -369,7 +369,7 @@ def _check_params(model, p: WalkParams) -> None:
                          "heel_fraction, toe_fraction > 0 with heel_fraction + toe_fraction ≤ 0.9")
 
 
-def _check_rolls(model) -> None:
+def check_legs(model) -> None:
     """This walk keeps the body upright and the soles flat while down: a leg carries the body over
     its foot by rolling at the hip and back at the ankle. A leg with one roll joint or none cannot
     (its sole would tilt), whatever the stride: said before any IK is tried."""

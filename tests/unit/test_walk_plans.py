@@ -224,3 +224,31 @@ def test_hil_walk_says_the_gait_it_chose_and_keeps_what_it_was_told(capsys):
     line = next(s for s in out.splitlines() if s.startswith("walk: for legs"))
     assert "period 1.5" in line and "lift 4" in line and "stride" not in line, line
     assert "1 steps of 5.0 cm forward" in out or "1 step of 5.0 cm forward" in out, out
+
+
+@pytest.mark.parametrize("case, said", [
+    ("nofree", "Its MJCF's root body has no <freejoint/>: give it one"),
+    ("broken", "MuJoCo cannot read it: XML Error: bad format in attribute 'size' Element 'geom', line"),
+    ("no_ankle_roll", "left leg (l_hip_roll, l_hip_pitch, l_knee, l_ankle) has one joint that rolls"),
+    ("bad_soles", "a humanoid needs [soles] left"),
+])
+def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, capsys, case, said):
+    """An MJCF without a free joint, one MuJoCo cannot compile, legs without an ankle roll, a side
+    file naming a foot that is not there: one line each, before any gait is chosen or planned."""
+    from pathlib import Path
+
+    from hil.cli import main
+
+    here = Path(__file__).parent / "mjcf"
+    text = (here / "biped6.xml").read_text()
+    robot = {"nofree": tmp_path / "nofree.xml", "broken": tmp_path / "broken.xml",
+             "no_ankle_roll": here / "biped.xml", "bad_soles": tmp_path / "soles.toml"}[case]
+    (tmp_path / "nofree.xml").write_text(text.replace("<freejoint/>", ""))
+    (tmp_path / "broken.xml").write_text(text.replace('size="0.05 0.07 0.03"', 'size="0.05 abc 0.03"'))
+    (tmp_path / "biped6.xml").write_text(text)
+    (tmp_path / "soles.toml").write_text('[robot]\nmjcf = "biped6.xml"\nkind = "humanoid"\n'
+                                         '[soles]\nleft = "no_such_link"\nright = "r_foot"\n')
+    assert main(["walk", "--robot", str(robot), "--steps", "2"]) != 0
+    out, err = capsys.readouterr()
+    assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "walk: for legs" not in out and "planning" not in out, out

@@ -113,7 +113,10 @@ def test_a_read_only_bridge_refuses_remote_requests(remote_run):
         assert "refused" in answer and "--zenoh-control" in answer
         assert "refused" in c.jog(np.zeros(6))
         time.sleep(0.5)
-        assert local.snapshot().enabled == 1.0          # still enabled: nothing was done
+        # still enabled: nothing was done (unless the machine stalled the loop into a disable of its
+        # own — missed deadlines, the loop's last word then — which no remote asked for)
+        here = local.snapshot()
+        assert here.enabled == 1.0 or here.event.startswith("missed deadlines"), here.event
     finally:
         c.close()
 

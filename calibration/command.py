@@ -109,11 +109,8 @@ def _lerobot(args, model) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from calibration.views import CalibrationView, ask, clear_latched_fault
-    from firmware_protocol import messages as M
     from firmware_protocol.link import Link
     from hil import board_config, calibration_files, robots
-    from hil.errors import InputError
 
     from calibration import procedures as P
 
@@ -122,6 +119,35 @@ def main(args: argparse.Namespace) -> int:
     writable_file(args.export_lerobot, "--export-lerobot")
     if args.import_lerobot or args.export_lerobot:
         return _lerobot(args, model)
+    bus = board_config.resolve(model, args.bus, args.board_config)
+    _check_options(args, model, bus)
+    emu = None
+    if args.dry_run and args.method != "poses":
+        emu = _start_emulator(args, model, bus)
+        args.port = emu.path
+    try:
+        if args.method == "poses":
+            return _poses(args, model, P, calibration_files)
+        if bus is not None:
+            from calibration import bus_command
+
+            return bus_command.calibrate(args, model, bus)
+        link = Link.connect(args.port, expect_joints=model.n)
+        try:
+            _on_the_board(args, model, link)
+        finally:
+            link.close()
+    finally:
+        if emu is not None:
+            emu.stop()
+    return 0
+
+
+def _check_options(args: argparse.Namespace, model, bus) -> None:
+    """Every option checked against the method, the robot and the bus, before anything connects."""
+    from firmware_protocol import messages as M
+    from hil.errors import InputError
+
     if args.method is None:
         raise InputError("hil calibrate needs --method reference, directions, range, poses or eye (or "
                          "--import-lerobot / --export-lerobot to convert a LeRobot calibration file)")
@@ -130,7 +156,6 @@ def main(args: argparse.Namespace) -> int:
     number(args.jog_deg, "--jog-deg", 1, 15, "°")
     number(args.jog_speed_deg_s, "--jog-speed-deg-s", 1, 60, "°/s")
     number(args.settle_s, "--settle-s", 0.05, 5, "s")
-    emu = None
     if args.method == "poses":
         if "dh" not in model.meta:
             raise InputError("--method poses fits the PUMA 560's joint offsets; use reference for the humanoid")
@@ -138,7 +163,6 @@ def main(args: argparse.Namespace) -> int:
             raise InputError("--method poses needs --poses FILE.csv (q1..q6 in deg, x y z in mm per line)")
     elif not (args.port or args.dry_run):
         raise InputError("hil calibrate needs --port PORT (see `hil ports`) or --dry-run")
-    bus = board_config.resolve(model, args.bus, args.board_config)
     if bus is not None and args.method == "poses":
         raise InputError("--method poses fits the PUMA's offsets on hil's own board; on a servo bus use reference")
     if bus is None and args.method == "range":
@@ -162,77 +186,88 @@ def main(args: argparse.Namespace) -> int:
     if bus is not None and args.out is None and bus.shipped:
         raise InputError(f"the calibrated mapping is a new board config: name it with --out FILE.toml (the shipped "
                          f"{bus.source} is not changed)")
-    if args.dry_run and args.method != "poses":
-        emu = _start_emulator(args, model, bus)
-        args.port = emu.path
-    try:
-        if args.method == "poses":
-            return _poses(args, model, P, calibration_files)
-        if bus is not None:
-            from calibration import bus_command
 
-            return bus_command.calibrate(args, model, bus)
-        link = Link.connect(args.port, expect_joints=model.n)
-        if args.watchdog_ms is not None:   # a busy machine's margin, for the jogs (as hil run's option)
-            link.keep_param(M.Param.CMD_TIMEOUT_MS, int(args.watchdog_ms))
-        try:
-            uid = link.info.uid
-            clear_latched_fault(args, link)
-            path = Path(args.out) if args.out else calibration_files.default_path(uid)
-            old_off, old_sign = np.zeros(model.n), np.ones(model.n)
-            # what the board already has: the file being rewritten, else (with --out) the board's own
-            known = path if path.exists() else calibration_files.default_path(uid)
-            if known.exists():
-                old_off, old_sign, _ = calibration_files.load(known, model, uid)
-                if known != path:
-                    print(f"keeping the board's saved directions and offsets from {known} in {path}")
-            if args.method == "reference":
-                if args.pose not in model.poses:
-                    raise InputError(f"unknown pose {args.pose!r}{did_you_mean(args.pose, model.poses)}; poses: "
-                                     f"{', '.join(model.poses)}")
-                ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
-                           f"... --robot {model.name}`), torque off.")
-                print(f"reading {args.samples} samples per joint …")
-                q_ref = model.poses[args.pose]
-                view = CalibrationView(model, None if args.headless else args.start_twin)
-                # before: the readings through the calibration in force (nominal when there is none)
-                before = old_sign * (P.read_samples(link, 20).mean(axis=0) - old_off)
-                view.show(before, q_ref, "calibration: before (solid: measured, ghost: reference pose)")
-                res = P.reference(link, model, q_ref, old_sign, args.samples)
-                print(f"{'joint':<18} {'offset (deg)':>13} {'spread (deg)':>13}")
-                for i, name in enumerate(model.joint_names):
-                    print(f"{name:<18} {math.degrees(res.offsets[i]):>+13.3f} {math.degrees(res.spread[i]):>13.3f}")
-                for w in res.warnings:
-                    print("warning: " + w)
-                calibration_files.save(path, model, uid, "reference", res.offsets, old_sign, res.spread)
-                after = old_sign * (P.read_samples(link, 20).mean(axis=0) - res.offsets)
-                view.show(after, q_ref, "calibration: after (solid: measured with the new offsets, ghost: reference)")
-                worst = float(np.max(np.abs(after - q_ref)))
-                print(f"after: measured pose within {math.degrees(worst):.3f}° of the reference")
-                view.close(args.show_s)
-            else:
-                jog = f"±{args.jog_deg:g}° at {args.jog_speed_deg_s:g}°/s"
-                ask(args, f"The robot will jog every joint by {jog}. Keep clear.")
-                print(f"jogging each joint {jog} …")
-                res = P.directions(link, model, math.radians(args.jog_deg), math.radians(args.jog_speed_deg_s),
-                                   settle_s=args.settle_s)
-                if res.reversed:
-                    print("reversed: " + ", ".join(res.reversed))
-                if res.misscaled:
-                    print("mis-scaled (measured/commanded off by more than 10%): " + ", ".join(res.misscaled))
-                if res.stuck:
-                    print("did not follow (moved less than half the command; direction unknown, sign left as it "
-                          "was — check the servo and run again): " + ", ".join(res.stuck))
-                if not res.reversed and not res.misscaled and not res.stuck:
-                    print("all joints move the commanded way and amount")
-                calibration_files.save(path, model, uid, "directions", old_off, res.signs_over(old_sign), None)
-            print(f"saved calibration for board {uid} ({model.name}): {path}")
-        finally:
-            link.close()
-    finally:
-        if emu is not None:
-            emu.stop()
-    return 0
+
+def _on_the_board(args: argparse.Namespace, model, link) -> None:
+    """--method reference or directions on one of hil's boards: measured, said, saved for its uid."""
+    from calibration.views import clear_latched_fault
+    from firmware_protocol import messages as M
+    from hil import calibration_files
+
+    if args.watchdog_ms is not None:   # a busy machine's margin, for the jogs (as hil run's option)
+        link.keep_param(M.Param.CMD_TIMEOUT_MS, int(args.watchdog_ms))
+    uid = link.info.uid
+    clear_latched_fault(args, link)
+    path = Path(args.out) if args.out else calibration_files.default_path(uid)
+    old_off, old_sign = np.zeros(model.n), np.ones(model.n)
+    # what the board already has: the file being rewritten, else (with --out) the board's own
+    known = path if path.exists() else calibration_files.default_path(uid)
+    if known.exists():
+        old_off, old_sign, _ = calibration_files.load(known, model, uid)
+        if known != path:
+            print(f"keeping the board's saved directions and offsets from {known} in {path}")
+    if args.method == "reference":
+        _reference(args, model, link, uid, path, old_off, old_sign)
+    else:
+        _directions(args, model, link, uid, path, old_off, old_sign)
+    print(f"saved calibration for board {uid} ({model.name}): {path}")
+
+
+def _reference(args: argparse.Namespace, model, link, uid: str, path: Path, old_off, old_sign) -> None:
+    """Each joint's offset from the robot held in a known pose, torque off; shown before and after."""
+    from calibration.views import CalibrationView, ask
+    from hil import calibration_files
+    from hil.errors import InputError
+
+    from calibration import procedures as P
+
+    if args.pose not in model.poses:
+        raise InputError(f"unknown pose {args.pose!r}{did_you_mean(args.pose, model.poses)}; poses: "
+                         f"{', '.join(model.poses)}")
+    ask(args, f"Put the robot in the reference pose '{args.pose}' (shown by `hil twin --screenshot "
+               f"... --robot {model.name}`), torque off.")
+    print(f"reading {args.samples} samples per joint …")
+    q_ref = model.poses[args.pose]
+    view = CalibrationView(model, None if args.headless else args.start_twin)
+    # before: the readings through the calibration in force (nominal when there is none)
+    before = old_sign * (P.read_samples(link, 20).mean(axis=0) - old_off)
+    view.show(before, q_ref, "calibration: before (solid: measured, ghost: reference pose)")
+    res = P.reference(link, model, q_ref, old_sign, args.samples)
+    print(f"{'joint':<18} {'offset (deg)':>13} {'spread (deg)':>13}")
+    for i, name in enumerate(model.joint_names):
+        print(f"{name:<18} {math.degrees(res.offsets[i]):>+13.3f} {math.degrees(res.spread[i]):>13.3f}")
+    for w in res.warnings:
+        print("warning: " + w)
+    calibration_files.save(path, model, uid, "reference", res.offsets, old_sign, res.spread)
+    after = old_sign * (P.read_samples(link, 20).mean(axis=0) - res.offsets)
+    view.show(after, q_ref, "calibration: after (solid: measured with the new offsets, ghost: reference)")
+    worst = float(np.max(np.abs(after - q_ref)))
+    print(f"after: measured pose within {math.degrees(worst):.3f}° of the reference")
+    view.close(args.show_s)
+
+
+def _directions(args: argparse.Namespace, model, link, uid: str, path: Path, old_off, old_sign) -> None:
+    """Each joint jogged both ways: which turn backwards, which by the wrong amount, which not at all."""
+    from calibration.views import ask
+    from hil import calibration_files
+
+    from calibration import procedures as P
+
+    jog = f"±{args.jog_deg:g}° at {args.jog_speed_deg_s:g}°/s"
+    ask(args, f"The robot will jog every joint by {jog}. Keep clear.")
+    print(f"jogging each joint {jog} …")
+    res = P.directions(link, model, math.radians(args.jog_deg), math.radians(args.jog_speed_deg_s),
+                       settle_s=args.settle_s)
+    if res.reversed:
+        print("reversed: " + ", ".join(res.reversed))
+    if res.misscaled:
+        print("mis-scaled (measured/commanded off by more than 10%): " + ", ".join(res.misscaled))
+    if res.stuck:
+        print("did not follow (moved less than half the command; direction unknown, sign left as it "
+              "was — check the servo and run again): " + ", ".join(res.stuck))
+    if not res.reversed and not res.misscaled and not res.stuck:
+        print("all joints move the commanded way and amount")
+    calibration_files.save(path, model, uid, "directions", old_off, res.signs_over(old_sign), None)
 
 
 def _start_emulator(args, model, bus):

@@ -212,3 +212,23 @@ def load_npz(path: str, what: str = "array file", limit: int = MAX_ARRAY_BYTES) 
             raise
         except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, SyntaxError, TypeError) as e:
             raise InputError(f"{what} {path}: not an .npz archive of arrays ({e})") from None
+
+
+WATCHDOG_ENV = "HIL_WATCHDOG_MS"
+
+
+def watchdog_ms_or_env(given: float | None) -> float | None:
+    """The board's command watchdog a command asks for: --watchdog-ms as given, else the environment's
+    HIL_WATCHDOG_MS (a standing margin on a machine busy with other work, such as a CI runner), else
+    None (the board's own). Either is checked against the board's range (10 … 1000 ms)."""
+    from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
+
+    if given is not None:
+        return number(given, "--watchdog-ms", CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms")
+    raw = os.environ.get(WATCHDOG_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return number(raw, WATCHDOG_ENV, CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms")
+    except InputError as e:
+        raise InputError(f"{e} (from the environment: set it within the range, or unset it)") from None

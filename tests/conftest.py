@@ -14,6 +14,12 @@ from hil.runtime.realtime import memory_folder  # noqa: E402 - imports nothing o
 
 os.environ["HIL_RUNTIME_DIR"] = os.path.join(memory_folder(), f"hil-{os.getuid()}-pytest-{os.getpid()}")
 
+# the runs the tests start are real-time runs on whatever machine runs them: a virtual machine's
+# hypervisor can take a CPU away for longer than the board's own 50 ms command watchdog, which then
+# latches (as it must on a real robot) in a test about something else. Runs that name no watchdog
+# get a busy machine's margin; the tests of the watchdog name theirs (--watchdog-ms 50).
+os.environ.setdefault("HIL_WATCHDOG_MS", "1000")
+
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402

@@ -141,8 +141,8 @@ def add_bus_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--watchdog-ms", type=float, metavar="MS",
                    help="the board's command watchdog: with no command for this long, the board holds or "
                         "relaxes the robot and latches a fault (10 … 1000 ms; default: the board's own, 50 ms on "
-                        "hil's boards, a bus config's command_timeout_ms). Raise it on a machine busy with other "
-                        "work; see docs/lifecycle.md")
+                        "hil's boards, a bus config's command_timeout_ms; or the environment's HIL_WATCHDOG_MS). "
+                        "Raise it on a machine busy with other work; see docs/lifecycle.md")
     s.add_argument("--bring-in", action="store_true",
                    help="a joint that stands outside its range when enabled is brought in slowly from where it "
                         "stands (at the ramp-in speed, never further out), instead of the enable being refused")
@@ -285,6 +285,10 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
             from hil.warmup import warm_if_cold
 
             warm_if_cold()
+        if hasattr(args, "watchdog_ms"):   # the option, else the environment's standing margin
+            from hil.inputs import watchdog_ms_or_env
+
+            args.watchdog_ms = watchdog_ms_or_env(args.watchdog_ms)
         return int(func(args) or 0)
     except EXPECTED as e:
         # their message names what and where, a traceback would only bury it

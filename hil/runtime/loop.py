@@ -416,7 +416,7 @@ class Loop:
                    f"handshake {info.handshake_ms:.1f} ms; loop {cfg.rate_hz:.0f} Hz, {grant.note}; "
                    f"port I/O {PORT_IO_NOTES[cfg.port_io]}")
         if cfg.watchdog_ms is not None:
-            self.event(f"the board's command watchdog is {cfg.watchdog_ms} ms (--watchdog-ms), set again at "
+            self.event(f"the board's command watchdog is {cfg.watchdog_ms:g} ms (--watchdog-ms or HIL_WATCHDOG_MS), set again at "
                        "every reconnect")
         if cfg.bus is not None:
             for note in bus_notes(cfg.bus, cfg.rate_hz):

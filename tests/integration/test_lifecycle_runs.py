@@ -239,7 +239,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
 def test_a_motion_run_ends_with_the_reason_when_the_board_faults(tmp_path):
     """Repro 4: `hil play` sat at "FAULT | motion idle 15.2 %" until killed."""
     proc = start_run("--robot", "humanoid17", "--dry-run", "--headless", "--enable", "--motion", "examples/bow.toml",
-                     "--exit-when-done", "--fault", "stall:0.15@usr1")
+                     "--exit-when-done", "--fault", "stall:0.15@usr1", "--watchdog-ms", "50")  # the board's own
     client = attach(proc, "humanoid17")
     assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=20)
     emulators = [p for p in children_of(proc.pid) if p != client.pid]
@@ -419,7 +419,8 @@ def test_a_run_whose_board_faulted_by_itself_exits_1_and_says_what_and_when(tmp_
     run goes on to its end, then says so last, and exits 1 (it used to exit 0)."""
     stats = tmp_path / "stats.json"
     r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "6", "--enable",
-                              "--motion", "demo", "--fault", "stall:0.3@5", "--stats-json", str(stats)],
+                              "--motion", "demo", "--fault", "stall:0.3@5", "--stats-json", str(stats),
+                              "--watchdog-ms", "50"],   # the board's own (the suite's runs have more)
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     last = r.stderr.strip().splitlines()[-1]

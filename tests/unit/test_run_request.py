@@ -38,3 +38,35 @@ def test_on_a_servo_bus_the_watchdog_replaces_both_of_the_configs():
     assert (bus.command_timeout_ms, bus.watchdog_ms) == (400, 400)
     with pytest.raises(InputError, match="--watchdog-ms 2 ms is outside"):
         supervisor.bus_config(RunRequest(robot="humanoid17", dry_run=True, bus="dynamixel2", watchdog_ms=2), model)
+
+
+def test_the_environment_gives_the_watchdog_a_command_names_none(monkeypatch):
+    from hil.inputs import watchdog_ms_or_env
+
+    monkeypatch.delenv("HIL_WATCHDOG_MS", raising=False)
+    assert watchdog_ms_or_env(None) is None                    # the board's own
+    monkeypatch.setenv("HIL_WATCHDOG_MS", " 400 ")
+    assert watchdog_ms_or_env(None) == 400
+    assert watchdog_ms_or_env(120) == 120                      # the option wins
+    for bad, says in (("abc", "HIL_WATCHDOG_MS: 'abc' is not a number"),
+                      ("5000", "HIL_WATCHDOG_MS 5000 ms is outside 10 … 1000 ms"), ("nan", "must be a finite")):
+        monkeypatch.setenv("HIL_WATCHDOG_MS", bad)
+        with pytest.raises(InputError) as e:
+            watchdog_ms_or_env(None)
+        assert says in str(e.value) and "from the environment" in str(e.value)
+
+
+def test_a_bad_watchdog_in_the_environment_is_one_line_before_anything_starts(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HIL_WATCHDOG_MS="fast")
+    for argv in (["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "1"],
+                 ["walk", "--robot", "humanoid17", "--dry-run", "--headless", "--steps", "2"],
+                 ["calibrate", "--robot", "puma560", "--dry-run", "--method", "directions", "--out", str(tmp_path / "c.toml")]):
+        r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, env=env,
+                           timeout=120)
+        err = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and "HIL_WATCHDOG_MS: 'fast' is not a number" in err[-1], r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and "connected" not in r.stdout + r.stderr

@@ -48,7 +48,7 @@ log = logging.getLogger("firmware_protocol.link")
 class Link:
     """A connected board. Use `Link.connect(port)`; see the module docstring."""
 
-    def __init__(self, port: str, baud: int = 1_000_000, link_timeout_s: float = 0.25,
+    def __init__(self, port: str, baud: int = 1_000_000, link_timeout_s: float = M.LINK_TIMEOUT_S,
                  heartbeat_s: float = 0.1, threaded: bool = True) -> None:
         self.port = port
         self.threaded = threaded
@@ -77,7 +77,7 @@ class Link:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def connect(cls, port: str, baud: int = 1_000_000, link_timeout_s: float = 0.25,
+    def connect(cls, port: str, baud: int = 1_000_000, link_timeout_s: float = M.LINK_TIMEOUT_S,
                 handshake_timeout_s: float = 2.0, expect_kind: int | None = None,
                 expect_joints: int | None = None, threaded: bool = True) -> "Link":
         """Open `port`, handshake, start the reader. Raises DeviceError / HandshakeError.
@@ -315,7 +315,7 @@ class Link:
         b = self.joint_map.to_board(np.asarray(q, dtype=np.float64))
         pos = np.clip(np.round(b * 1e6), -2**31, 2**31 - 1).astype("<i4")
         seq = self._next_seq()
-        self._write(M.CmdPos(pos, mask, 1 if hold else 0).encode(seq))
+        self._write(M.CmdPos(pos, mask, M.CmdFlag.HOLD if hold else 0).encode(seq))
         self._last_cmd_tx = time.monotonic()
         self.stats.tx_commands += 1
         return seq

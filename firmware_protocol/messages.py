@@ -27,6 +27,24 @@ class BoardKind(IntEnum):
     SERVOS = 3      # any robot's position servos, 1 … MAX_JOINTS in the robot's joint order (SPEC.md §9)
 
 
+class Capability(IntFlag):
+    """HELLO_REPLY's capabilities word."""
+    STATE_RAW = 1 << 0            # the board streams STATE_RAW when RAW_STREAM is set
+    POSITION_ESTIMATED = 1 << 1   # positions are the commanded output, not measured (SPEC.md §6)
+
+
+class CmdFlag(IntFlag):
+    """CMD_POS's and CMD_PVF's flags byte."""
+    HOLD = 1 << 0   # keep every target: the command feeds the watchdog and applies nothing
+
+
+class WatchdogAction(IntEnum):
+    """Param.WATCHDOG_ACTION: what a board does when its command watchdog latches."""
+    TORQUE_OFF = 0
+    HOLD = 1
+    BRAKE = 2
+
+
 class BoardState(IntEnum):
     BOOT = 0
     DISABLED = 1
@@ -137,6 +155,10 @@ class Param(IntEnum):
 
 PARAM_TYPE_I32, PARAM_TYPE_U32, PARAM_TYPE_F32 = 0, 1, 2
 CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_DEFAULT = 10, 1000, 50   # Param.CMD_TIMEOUT_MS
+# a board's own settings as it boots (and the host's link timeout, which is the board's: SPEC.md §7)
+BOARD_DEFAULTS = {Param.CMD_TIMEOUT_MS: CMD_TIMEOUT_MS_DEFAULT, Param.WATCHDOG_ACTION: int(WatchdogAction.HOLD),
+                  Param.RELAX_AFTER_MS: 0, Param.IDLE_STATE_HZ: 10, Param.LINK_TIMEOUT_MS: 250}
+LINK_TIMEOUT_S = BOARD_DEFAULTS[Param.LINK_TIMEOUT_MS] / 1e3   # either side's, without a valid frame
 JOINT_BOARD = 0xFF     # PARAM joint index meaning "the board itself"
 JOINT_ALL = 0xFE       # PARAM_GET joint index meaning "every joint, one PARAM_VALUE each"
 REBOOT_MAGIC = 0x52424F54

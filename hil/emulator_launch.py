@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import firmware_protocol
+from firmware_protocol import board_kinds
 from firmware_protocol import messages as M
 from firmware_protocol.buses.emulator import parse_faults, parse_hands
 from firmware_protocol.emulator.__main__ import Faults
@@ -30,7 +31,6 @@ from hil.board_config import emulated_servos
 from hil.errors import InputError, did_you_mean
 from hil.inputs import number
 
-BOARD_KINDS = ("puma6", "humanoid17", "servos")
 
 
 def board_kind(model) -> str:
@@ -39,9 +39,9 @@ def board_kind(model) -> str:
     if model.board == "servos" and model.n > M.MAX_JOINTS:
         raise InputError(f"robot {model.name!r} has {model.n} joints; our protocol carries up to {M.MAX_JOINTS} "
                          f"per board: dry-run it on a servo bus (--bus {FIRST_BUS}) or drive it from two boards")
-    if model.board not in BOARD_KINDS:
+    if model.board not in board_kinds.BY_NAME:
         raise InputError(f"robot {model.name!r} names no board the emulator has ([robot] board = "
-                         f"{model.board!r}; boards: {', '.join(BOARD_KINDS)})")
+                         f"{model.board!r}; boards: {', '.join(board_kinds.BY_NAME)})")
     return model.board
 
 
@@ -247,8 +247,9 @@ def emulator_argv(model, impl: str = "python", physics: bool = False, truth: str
             raise InputError(f"--physics runs the Python board model with MuJoCo behind it; leave out --emulator {impl}")
         return [*physics_prefix(model, truth=truth, world=world), *emulator_args(model, **options)]
     if impl == "c":
-        if board_kind(model) == "servos":
-            raise InputError(f"{model.name}: the C firmware's host build has the puma6 and humanoid17 boards; a robot "
+        if not board_kinds.BY_NAME[board_kind(model)].n_joints:
+            fixed = ", ".join(k.name for k in board_kinds.KINDS if k.n_joints)
+            raise InputError(f"{model.name}: the C firmware's host build has the {fixed} boards; a robot "
                              "sized from its URDF runs on the Python emulator (leave out --impl c / --emulator c)")
         return [c_emulator_binary(), *emulator_args(model, **options)]
     if impl == "qemu":   # the ARM image; its launcher takes the same options

@@ -8,6 +8,7 @@ import os
 import stat
 from typing import BinaryIO
 
+from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
 from hil.errors import InputError
 
 
@@ -221,8 +222,6 @@ def watchdog_ms_or_env(given: float | None) -> float | None:
     """The board's command watchdog a command asks for: --watchdog-ms as given, else the environment's
     HIL_WATCHDOG_MS (a standing margin on a machine busy with other work, such as a CI runner), else
     None (the board's own). Either is checked against the board's range (10 … 1000 ms)."""
-    from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
-
     if given is not None:
         return number(given, "--watchdog-ms", CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms")
     raw = os.environ.get(WATCHDOG_ENV, "").strip()

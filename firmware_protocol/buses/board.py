@@ -36,8 +36,6 @@ from firmware_protocol.buses.servo_bus import (PATIENT_REPLY_S, CycleCost, Readi
 from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError
 from firmware_protocol.serial_port import open_serial
 
-CAP_POSITION_ESTIMATED = 1 << 1   # SPEC.md §6: positions are the commanded output, not measured
-BOARD_KINDS = {"humanoid17": M.BoardKind.HUMANOID17, "puma560": M.BoardKind.PUMA6}
 # plain ints: flag arithmetic on IntFlag members costs microseconds each, 17 joints a cycle
 FAULT_OF_ERROR = tuple((int(e), int(f)) for e, f in (
     (ServoError.OVERHEAT, M.Fault.OVERTEMP), (ServoError.VOLTAGE, M.Fault.UNDERVOLT),
@@ -188,7 +186,7 @@ class BusStats:
 class BusBoard:
     """See the module docstring. Make one with `BusBoard.connect(port, config)`."""
 
-    def __init__(self, port: str, config: BusConfig, link_timeout_s: float = 0.25) -> None:
+    def __init__(self, port: str, config: BusConfig, link_timeout_s: float = M.LINK_TIMEOUT_S) -> None:
         self.port = port
         self.config = config
         self.link_timeout_s = link_timeout_s
@@ -222,7 +220,7 @@ class BusBoard:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def connect(cls, port: str, config: BusConfig, link_timeout_s: float = 0.25,
+    def connect(cls, port: str, config: BusConfig, link_timeout_s: float = M.LINK_TIMEOUT_S,
                 expect_joints: int | None = None) -> "BusBoard":
         if expect_joints is not None and expect_joints != config.n:
             raise HandshakeError(errno.EPROTO, f"{config.source or 'the board config'} maps {config.n} joints, the "
@@ -282,9 +280,10 @@ class BusBoard:
         except BaseException:
             self._close_port()
             raise
-        self.info = BoardInfo(self.port, int(BOARD_KINDS.get(self.config.robot, M.BoardKind.SERVOS)), self.config.n,
+        # whatever robot they move, servos a host drives are the protocol's SERVOS board (SPEC.md §9)
+        self.info = BoardInfo(self.port, int(M.BoardKind.SERVOS), self.config.n,
                               f"{self.cls.title} (host driver)", self.config.uid(), random.getrandbits(32) | 1, 0,
-                              0 if self.cls.measures_position else CAP_POSITION_ESTIMATED,
+                              0 if self.cls.measures_position else int(M.Capability.POSITION_ESTIMATED),
                               f"{self.config.bus} {self.config.baud}", (time.monotonic() - t0) * 1e3, None, None)
         self._lost = None
         self._cycle()

@@ -6,8 +6,6 @@
 
 #include <string.h>
 
-#define WATCHDOG_HOLD 1u
-
 /* ------------------------------------------------------------------ byte helpers (no packed structs) */
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const uint8_t *p) {
@@ -42,10 +40,13 @@ static void send(struct hil_board *b, uint8_t msg_id, const uint8_t *payload, si
 
 static uint64_t t_us(const struct hil_board *b) { return b->now; }
 
+/* a fact of the board's kind: a bit of one of the generated HIL_KINDS_* masks */
+static uint8_t kind_has(const struct hil_board *b, uint32_t kinds) { return b->kind < 32 && (kinds >> b->kind & 1u); }
+
 static uint8_t torque(const struct hil_board *b) {
   if (b->state == HIL_ENABLED) return 1;
-  return b->state == HIL_FAULT && (b->faults & HIL_F_WATCHDOG) && b->watchdog_action == WATCHDOG_HOLD &&
-         b->kind == HIL_KIND_HUMANOID17;
+  return b->state == HIL_FAULT && (b->faults & HIL_F_WATCHDOG) && b->watchdog_action == HIL_WD_HOLD &&
+         kind_has(b, HIL_KINDS_WATCHDOG_HOLDS);
 }
 
 static void send_state(struct hil_board *b) {
@@ -171,7 +172,7 @@ static void on_command(struct hil_board *b, const uint8_t *p, uint16_t seq, size
   }
   uint8_t applies = HIL_RULES[HIL_REQ_COMMAND][b->state < HIL_N_STATES ? b->state : HIL_BOOT].effects & HIL_FX_APPLY;
   react(b, HIL_REQ_COMMAND, 0);
-  if (applies && !(flags & 1u)) {
+  if (applies && !(flags & HIL_CMD_HOLD)) {
     apply(b, p + 6, stride, mask);
     b->echo_seq = seq;
     b->applied++;
@@ -341,7 +342,7 @@ static void on_frame(void *ctx, const uint8_t *body, size_t len) {
       return;
     }
     case HIL_M_HOME: {
-      if (b->kind != HIL_KIND_PUMA6) { ack(b, id, seq, txn, HIL_ACK_UNSUPPORTED); return; }
+      if (!kind_has(b, HIL_KINDS_NEED_HOMING)) { ack(b, id, seq, txn, HIL_ACK_UNSUPPORTED); return; }
       uint8_t result = react(b, HIL_REQ_HOME, 0);
       if (result == HIL_ACK_OK) {
         if (hal_home(rd32(p), p[4]) != 0) { ack(b, id, seq, txn, HIL_ACK_UNSUPPORTED); return; }
@@ -402,10 +403,11 @@ void hil_board_init(struct hil_board *b, uint8_t kind, uint8_t n_joints, uint64_
   b->kind = kind;
   b->n_joints = n_joints > HIL_MAX_JOINTS ? HIL_MAX_JOINTS : n_joints;
   b->capabilities = 0;
-  b->cmd_timeout_ms = HIL_CMD_TIMEOUT_MS_DEFAULT;
-  b->idle_state_hz = 10;
-  b->link_timeout_ms = 250;
-  b->watchdog_action = WATCHDOG_HOLD;
+  b->cmd_timeout_ms = HIL_DEFAULT_CMD_TIMEOUT_MS;
+  b->idle_state_hz = HIL_DEFAULT_IDLE_STATE_HZ;
+  b->link_timeout_ms = HIL_DEFAULT_LINK_TIMEOUT_MS;
+  b->watchdog_action = HIL_DEFAULT_WATCHDOG_ACTION;
+  b->relax_after_ms = HIL_DEFAULT_RELAX_AFTER_MS;
   for (uint8_t j = 0; j < HIL_MAX_JOINTS; j++) {
     b->joint[j].pos_min_urad = -3141593;
     b->joint[j].pos_max_urad = 3141593;

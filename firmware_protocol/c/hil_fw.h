@@ -24,9 +24,6 @@
 #define HIL_TXN_CACHE 8            /* SPEC §5: the last 8 transactions' replies */
 #define HIL_TXN_REPLY 16           /* bytes of a stored reply payload (ACK 4, PARAM_VALUE 9) */
 
-/* HELLO_REPLY capabilities: bit 0 STATE_RAW, bit 1 positions are the commanded output (open loop) */
-enum { HIL_CAP_STATE_RAW = 1u << 0, HIL_CAP_POSITION_ESTIMATED = 1u << 1 };
-
 /* what the board counts of bad input (reported in LOG on request and in tests) */
 struct hil_rx_stats {
   uint32_t frames, bytes, empty, crc, cobs, too_short, too_long, version, reserved_flags;

@@ -35,19 +35,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from firmware_protocol import messages as M
+from firmware_protocol.board_kinds import BY_NAME, KindFacts
 from firmware_protocol.emulator.board import Board, BoardSetup, StreamFrame
 from firmware_protocol.frame import FrameDecoder
 from firmware_protocol.pty_host import close_pty, exit_with_parent, open_pty, stopped_code
 
-DEFAULTS = {
-    "puma6": dict(kind=M.BoardKind.PUMA6, n_joints=6, tau_s=0.02, noise_rad=2e-5, resolution_rad=1e-5,
-                  supply_mV=48000, vmax=[1.4, 1.3, 2.1, 4.0, 4.2, 4.0], max_step_rad=0.05),
-    "humanoid17": dict(kind=M.BoardKind.HUMANOID17, n_joints=17, tau_s=0.03, noise_rad=5e-4,
-                       resolution_rad=2 * math.pi / 4096, supply_mV=7400, vmax=[6.0] * 17, max_step_rad=0.2),
-    # joint count from --config (the robot's limits): a board for any robot loaded from its URDF
-    "servos": dict(kind=M.BoardKind.SERVOS, n_joints=0, tau_s=0.03, noise_rad=5e-4,
-                   resolution_rad=2 * math.pi / 4096, supply_mV=12000, max_step_rad=0.2),
-}
+
+
+def kind_defaults(facts: KindFacts) -> dict:
+    """A board kind's emulator as `BoardSetup` fields (n_joints 0: from --config, the robot's limits)."""
+    base = dict(kind=facts.kind, n_joints=facts.n_joints, tau_s=facts.tau_s, noise_rad=facts.noise_rad,
+                resolution_rad=facts.resolution_rad, supply_mV=facts.supply_mV, max_step_rad=facts.max_step_rad)
+    if facts.vmax_rad_s:
+        base["vmax"] = list(facts.vmax_rad_s)
+    return base
 
 
 @dataclass
@@ -136,7 +137,7 @@ def _floats(text: str | None, n: int, what: str) -> list[float] | None:
 
 
 def build_config(args: argparse.Namespace) -> BoardSetup:
-    base = dict(DEFAULTS[args.kind])
+    base = kind_defaults(BY_NAME[args.kind])
     extra = json.loads(args.config) if args.config else {}
     if not base["n_joints"]:
         if not 1 <= len(extra.get("lower_deg", ())) <= M.MAX_JOINTS:
@@ -181,7 +182,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m firmware_protocol.emulator",
                                 description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--kind", choices=sorted(DEFAULTS), default="puma6")
+    p.add_argument("--kind", choices=sorted(BY_NAME), default="puma6")
     p.add_argument("--config", help="JSON: lower_deg, upper_deg, initial_deg, vmax_deg_s (board frame)")
     p.add_argument("--offsets-deg", help="hidden per-joint zero offsets, degrees (board = sign·true + offset)")
     p.add_argument("--reverse", help="hidden reversed joints, indices, e.g. 2,5")

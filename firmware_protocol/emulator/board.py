@@ -22,11 +22,12 @@ import numpy as np
 
 from firmware_protocol import messages as M
 from firmware_protocol.board_behaviour import Effect, BoardRequest, clamp_target, react, torque_on
+from firmware_protocol.board_kinds import facts_of
 from firmware_protocol.frame import FLAG_ACK_REQ, FLAG_RETX, PROTOCOL_MAJOR, PROTOCOL_MINOR, Frame
 from firmware_protocol.plant import LagPlant, Plant
 
 FW_VERSION = (1, 0, 0)
-CAPABILITIES = 0x1  # bit 0: STATE_RAW available
+CAPABILITIES = M.Capability.STATE_RAW
 
 
 @dataclass
@@ -48,7 +49,7 @@ class BoardSetup:
     uid: bytes = b""
     supply_mV: int = 12000
     cmd_timeout_ms: int = M.CMD_TIMEOUT_MS_DEFAULT
-    idle_state_hz: float = 10.0
+    idle_state_hz: float = float(M.BOARD_DEFAULTS[M.Param.IDLE_STATE_HZ])
     seed: int | None = None
     plant: Plant | None = None               # the joints: None, the kinematic servo model (LagPlant)
 
@@ -121,7 +122,7 @@ class Board:
         c = self.config
         self.rng = np.random.default_rng(c.seed)
         self.plant = c.plant
-        self.holds_on_watchdog = c.kind != M.BoardKind.PUMA6   # SPEC.md §7: PUMA6 brakes, servos hold
+        self.holds_on_watchdog = facts_of(c.kind).watchdog_holds   # SPEC.md §7: PUMA6 brakes, servos hold
         self.jflags = np.zeros(c.n_joints, dtype=np.uint8)
         self.boot(self.now)
 
@@ -231,7 +232,7 @@ class Board:
                 self.cmd_rejected += 1
                 self.faults |= M.Fault.CMD_REJECTED
                 return []
-            if self._react(BoardRequest.COMMAND).effects & Effect.APPLY and not msg.flags & 1:
+            if self._react(BoardRequest.COMMAND).effects & Effect.APPLY and not msg.flags & M.CmdFlag.HOLD:
                 self._apply(pos.astype(np.float64) * 1e-6, msg.mask)
                 self.echo_seq = frame.seq
                 self.applied += 1
@@ -259,7 +260,7 @@ class Board:
         magic = {BoardRequest.REBOOT: M.REBOOT_MAGIC, BoardRequest.PARAM_SAVE: M.SAVE_MAGIC}.get(request)
         if magic is not None and msg.magic != magic:
             return [self._ack(frame, M.AckResult.BAD_MAGIC)]
-        if request == BoardRequest.HOME and self.config.kind != M.BoardKind.PUMA6:
+        if request == BoardRequest.HOME and not facts_of(self.config.kind).needs_homing:
             return [self._ack(frame, M.AckResult.UNSUPPORTED)]
         reaction = self._react(request, msg.fault_mask if request == BoardRequest.CLEAR_FAULT else 0)
         ack = self._ack(frame, reaction.result)
@@ -294,9 +295,9 @@ class Board:
         c = self.config
         P = M.Param
         jt = M.PARAM_TYPE_I32
-        board_params = {P.CMD_TIMEOUT_MS: self.cmd_timeout_ms, P.IDLE_STATE_HZ: int(c.idle_state_hz),
-                        P.RAW_STREAM: int(self.raw_stream), P.WATCHDOG_ACTION: 1, P.LINK_TIMEOUT_MS: 250,
-                        P.RELAX_AFTER_MS: 0, P.RX_DROPPED: self.rx_refused + self.undecodable + self.cmd_rejected}
+        board_params = {**M.BOARD_DEFAULTS, P.CMD_TIMEOUT_MS: self.cmd_timeout_ms,
+                        P.IDLE_STATE_HZ: int(c.idle_state_hz), P.RAW_STREAM: int(self.raw_stream),
+                        P.RX_DROPPED: self.rx_refused + self.undecodable + self.cmd_rejected}
         if pid in board_params:
             return M.ParamValue(pid, joint, M.PARAM_TYPE_U32, board_params[pid], result)
         if not 0 <= joint < c.n_joints:

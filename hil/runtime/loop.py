@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusConfig
+from firmware_protocol.buses.board import BusConfig
 from firmware_protocol.errors import LinkLostError
-from firmware_protocol.messages import BoardState
+from firmware_protocol.messages import LINK_TIMEOUT_S, BoardState, Capability
 from hil import board_config, calibration_files, robots
 from hil.errors import EXPECTED, HilError, InputError, message
 from hil.motion import contacts
@@ -133,7 +133,7 @@ class LoopConfig:
     keep_cpu_awake: bool = True  # with realtime: no idle states on the loop's CPU (see cpu_idle.py)
     spin_us: float = 500.0
     ramp_fraction: float = 0.25
-    link_timeout_s: float = 0.25
+    link_timeout_s: float = LINK_TIMEOUT_S
     reconnect_s: float = 3.0
     hold_after_misses: int = 5
     disable_after_misses: int = 50
@@ -408,7 +408,7 @@ class Loop:
         # other threads of this process (recorder, transactions) must hand the GIL back quickly
         sys.setswitchinterval(1e-4)
         info = self.link.info
-        self.position_estimated = bool(info.capabilities & CAP_POSITION_ESTIMATED)
+        self.position_estimated = bool(info.capabilities & Capability.POSITION_ESTIMATED)
         self.shared.set_info(robot=cfg.robot, board=info.uid, port=cfg.port, pid=os.getpid(),
                              position_estimated=self.position_estimated, leader=self.motion.name == "teleop")
         run_card.write(self.shared.name, self.model, cfg.robot, cfg.bus, cfg.compensate, cfg.speed, cfg.strict)

@@ -14,7 +14,8 @@ import pytest
 
 from firmware_protocol import messages as M
 from firmware_protocol.buses import BUSES
-from firmware_protocol.buses.board import CAP_POSITION_ESTIMATED, BusBoard
+from firmware_protocol.buses.board import BusBoard
+from firmware_protocol.messages import Capability
 from firmware_protocol.errors import CommandRejectedError, HandshakeError
 from hil import board_config, robots
 from tests.conftest import bus_emulator
@@ -83,7 +84,7 @@ def test_each_bus_follows_commands_only_while_enabled_and_stops_on_estop(bus_boa
         board.enable()                                    # a latched e-stop is cleared first
     board.clear_faults()
     assert board.poll().state == M.BoardState.DISABLED
-    assert bool(board.info.capabilities & CAP_POSITION_ESTIMATED) != board.cls.measures_position
+    assert bool(board.info.capabilities & Capability.POSITION_ESTIMATED) != board.cls.measures_position
 
 
 @pytest.mark.parametrize("bus_board", ["dynamixel2", "feetech", "ssc32"], indirect=True)

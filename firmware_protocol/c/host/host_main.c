@@ -12,6 +12,7 @@
  * Prints the pty path on stdout, then serves until SIGTERM/SIGINT. Floating point is used here,
  * in the simulated servos only: the core itself has none.
  */
+#define HIL_WANT_KIND_MODELS   /* the generated table of board kinds (defaults) */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -131,19 +132,18 @@ static void parse_fault(const char *spec) {
   if (opt.drop > 1 || opt.corrupt > 1 || opt.garbage > 1) die("bad --fault %s (probability must be in [0, 1])", spec);
 }
 
+/* the kind's row of the generated table (firmware_protocol/board_kinds.py); a kind sized by its
+ * robot's config (servos) is the Python emulator's */
+static const struct hil_kind_model *model;
+
 static void defaults(const char *kind) {
-  if (!strcmp(kind, "humanoid17")) {
-    opt.kind = HIL_KIND_HUMANOID17; opt.n = 17; opt.tau = 0.03; opt.noise = 5e-4;
-    opt.resolution = 2 * M_PI / 4096; opt.supply_mv = 7400; opt.max_step = 0.2;
-    for (int j = 0; j < 17; j++) opt.vmax[j] = 6.0;
-  } else if (!strcmp(kind, "puma6")) {
-    static const double v[6] = {1.4, 1.3, 2.1, 4.0, 4.2, 4.0};
-    opt.kind = HIL_KIND_PUMA6; opt.n = 6; opt.tau = 0.02; opt.noise = 2e-5; opt.resolution = 1e-5;
-    opt.supply_mv = 48000; opt.max_step = 0.05;
-    memcpy(opt.vmax, v, sizeof v);
-  } else {
-    die("--kind %s: kinds are humanoid17, puma6", kind);
-  }
+  for (int k = 0; k < HIL_N_KINDS && !model; k++)
+    if (!strcmp(kind, HIL_KIND_MODELS[k].name) && HIL_KIND_MODELS[k].n_joints) model = &HIL_KIND_MODELS[k];
+  if (!model) die("--kind %s: the host build's kinds are those of a fixed joint count (humanoid17, puma6)", kind);
+  opt.kind = model->kind; opt.n = model->n_joints; opt.tau = model->tau_s; opt.noise = model->noise_rad;
+  opt.resolution = model->resolution_rad; opt.supply_mv = (uint16_t)model->supply_mv;
+  opt.max_step = model->max_step_rad;
+  for (int j = 0; j < model->n_vmax && j < MAXJ; j++) opt.vmax[j] = model->vmax_rad_s[j];
   for (int j = 0; j < opt.n; j++) {
     opt.lower[j] = -M_PI; opt.upper[j] = M_PI; opt.sign[j] = 1.0;
   }
@@ -448,7 +448,7 @@ int main(int argc, char **argv) {
   printf("%s\n", path);
   fflush(stdout);
   fprintf(stderr, "board emulator (C firmware, host build): %s (%d joints) on %s, uid ",
-          opt.kind == HIL_KIND_PUMA6 ? "puma6" : "humanoid17", opt.n, path);
+          model->name, opt.n, path);
   for (int k = 0; k < 12; k++) fprintf(stderr, "%02X", opt.uid[k]);
   fprintf(stderr, ", boot id %08x, state %u bytes\n", board.boot_id, (unsigned)sizeof board);
   signal(SIGUSR1, on_usr1);

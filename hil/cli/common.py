@@ -6,8 +6,8 @@ import argparse
 import os
 import tempfile
 
-from firmware_protocol.buses import bus_list
 from hil.errors import InputError, did_you_mean
+from hil.options import add_options
 
 ROBOT_HELP = ("robot: a shipped name (puma560, humanoid17, so101, so100, koch; see `hil robots`), a URDF file, or a robot "
               ".toml file (ours, or a side file naming a URDF: docs/robots.md)")
@@ -57,37 +57,11 @@ def add_command(sub, name: str, summary: str, description: str, examples: list[s
 
 def add_run_target(s: argparse.ArgumentParser) -> None:
     """Where a planned motion runs (plan only when neither is given) and how the run is reported:
-    the options `hil path`, `hil walk` and `hil play` share."""
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--dry-run", action="store_true", help="run it on the built-in board emulator")
-    g.add_argument("--port", help="run it on the board at this serial port (see `hil ports`)")
-    s.add_argument("--headless", action="store_true", help="no twin window; print a live status line")
-    add_record_options(s)
-    s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
-    add_compensation_option(s)
-    add_pace_options(s)
-    add_bus_options(s)
-    add_emulator_option(s)
+    the options `hil path`, `hil walk` and `hil play` share with `hil run` (RunRequest.RUN_TARGET)."""
+    from hil.runtime.run_request import RunRequest
 
-
-RECORD_ERRORS = ("stop", "continue")
-
-
-def add_record_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--record", metavar="FILE", help="record every cycle to FILE (.npy, numpy.load reads it; see the "
-                                                    "README)")
-    s.add_argument("--on-record-error", choices=RECORD_ERRORS, default="stop",
-                   help="when the recording cannot be written (a full disk): stop the run safely, or go on without "
-                        "recording (said); either way the run exits non-zero and says how many rows the file keeps")
-
-
-def add_pace_options(s: argparse.ArgumentParser) -> None:
-    """--speed and --strict: how fast a planned motion runs, and whether it may be slowed."""
-    s.add_argument("--speed", type=float, default=1.0, metavar="FRACTION",
-                   help="run the motion at this fraction of its written pace (0 < f ≤ 1): a walk's steps, a "
-                        "program's feeds, a motion file's times stretched — to try a motion slowly on a new robot")
-    s.add_argument("--strict", action="store_true",
-                   help="refuse a motion its joints or servos cannot follow instead of slowing it down")
+    add_options(s.add_mutually_exclusive_group(), RunRequest, ("dry_run", "port"))
+    add_options(s, RunRequest, RunRequest.RUN_TARGET)
 
 
 def speed_of(args: argparse.Namespace) -> float:
@@ -100,14 +74,12 @@ def speed_of(args: argparse.Namespace) -> float:
     return float(speed)
 
 
-def add_compensation_option(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--no-stabiliser", action="store_true",
-                   help="a humanoid's motions without the balance stabiliser (by default, where the board has an IMU, "
-                        "the ankles lean the body back toward the attitude the motion plans)")
-    s.add_argument("--no-compensation", action="store_true",
-                   help="send the planned joint angles as they are: no compliance compensation (by default the "
-                        "commands add what soft servos sag under the torques the motion needs, where the robot's "
-                        "servos declare a stiffness: docs/physics.md)")
+def add_run_options(s: argparse.ArgumentParser, *names: str) -> None:
+    """Options of a run (RunRequest's fields by name), as `hil run` declares them, for a command
+    that takes some of them (`hil replay`, `hil emulate`)."""
+    from hil.runtime.run_request import RunRequest
+
+    add_options(s, RunRequest, names)
 
 
 def servo_for(args, model):
@@ -117,35 +89,6 @@ def servo_for(args, model):
 
     bus = board_config.resolve(model, getattr(args, "bus", None), getattr(args, "board_config", None))
     return board_config.servos_of(model, bus)
-
-
-BUS_HELP = (f"drive a servo bus instead of a hil board: {bus_list()} (with --dry-run: its emulator, with the "
-            "shipped config for that bus)")
-
-
-def add_emulator_option(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--emulator", choices=("python", "c", "qemu"), default="python",
-                   help="with --dry-run: the Python board model, the C reference firmware's host build (built with "
-                        "make and gcc on first use), or its ARM image on QEMU's STM32F405 (qemu-system-arm and "
-                        "arm-none-eabi-gcc)")
-    s.add_argument("--physics", action="store_true",
-                   help="with --dry-run: the robot in rigid-body physics behind the emulator (MuJoCo: gravity, "
-                        "contacts, servos that sag, a humanoid that can fall; pip install -e '.[physics]')")
-
-
-def add_bus_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--bus", help=BUS_HELP)
-    s.add_argument("--board-config", metavar="FILE",
-                   help="the robot ↔ servo mapping (TOML: bus, baud, per joint servo id, ticks per radian, zero "
-                        "tick, direction, limits; default: the one shipped for --bus, see docs/buses.md)")
-    s.add_argument("--watchdog-ms", type=float, metavar="MS",
-                   help="the board's command watchdog: with no command for this long, the board holds or "
-                        "relaxes the robot and latches a fault (10 … 1000 ms; default: the board's own, 50 ms on "
-                        "hil's boards, a bus config's command_timeout_ms; or the environment's HIL_WATCHDOG_MS). "
-                        "Raise it on a machine busy with other work; see docs/lifecycle.md")
-    s.add_argument("--bring-in", action="store_true",
-                   help="a joint that stands outside its range when enabled is brought in slowly from where it "
-                        "stands (at the ramp-in speed, never further out), instead of the enable being refused")
 
 
 def floats(text: str, n: int, what: str) -> list[float]:

@@ -6,7 +6,7 @@ import os
 import sys
 
 from firmware_protocol.buses import BUSES, FIRST_BUS
-from hil.cli.common import ROBOT_HELP, add_bus_options, add_command
+from hil.cli.common import ROBOT_HELP, add_command, add_run_options
 from hil.errors import InputError
 
 
@@ -32,7 +32,7 @@ def register(sub) -> None:
                         "stall:S@T, mute:S@T, disconnect@T, reboot@T, badstate@T (T seconds after start); "
                         "with --bus: silent:ID[@T[-T2]], overload:ID@T, overheat:ID@T, voltage:ID@T, blocked:ID@T "
                         "(the servo meets something it cannot move), disconnect@T")
-    add_bus_options(s)
+    add_run_options(s, "bus", "board_config", "watchdog_ms", "bring_in")
     s.add_argument("--impl", choices=("python", "c", "qemu"), default="python",
                    help="the Python board model, the C reference firmware's host build (built on first use), or its "
                         "ARM image on QEMU's STM32F405 (make -C firmware_protocol/c qemu; built on first use)")

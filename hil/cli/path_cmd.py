@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import add_command, add_run_target, floats, planning, servo_for, speed_of, trajectory_out
+from hil.cli.common import (add_command, add_run_options, add_run_target, floats, planning, servo_for, speed_of,
+                            trajectory_out)
 from hil.cli.running import run_planned
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
@@ -33,7 +34,7 @@ def register(sub) -> None:
                    help="full: the tool's axis and its roll held; axis: the axis normal to the workpiece, roll free "
                         "(default: full on an arm of six joints or more, axis on one of five)")
     s.add_argument("--chord-mm", type=float, default=0.05, help="largest chord error of the discretisation (mm)")
-    s.add_argument("--rate", type=float, help="trajectory sample rate = loop rate, Hz (default: the robot's)")
+    add_run_options(s, "rate_hz")
     s.add_argument("--out", metavar="TRAJ.npz", help="write t, q, p_prog, line to this file")
     add_run_target(s)
     s.set_defaults(func=run)
@@ -50,7 +51,7 @@ def run(args) -> int:
         raise InputError(f"hil path plans a contour for an arm; {model.name} is a {model.kind} (hil walk, hil play)")
     number(args.chord_mm, "--chord-mm", 0.001, 10, "mm")
     scale = number(args.scale, "--scale", 1e-3, 1e3)
-    rate = number(args.rate if args.rate is not None else model.default_rate_hz,
+    rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     writable_file(args.out, "--out")
     prog = gcode.parse(read_text(args.file, "G-code program"), args.file)
@@ -69,7 +70,7 @@ def run(args) -> int:
         plan = path.plan_path(model, prog, T_place, tool, args.chord_mm, rate, speed=speed_of(args),
                               strict=args.strict, orientation=args.orientation)
         progress.report("the servos' torques")
-        torques = torque_plan(model, plan.t, plan.q, None, servo_for(args, model), not args.no_compensation)
+        torques = torque_plan(model, plan.t, plan.q, None, servo_for(args, model), args.compensate)
     print(plan.summary())
     if torques.over():
         raise UnreachableError(torques.refusal(args.file) + "; lower the feed (F) or place the work nearer the base")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hil.cli.common import (add_command, add_predict_options, add_run_target, check_predict_options, planning,
-                            predict_or_refuse, servo_for, speed_of)
+from hil.cli.common import (add_command, add_predict_options, add_run_options, add_run_target, check_predict_options,
+                            planning, predict_or_refuse, servo_for, speed_of)
 from hil.cli.running import run_planned
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
@@ -19,7 +19,7 @@ def register(sub) -> None:
                                                 "trajectory .npz with t (N,) and q (N, joints)")
     s.add_argument("--robot", help="the robot the motion is for (default: the file's `robot`, else humanoid17); "
                                    "a shipped name, a URDF file or a robot .toml file")
-    s.add_argument("--rate", type=float, help="loop rate, Hz (default: the robot's)")
+    add_run_options(s, "rate_hz")
     add_run_target(s)
     add_predict_options(s)
     s.set_defaults(func=run)
@@ -29,8 +29,8 @@ def run(args) -> int:
     from hil import robots
     from hil.runtime.motion_sources import make_motion
 
-    if args.rate is not None:
-        number(args.rate, "--rate", 10, 1000, "Hz")
+    if args.rate_hz is not None:
+        number(args.rate_hz, "--rate", 10, 1000, "Hz")
     if not args.file.endswith((".toml", ".json", ".npz")):
         raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
     model = robots.load(args.robot or _robot_named_in(args.file))
@@ -40,13 +40,13 @@ def run(args) -> int:
     servo = servo_for(args, model)
     # every sample checked as the loop checks it (hil.motion.plan_check), before anything runs
     with planning(f"{args.file} for {model.name}"):
-        motion = make_motion(args.file, model, servo, not args.no_compensation, speed, args.strict)
+        motion = make_motion(args.file, model, servo, args.compensate, speed, args.strict)
     if getattr(motion, "note", ""):
         print(f"{args.file}: {motion.note}")
     print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
     if motion.torques is not None:
         print(motion.torques.summary())
-    rate = args.rate if args.rate is not None else model.default_rate_hz
+    rate = args.rate_hz if args.rate_hz is not None else model.default_rate_hz
     predict_or_refuse(args, model, motion.t, motion.q, servo, rate, args.file)
     if not (args.dry_run or args.port):
         return 0

@@ -7,8 +7,7 @@ import argparse
 import os
 import tempfile
 
-from hil.cli.common import (add_bus_options, add_compensation_option, add_emulator_option, add_command,
-                            add_record_options, servo_for)
+from hil.cli.common import add_command, add_run_options, servo_for
 from hil.cli.running import run_planned, twin_beside_a_run
 from hil.errors import InputError
 
@@ -40,13 +39,9 @@ def register(sub) -> None:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--dry-run", action="store_true", help="play the episode on the built-in emulator")
     g.add_argument("--port", help="play the episode on the robot at this serial port")
-    s.add_argument("--rate", type=float, help="loop rate, Hz (default: the robot's)")
-    s.add_argument("--stats-json", metavar="FILE", help="write timing statistics to FILE at exit")
     s.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)   # (run_planned's; episodes never slow)
-    add_record_options(s)
-    add_compensation_option(s)
-    add_bus_options(s)
-    add_emulator_option(s)
+    add_run_options(s, "rate_hz", "stats_json", "record", "record_errors", "stabilise", "compensate", "bus",
+                    "board_config", "watchdog_ms", "bring_in", "emulator", "physics")
     s.set_defaults(func=run)
 
 
@@ -139,7 +134,7 @@ def _replay_episode(args) -> int:
         import numpy as np
 
         np.savez(path, t=t, q=q)
-        motion = make_motion(path, model, servo_for(args, model), not args.no_compensation, speed, strict=True)
+        motion = make_motion(path, model, servo_for(args, model), args.compensate, speed, strict=True)
     except InputError as e:
         import shutil
 
@@ -158,6 +153,6 @@ def _replay_episode(args) -> int:
 
         shutil.rmtree(folder, ignore_errors=True)
         return 0
-    args.out, args.no_stabiliser, args.bring_in = None, True, getattr(args, "bring_in", False)
+    args.out, args.stabilise = None, False
     args.bus = config.bus
     return run_planned(args, model.spec, path, speed=speed)

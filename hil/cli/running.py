@@ -32,13 +32,13 @@ def run_planned(args: argparse.Namespace, robot: str, motion_path: str, rate: fl
 
 def _run(args: argparse.Namespace, robot: str, motion_path: str, rate: float | None, path_file: str | None,
          speed: float) -> int:
+    from hil.options import from_args
     from hil.runtime import supervisor
+    from hil.runtime.run_request import RunRequest
 
-    return supervisor.run(supervisor.RunRequest(
-        robot=robot, dry_run=args.dry_run, port=args.port, rate_hz=rate if rate is not None else args.rate,
-        headless=args.headless, record=args.record, record_errors=args.on_record_error, stats_json=args.stats_json,
-        motion=motion_path, enable=True,
-        exit_when_done=True, path_file=path_file, bus=args.bus, board_config=args.board_config,
-        emulator=args.emulator, physics=args.physics, compensate=not args.no_compensation, speed=speed,
-        strict=args.strict, stabilise=not args.no_stabiliser, watchdog_ms=args.watchdog_ms,
-        bring_in=args.bring_in, command=getattr(args, "command", None) or "run"), twin=twin_beside_a_run())
+    # the run's options as parsed; what the command decided (the trajectory it planned, its rate) over them
+    given = dict(robot=robot, motion=motion_path, enable=True, exit_when_done=True, path_file=path_file, speed=speed,
+                 command=getattr(args, "command", None) or "run")
+    if rate is not None:
+        given["rate_hz"] = rate
+    return supervisor.run(from_args(RunRequest, args, **given), twin=twin_beside_a_run())

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from hil.cli.common import (add_command, add_predict_options, add_run_target, check_predict_options,
-                            predict_or_refuse, servo_for, speed_of, trajectory_out)
+from hil.cli.common import (add_command, add_predict_options, add_run_options, add_run_target,
+                            check_predict_options, predict_or_refuse, servo_for, speed_of, trajectory_out)
 from hil.cli.running import run_planned
 from hil.errors import InputError
 from hil.inputs import number, writable_file
@@ -37,7 +37,7 @@ def register(sub) -> None:
                       help="the feet roll on the ground in any walk: each lifts off from its toe and lands on its heel")
     roll.add_argument("--flat-feet", dest="heel_toe", action="store_const", const=False,
                       help="the soles stay flat while they are down, --knee-stretched too")
-    s.add_argument("--rate", type=float, help="sample rate = loop rate, Hz (default: the robot's)")
+    add_run_options(s, "rate_hz")
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
     add_run_target(s)
@@ -83,7 +83,7 @@ def run(args) -> int:
                             "[robot] kind = \"humanoid\"" if model.meta.get("mjcf") else
                             "For a URDF humanoid, a side file with [robot] kind = \"humanoid\" and its [soles] "
                             "(docs/robots.md)"))
-    rate = number(args.rate if args.rate is not None else model.default_rate_hz,
+    rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     number(args.steps, "--steps", 1, 100)
     walking.check_legs(model)   # a leg that cannot walk is said before anything else
@@ -102,7 +102,7 @@ def run(args) -> int:
                                 knee_stretched=args.knee_stretched, heel_toe=args.heel_toe, rate_hz=rate)
     servo = servo_for(args, model)
     res = walking.plan(model, params, _progress_printer(), servo=servo,
-                       compensate=not args.no_compensation, strict=args.strict)
+                       compensate=args.compensate, strict=args.strict)
     print(res.summary())
     print(res.torques.summary())
     predict_or_refuse(args, model, res.t, res.q_cmd, servo, rate, "the walk", res.com_w[-1] - res.com_w[0])

@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,6 +149,16 @@ class LoopConfig:
     stabilise: bool = True        # a humanoid's motions lean back on what its IMU says (runtime.balance)
     watchdog_ms: int | None = None  # the board's command watchdog (CMD_TIMEOUT_MS); None: the board's own
     bring_in: bool = False        # a joint powered up outside its range is enabled and brought in slowly
+
+    @classmethod
+    def from_request(cls, req, **resolved) -> "LoopConfig":
+        """The loop's configuration from a run's request (hil.runtime.run_request): each of its values
+        under the same name (None: this side's default), then what the supervisor `resolved` (the
+        port, the rate, the bus, the robot's spec …) over them."""
+        mine = {f.name for f in dataclasses.fields(cls)}
+        values = {f.name: getattr(req, f.name) for f in dataclasses.fields(req)
+                  if f.name in mine and getattr(req, f.name) is not None}
+        return cls(**{**values, **resolved})
 
 
 def run_loop(cfg: LoopConfig) -> int:

@@ -11,7 +11,6 @@ import signal
 import sys
 import time
 import dataclasses
-from dataclasses import dataclass
 from typing import Callable
 
 from firmware_protocol.buses.board import cycle_note
@@ -25,6 +24,8 @@ from hil.remote.session import control_refusal, load_config
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime.loop import LoopConfig, run_loop
 from hil.runtime.realtime import check_a_loop_cpu_is_free
+from hil.options import check_options
+from hil.runtime.run_request import RunRequest
 from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
 from hil.runtime.helpers import TwinStarter, start_bridge, start_shadow
@@ -47,48 +48,6 @@ def status_line(s) -> str:
             f"track {math.degrees(track):5.2f}°")
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    """What `hil run` (and `hil play/path/walk`, which plan first) asks of a run. Units SI."""
-
-    robot: str
-    port: str | None = None
-    dry_run: bool = False
-    rate_hz: float | None = None       # None: the robot's default
-    duration_s: float | None = None    # None: until stopped (or the motion is done, with exit_when_done)
-    headless: bool = False
-    record: str | None = None
-    record_errors: str = "stop"        # a recording that cannot be written: stop the run, or "continue" without it
-    stats_json: str | None = None
-    motion: str | None = None
-    enable: bool = False
-    exit_when_done: bool = False
-    realtime: bool = True
-    keep_cpu_awake: bool = True
-    spin_us: float | None = None
-    port_io: str | None = None
-    calibration: str | None = None
-    faults: tuple[str, ...] = ()
-    path_file: str | None = None       # a planned path to show in the twin
-    view: str | None = None            # the twin's camera preset (twin.app.VIEWS)
-    shadow: bool = False               # the robot in MuJoCo beside the run (hil.runtime.shadow)
-    bus: str | None = None             # a servo bus kind (firmware_protocol.buses.BUSES)
-    board_config: str | None = None    # its robot ↔ bus mapping (default: the shipped one for --bus)
-    emulator: str = "python"           # dry-run: the Python board model or the C firmware's host build
-    physics: bool = False              # dry-run: the robot in MuJoCo behind the emulator (hil.physics)
-    compensate: bool = True            # planned motions carry compliance compensation (hil.motion.torques)
-    speed: float = 1.0                 # a motion file runs at this fraction of its written pace
-    strict: bool = False               # a motion file the joints cannot follow is refused, not slowed
-    stabilise: bool = True             # a humanoid's motions lean back on its IMU (hil.runtime.balance)
-    watchdog_ms: float | None = None   # the board's command watchdog (None: the board's own, 50 ms on ours)
-    bring_in: bool = False             # a joint powered up outside its range is brought in, not refused
-    zenoh: bool = False                # a bridge process publishes the loop's state (hil.remote)
-    zenoh_config: str | None = None    # Zenoh's own config file
-    zenoh_rate_hz: float = 100.0
-    zenoh_control: bool = False        # remote requests beyond e-stop (needs access control or TLS)
-    command: str = "run"               # the hil command that asked (its lines are said as `hil COMMAND: …`)
-
-
 def bus_config(req: RunRequest, model):
     """The servo bus mapping a request names (None: our own protocol), with --watchdog-ms in place of
     its own watchdogs (the host-side one and the servos' bus watchdog)."""
@@ -108,6 +67,7 @@ def watchdog_ms(req: RunRequest) -> int | None:
 
 def check(req: RunRequest, model, bus=None) -> float:
     """Refuse a request that cannot run, before anything starts; returns the loop rate (Hz)."""
+    check_options(req)   # each value against what its option declares: a range, a choice
     if not req.dry_run and not req.port:
         raise InputError("hil run needs --port PORT (see `hil ports`) or --dry-run")
     default = model.default_rate_hz
@@ -123,14 +83,10 @@ def check(req: RunRequest, model, bus=None) -> float:
     if watchdog is not None and watchdog < 3e3 / rate:
         raise InputError(f"--watchdog-ms {watchdog}: shorter than three cycles at {rate:g} Hz "
                          f"({3e3 / rate:g} ms): the watchdog would trip between commands; raise it or --rate")
-    if req.duration_s is not None:
-        number(req.duration_s, "--duration", 0.001, 1e7, "s")
     if req.spin_us is not None and not 0.0 <= req.spin_us <= 1e6 / rate:  # (NaN fails this too)
         raise InputError(f"--spin-us {req.spin_us:g} is outside 0 … {1e6 / rate:g} µs (one cycle at {rate:g} Hz)")
     for spec in req.faults:
         (emulator_launch.check_fault if bus is None else emulator_launch.check_bus_fault)(spec)
-    if req.emulator not in emulator_launch.IMPLEMENTATIONS:
-        raise InputError(f"--emulator {req.emulator!r}: emulators are {', '.join(emulator_launch.IMPLEMENTATIONS)}")
     if req.emulator != "python" and (bus is not None or not req.dry_run):
         raise InputError(f"--emulator {req.emulator} runs the C firmware (its host build, or its ARM image on QEMU) for "
                          "--dry-run; not with --port or --bus")
@@ -152,8 +108,6 @@ def check(req: RunRequest, model, bus=None) -> float:
     writable_file(req.record, "--record")
     if req.record:
         _check_room_to_record(req, model.n, rate)
-    if req.record_errors not in ("stop", "continue"):
-        raise InputError(f"--on-record-error {req.record_errors!r}: stop or continue")
     writable_file(req.stats_json, "--stats-json")
     if req.record and req.stats_json and os.path.abspath(req.record) == os.path.abspath(req.stats_json):
         raise InputError(f"--record {req.record}: --record and --stats-json name the same file")
@@ -189,7 +143,6 @@ def _check_zenoh(req: RunRequest) -> None:
         if req.zenoh_config or req.zenoh_control:
             raise InputError("--zenoh-config and --zenoh-control belong to --zenoh")
         return
-    number(req.zenoh_rate_hz, "--zenoh-rate", 1, 1000, "Hz")
     config = load_config(req.zenoh_config)   # a missing package or a bad file: said now
     refusal = control_refusal(config) if req.zenoh_control else ""
     if refusal:
@@ -198,13 +151,14 @@ def _check_zenoh(req: RunRequest) -> None:
                          f"{refusal} (docs/remote.md shows one that does)")
 
 
-def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list[str]], int] | None = None) -> int:
+def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list[str]], int] | None = None,
+        model=None) -> int:
     """Start the emulator (dry-run), the shared block, the loop process, the twin (with `twin`, unless
     headless) and the Zenoh bridge (`bridge`: its main, with req.zenoh), show events and a status
     line, and stop everything in order. Returns the exit code."""
     if req.zenoh and bridge is None:
         raise InputError("--zenoh: this caller gave no Zenoh bridge to start")
-    model = robots.load(req.robot)
+    model = model if model is not None else robots.load(req.robot)   # (a command has loaded it already)
     bus = bus_config(req, model)
     rate = check(req, model, bus)
     if req.realtime:
@@ -233,17 +187,9 @@ def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list
     if not headless and not display_available():
         print("no display: running headless (set DISPLAY or use `xvfb-run`; attach later with `hil twin`)")
         headless = True
-    extra = {k: v for k, v in (("spin_us", req.spin_us), ("port_io", req.port_io)) if v is not None}
-    cfg = LoopConfig(robot=model.spec, port=emu.path if emu else req.port, shm_name=name, rate_hz=rate,
-                     duration_s=req.duration_s, record=req.record, record_errors=req.record_errors,
-                     stats_json=req.stats_json, motion=req.motion,
-                     enable=req.enable, exit_when_done=req.exit_when_done, headless=headless,
-                     realtime=req.realtime, keep_cpu_awake=req.keep_cpu_awake, calibration=req.calibration,
-                     parent_pid=os.getpid(), bus=bus, compensate=req.compensate,
-                     speed=req.speed, strict=req.strict,
-                     stabilise=req.stabilise, watchdog_ms=None if bus is not None else watchdog_ms(req),
-                     bring_in=req.bring_in,
-                     **extra)
+    cfg = LoopConfig.from_request(req, robot=model.spec, port=emu.path if emu else req.port, shm_name=name,
+                                  rate_hz=rate, headless=headless, parent_pid=os.getpid(), bus=bus,
+                                  watchdog_ms=None if bus is not None else watchdog_ms(req))
     session = _Run(shared, req, model, headless, twin, bridge)
     try:
         session.supervise(cfg)

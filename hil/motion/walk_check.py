@@ -1,0 +1,185 @@
+"""A walk checked from the joint angles it produces, not from its plan: feet and centre of mass from
+forward kinematics through the floating base (rooted at the support sole), the ZMP from the COM's
+finite-difference acceleration with the cart-table relation, the support polygon from the soles
+actually on the ground; and the refusal of a walk that fails those checks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hil.errors import UnreachableError
+from hil.kinematics.floating import FloatingBase
+from hil.motion import contacts
+from hil.motion.contacts import AIR, FLAT
+from hil.motion.gait import FEET, WalkParams
+from hil.motion.plan_check import check_commands, check_plan
+from hil.motion.preview import G
+from hil.motion.torques import TorquePlan
+from hil.robots.legs import legs
+from hil.safety import support_hull_margin
+
+
+CONTACT_TOLERANCE = 1e-6   # a sole the plan has down may lie this far off the ground (m)
+SLIDE_TOLERANCE = 1e-6     # and move this far while it is down (m)
+
+
+@dataclass
+class WalkResult:
+    t: np.ndarray
+    q: np.ndarray
+    support: np.ndarray           # 0 both, 1 left, 2 right (planned)
+    com_w: np.ndarray             # COM in the world, from FK of q
+    zmp_w: np.ndarray             # ZMP computed back from com_w
+    zmp_ref: np.ndarray
+    feet_w: np.ndarray            # (N, 2, 4, 4) world poses of l_sole, r_sole from FK of q
+    margin: np.ndarray            # ZMP distance inside the support polygon (m), per sample
+    slide: float                  # largest drift of a foot while it is on the ground (m)
+    min_foot_z: float             # lowest sole corner (m)
+    max_speed_ratio: float
+    knee_mid_stance_deg: float    # support knee's distance from straight at mid-stance (deg), worst step
+    leg_short_mm: float           # support leg (hip pitch to ankle pitch axis) short of full extension
+    ik_worst: float
+    report: list[str] = field(default_factory=list)
+    com_ref: np.ndarray | None = None
+    contact_error: float = 0.0    # largest height (or depth) of a sole corner while the plan has it down (m)
+    lowest: np.ndarray | None = None   # per sample, the lowest sole corner (m)
+    params: "WalkParams | None" = None  # what it was planned with, every default filled in
+    torques: "TorquePlan | None" = None  # the servos' torques and the compensated commands (`plan`)
+
+    @property
+    def q_cmd(self) -> np.ndarray:
+        """What the servos are told (N, n): the joint angles plus the compliance compensation."""
+        return self.q if self.torques is None else self.torques.q_cmd
+
+    def save(self, path: str) -> None:
+        """t, the commands `q` (compensated), the plan `q_plan`, the torques `tau`, support, COM, ZMP."""
+        extra = {} if self.torques is None else {"q_plan": self.q, "tau": self.torques.tau}
+        np.savez(path, t=self.t, q=self.q_cmd, support=self.support, com_w=self.com_w, zmp_w=self.zmp_w,
+                 zmp_ref=self.zmp_ref, dynamic_balance_checked=np.array(True), **extra)
+
+    def summary(self) -> str:
+        knee = "" if math.isnan(self.knee_mid_stance_deg) else (
+            f", support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight "
+            f"(leg {self.leg_short_mm:.1f} mm short of full extension)")
+        stand = self.params.stand if self.params is not None else None
+        first = f" (standing {stand:.2f} s before its first shift)" if stand else ""
+        return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s{first}, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
+                f"feet slide ≤ {1e3 * self.slide:.2f} mm, peak joint speed {100 * self.max_speed_ratio:.0f}% "
+                f"of the limits" + knee)
+
+
+def refuse_unsafe(model, res: WalkResult) -> None:
+    """UnreachableError at the first sample of a planned walk that fails a check (see `plan`)."""
+    k = int(np.argmin(np.nan_to_num(res.margin, nan=-np.inf)))
+    if not res.margin[k] > 0:
+        raise UnreachableError(f"walk: refused: the planned ZMP leaves {model.name}'s support polygon "
+                               f"({1e3 * res.margin[k]:.1f} mm) at t = {res.t[k]:.3f} s; try a shorter stride, "
+                               "a longer --period, or a home pose the robot walks from (docs/robots.md)")
+    if res.min_foot_z < -CONTACT_TOLERANCE:
+        k = int(np.argmin(res.lowest))
+        raise UnreachableError(f"walk: refused: a sole corner goes {-1e3 * res.min_foot_z:.3f} mm into the ground "
+                               f"at t = {res.t[k]:.3f} s; try a larger --lift or a shorter stride")
+    if res.contact_error > CONTACT_TOLERANCE or res.slide > SLIDE_TOLERANCE:
+        raise UnreachableError(f"walk: refused: a foot on the ground is {1e3 * res.contact_error:.3f} mm off it "
+                               f"or slides {1e3 * res.slide:.3f} mm; try a shorter stride or a longer --period")
+    # the plan and its commands as the loop will check them (balance: the ZMP's, checked above)
+    advice = "try a wider --width, a shorter stride or a smaller --side"
+    check_plan(model, res.t, res.q, static_balance=False, where="walk", advice=advice)
+    if res.torques is not None:
+        check_commands(model, res.t, res.q_cmd, static_balance=False, where="walk",
+                       advice=advice + (" or --no-compensation" if res.torques.compensated else ""))
+
+
+def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, label) -> WalkResult:
+    """The checks, from the joint angles alone (FK through the root-switching floating base) and
+    what the plan says touches the ground (`support`, codes of hil.motion.contacts)."""
+    N = len(t)
+    dt = t[1] - t[0]
+    feet_contacts = [contacts.decode(int(c)) for c in support]
+    base = FloatingBase(model, "l_sole", Q[0])
+    feet = np.zeros((N, 2, 4, 4))
+    com = np.zeros((N, 3))
+    li, ri = model.frame_index("l_sole"), model.frame_index("r_sole")
+    for k in range(N):
+        left, right = feet_contacts[k]
+        want = "l_sole" if left == FLAT and right != FLAT else "r_sole" if right == FLAT and left != FLAT else None
+        if want and want != base.support:
+            # the new root sole's world pose is where it stood at the last sample it was flat
+            # beside the other: in this sample the other foot has already begun to roll or lift
+            base.switch(want, Q[max(k - 1, 0)])
+        F = base.body_pose(Q[k]) @ model.fk_frames(Q[k])[[li, ri]]
+        feet[k] = F
+        com[k] = base.com(Q[k])
+    # COM acceleration by the finest central second difference the samples allow
+    h = 1
+    acc = np.zeros_like(com)
+    acc[h:-h] = (com[2 * h:] - 2 * com[h:-h] + com[:-2 * h]) / (h * dt) ** 2
+    zmp = com[:, :2] - com[:, 2:3] * acc[:, :2] / (G + acc[:, 2:3])
+    # the plan says which corners of each sole are down: they must lie on the ground
+    # (`contact_error`: their largest height or depth) and must not move while they stay down
+    # (`slide`); every corner must stay above the ground (`min_foot_z`); the ZMP must stay inside
+    # what is down (`margin`)
+    names = [[nm for nm, _, _ in contacts.corners(side, FLAT, hl, hw)] for side in FEET]
+    corners = np.array([[x, y, 0, 1] for _, x, y in contacts.corners("l", FLAT, hl, hw)]).T
+    down_names = {(f, c): [nm for nm, _, _ in contacts.corners(FEET[f], c, hl, hw)] for f in range(2) for c in range(4)}
+    margin = np.zeros(N)
+    lowest = np.zeros(N)
+    contact_error = 0.0
+    slide = 0.0
+    anchor: dict[str, np.ndarray] = {}
+    for k in range(N):
+        pts = []
+        held = set()
+        for f in range(2):
+            C = (feet[k, f] @ corners)[:3].T
+            lowest[k] = min(lowest[k], float(C[:, 2].min())) if f else float(C[:, 2].min())
+            for nm in down_names[f, feet_contacts[k][f]]:
+                c = C[names[f].index(nm)]
+                contact_error = max(contact_error, abs(float(c[2])))
+                pts.append(c[:2])
+                held.add(nm)
+                if nm not in anchor:
+                    anchor[nm] = c.copy()
+                slide = max(slide, float(np.linalg.norm(c - anchor[nm])))
+        for nm in [nm for nm in anchor if nm not in held]:
+            del anchor[nm]
+        margin[k] = support_hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
+    qd = np.diff(Q, axis=0) / dt
+    sp = float(np.max(np.abs(qd) / model.velocity_limit))
+    knee_dev, short = _support_knees(model, Q, support)
+    # the first and last h samples have no second difference: they take their neighbours' value
+    margin[:h] = margin[h]
+    margin[-h:] = margin[-h - 1]
+    res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(lowest.min()), sp, knee_dev, short,
+                     float(worst), [label], contact_error=contact_error, lowest=lowest)
+    return res
+
+
+def _support_knees(model, Q, support) -> tuple[float, float]:
+    """The support knee at mid-stance: degrees from straight (the knee's range ends at straight) and how
+    much shorter the leg is than straight, hip-pitch axis to ankle-pitch axis, mm. NaN for legs
+    without a knee (hil.robots.legs)."""
+    leg_of = legs(model)
+    if any(leg.knee is None or leg.ankle_pitch is None for leg in leg_of.values()):
+        return math.nan, math.nan
+    knee_dev = 0.0
+    short = 0.0
+    in_air = np.array([AIR in contacts.decode(int(c)) for c in support])
+    runs = np.flatnonzero(np.diff(np.concatenate([[0], in_air.astype(int), [0]])))
+    for a, b in zip(runs[::2], runs[1::2]):
+        mid_k = (a + b) // 2
+        leg = leg_of["l" if contacts.decode(int(support[mid_k]))[0] != AIR else "r"]
+        kj = leg.knee
+        straight = math.degrees(model.lower[kj])  # the knee's range ends at (just short of) straight
+        knee_dev = max(knee_dev, math.degrees(Q[mid_k, kj]) - straight)
+
+        def span(qq):
+            F = model.fk_frames(qq)
+            return np.linalg.norm(F[leg.hip_pitch + 1][:3, 3] - F[leg.ankle_pitch + 1][:3, 3])
+        qs = Q[mid_k].copy()
+        qs[kj] = model.lower[kj]
+        short = max(short, (span(qs) - span(Q[mid_k])) * 1e3)
+    return knee_dev, short

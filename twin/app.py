@@ -15,7 +15,6 @@ import dearpygui.dearpygui as dpg
 import numpy as np
 
 from firmware_protocol.messages import BoardState, fault_fixes, fault_names
-from hil.display import screen_size
 from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
@@ -24,18 +23,14 @@ from hil.runtime.stall import STALL_LOAD
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, check_shapes, flag_names
 from twin import ground as G
 from twin import scene as S
+from twin.camera import (ORTHOGRAPHIC, VIEW_H, VIEW_W, VIEWS, H, PANEL_W, W, camera_matrices, default_camera,
+                         fitted, orbit, pan, robot_points, zoom)
 from twin.meshes import link_meshes
 
 ENABLED_STATE = int(BoardState.ENABLED)
 
 
-# the window: 1280×720, or the screen it opens on where that is smaller (placed at its top left)
-W, H = (min(a, b) for a, b in zip((1280, 720), screen_size()))
 GROUND_TOUCH = 0.0008   # a sole corner this low touches the ground (m): below a rolling sole's lifted corner
-# DearPyGui's clip-space mapping shows only half of the nominal field of view (see scene.project)
-FOV = math.radians(75)
-PANEL_W = 410
-VIEW_W, VIEW_H = W - PANEL_W - 30, H - 40
 TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highlighted in the panel
 NAME_COLOR = (235, 235, 240, 255)
 NAME_PLATE = (20, 22, 28, 200)   # under a joint's name: it reads over a light part as over the floor
@@ -61,49 +56,6 @@ def pick_joint(pixels: list, mouse: np.ndarray) -> int | None:
         if d <= best_d:
             best, best_d = i, d
     return best
-CAMERA = {"puma560": dict(yaw=math.radians(-50), pitch=math.radians(18), dist=3.6, target=(0.0, 0.25, -0.25)),
-          "humanoid17": dict(yaw=math.radians(-35), pitch=math.radians(15), dist=1.1, target=(0.03, 0.0, 0.24))}
-
-
-def default_camera(model, meshes: dict | None = None) -> dict:
-    """The two shipped robots' views, set by hand; any other robot fitted whole at its home pose,
-    seen from the front-right-above (`meshes`: what the twin draws of it, default its own)."""
-    if model.name in CAMERA:
-        return dict(CAMERA[model.name])
-    meshes = link_meshes(model) if meshes is None else meshes
-    Tw = FloatingBase(model, "l_sole", model.home).body_pose(model.home) if model.floating else np.eye(4)
-    return fitted(robot_points(model, S.link_bounds(model, meshes), model.home, Tw),
-                  math.radians(-40), math.radians(18), ortho=False)
-
-
-def robot_points(model, bounds: dict, q: np.ndarray, Tw: np.ndarray) -> np.ndarray:
-    """World points that bound the robot at pose q, its base at Tw (`bounds`: scene.link_bounds)."""
-    F = model.fk_frames(q)
-    return np.concatenate([pts @ (Tw @ F[link + 1])[:3, :3].T + (Tw @ F[link + 1])[:3, 3]
-                           for link, pts in bounds.items()])
-
-
-def fitted(points: np.ndarray, yaw: float, pitch: float, ortho: bool) -> dict:
-    """A camera looking from (yaw, pitch) that shows all of `points`, filling FIT_MARGIN of the view."""
-    eye, target = S.orbit_view(yaw, pitch, 1.0, (0.0, 0.0, 0.0))
-    V = S.look_at(eye, target)
-    right, up, back = V[0, :3], V[1, :3], V[2, :3]
-    lo, hi = points.min(axis=0), points.max(axis=0)
-    centre = (lo + hi) / 2
-    d = points - centre
-    x, y, z = np.abs(d @ right), np.abs(d @ up), d @ back
-    aspect = VIEW_W / VIEW_H
-    cam = dict(yaw=yaw, pitch=pitch, target=tuple(float(v) for v in centre))
-    # (DearPyGui's clip space shows |x|, |y| ≤ 0.5, not ≤ 1: scene.project)
-    if ortho:
-        cam["ortho"] = max(float(y.max()), float(x.max()) / aspect, 0.01) / (0.5 * FIT_MARGIN)
-        cam["dist"] = max(2.0 * float(np.linalg.norm(hi - lo)), 0.5)
-    else:
-        t = math.tan(FOV / 2) * 0.5 * FIT_MARGIN
-        cam["dist"] = max(float(np.max(z + np.maximum(y / t, x / (t * aspect)))), 0.2)
-    return cam
-
-
 def set_text(tag: str, text: str) -> None:
     """A panel line that takes room only while it says something (an arrow as ASCII: the
     default font has no →)."""
@@ -118,13 +70,6 @@ def grid_step(model) -> float:
     size = float(np.max(p.max(axis=0) - p.min(axis=0)))
     return 0.05 if size < 0.8 else 0.25
 SLIDER_OWN_S = 1.0   # after a user's drag, the sliders stay theirs this long before they follow the command
-# the camera's presets (yaw, pitch of an orbit camera, z up): side looks from −y toward +y (x to the
-# right), front from +x back at the robot (y to the right), top down z (x right, y up); these three
-# are orthographic, as drawings are, and iso a perspective from the front-right-above
-VIEWS = {"front": (0.0, 0.0), "side": (-math.pi / 2, 0.0), "top": (-math.pi / 2, math.radians(89.9)),
-         "iso": (math.radians(-45), math.radians(35.26))}
-ORTHOGRAPHIC = ("front", "side", "top")
-FIT_MARGIN = 0.9     # of the view the robot fills, at most
 CHAR_W = 7           # pixels a character of DearPyGui's default font takes
 GHOST_APART_RAD = math.radians(0.2)   # the commanded pose is drawn where it is this far from the measured
 PLOT_WINDOWS = (5.0, 10.0, 30.0, 60.0)   # seconds the plots can keep
@@ -516,15 +461,7 @@ class TwinApp:
 
     def camera_matrices(self) -> tuple[np.ndarray, np.ndarray]:
         """(projection, view) as NumPy matrices: what the view shows, and tests project points with."""
-        c = self.cam
-        eye, target = S.orbit_view(c["yaw"], c["pitch"], c["dist"], c["target"])
-        aspect = VIEW_W / VIEW_H
-        if c.get("ortho"):
-            h = c["ortho"]
-            P = S.orthographic(h * aspect, h, 0.01, 4 * c["dist"])
-        else:
-            P = S.perspective(FOV, aspect, 0.05, 50.0)
-        return P, S.look_at(eye, target)
+        return camera_matrices(self.cam)
 
     def robot_points(self) -> np.ndarray:
         """World points that bound the robot as it stands now (its base where the feet put it)."""
@@ -631,8 +568,7 @@ class TwinApp:
         if self.cam.get("ortho"):
             self.cam["ortho"] = 0.0
             self.fit()
-        self.cam["yaw"] -= (dx - px) * 0.008
-        self.cam["pitch"] = min(1.5, max(-1.2, self.cam["pitch"] + (dy - py) * 0.008))
+        orbit(self.cam, dx - px, dy - py)
         self._apply_camera()
 
     def _on_pan(self, sender, app_data) -> None:
@@ -641,11 +577,7 @@ class TwinApp:
         _, dx, dy = app_data
         px, py = self._drag_prev or (0.0, 0.0)
         self._drag_prev = (dx, dy)
-        c = self.cam
-        k = c["dist"] * 0.0015
-        right = np.array([-math.sin(c["yaw"]), math.cos(c["yaw"]), 0.0])
-        t = np.asarray(c["target"], float) - right * (dx - px) * k + np.array([0, 0, 1.0]) * (dy - py) * k
-        c["target"] = tuple(t)
+        pan(self.cam, dx - px, dy - py)
         self._apply_camera()
 
     def _on_release(self, sender, app_data) -> None:
@@ -661,9 +593,7 @@ class TwinApp:
     def _on_wheel(self, sender, app_data) -> None:
         if not self._over_view():
             return
-        self.cam["dist"] = min(20.0, max(0.2, self.cam["dist"] * (0.9 if app_data > 0 else 1.1)))
-        if self.cam.get("ortho"):
-            self.cam["ortho"] *= 0.9 if app_data > 0 else 1.1
+        zoom(self.cam, closer=app_data > 0)
         self._apply_camera()
 
     # -------------------------------------------------------------- requests

@@ -33,16 +33,16 @@ def shot(tmp_path, robot, pose_deg=None, ghost_deg=None, name="shot.png", extra=
 
 def projector(robot):
     """Pixel of a world point, with the twin's own camera (the same matrices it gives DearPyGui)."""
-    from twin import app as A
+    from twin import camera as C
     from twin import scene as S
 
-    cam = A.default_camera(robots.load(robot))
+    cam = C.default_camera(robots.load(robot))
     eye, target = S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"])
-    P = S.perspective(A.FOV, A.VIEW_W / A.VIEW_H, 0.05, 50.0)
+    P = S.perspective(C.FOV, C.VIEW_W / C.VIEW_H, 0.05, 50.0)
     V = S.look_at(eye, target)
 
     def px(p):
-        x, y = S.project(P, V, p, A.VIEW_W, A.VIEW_H)
+        x, y = S.project(P, V, p, C.VIEW_W, C.VIEW_H)
         return int(round(x)) + PAD, int(round(y)) + PAD
     return px
 
@@ -147,12 +147,12 @@ def test_the_support_polygon_joins_the_sole_corners_on_the_ground(xdisplay, tmp_
 def test_nothing_fills_the_window_or_the_panel_behind_what_they_show(xdisplay, tmp_path):
     # under software GL a filled background costs about 15 ns a pixel, every frame (half a frame
     # for the window's): the viewport's clear colour shows through both instead
-    from twin import app as A
+    from twin import camera as C
     from twin import scene as S
 
     img = shot(tmp_path, "puma560")
-    panel_x = A.VIEW_W + 2 * PAD + 40
-    for xy in ((panel_x, A.H - 40), (panel_x + 200, A.H - 60), (A.W - 40, A.H // 2 + 80), (4, A.H - 4)):
+    panel_x = C.VIEW_W + 2 * PAD + 40
+    for xy in ((panel_x, C.H - 40), (panel_x + 200, C.H - 60), (C.W - 40, C.H // 2 + 80), (4, C.H - 4)):
         assert near(img, xy, S.BACKGROUND, radius=0, tol=2), (xy, img[xy[1], xy[0]])
 
 
@@ -204,9 +204,9 @@ COLLIDING_POSE = [0.0, -7.9, -6.0, -1.9, 0.0, 0.0, -7.9, -6.0, -1.9, 0.0, 0.0, 8
 
 def panel_pixels(img, color, tol=30):
     """How many pixels of the side panel are `color`."""
-    from twin import app as A
+    from twin import camera as C
 
-    panel = img[:, A.VIEW_W + 20:, :3].astype(int)
+    panel = img[:, C.VIEW_W + 20:, :3].astype(int)
     return int((np.abs(panel - np.array(color[:3])).max(axis=2) <= tol).sum())
 
 
@@ -261,10 +261,10 @@ def test_joint_frames_are_drawn_on_every_link_when_asked(xdisplay, tmp_path):
 
 
 def test_solid_links_are_shaded_by_how_their_faces_meet_the_light(xdisplay, tmp_path):
-    from twin import app as A
+    from twin import camera as C
     from twin import scene as S
 
-    img = shot(tmp_path, "humanoid17")[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    img = shot(tmp_path, "humanoid17")[PAD:PAD + C.VIEW_H, PAD:PAD + C.VIEW_W, :3].astype(int)
     body = np.abs(img - np.array(S.MEASURED[:3])).max(axis=2) <= 45
     levels = img[body].sum(axis=1)
     lo, hi = np.percentile(levels, [5, 95])
@@ -360,10 +360,10 @@ def robot_mask(img) -> np.ndarray:
     """The measured robot's pixels in the view, in any colour its file gives it at any shade the
     light gives it: off the background, less the one-pixel lines (floor grid, reach rings), which
     a 3 × 3 opening takes away."""
-    from twin import app as A
+    from twin import camera as C
     from twin import scene as S
 
-    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    view = img[PAD:PAD + C.VIEW_H, PAD:PAD + C.VIEW_W, :3].astype(int)
     off = np.abs(view - np.array(S.BACKGROUND)).max(axis=2) > 12
     eroded = off.copy()
     for dy in (-1, 0, 1):
@@ -378,9 +378,9 @@ def robot_mask(img) -> np.ndarray:
 
 def blue_mask(img) -> np.ndarray:
     """Pixels of the shapes' blue (a robot without meshes, measured), at any shade."""
-    from twin import app as A
+    from twin import camera as C
 
-    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    view = img[PAD:PAD + C.VIEW_H, PAD:PAD + C.VIEW_W, :3].astype(int)
     r, g, b = view[..., 0], view[..., 1], view[..., 2]
     return (b - r > 90) & (b - g > 40) & (b > 150)
 
@@ -393,9 +393,9 @@ def test_a_kit_is_drawn_in_its_makers_colours(xdisplay, tmp_path):
     except Exception as e:   # noqa: BLE001 - the package is a test extra
         pytest.skip(f"so101 needs example-robot-data ({e})")
     img = shot(tmp_path, "so101", [0] * 6, extra=("--view", "iso"))
-    from twin import app as A
+    from twin import camera as C
 
-    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    view = img[PAD:PAD + C.VIEW_H, PAD:PAD + C.VIEW_W, :3].astype(int)
     r, g, b = view[..., 0], view[..., 1], view[..., 2]
     yellow = (r > 150) & (g > 110) & (b < 0.45 * r) & (r - g < 80)
     servo = (np.abs(r - g) < 8) & (np.abs(g - b) < 8) & (r > 45) & (r < 110) & robot_mask(img)
@@ -408,11 +408,11 @@ def test_a_kit_is_drawn_in_its_makers_colours(xdisplay, tmp_path):
 
 def test_a_pedestal_stands_on_the_floor_in_the_front_view(xdisplay, tmp_path):
     """The PUMA's pedestal ends flat on the floor line, no dome through it."""
-    from twin import app as A
+    from twin import camera as C
     from twin import scene as S
 
     img = shot(tmp_path, "puma560", extra=("--view", "front"))
-    view = img[PAD:PAD + A.VIEW_H, PAD:PAD + A.VIEW_W, :3].astype(int)
+    view = img[PAD:PAD + C.VIEW_H, PAD:PAD + C.VIEW_W, :3].astype(int)
     grid = (np.abs(view - np.array(S.GROUND[:3])).max(axis=2) <= 6).sum(axis=1)
     floor = int(np.argmax(grid))      # seen from the front, the floor is one line across the view
     assert grid[floor] > 200, grid[floor]
@@ -457,15 +457,15 @@ def test_links_are_painted_far_to_near_from_wherever_the_camera_looks(xdisplay):
 
 
 def test_view_presets_look_from_where_they_say():
-    from twin import app as A
+    from twin import camera as C
     from twin import scene as S
 
     pts = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]) * 0.1
     for name, right, up in (("side", 0, 2), ("front", 1, 2), ("top", 0, 1)):
-        cam = A.fitted(pts, *A.VIEWS[name], ortho=True)
-        P = S.orthographic(cam["ortho"] * A.VIEW_W / A.VIEW_H, cam["ortho"], 0.01, 4 * cam["dist"])
+        cam = C.fitted(pts, *C.VIEWS[name], ortho=True)
+        P = S.orthographic(cam["ortho"] * C.VIEW_W / C.VIEW_H, cam["ortho"], 0.01, 4 * cam["dist"])
         V = S.look_at(*S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"]))
-        px = [np.array(S.project(P, V, p, A.VIEW_W, A.VIEW_H)) for p in pts]
+        px = [np.array(S.project(P, V, p, C.VIEW_W, C.VIEW_H)) for p in pts]
         assert px[1 + right][0] - px[0][0] > 20, name          # that axis to the right
         assert px[0][1] - px[1 + up][1] > 20, name             # that one up (pixel y grows down)
         assert abs(px[1 + right][1] - px[0][1]) < 1 and abs(px[1 + up][0] - px[0][0]) < 1, name
@@ -478,7 +478,8 @@ def test_so101_side_view_is_the_silhouette_of_its_own_meshes(xdisplay, tmp_path)
     import trimesh
     from PIL import Image, ImageDraw
 
-    from twin import app as A
+
+    from twin import camera as C
     from twin import scene as S
     from twin.meshes import link_meshes
 
@@ -489,18 +490,18 @@ def test_so101_side_view_is_the_silhouette_of_its_own_meshes(xdisplay, tmp_path)
     img = shot(tmp_path, "so101", [0] * 6, extra=("--view", "side"))
     drawn = robot_mask(img)
     q = np.zeros(m.n)
-    cam = A.fitted(A.robot_points(m, S.link_bounds(m, link_meshes(m)), q, np.eye(4)), *A.VIEWS["side"], ortho=True)
-    P = S.orthographic(cam["ortho"] * A.VIEW_W / A.VIEW_H, cam["ortho"], 0.01, 4 * cam["dist"])
+    cam = C.fitted(C.robot_points(m, S.link_bounds(m, link_meshes(m)), q, np.eye(4)), *C.VIEWS["side"], ortho=True)
+    P = S.orthographic(cam["ortho"] * C.VIEW_W / C.VIEW_H, cam["ortho"], 0.01, 4 * cam["dist"])
     V = S.look_at(*S.orbit_view(cam["yaw"], cam["pitch"], cam["dist"], cam["target"]))
     F = m.fk_frames(q)
-    silhouette = Image.new("1", (A.VIEW_W, A.VIEW_H))
+    silhouette = Image.new("1", (C.VIEW_W, C.VIEW_H))
     pen = ImageDraw.Draw(silhouette)
     for link, file, scale, T, _ in m.meta["visual_meshes"]:
         mesh = trimesh.load(file, force="mesh", process=False)
         M = F[link + 1] @ np.asarray(T).reshape(4, 4)
         v = (np.asarray(mesh.vertices) * scale) @ M[:3, :3].T + M[:3, 3]
         h = (P @ V @ np.c_[v, np.ones(len(v))].T).T
-        xy = np.c_[A.VIEW_W * h[:, 0] / h[:, 3] + A.VIEW_W / 2, A.VIEW_H / 2 - A.VIEW_H * h[:, 1] / h[:, 3]]
+        xy = np.c_[C.VIEW_W * h[:, 0] / h[:, 3] + C.VIEW_W / 2, C.VIEW_H / 2 - C.VIEW_H * h[:, 1] / h[:, 3]]
         for tri in np.asarray(mesh.faces):
             pen.polygon([tuple(p) for p in xy[tri]], fill=1)
     truth = np.array(silhouette, dtype=bool)
@@ -508,19 +509,19 @@ def test_so101_side_view_is_the_silhouette_of_its_own_meshes(xdisplay, tmp_path)
     print(f"IoU {iou:.3f}")
     assert iou > 0.8, iou
     ys, xs = np.nonzero(drawn)         # and all of it in view, filling it
-    assert xs.min() > 2 and ys.min() > 2 and xs.max() < A.VIEW_W - 3 and ys.max() < A.VIEW_H - 3
-    assert xs.max() - xs.min() > 0.7 * A.VIEW_W or ys.max() - ys.min() > 0.7 * A.VIEW_H
+    assert xs.min() > 2 and ys.min() > 2 and xs.max() < C.VIEW_W - 3 and ys.max() < C.VIEW_H - 3
+    assert xs.max() - xs.min() > 0.7 * C.VIEW_W or ys.max() - ys.min() > 0.7 * C.VIEW_H
 
 
 @pytest.mark.parametrize("view", [None, "front", "side", "iso"])
 def test_the_g1_is_framed_whole(xdisplay, tmp_path, view):
-    from twin import app as A
+    from twin import camera as C
 
     img = shot(tmp_path, "examples/robots/g1.toml", extra=("--view", view) if view else ())
     ys, xs = np.nonzero(robot_mask(img))
     assert len(xs) > 5000
-    assert xs.min() > 2 and ys.min() > 2 and xs.max() < A.VIEW_W - 3 and ys.max() < A.VIEW_H - 3, (view, xs, ys)
-    assert ys.max() - ys.min() > 0.55 * A.VIEW_H     # standing, head to feet over most of the view
+    assert xs.min() > 2 and ys.min() > 2 and xs.max() < C.VIEW_W - 3 and ys.max() < C.VIEW_H - 3, (view, xs, ys)
+    assert ys.max() - ys.min() > 0.55 * C.VIEW_H     # standing, head to feet over most of the view
 
 
 PANEL_LAYOUT = r"""
@@ -553,6 +554,7 @@ def test_the_panel_shows_everything_whole_and_the_names_never_overlap(xdisplay, 
     import json
 
     from twin import app as A
+
 
     r = subprocess.run([sys.executable, "-c", PANEL_LAYOUT, robot], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -632,3 +634,12 @@ def test_a_box_is_shown_as_the_capsule_the_checks_put_around_it(xdisplay):
     depth = hi[0] - lo[0]
     # (a wire capsule's rings are hexagons: across their flats, cos 30° of the diameter)
     assert 2 * 0.8 * torso.radius <= depth <= 2 * torso.radius + 1e-6, (depth, torso.radius)
+
+
+def test_the_views_a_run_offers_are_the_cameras_presets():
+    """`--view`'s choices (hil.runtime.run_request.VIEWS: a layer below the twin) are exactly the
+    presets the twin's camera has, in the order its buttons show them."""
+    from hil.runtime.run_request import VIEWS
+    from twin import camera as C
+
+    assert tuple(C.VIEWS) == VIEWS and set(C.ORTHOGRAPHIC) <= set(VIEWS)

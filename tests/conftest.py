@@ -110,7 +110,7 @@ def pytest_configure(config):
 # test files whose tests start real-time loops (`hil run`, `play`, `walk`, `rt-check`, port
 # processes, a run after a calibration, a twin beside a loop), and --predict's rollouts, which take
 # every CPU; the rest run beside them
-LOOP_MODULES = {"test_bus_runs", "test_c_board_runs", "test_calibration_runs", "test_ctl", "test_export", "test_lifecycle_runs",
+LOOP_MODULES = {"test_bus_runs", "test_c_board_runs", "test_calibration_runs", "test_ctl", "test_export", "test_kits", "test_lifecycle_runs",
                 "test_loop_cpu", "test_physics_runs", "test_predict", "test_qemu_firmware", "test_readme", "test_port_process",
                 "test_recorder_runs", "test_rtcheck", "test_runtime", "test_teleop", "test_twin_live", "test_urdf_runs", "test_zenoh"}
 

@@ -159,8 +159,8 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
 
 
 def _support_knees(model, Q, support) -> tuple[float, float]:
-    """The support knee at mid-stance: degrees from straight (the knee's range ends at straight) and how
-    much shorter the leg is than straight, hip-pitch axis to ankle-pitch axis, mm. NaN for legs
+    """The support knee at mid-stance, worst step: degrees from straight and how much shorter the
+    leg is than straight, hip-pitch axis to ankle-pitch axis, mm (`knee_bend`). NaN for legs
     without a knee (hil.robots.legs)."""
     leg_of = legs(model)
     if any(leg.knee is None or leg.ankle_pitch is None for leg in leg_of.values()):
@@ -172,14 +172,21 @@ def _support_knees(model, Q, support) -> tuple[float, float]:
     for a, b in zip(runs[::2], runs[1::2]):
         mid_k = (a + b) // 2
         leg = leg_of["l" if contacts.decode(int(support[mid_k]))[0] != AIR else "r"]
-        kj = leg.knee
-        straight = math.degrees(model.lower[kj])  # the knee's range ends at (just short of) straight
-        knee_dev = max(knee_dev, math.degrees(Q[mid_k, kj]) - straight)
-
-        def span(qq):
-            F = model.fk_frames(qq)
-            return np.linalg.norm(F[leg.hip_pitch + 1][:3, 3] - F[leg.ankle_pitch + 1][:3, 3])
-        qs = Q[mid_k].copy()
-        qs[kj] = model.lower[kj]
-        short = max(short, (span(qs) - span(Q[mid_k])) * 1e3)
+        bend, shorter = knee_bend(model, Q[mid_k], leg)
+        knee_dev, short = max(knee_dev, bend), max(short, shorter)
     return knee_dev, short
+
+
+def knee_bend(model, q: np.ndarray, leg) -> tuple[float, float]:
+    """A leg's knee at pose q, from its geometry (whatever the knee's sign, range or zero): the
+    angle between thigh and shank (hip-pitch axis → knee axis → ankle-pitch axis, seen along the
+    knee's axis) in degrees, 0 when straight; and how much shorter the leg is than straight (mm)."""
+    F = model.fk_frames(q)
+    hip, knee, ankle = (F[j + 1][:3, 3] for j in (leg.hip_pitch, leg.knee, leg.ankle_pitch))
+    axis = model.jacobian(q, leg.ankle_pitch + 1)[3:, leg.knee]   # a revolute joint's column: its axis
+    u, v = knee - hip, ankle - knee
+    up, vp = u - (u @ axis) * axis, v - (v @ axis) * axis
+    bend = math.degrees(math.atan2(abs(float(np.cross(up, vp) @ axis)), float(up @ vp)))
+    along = float((u + v) @ axis)
+    straight = math.hypot(float(np.linalg.norm(up) + np.linalg.norm(vp)), along)
+    return bend, (straight - float(np.linalg.norm(u + v))) * 1e3

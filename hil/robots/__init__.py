@@ -103,6 +103,8 @@ def _load_toml(path: Path) -> RobotModel:
             if "servo" not in data:   # a side file's own [servo] replaces the MJCF's actuators whole
                 servo = mjcf.servo_table_of(source)
                 data = {**data, "servo": servo} if servo else data
+            if "description" not in robot:   # (the URDF MuJoCo's file was turned into is no one's name for it)
+                data = {**data, "robot": {**robot, "description": f"from {Path(source).name} (MJCF, compiled by MuJoCo)"}}
             return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path)), source)
         return urdf.build(source, data, str(path))
     try:

@@ -98,7 +98,8 @@ def _load_toml(path: Path) -> RobotModel:
         raise ConfigError(str(e)) from None
     robot = data.get("robot")
     if isinstance(robot, dict) and ("urdf" in robot or "mjcf" in robot):
-        source = _urdf_of(robot.get("urdf", robot.get("mjcf")), path)
+        key = "urdf" if "urdf" in robot else "mjcf"
+        source = _urdf_of(robot[key], path, key)
         if mjcf.is_mjcf(source):
             if "servo" not in data:   # a side file's own [servo] replaces the MJCF's actuators whole
                 servo = mjcf.servo_table_of(source)
@@ -117,17 +118,22 @@ def _load_toml(path: Path) -> RobotModel:
                           f"{DATA_DIR / 'puma560.toml'} for the format") from e
 
 
-def _urdf_of(ref, side: Path) -> str:
-    """The URDF a side file names: a path relative to the side file, or package://P/… (ROS lookup)."""
+MAKERS_FILES = "; the robot's own files go there (the side file's comments say where they come from)"
+
+
+def _urdf_of(ref, side: Path, key: str = "urdf") -> str:
+    """The robot file a side file names under `key` (urdf or mjcf): a path relative to the side file,
+    or package://P/… (ROS lookup)."""
     if not isinstance(ref, str) or not ref:
-        raise ConfigError(f"{side}: [robot] urdf must be a file path or package:// address, got {ref!r}")
+        raise ConfigError(f"{side}: [robot] {key} must be a file path or package:// address, got {ref!r}")
     try:
         found = urdf.resolve_file(ref, str(side))
     except FileNotFoundError as e:
-        hint = " (pip install example-robot-data)" if ref.startswith("package://example-robot-data/") else ""
-        raise ConfigError(f"{side}: [robot] urdf = {ref!r}: {e}{hint}") from None
+        hint = (" (pip install example-robot-data)" if ref.startswith("package://example-robot-data/") else
+                "" if ref.startswith("package://") else MAKERS_FILES)
+        raise ConfigError(f"{side}: [robot] {key} = {ref!r}: {e}{hint}") from None
     if not found.is_file():
-        raise ConfigError(f"{side}: [robot] urdf = {ref!r}: {found} does not exist")
+        raise ConfigError(f"{side}: [robot] {key} = {ref!r}: {found} does not exist{MAKERS_FILES}")
     return str(found)
 
 

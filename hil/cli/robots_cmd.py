@@ -49,7 +49,7 @@ def run(args) -> int:
             continue
         print(f"{m.name}: {m.meta.get('description', '')}")
         print(f"  {m.n} joints, base frame {m.base_frame!r}, tool frame {m.tool_frame!r}, "
-              f"mass {m.total_mass:.2f} kg")
+              f"mass {m.total_mass:.2f} kg, loop rate {m.default_rate_hz:g} Hz unless --rate says otherwise")
         print(f"  {'#':>3} {'joint':<18} {'min (deg)':>10} {'max (deg)':>10} {'home':>8} {'vmax (deg/s)':>13}")
         for i, j in enumerate(m.joints):
             print(f"  {i:>3} {j.name:<18} {math.degrees(j.lower):>10.1f} {math.degrees(j.upper):>10.1f} "

@@ -47,6 +47,7 @@ from hil.process_life import die_with_parent
 from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags
+from hil.runtime.run_request import PORT_IO, SPIN_US
 from hil.runtime import remote, run_card
 from hil.runtime.shared import (C_ESTOP, C_HEAD, C_PID, C_STATUS, C_STOP, C_TAIL, CYCLE_SCALARS, ERROR_PREFIX, ESTOP_BY,
                                 MAILBOX_SLOTS, LoopStatus, LoopRequest, SharedState, unlink_block)
@@ -132,7 +133,7 @@ class LoopConfig:
     headless: bool = True     # no twin: a motion that can no longer finish ends the run
     realtime: bool = True
     keep_cpu_awake: bool = True  # with realtime: no idle states on the loop's CPU (see cpu_idle.py)
-    spin_us: float = 500.0
+    spin_us: float = SPIN_US
     ramp_fraction: float = 0.25
     link_timeout_s: float = LINK_TIMEOUT_S
     reconnect_s: float = 3.0
@@ -140,7 +141,7 @@ class LoopConfig:
     disable_after_misses: int = 50
     calibration: str | None = None
     # where the serial port's reads and writes run (transport.py): "process", "thread" or "inline"
-    port_io: str = "process"
+    port_io: str = PORT_IO[0]
     parent_pid: int | None = None  # the `hil` process: the loop ends when it dies
     bus: BusConfig | None = None   # a servo bus (hil/board_config.py) instead of our own protocol
     compensate: bool = True       # planned motions carry compliance compensation (hil.motion.torques)

@@ -8,12 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from firmware_protocol.buses import bus_list
-from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
+from firmware_protocol.messages import CMD_TIMEOUT_MS_DEFAULT, CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
 from hil.emulator_launch import IMPLEMENTATIONS
 from hil.options import option
+from hil.robots.model import DEFAULT_RATE_HZ
 
 RECORD_ERRORS = ("stop", "continue")
-PORT_IO = ("process", "thread", "inline")
+PORT_IO = ("process", "thread", "inline")   # the first is the default
+SPIN_US = 500.0   # the loop's busy-wait before each deadline (µs)
 VIEWS = ("front", "side", "top", "iso")
 
 
@@ -23,8 +25,9 @@ class RunRequest:
     port: str | None = option(None, "--port", "the board's serial port or pyserial URL (see `hil ports`)")
     dry_run: bool = option(False, "--dry-run", "start the built-in board emulator on a pty and use it")
     rate_hz: float | None = option(
-        None, "--rate", "the loop's rate (a planned motion's sample rate too), 10 … 1000 Hz (default: the robot's: "
-                        "500 Hz for the PUMA, 200 Hz for a robot whose file names none)", unit="Hz", lo=10, hi=1000)
+        None, "--rate", "the loop's rate (a planned motion's sample rate too), 10 … 1000 Hz (default: the robot's "
+                        f"own, which `hil robots` shows; {DEFAULT_RATE_HZ:g} Hz where its file names none)", unit="Hz",
+        lo=10, hi=1000)
     duration_s: float | None = option(
         None, "--duration", "stop after this many seconds of the control loop, counted from its first cycle "
                             "(default: run until stopped)", unit="s", lo=0.001, hi=1e7)
@@ -52,12 +55,12 @@ class RunRequest:
         True, "--allow-cpu-idle", "let the CPUs enter idle states between cycles (saves power; each wake-up then "
                                   "pays the idle state's exit latency; default: kept awake where permitted)",
         negated=True)
-    spin_us: float | None = option(
-        None, "--spin-us", "busy-wait this long before each deadline instead of sleeping (default 500 µs; less "
-                           "saves CPU, more absorbs late wake-ups; at most one cycle)", unit="µs")
-    port_io: str | None = option(
-        None, "--port-io", "where the serial port's reads and writes run: a process of their own (default: the loop "
-                           "shares no GIL with them), a thread of the loop's process, or the loop itself",
+    spin_us: float = option(
+        SPIN_US, "--spin-us", "busy-wait this long before each deadline instead of sleeping (less saves CPU, more "
+                              "absorbs late wake-ups; at most one cycle)", unit="µs")
+    port_io: str = option(
+        PORT_IO[0], "--port-io", "where the serial port's reads and writes run: a process of their own (the loop "
+                                 "shares no GIL with them), a thread of the loop's process, or the loop itself",
         choices=PORT_IO)
     calibration: str | None = option(None, "--calibration", "calibration file (default: the board's own, by id)",
                                      metavar="FILE")
@@ -104,7 +107,7 @@ class RunRequest:
     watchdog_ms: float | None = option(
         None, "--watchdog-ms", f"the board's command watchdog: with no command for this long, the board holds or "
                                f"relaxes the robot and latches a fault ({CMD_TIMEOUT_MS_MIN} … {CMD_TIMEOUT_MS_MAX} "
-                               "ms; default: the board's own, 50 ms on hil's boards, a bus config's "
+                               f"ms; default: the board's own, {CMD_TIMEOUT_MS_DEFAULT} ms on hil's boards, a bus config's "
                                "command_timeout_ms; or the environment's HIL_WATCHDOG_MS). Raise it on a machine "
                                "busy with other work; see docs/lifecycle.md", unit="ms", metavar="MS",
         lo=CMD_TIMEOUT_MS_MIN, hi=CMD_TIMEOUT_MS_MAX)

@@ -19,7 +19,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if ("%(default)" not in text and "default" not in text and default not in (None, False, argparse.SUPPRESS)
+        if ("%(default)" not in text and "default" not in text and default not in (None, False, "", argparse.SUPPRESS)
                 and not action.option_strings == [] and action.nargs != 0):
             text += " (default: %(default)s)"
         return text

@@ -214,3 +214,40 @@ def test_every_registered_bus_has_emulated_servos_whose_tables_are_the_drivers()
         assert driver.T is table and driver.GOAL_POSITION == table["Goal_Position"].address
         assert driver.PRESENT_POSITION == table["Present_Position"].address and driver.ID == table["ID"].address
         assert driver.MODELS == control_tables.models_of(bus)
+
+def _what_the_tests_reach() -> tuple[set[str], set[str]]:
+    """(modules some test imports, or starts with -m; commands some test runs as `hil COMMAND`)."""
+    imported, commands = set(), set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for name, _ in imports(path):
+            imported.add(name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                commands.add(node.value)
+    return imported, commands
+
+
+def test_a_modules_tests_are_found_by_its_imports_its_command_or_the_map():
+    """A newcomer finds a module's tests by grep for its name, by its `hil COMMAND` (hil/cli/X_cmd.py
+    is `hil X`), or in tests/MAP.toml, which says which tests reach the rest through the processes
+    that use them. Every module is one of those; the map names files that exist and no module a
+    test already imports."""
+    import tomllib
+
+    mapped = tomllib.loads((ROOT / "tests" / "MAP.toml").read_text())["tested_through"]
+    imported, strings = _what_the_tests_reach()
+    lost, stale = [], []
+    for name, path in modules():
+        command = path.stem.removesuffix("_cmd").replace("_", "-") if path.stem.endswith("_cmd") else None
+        found = name in imported or (command is not None and command in strings)
+        if name in mapped:
+            stale += [name] if found else []
+            stale += [f"{name}: {f} does not exist" for f in mapped[name] if not (ROOT / f).is_file()]
+        elif not found:
+            lost.append(name)
+    assert not lost, f"modules no test imports, runs as a command, or tests/MAP.toml names: {lost}"
+    assert not stale, f"tests/MAP.toml rows to mend: {stale}"
+    assert set(mapped) <= {name for name, _ in modules()}, set(mapped) - {name for name, _ in modules()}

@@ -14,7 +14,7 @@ import time
 import dearpygui.dearpygui as dpg
 import numpy as np
 
-from firmware_protocol.messages import BoardState, fault_fixes, fault_names
+from firmware_protocol.messages import fault_fixes, fault_names
 from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
@@ -26,8 +26,8 @@ from twin import scene as S
 from twin.camera import (ORTHOGRAPHIC, VIEW_H, VIEW_W, VIEWS, H, PANEL_W, W, camera_matrices, default_camera,
                          fitted, orbit, pan, robot_points, zoom)
 from twin.meshes import link_meshes
+from twin.questions import Questions
 
-ENABLED_STATE = int(BoardState.ENABLED)
 
 
 GROUND_TOUCH = 0.0008   # a sole corner this low touches the ground (m): below a rolling sole's lifted corner
@@ -121,9 +121,7 @@ class TwinApp:
         self._drag_q0 = None
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
         self.leader_shown = False          # teleop: the target is a leader arm's pose, drawn (white wireframe)
-        self._open_dialog: str | None = None              # the confirm dialog open, if any
-        self._dialog_state: tuple[int, int] | None = None  # (board state, mode) it was opened in
-        self._asked_in: tuple[int, int] | None = None      # the latest (board state, mode) seen
+        self.questions = Questions(lambda dialog, shown: dpg.configure_item(dialog, show=shown), self._message)
         self.balance_flagged = False
         self.safety_flags = 0
         self._checker = None
@@ -599,32 +597,15 @@ class TwinApp:
     # -------------------------------------------------------------- requests
     def estop(self) -> None:
         self.estop_sent += 1
-        if self._open_dialog is not None:   # whatever it asked is moot now
-            self._close(self._open_dialog)
+        self.questions.estop()
         reply = self.client.estop() if self.client is not None else None
         self._message(reply if isinstance(reply, str) and reply else "E-STOP sent")   # a remote loop answers
 
     def _ask(self, dialog: str) -> None:
-        """Open a confirm dialog, remembering the state it was asked in: any change of the board's
-        state or the robot's mode makes its question moot, and it closes (`_forget_moot_dialogs`)."""
-        if dialog == "confirm" and self._asked_in is not None and self._asked_in[0] == ENABLED_STATE:
-            self._message("enable: the board is already enabled")
-            return
-        if self._open_dialog is not None and self._open_dialog != dialog:
-            self._close(self._open_dialog)
-        self._open_dialog, self._dialog_state = dialog, self._asked_in
-        dpg.configure_item(dialog, show=True)
+        self.questions.ask(dialog)
 
     def _close(self, dialog: str) -> None:
-        dpg.configure_item(dialog, show=False)
-        if self._open_dialog == dialog:
-            self._open_dialog, self._dialog_state = None, None
-
-    def _forget_moot_dialogs(self, state: tuple[int, int]) -> None:
-        if self._open_dialog is not None and self._dialog_state is not None and state != self._dialog_state:
-            self._close(self._open_dialog)
-            self._message(f"the question was closed: the board is now {BOARD_STATES.get(state[0], '?')}")
-        self._asked_in = state
+        self.questions.close(dialog)
 
     def _post(self, what: str) -> None:
         if self.client is None:
@@ -892,7 +873,7 @@ class TwinApp:
         if self.frames % 3 == 0:
             self._show_load(s.load)
         self.safety_flags = int(s.safety_flags)
-        self._forget_moot_dialogs((int(s.board_state), int(s.mode)))
+        self.questions.seen((int(s.board_state), int(s.mode)))
         self._show_measured()
         if self.safety_flags:   # the last reason stays shown until another one comes
             set_text("safety_reason", "safety: " + ", ".join(flag_names(self.safety_flags)))

@@ -220,6 +220,10 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
     from hil.errors import EXPECTED, message
 
     try:
+        if hasattr(args, "watchdog_ms"):   # the option, else the environment's standing margin
+            from hil.inputs import watchdog_ms_or_env
+
+            args.watchdog_ms = watchdog_ms_or_env(args.watchdog_ms)
         if command in RUNTIME_COMMANDS:
             from hil.runtime.shared import runtime_dir
 
@@ -228,10 +232,6 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
             from hil.warmup import warm_if_cold
 
             warm_if_cold()
-        if hasattr(args, "watchdog_ms"):   # the option, else the environment's standing margin
-            from hil.inputs import watchdog_ms_or_env
-
-            args.watchdog_ms = watchdog_ms_or_env(args.watchdog_ms)
         return int(func(args) or 0)
     except EXPECTED as e:
         # their message names what and where, a traceback would only bury it

@@ -23,7 +23,9 @@ def ctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def test_ctl_jogs_moves_plays_and_records_a_running_loop(tmp_path):
-    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "90", "--enable")
+    # (the test shuts the loop down itself: the duration is a cap, long enough for each `hil ctl` to take
+    # seconds on a busy machine)
+    proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "300", "--enable")
     try:
         client = attach(proc, "puma560")
         client.wait_until(lambda s: int(s.mode) == 4, "the robot enabled and ramped in", 30)
@@ -84,7 +86,7 @@ def test_ctl_jogs_moves_plays_and_records_a_running_loop(tmp_path):
 
 
 def test_ctl_asks_before_torque_off_drops_a_standing_humanoid():
-    proc = start_run("--robot", "humanoid17", "--dry-run", "--headless", "--duration", "60", "--enable")
+    proc = start_run("--robot", "humanoid17", "--dry-run", "--headless", "--duration", "300", "--enable")
     try:
         client = attach(proc, "humanoid17")
         client.wait_until(lambda s: int(s.mode) == 4, "the robot enabled and ramped in", 30)

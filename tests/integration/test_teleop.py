@@ -72,8 +72,10 @@ def test_a_leader_past_the_followers_range_is_clamped_said_and_never_sent(tmp_pa
     assert data["q_cmd"][:, 0].max() > narrowed.upper[0] - np.radians(2)   # it went as far as it may
 
 
-@pytest.mark.parametrize("fault,why", [("disconnect@3", "the leader's port"),
-                                       ("silent:3@3", "the leader's elbow_flex (id 3)")])
+# the fault's time counts from the emulator's start: 10 s leaves a busy machine's slow start-up (the
+# leader read, the follower's loop spawned) before it; at 3 s it once came before the leader was read
+@pytest.mark.parametrize("fault,why", [("disconnect@10", "the leader's port"),
+                                       ("silent:3@10", "the leader's elbow_flex (id 3)")])
 def test_a_leader_lost_mid_run_stops_the_follower_and_says_so_last(tmp_path, fault, why):
     r = _teleop("--robot", "so101", "--duration", "30", "--leader-fault", fault)
     assert r.returncode == 1, r.stdout + r.stderr

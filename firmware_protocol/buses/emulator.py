@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import gc
 import json
 import math
 import os
@@ -883,6 +884,10 @@ class Emulator:
         bits = bus_class(self.bus).bits_per_byte
         t0 = last = time.monotonic()
         pending = list(self.faults)
+        # a full garbage collection of all that was built would stall the board tens of ms (as a
+        # real board never does); frozen, collections walk only what the run makes
+        gc.collect()
+        gc.freeze()
         while not stop():
             ready = select.select([master], [], [], 0.002)[0]
             now = time.monotonic()

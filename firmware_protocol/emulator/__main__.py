@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
 import json
 import math
 import os
@@ -257,6 +258,10 @@ class Runner:
         last_wake = None
         reboots = sorted(self.faults.reboots)
         bad_states = sorted(self.faults.bad_states)
+        # a full garbage collection of all that was built would stall the board tens of ms (as a
+        # real board never does); frozen, collections walk only what the run makes
+        gc.collect()
+        gc.freeze()
         while not stop():
             now = time.monotonic()
             rel = now - t0

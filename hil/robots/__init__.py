@@ -82,6 +82,9 @@ def _from_mjcf(path: Path) -> RobotModel:
     servo = mjcf.servo_table_of(str(path))
     if servo:   # its makers' servo model: the position actuators
         side["servo"] = servo
+    poses = mjcf.poses_of(str(path))
+    if poses:   # its keyframes: "home" is how its makers stand it
+        side["poses"] = poses
     return _with_its_file(urdf.build(mjcf.to_urdf(str(path)), side, str(path)), str(path))
 
 
@@ -104,6 +107,9 @@ def _load_toml(path: Path) -> RobotModel:
             if "servo" not in data:   # a side file's own [servo] replaces the MJCF's actuators whole
                 servo = mjcf.servo_table_of(source)
                 data = {**data, "servo": servo} if servo else data
+            keyframes = mjcf.poses_of(source)
+            if keyframes:   # the file's keyframes, under the side file's own poses
+                data = {**data, "poses": {**keyframes, **data.get("poses", {})}} if isinstance(data.get("poses", {}), dict) else data
             if "description" not in robot:   # (the URDF MuJoCo's file was turned into is no one's name for it)
                 data = {**data, "robot": {**robot, "description": f"from {Path(source).name} (MJCF, compiled by MuJoCo)"}}
             return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path)), source)

@@ -25,12 +25,12 @@ import numpy as np
 from hil.errors import ConfigError, InputError
 from hil.inputs import read_bytes
 from hil.kinematics.rotations import rpy_angles
-from hil.robots.urdf import cache_dir
+from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 3             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 4             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -84,6 +84,7 @@ def to_urdf(path: str) -> str:
         writer = _Writer(model, Path(path).stem, tmp)
         (tmp / "robot.urdf").write_text(writer.urdf())
         (tmp / "servo.json").write_text(json.dumps(writer.servo_table()))
+        (tmp / "poses.json").write_text(json.dumps(writer.keyframe_poses()))
         try:
             os.replace(tmp, folder)
         except OSError:   # another process wrote it meanwhile: theirs is the same
@@ -99,6 +100,15 @@ def servo_table_of(path: str) -> dict:
     servo model, which the robot's plans and physics then use."""
     try:
         return json.loads((Path(to_urdf(path)).parent / "servo.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def poses_of(path: str) -> dict:
+    """The MJCF's keyframes as a `[poses]` table (joint = degrees; "home" among them where the file
+    has a keyframe of that name): the pose its makers stand the robot in."""
+    try:
+        return json.loads((Path(to_urdf(path)).parent / "poses.json").read_text())
     except (OSError, ValueError):
         return {}
 
@@ -324,6 +334,21 @@ class _Writer:
                 entry["torque_limit_nm"] = torque
             out[self.joint_name[j]] = entry
         return {"joint": out} if out else {}
+
+    def keyframe_poses(self) -> dict:
+        """Each keyframe as {joint: degrees} over the hinges hil drives (a key without a name is
+        `key<k>`; one named "zero" is hil's own and left out), tagged with where it comes from."""
+        m = self.m
+        out = {}
+        for k in range(m.nkey):
+            name = _name(m, "key", k, f"key{k}")
+            if name == "zero":
+                continue
+            pose = {jname: math.degrees(float(m.key_qpos[k][m.jnt_qposadr[j]]))
+                    for j, jname in self.joint_name.items() if m.jnt_type[j] == HINGE}
+            if pose:
+                out[name] = {KEYFRAME_TAG: f"the MJCF's keyframe {name!r}", **pose}
+        return out
 
     def _effort(self, j: int) -> float:
         """The most torque an actuator on joint j gives (its force range times its gear), 0 if none."""

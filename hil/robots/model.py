@@ -353,6 +353,12 @@ class RobotModel:
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    def load_kernels(self) -> None:
+        """Load the compiled kernels behind `fk`, `fk_frames`, `jacobian` and `com` now, not at their
+        first call: a real-time process calls this before its first cycle, which would otherwise
+        stand still for the load (tens of ms: the first IMU reading's balance watch)."""
+        self.fk   # noqa: B018 - the attribute's first access loads them
+
     # ------------------------------------------------------------------ inputs
     def frame_index(self, frame: str | int) -> int:
         """Row of `frame` (a name or an index) in `fk_frames` output."""

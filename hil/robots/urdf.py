@@ -575,6 +575,7 @@ def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 SIDE_ROBOT_KEYS = {"name", "urdf", "mjcf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
+KEYFRAME_TAG = "_from"   # in a pose from an MJCF's keyframe: where it comes from, for its errors
 SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path"}
 
 
@@ -814,6 +815,10 @@ def _poses(table: dict, joints: list[Joint], side_path: str) -> tuple[np.ndarray
     for pname, value in table.items():
         q = zero.copy()
         where = f"{side_path}: [poses] {pname}"
+        origin = value.get(KEYFRAME_TAG) if isinstance(value, dict) else None
+        if isinstance(origin, str):   # an MJCF's keyframe: it also sets joints hil does not drive
+            where = f"{side_path}: {origin}"
+            value = {k: v for k, v in value.items() if k in names}
         if isinstance(value, dict):
             for jname, deg in value.items():
                 if jname not in names:
@@ -825,7 +830,8 @@ def _poses(table: dict, joints: list[Joint], side_path: str) -> tuple[np.ndarray
             raise ConfigError(f"{where}: a table of joint = degrees, or {len(names)} numbers in joint order")
         outside = [f"{names[i]} = {math.degrees(q[i]):.1f}°" for i in range(len(q)) if not lo[i] <= q[i] <= hi[i]]
         if outside:
-            raise ConfigError(f"{where}: outside the joint range: {', '.join(outside)}")
+            fix = (f"; give [poses] {pname} in a side file (docs/robots.md)" if isinstance(origin, str) else "")
+            raise ConfigError(f"{where}: outside the joint range: {', '.join(outside)}{fix}")
         poses[pname] = q
     return poses.get("home", zero), poses
 

@@ -53,6 +53,9 @@ class BalanceWatch:
         self._support = -1
         self._start: np.ndarray | None = None
         self._q_last: np.ndarray | None = None
+        if model.floating:   # the kernels it uses loaded now, not in the real-time cycle of the first IMU reading
+            model.load_kernels()
+            FloatingBase(model, "l_sole", model.home)
 
     def update(self, t: float, imu, q_meas: np.ndarray, support: int) -> bool:
         """One STATE's IMU and joints at loop time t, and the motion's support code (3: none said).

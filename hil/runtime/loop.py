@@ -44,7 +44,7 @@ from hil.runtime.misses import MissTracer, watch_for_stops
 from hil.runtime.motion_sources import make_motion, past_travel
 from hil.runtime.port_process import open_transport
 from hil.process_life import die_with_parent
-from hil.runtime.realtime import (claim_realtime, cpu_times, next_deadline_after, reserve_loop_cpu, sleep_before,
+from hil.runtime.realtime import (claim_realtime, cpu_times, freeze_heap, next_deadline_after, reserve_loop_cpu, sleep_before,
                                   steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags
 from hil.runtime.run_request import PORT_IO, SPIN_US
@@ -450,6 +450,8 @@ class Loop:
                 self._stop(f"the enable asked for (--enable) was refused: {step.refused}", failed=True)
         self.fields["sched_fifo"][0] = 1.0 if grant.sched_fifo else 0.0
         self.fields["cpu"][0] = -1 if grant.cpu is None else grant.cpu
+        self.model.load_kernels()
+        freeze_heap()
         self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
         return first
 

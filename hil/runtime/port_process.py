@@ -36,7 +36,7 @@ import numpy as np
 from firmware_protocol.board_data import Imu, StateSample
 from firmware_protocol.buses.board import BusConfig
 from firmware_protocol.errors import LinkLostError
-from hil.runtime.realtime import leave_the_loop_cpu, loop_cpu_choice
+from hil.runtime.realtime import freeze_heap, leave_the_loop_cpu, loop_cpu_choice
 from hil.seqlock import Seqlock
 from hil.runtime.transport import BoardTransport, ThreadPort, connect_board
 
@@ -130,6 +130,7 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
         conn.send(("error", e))
         return
     block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
+    freeze_heap()
     conn.send(("info", link.info))
     send_lock = threading.Lock()
     exclusive = threading.Lock()  # held by calls that drive the port themselves (reconnect, timing)

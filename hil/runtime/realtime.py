@@ -8,6 +8,7 @@ measures exactly what the loop gets. Nothing here imports the rest of the runtim
 from __future__ import annotations
 
 import errno
+import gc
 import re
 import stat
 import fcntl
@@ -38,6 +39,15 @@ def next_deadline_after(deadline: float, now: float, period: float,
     passed = max(int((earliest - period / 2 - deadline) / period), 0)  # grid deadlines too far behind
     following = deadline + (passed + 1) * period
     return following, passed, max(following, earliest)
+
+
+def freeze_heap() -> None:
+    """Before a real-time process's first cycle: what it has built so far leaves the garbage
+    collector's view. A full collection walks every object alive (numpy, Numba, the robot: over a
+    hundred thousand), tens of milliseconds in which a cycle stands still, long enough for the
+    board's command watchdog to latch; frozen, a collection walks only what the run itself makes."""
+    gc.collect()
+    gc.freeze()
 
 
 def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> None:

@@ -197,3 +197,34 @@ def test_a_force_range_of_a_placeholder_size_declares_no_torque_limit(tmp_path):
     s = servo_table(robots.load(str(path))).joint(0)
     assert s.kp_nm_per_rad == pytest.approx(5.0)
     assert s.torque_limit_nm == presets()["ideal"].torque_limit_nm
+
+
+def test_the_files_keyframes_are_its_poses_and_home_is_how_its_makers_stand_it(tmp_path):
+    """A keyframe named home is the robot's home pose, the others poses of their names; a side
+    file's own [poses] win, and a keyframe outside a side file's narrower stops is one line naming
+    the keyframe."""
+    mm = mujoco.MjModel.from_xml_path(BIPED)
+    qpos = mm.qpos0.copy()
+    for name, value in (("l_knee", 0.7), ("r_knee", 0.5), ("l_hip_pitch", -0.35)):
+        qpos[mm.jnt_qposadr[mm.joint(name).id]] = value
+    crouch = mm.qpos0.copy()
+    crouch[mm.jnt_qposadr[mm.joint("r_knee").id]] = 1.2
+    keys = (f'<keyframe><key name="home" qpos="{" ".join(map(str, qpos))}"/>'
+            f'<key name="crouch" qpos="{" ".join(map(str, crouch))}"/></keyframe>')
+    path = tmp_path / "biped.xml"
+    path.write_text(Path(BIPED).read_text().replace("</mujoco>", keys + "</mujoco>"))
+    model = robots.load(str(path))
+    home = dict(zip(model.joint_names, model.home))
+    assert home["l_knee"] == pytest.approx(0.7) and home["r_knee"] == pytest.approx(0.5)
+    assert home["l_hip_pitch"] == pytest.approx(-0.35) and home["waist"] == 0.0
+    assert model.poses["crouch"][model.joint_index("r_knee")] == pytest.approx(1.2)
+    side = tmp_path / "biped.toml"
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[poses]\nhome = { l_knee = 10 }\n')
+    robots._cache.clear()
+    assert robots.load(str(side)).home[model.joint_index("l_knee")] == pytest.approx(np.radians(10))
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[joints.r_knee]\nlower_deg = 0\nupper_deg = 60\n')
+    robots._cache.clear()
+    with pytest.raises(ConfigError) as e:
+        robots.load(str(side))
+    assert "the MJCF's keyframe 'crouch'" in str(e.value) and "r_knee = 68.8°" in str(e.value), e.value
+    assert "give [poses] crouch in a side file" in str(e.value)

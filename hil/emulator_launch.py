@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import firmware_protocol
+from firmware_protocol import BOARD_IMPLEMENTATIONS
 from firmware_protocol import board_kinds
 from firmware_protocol import messages as M
 from firmware_protocol.buses.emulator import parse_faults, parse_hands
@@ -149,7 +150,6 @@ def emulator_args(model, offsets_deg=None, reverse=(), faults=(), uid: str | Non
     return argv
 
 
-IMPLEMENTATIONS = ("python", "c", "qemu")
 C_SOURCES = Path(firmware_protocol.__file__).resolve().parent / "c"
 
 
@@ -256,7 +256,7 @@ def emulator_argv(model, impl: str = "python", physics: bool = False, truth: str
         return [sys.executable, "-P", "-m", "firmware_protocol.qemu_board", "--elf", qemu_image(),
                 *emulator_args(model, **options)]
     if impl != "python":
-        raise InputError(f"--emulator {impl!r}: emulators are {', '.join(IMPLEMENTATIONS)}")
+        raise InputError(f"--emulator {impl!r}: emulators are {', '.join(BOARD_IMPLEMENTATIONS)}")
     return [sys.executable, "-P", "-m", "firmware_protocol.emulator", *emulator_args(model, **options)]
 
 

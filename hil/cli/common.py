@@ -206,6 +206,8 @@ class planning:
 
 # commands that may compile kernels on a machine's first run (a minute of silence otherwise)
 COMPILING_COMMANDS = {"run", "path", "walk", "play", "teleop", "replay", "calibrate", "fk"}
+# commands that run the real-time loop when given a port or --dry-run
+LOOP_COMMANDS = {"run", "path", "walk", "play", "replay"}
 # commands that start a loop or find one in the runtime folder: a folder they cannot use is said first,
 # not after a minute of planning
 RUNTIME_COMMANDS = {"run", "ctl", "twin", "path", "walk", "play", "teleop", "replay", "calibrate", "rt-check"}
@@ -232,6 +234,10 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
             from hil.warmup import warm_if_cold
 
             warm_if_cold()
+        if _runs_a_loop(command, args):   # its start overlaps the command's loading, checking and planning
+            from hil.runtime import loop_process
+
+            loop_process.start_early()
         return int(func(args) or 0)
     except EXPECTED as e:
         # their message names what and where, a traceback would only bury it
@@ -243,3 +249,14 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader went away (`hil robots | head`): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        if "hil.runtime.loop_process" in sys.modules:   # a loop process started early and never given a run
+            sys.modules["hil.runtime.loop_process"].cancel_early()
+
+
+def _runs_a_loop(command: str, args: argparse.Namespace) -> bool:
+    """Whether the command, given these arguments, will run the real-time loop (a board's port, or
+    the emulator: `hil walk` without either only plans)."""
+    if command == "teleop":
+        return True
+    return command in LOOP_COMMANDS and bool(getattr(args, "dry_run", False) or getattr(args, "port", None))

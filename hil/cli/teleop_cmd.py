@@ -5,6 +5,7 @@ from __future__ import annotations
 from hil.cli.common import ROBOT_HELP, add_command
 from hil.cli.running import twin_beside_a_run
 from hil.options import add_options, declared, from_args
+from hil.runtime.teleop_request import TeleopRequest
 
 
 def register(sub) -> None:
@@ -23,13 +24,11 @@ def register(sub) -> None:
                      "hil teleop --robot koch --leader /dev/ttyUSB1 --follower /dev/ttyUSB0 --record ~/datasets/koch_pick "
                      "--task 'pick up the cube'"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
-    from hil.runtime.teleop import TeleopRequest   # (its module is the runtime's: loaded when teleop is asked for)
-
     add_options(s, TeleopRequest, [name for name in declared(TeleopRequest)])
     s.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from hil.runtime.teleop import TeleopRequest, run as teleop
+    from hil.runtime.teleop import run as teleop
 
     return teleop(from_args(TeleopRequest, args), twin=twin_beside_a_run())

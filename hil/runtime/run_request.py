@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from firmware_protocol import BOARD_IMPLEMENTATIONS
 from firmware_protocol.buses import bus_list
 from firmware_protocol.messages import CMD_TIMEOUT_MS_DEFAULT, CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
-from hil.emulator_launch import IMPLEMENTATIONS
 from hil.options import option
-from hil.robots.model import DEFAULT_RATE_HZ
 
 RECORD_ERRORS = ("stop", "continue")
 PORT_IO = ("process", "thread", "inline")   # the first is the default
@@ -26,7 +25,7 @@ class RunRequest:
     dry_run: bool = option(False, "--dry-run", "start the built-in board emulator on a pty and use it")
     rate_hz: float | None = option(
         None, "--rate", "the loop's rate (a planned motion's sample rate too), 10 … 1000 Hz (default: the robot's "
-                        f"own, which `hil robots` shows; {DEFAULT_RATE_HZ:g} Hz where its file names none)", unit="Hz",
+                        "own, which `hil robots` shows)", unit="Hz",
         lo=10, hi=1000)
     duration_s: float | None = option(
         None, "--duration", "stop after this many seconds of the control loop, counted from its first cycle "
@@ -85,7 +84,7 @@ class RunRequest:
     emulator: str = option(
         "python", "--emulator", "with --dry-run: the Python board model, the C reference firmware's host build "
                                 "(built with make and gcc on first use), or its ARM image on QEMU's STM32F405 "
-                                "(qemu-system-arm and arm-none-eabi-gcc)", choices=IMPLEMENTATIONS)
+                                "(qemu-system-arm and arm-none-eabi-gcc)", choices=BOARD_IMPLEMENTATIONS)
     physics: bool = option(
         False, "--physics", "with --dry-run: the robot in rigid-body physics behind the emulator (MuJoCo: gravity, "
                             "contacts, servos that sag, a humanoid that can fall; pip install -e '.[physics]')")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -22,7 +21,8 @@ from hil.inputs import number, writable_file
 from hil.physics.world import world_path
 from hil.remote.session import control_refusal, load_config
 from hil.runtime.lifecycle import Activity, Mode
-from hil.runtime.loop import LoopConfig, run_loop
+from hil.runtime import loop_process
+from hil.runtime.loop import LoopConfig
 from hil.runtime.realtime import check_a_loop_cpu_is_free
 from hil.options import check_options
 from hil.runtime.run_request import RunRequest
@@ -240,8 +240,9 @@ class _Run:
 
     def supervise(self, cfg: LoopConfig) -> None:
         self._old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        self.proc = mp.get_context("spawn").Process(target=_loop_entry, args=(cfg,), name="hil-loop")
-        self.proc.start()
+        loop = loop_process.take()
+        self.proc = loop.proc
+        loop.start(cfg)
         client = LoopClient(self.shared.name)
         try:
             if not self.headless:
@@ -415,15 +416,3 @@ def _written_since(path: str | None, t: float) -> bool:
         return path is not None and os.path.getmtime(path) >= t - 1.0
     except OSError:
         return False
-
-
-def _loop_entry(cfg: LoopConfig) -> None:
-    code = run_loop(cfg)   # its board stopped, its files closed, its block gone or handed back
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    # out at once: finalising an interpreter with LLVM (Numba) loaded takes a few hundred ms, by which
-    # an orphaned loop and the helpers waiting on it would outlive their run
-    os._exit(code)

@@ -19,16 +19,14 @@ from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
-from hil.runtime.stall import STALL_LOAD
 from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, check_shapes, flag_names
 from twin import ground as G
 from twin import scene as S
 from twin.camera import (ORTHOGRAPHIC, VIEW_H, VIEW_W, VIEWS, H, PANEL_W, W, camera_matrices, default_camera,
                          fitted, orbit, pan, robot_points, zoom)
 from twin.meshes import link_meshes
+from twin.panel import LOAD_LEVELS, PLOT_WINDOWS, build_panel
 from twin.questions import Questions
-
-
 
 GROUND_TOUCH = 0.0008   # a sole corner this low touches the ground (m): below a rolling sole's lifted corner
 TRACK_TOLERANCE = math.radians(2.0)   # measured this far off its command: highlighted in the panel
@@ -39,10 +37,6 @@ NAME_ROW_H = 15                  # pixels
 NAME_CHAR_W = 8                  # pixels a character of a name (size 14) takes
 DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
 PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
-LOAD_W = 36                           # a joint's load bar in the panel (px)
-# a load bar's colour by the fraction of its servo's stall current: easy, working hard, at the
-# load where the loop watches for a stall (hil.runtime.stall)
-LOAD_LEVELS = ((0.5, (70, 170, 90)), (STALL_LOAD, (225, 175, 45)), (math.inf, (220, 60, 50)))
 
 
 def pick_joint(pixels: list, mouse: np.ndarray) -> int | None:
@@ -64,15 +58,8 @@ def set_text(tag: str, text: str) -> None:
     dpg.configure_item(tag, show=bool(text))
 
 
-def grid_step(model) -> float:
-    """A grid spacing for the robot's size: 5 cm for a small robot, 25 cm for a big arm."""
-    p = model.fk_frames(model.home)[:, :3, 3]
-    size = float(np.max(p.max(axis=0) - p.min(axis=0)))
-    return 0.05 if size < 0.8 else 0.25
 SLIDER_OWN_S = 1.0   # after a user's drag, the sliders stay theirs this long before they follow the command
-CHAR_W = 7           # pixels a character of DearPyGui's default font takes
 GHOST_APART_RAD = math.radians(0.2)   # the commanded pose is drawn where it is this far from the measured
-PLOT_WINDOWS = (5.0, 10.0, 30.0, 60.0)   # seconds the plots can keep
 REPLAY_SPEEDS = ("0.1×", "0.25×", "0.5×", "1×", "2×", "4×")
 
 
@@ -155,13 +142,13 @@ class TwinApp:
                         with dpg.draw_node(tag="world"):
                             pass
                 with dpg.child_window(width=PANEL_W, height=VIEW_H, tag="panel", border=True):
-                    self._build_panel()
+                    self._load_themes = build_panel(self)
         dpg.bind_item_theme("panel", unfilled)
         dpg.set_primary_window("main", True)
         dpg.configure_item("main", no_background=True)   # set after: the primary window brings its own
         dpg.set_clip_space("scene", 0, 0, VIEW_W, VIEW_H, -1.0, 1.0)
         floor = float(self.model.meta.get("floor_z_m", 0.0)) if not self.humanoid else 0.0
-        step = grid_step(self.model)
+        step = S.grid_step(self.model)
         S.add_grid("world", half=10 * step if step < 0.1 else 6 * step, step=step, z=floor, seg=step)
         S.add_axes("world", 0.25 if step > 0.1 else 0.08, 0.0 if not self.humanoid else 0.001)
         if not self.humanoid and "workspace" in self.model.meta:
@@ -193,7 +180,7 @@ class TwinApp:
         self.shapes_drawing = S.RobotDrawing(self.model, "world", S.CHECK_SHAPES, False, "shapes", joins=False,
                                              shapes=check_shapes(self.model))
         self.shapes_drawing.show(self.show_shapes)
-        size = 0.6 * grid_step(self.model)
+        size = 0.6 * S.grid_step(self.model)
         for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
             node = dpg.add_draw_node(parent="world", tag=f"jframe{i}", show=self.show_frames)
             S.add_axes(node, size, 0.0, thickness=2)
@@ -217,145 +204,6 @@ class TwinApp:
             self.set_view(self.view)
         self._apply_camera()
         dpg.show_viewport()
-
-    def _build_panel(self) -> None:
-
-        m = self.model
-        with dpg.theme() as red:
-            with dpg.theme_component(dpg.mvButton):
-                dpg.add_theme_color(dpg.mvThemeCol_Button, (190, 25, 25))
-                dpg.add_theme_color(dpg.mvThemeCol_ButtonHovered, (230, 40, 40))
-                dpg.add_theme_color(dpg.mvThemeCol_ButtonActive, (255, 60, 60))
-        b = dpg.add_button(label="E-STOP  (space)", width=-1, height=64, callback=lambda *a: self.estop(), tag="estop")
-        dpg.bind_item_theme(b, red)
-        with dpg.group(horizontal=True):
-            dpg.add_button(label="Enable...", callback=lambda *a: self._ask("confirm"))
-            dpg.add_button(label="Disable", callback=lambda *a: self._ask("confirm_disable") if self.humanoid
-                           else self._post("disable"))
-            dpg.add_button(label="Clear fault", callback=lambda *a: self._post("clear_fault"))
-            dpg.add_button(label="Start", callback=lambda *a: self._post("start_motion"))
-            dpg.add_button(label="Stop", callback=lambda *a: self._post("stop_motion"))
-        with dpg.group(horizontal=True):   # a pose dragged in the view or previewed in Cartesian: sent only from here
-            dpg.add_button(label="Send preview", tag="send_preview", callback=lambda *a: self._cart_send())
-            dpg.add_button(label="Drop preview", callback=lambda *a: self.drop_preview())
-        # not modal: a modal window takes every click, the E-STOP's too (SPACE alone got through)
-        with dpg.window(label="Enable the robot?", show=False, tag="confirm", no_resize=True, no_collapse=True,
-                        pos=(W // 2 - 160, H // 2 - 60), width=320):
-            dpg.add_text("Torque on. The robot holds its measured pose\nand moves only when you ask.")
-            with dpg.group(horizontal=True):
-                dpg.add_button(label="Enable", callback=lambda *a: (self._post("enable"), self._close("confirm")))
-                dpg.add_button(label="Cancel", callback=lambda *a: self._close("confirm"))
-        with dpg.window(label="Disable the robot?", show=False, tag="confirm_disable", no_resize=True,
-                        no_collapse=True, pos=(W // 2 - 180, H // 2 - 60), width=360):
-            dpg.add_text("Torque off. A humanoid standing on its feet falls:\nlower it to the floor or hold it first.")
-            with dpg.group(horizontal=True):
-                dpg.add_button(label="Disable", callback=lambda *a: (self._post("disable"),
-                                                                    self._close("confirm_disable")))
-                dpg.add_button(label="Cancel", callback=lambda *a: self._close("confirm_disable"))
-        # the three lines below take no room while they say nothing (set_text shows them)
-        dpg.add_text("", tag="status", wrap=PANEL_W - 20, show=False)
-        with dpg.tooltip("status", tag="status_tip"):
-            dpg.add_text("", tag="faults_fix", wrap=PANEL_W)
-        dpg.add_text("", tag="event", wrap=PANEL_W - 20, color=(255, 200, 120), show=False)
-        dpg.add_text("", tag="safety_reason", wrap=PANEL_W - 20, color=S.COLLIDING[:3], show=False)
-        dpg.add_text("", tag="shadow_text", wrap=PANEL_W - 20, color=S.SHADOW[:3], show=False)
-        dpg.add_text("", tag="world_text", wrap=PANEL_W - 20, show=False)
-        measured = ("measured (solid)", S.OWN_COLOURS) if self.meshes else ("measured", S.MEASURED)
-        legend = (measured, ("commanded", S.GHOST), ("preview", S.PREVIEW),
-                  ("near limit", S.NEAR_LIMIT), ("at limit", S.AT_LIMIT), ("collision", S.COLLIDING))
-        rows = (legend[:3], legend[3:]) + ((G.LEGEND,) if self.humanoid else ())
-        for k, row in enumerate(rows):   # the legend, whole: what each colour in the 3D view is
-            with dpg.group(horizontal=True):
-                for text, color in row:
-                    dpg.add_text(text, color=color[:3])
-                if k == 0:   # shown when the loop follows a leader arm (hil teleop)
-                    dpg.add_text("leader", tag="leader_legend", color=S.LEADER[:3], show=False)
-        with dpg.group(horizontal=True):
-            dpg.add_text(f"grid squares {grid_step(m) * 100:.0f} cm", tag="scale", color=(160, 160, 170))
-            dpg.add_checkbox(label="joint frames (xyz: rgb)", tag="frames_box",
-                             default_value=self.show_frames, callback=lambda s, a: self.set_frames(a))
-            dpg.add_checkbox(label="names", tag="names_box", default_value=self.show_names,
-                             callback=lambda s, a: self.set_names(a))
-        with dpg.group(horizontal=True):
-            for name in VIEWS:
-                dpg.add_button(label=name, tag=f"view_{name}", callback=lambda s, a, u: self.set_view(u),
-                               user_data=name)
-            dpg.add_button(label="fit (F)", tag="view_fit", callback=lambda *a: self.fit())
-            if self.base is not None:
-                dpg.add_checkbox(label="follow", tag="follow_box", default_value=self.follow_base,
-                                 callback=lambda s, a: setattr(self, "follow_base", a))
-            dpg.add_checkbox(label="shapes", tag="shapes_box", default_value=self.show_shapes,
-                             callback=lambda s, a: self.set_shapes(a))
-        if self._load_replay():
-            self._build_replay_bar()
-        with dpg.tab_bar():
-            with dpg.tab(label="Joints"):
-                self._build_joints_tab()
-            with dpg.tab(label="Cartesian"):
-                frames = [m.tool_frame] if not self.humanoid else [
-                    f for f in ("l_hand", "r_hand", "l_sole", "r_sole") if f in m.frame_names]
-                dpg.add_combo(frames, default_value=frames[0], tag="cart_frame", width=150)
-                for k in ("x", "y", "z"):
-                    dpg.add_input_float(label=f"{k} (mm)", tag=f"cart_{k}", width=150, step=5.0)
-                if not self.humanoid:
-                    for k in ("roll", "pitch", "yaw"):
-                        dpg.add_input_float(label=f"{k} (deg)", tag=f"cart_{k}", width=150, step=5.0)
-                with dpg.group(horizontal=True):
-                    dpg.add_button(label="From current", callback=lambda *a: self._cart_from_current())
-                    dpg.add_button(label="Preview IK", callback=lambda *a: self._cart_preview())
-                    dpg.add_button(label="Send", callback=lambda *a: self._cart_send())
-                dpg.add_text("", tag="cart_msg", wrap=PANEL_W - 20)
-            with dpg.tab(label="Plots"):
-                with dpg.group(horizontal=True):
-                    dpg.add_combo(list(m.joint_names), default_value=m.joint_names[0], tag="plot_joint", width=170,
-                                  callback=lambda s, a: setattr(self, "plot_joint", m.joint_names.index(a)))
-                    dpg.add_combo([f"{w:g} s" for w in PLOT_WINDOWS], default_value=f"{self.plot_window_s:g} s",
-                                  tag="plot_window", width=60,
-                                  callback=lambda s, a: setattr(self, "plot_window_s", float(a.split()[0])))
-                    dpg.add_checkbox(label="pause", tag="plot_pause",
-                                     callback=lambda s, a: setattr(self, "plots_paused", a))
-                with dpg.plot(label="commanded vs measured (deg)", height=170, width=-1):
-                    dpg.add_plot_axis(dpg.mvXAxis, label="t (s)", tag="px")
-                    with dpg.plot_axis(dpg.mvYAxis, tag="py"):
-                        dpg.add_line_series([], [], label="commanded", tag="s_cmd")
-                        dpg.add_line_series([], [], label="measured", tag="s_meas")
-                with dpg.plot(label="tracking error (deg)", height=140, width=-1):
-                    dpg.add_plot_axis(dpg.mvXAxis, label="t (s)", tag="ex")
-                    with dpg.plot_axis(dpg.mvYAxis, tag="ey"):
-                        dpg.add_line_series([], [], label="max |cmd - meas|", tag="s_err")
-            with dpg.tab(label="Timing"):
-                dpg.add_text("", tag="timing")
-                with dpg.plot(label="period jitter histogram (µs)", height=200, width=-1):
-                    dpg.add_plot_axis(dpg.mvXAxis, label="|period - T| (µs)")
-                    with dpg.plot_axis(dpg.mvYAxis, tag="hy"):
-                        dpg.add_bar_series(list(np.arange(20) * 100.0 + 50), [0.0] * 20, weight=80, tag="s_hist")
-            with dpg.tab(label="Board"):
-                dpg.add_text("", tag="board")
-
-    def _build_joints_tab(self) -> None:
-        """Per joint: its measured angle, its load bar and its slider (the command; drag to jog)."""
-        m = self.model
-        # the sliders as wide as leaves the longest joint name whole beside them
-        slider_w = max(70, min(200, PANEL_W - 108 - LOAD_W - CHAR_W * max(len(n) for n in m.joint_names)))
-        self._load_themes = []
-        for _, color in LOAD_LEVELS:
-            with dpg.theme() as theme:
-                with dpg.theme_component(dpg.mvProgressBar):
-                    dpg.add_theme_color(dpg.mvThemeCol_PlotHistogram, color)
-            self._load_themes.append(theme)
-        dpg.add_text("measured  load  commanded (drag to jog)", color=(160, 160, 170))
-        for i, name in enumerate(m.joint_names):
-            with dpg.group(horizontal=True):
-                dpg.add_text(f"{math.degrees(m.home[i]):+7.1f}°", tag=f"meas{i}")
-                dpg.add_progress_bar(tag=f"load{i}", width=LOAD_W, default_value=0.0, overlay="")
-                with dpg.tooltip(f"load{i}"):
-                    dpg.add_text(f"{name}: the servo's current as a share of its stall current (its torque "
-                                 f"limit); red from {STALL_LOAD:.0%}, where the loop watches for a stall",
-                                 wrap=300)
-                dpg.add_slider_float(label=name, tag=f"slider{i}", width=slider_w,
-                                     min_value=math.degrees(m.lower[i]), max_value=math.degrees(m.upper[i]),
-                                     default_value=math.degrees(m.home[i]), format="%.1f°",
-                                     callback=self._on_slider)
 
     # --------------------------------------------------------------- the shadow twin
     def _show_shadow(self) -> None:
@@ -406,7 +254,7 @@ class TwinApp:
                                    + ("" if w.cop is None else f", CoP ({w.cop[0] * 1000:.0f}, {w.cop[1] * 1000:.0f}) mm"))
             dpg.configure_item("world_text", color=S.AT_LIMIT[:3] if w.fell else (200, 220, 200))
 
-    def _load_replay(self) -> bool:
+    def load_replay(self) -> bool:
         """The recording a replay plays (its block says which), for the time bar and the plots."""
         if self.client is None or not getattr(self.client, "replay_rows", 0):
             return False
@@ -419,7 +267,7 @@ class TwinApp:
             return False
         return True
 
-    def _build_replay_bar(self) -> None:
+    def build_replay_bar(self) -> None:
         t = self.replay["t"]
         with dpg.group(horizontal=True):
             dpg.add_checkbox(label="pause", tag="replay_pause", callback=lambda s, a: self.client.replay_pause(a))
@@ -601,13 +449,13 @@ class TwinApp:
         reply = self.client.estop() if self.client is not None else None
         self._message(reply if isinstance(reply, str) and reply else "E-STOP sent")   # a remote loop answers
 
-    def _ask(self, dialog: str) -> None:
+    def ask(self, dialog: str) -> None:
         self.questions.ask(dialog)
 
-    def _close(self, dialog: str) -> None:
+    def close_question(self, dialog: str) -> None:
         self.questions.close(dialog)
 
-    def _post(self, what: str) -> None:
+    def post(self, what: str) -> None:
         if self.client is None:
             self._message(f"{what}: no loop attached (start one with `hil run`)")
             return
@@ -624,7 +472,7 @@ class TwinApp:
 
         return np.radians([dpg.get_value(f"slider{i}") for i in range(self.model.n)])
 
-    def _on_slider(self, sender, app_data) -> None:
+    def on_slider(self, sender, app_data) -> None:
         q = self._slider_q()
         self.q_cmd_preview = q
         now = time.monotonic()
@@ -635,7 +483,7 @@ class TwinApp:
             if isinstance(reply, str) and "refused" in reply:
                 self._message(reply)
 
-    def _cart_from_current(self) -> None:
+    def cart_from_current(self) -> None:
 
         frame = dpg.get_value("cart_frame")
         T = self.model.fk_frame(self.q_meas, frame)
@@ -653,7 +501,7 @@ class TwinApp:
             T[:3, :3] = rpy_matrix(*np.radians([dpg.get_value(f"cart_{k}") for k in ("roll", "pitch", "yaw")]))
         return T
 
-    def _cart_preview(self) -> None:
+    def cart_preview(self) -> None:
 
         frame = dpg.get_value("cart_frame")
         T = self._cart_target()
@@ -678,7 +526,7 @@ class TwinApp:
         self.prev.show(False)
         dpg.set_value("cart_msg", "")
 
-    def _cart_send(self) -> None:
+    def cart_send(self) -> None:
 
         if self.preview_q is None:
             dpg.set_value("cart_msg", "preview a reachable, safe target first")

@@ -468,3 +468,10 @@ def add_ring(parent, centre, radius: float, normal=(0, 0, 1.0), color=(120, 120,
     pts = np.array([np.asarray(centre) + radius * (math.cos(t) * u + math.sin(t) * v)
                     for t in np.linspace(0, 2 * math.pi, n + 1)])
     add_polyline(parent, pts, color, 1, max_seg=1.0)
+
+
+def grid_step(model) -> float:
+    """A grid spacing for the robot's size: 5 cm for a small robot, 25 cm for a big arm."""
+    p = model.fk_frames(model.home)[:, :3, 3]
+    size = float(np.max(p.max(axis=0) - p.min(axis=0)))
+    return 0.05 if size < 0.8 else 0.25

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.errors import HilError
-from hil.robots.model import base_floats
 from hil.runtime.shared import attachment_path
 
 FACTS, BUS = "card.json", "bus.pkl"
@@ -31,19 +30,17 @@ class RobotFacts:
     upper: np.ndarray
     velocity_limit: np.ndarray
     poses: dict
+    floating: bool    # stands on its feet, its base free in the world (the model says: RobotModel.floating)
 
     @classmethod
     def of(cls, model) -> "RobotFacts":
         return cls(model.name, model.kind, tuple(model.joint_names), model.lower.copy(), model.upper.copy(),
-                   model.velocity_limit.copy(), {k: np.asarray(v, float).copy() for k, v in model.poses.items()})
+                   model.velocity_limit.copy(), {k: np.asarray(v, float).copy() for k, v in model.poses.items()},
+                   bool(model.floating))
 
     @property
     def n(self) -> int:
         return len(self.joint_names)
-
-    @property
-    def floating(self) -> bool:
-        return base_floats(self.kind)
 
     def joint_index(self, name: str) -> int:
         return self.joint_names.index(name)
@@ -55,7 +52,7 @@ def write(loop: str, model, robot: str, bus, compensate: bool, speed: float, str
     card = {"robot": robot, "compensate": compensate, "speed": speed, "strict": strict, "name": facts.name,
             "kind": facts.kind, "joints": list(facts.joint_names), "lower": facts.lower.tolist(),
             "upper": facts.upper.tolist(), "velocity": facts.velocity_limit.tolist(),
-            "poses": {k: v.tolist() for k, v in facts.poses.items()}}
+            "poses": {k: v.tolist() for k, v in facts.poses.items()}, "floating": facts.floating}
     _write(attachment_path(loop, 0, FACTS), json.dumps(card).encode())
     _write(attachment_path(loop, 0, BUS), pickle.dumps(bus))
 
@@ -92,7 +89,7 @@ def facts(loop: str) -> RobotFacts:
     try:
         return RobotFacts(str(c["name"]), str(c["kind"]), tuple(c["joints"]), np.array(c["lower"], float),
                           np.array(c["upper"], float), np.array(c["velocity"], float),
-                          {k: np.array(v, float) for k, v in c["poses"].items()})
+                          {k: np.array(v, float) for k, v in c["poses"].items()}, bool(c["floating"]))
     except (KeyError, TypeError, ValueError):
         raise HilError(f"{loop}: its run card does not describe a robot") from None
 

@@ -373,7 +373,8 @@ def test_the_twin_draws_the_body_where_physics_has_it_standing_then_fallen(xdisp
     shown = json.loads((tmp_path / "standing.png.json").read_text())["load"]
     assert max(shown[m.joint_names[i]] for i in legs) > 0.02, shown
     img = read_png(str(standing))
-    from twin.app import LOAD_LEVELS, VIEW_W
+    from twin.app import VIEW_W
+    from twin.panel import LOAD_LEVELS
     panel = img[:, VIEW_W + 20:, :3].astype(int)
     bar_px = sum(int((np.abs(panel - np.array(c)).max(axis=2) <= 12).sum()) for _, c in LOAD_LEVELS)
     assert bar_px > 20, "no load bars drawn in the panel"

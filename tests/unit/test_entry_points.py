@@ -17,8 +17,9 @@ def test_python_dash_m_hil_is_the_cli():
 def test_the_parser_is_built_without_the_kernels():
     """`hil --help`, `hil ctl` and the start of every run build the whole parser: it loads neither
     Numba nor the robots nor the loop (a second of every command's start, before anything it was
-    asked), only what the options are declared with."""
-    code = ("import sys; import hil.cli as c; c.build_parser(); "
+    asked), only what the options are declared with; nor does `hil ctl status` reading a loop's
+    run card."""
+    code = ("import sys; import hil.cli as c; c.build_parser(); import hil.runtime.run_card, hil.cli.ctl_status; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'mujoco', 'dearpygui') "
             "or m.startswith(('hil.robots', 'hil.kinematics', 'hil.runtime.loop', 'hil.runtime.supervisor'))))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

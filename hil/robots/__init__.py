@@ -85,6 +85,9 @@ def _from_mjcf(path: Path) -> RobotModel:
     poses = mjcf.poses_of(str(path))
     if poses:   # its keyframes: "home" is how its makers stand it
         side["poses"] = poses
+    allowed = mjcf.allowed_collisions_of(str(path))
+    if allowed:   # the bodies its makers let touch
+        side["collision"] = {"allowed": allowed}
     return _with_its_file(urdf.build(mjcf.to_urdf(str(path)), side, str(path)), str(path))
 
 
@@ -110,6 +113,10 @@ def _load_toml(path: Path) -> RobotModel:
             keyframes = mjcf.poses_of(source)
             if keyframes:   # the file's keyframes, under the side file's own poses
                 data = {**data, "poses": {**keyframes, **data.get("poses", {})}} if isinstance(data.get("poses", {}), dict) else data
+            excluded = mjcf.allowed_collisions_of(source)
+            own = data.get("collision", {})
+            if excluded and isinstance(own, dict) and isinstance(own.get("allowed", []), list):
+                data = {**data, "collision": {**own, "allowed": excluded + own.get("allowed", [])}}
             if "description" not in robot:   # (the URDF MuJoCo's file was turned into is no one's name for it)
                 data = {**data, "robot": {**robot, "description": f"from {Path(source).name} (MJCF, compiled by MuJoCo)"}}
             return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path)), source)

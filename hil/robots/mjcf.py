@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 4             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 5             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -85,6 +85,7 @@ def to_urdf(path: str) -> str:
         (tmp / "robot.urdf").write_text(writer.urdf())
         (tmp / "servo.json").write_text(json.dumps(writer.servo_table()))
         (tmp / "poses.json").write_text(json.dumps(writer.keyframe_poses()))
+        (tmp / "collision.json").write_text(json.dumps(writer.excluded_contacts()))
         try:
             os.replace(tmp, folder)
         except OSError:   # another process wrote it meanwhile: theirs is the same
@@ -111,6 +112,15 @@ def poses_of(path: str) -> dict:
         return json.loads((Path(to_urdf(path)).parent / "poses.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def allowed_collisions_of(path: str) -> list:
+    """The MJCF's `<contact><exclude>` pairs as a `[collision] allowed` list: bodies its makers let
+    touch, which hil's self-collision check leaves alone too."""
+    try:
+        return json.loads((Path(to_urdf(path)).parent / "collision.json").read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def _cache_folder(path: str) -> Path:
@@ -348,6 +358,16 @@ class _Writer:
                     for j, jname in self.joint_name.items() if m.jnt_type[j] == HINGE}
             if pose:
                 out[name] = {KEYFRAME_TAG: f"the MJCF's keyframe {name!r}", **pose}
+        return out
+
+    def excluded_contacts(self) -> list:
+        """Each `<contact><exclude>` as [body, body] (their links in the URDF written)."""
+        m = self.m
+        out = []
+        for sig in m.exclude_signature[:m.nexclude]:
+            b1, b2 = int(sig) >> 16, int(sig) & 0xFFFF
+            if b1 > 0 and b2 > 0:   # the world is no link
+                out.append([_name(m, "body", b1, f"body{b1}"), _name(m, "body", b2, f"body{b2}")])
         return out
 
     def _effort(self, j: int) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.errors import ConfigError, InputError
+from hil.errors import ConfigError, InputError, did_you_mean
 from hil.inputs import read_bytes
 from hil.kinematics.rotations import rpy_matrix
 from hil.robots import urdf_xml
@@ -576,7 +576,7 @@ def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 SIDE_ROBOT_KEYS = {"name", "urdf", "mjcf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
 KEYFRAME_TAG = "_from"   # in a pose from an MJCF's keyframe: where it comes from, for its errors
-SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path"}
+SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path", "collision"}
 
 
 def path_section(table, where: str) -> dict:
@@ -742,6 +742,9 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
         frames["tool"] = (parts.link_names.index(tool) if tool != parts.base else -1, np.eye(4))
         tool = "tool"
     home, poses = _poses(_table(side, "poses", side_path), parts.joints, side_path)
+    allowed = _allowed_collisions(_table(side, "collision", side_path), parts, path, side_path)
+    if allowed:
+        meta["allowed_collisions"] = allowed
     ws = _table(side, "workspace", side_path)
     meta["workspace"] = {"reach_m": float(ws.get("reach_m", _reach(parts.joints, frames[tool], zero)))}
     if "balance" in side:
@@ -805,6 +808,29 @@ def _side_frame(item, parts: _Parts, side_path: str) -> tuple[str, str, np.ndarr
         else:
             T[:3, :3] = rpy_matrix(*np.radians(v))
     return item["name"], item["link"], T
+
+
+def _allowed_collisions(table: dict, parts: _Parts, path: str, side_path: str) -> list[list[int]]:
+    """`[collision] allowed`: pairs of links meant to touch (a head on its neck bracket, a horn in
+    its servo), which the self-collision check leaves alone (MoveIt's disabled collisions), as
+    pairs of the moving links they belong to."""
+    unknown = set(table) - {"allowed"}
+    if unknown:
+        raise ConfigError(f"{side_path}: [collision] unknown key {sorted(unknown)[0]!r}; the key is 'allowed'")
+    entries = table.get("allowed", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{side_path}: [collision] allowed must be a list of link pairs, [[\"a\", \"b\"], …]")
+    out = []
+    for pair in entries:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(name, str) for name in pair)):
+            raise ConfigError(f"{side_path}: [collision] allowed: each entry is two link names, [\"a\", \"b\"]; "
+                              f"got {pair!r}")
+        for name in pair:
+            if name not in parts.placed:
+                raise ConfigError(f"{side_path}: [collision] allowed: {name!r} is not a link of {Path(path).name}"
+                                  + did_you_mean(name, list(parts.placed)))
+        out.append(sorted(int(parts.placed[name][0]) for name in pair))
+    return out
 
 
 def _poses(table: dict, joints: list[Joint], side_path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -114,17 +114,16 @@ class SafetyChecker:
         self.kin, self.mt = model.tables
         caps, self.capsule_names = _capsules(model)
         self.caps = caps
-        # candidate pairs: different, non-adjacent links, apart at the home pose
+        # candidate pairs: different, non-adjacent links that the robot's file does not allow to touch,
+        # apart at the home pose
         parent = {i: j.parent for i, j in enumerate(model.joints)}
+        allowed = {tuple(p) for p in model.meta.get("allowed_collisions", ())}
         pairs = []
         for a in range(len(caps)):
             for b in range(a + 1, len(caps)):
                 la, lb = int(caps[a, 0]), int(caps[b, 0])
-                if la == lb or parent.get(la, -2) == lb or parent.get(lb, -2) == la:
+                if la == lb or parent.get(la, -2) == lb or parent.get(lb, -2) == la or (min(la, lb), max(la, lb)) in allowed:
                     continue
-                if la >= 0 and lb >= 0 and parent.get(la) == parent.get(lb) and parent.get(la, -1) >= 0 \
-                        and model.joints[la].parent == model.joints[lb].parent:
-                    pass
                 pairs.append((a, b))
         self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         self.ws = _workspace_settings(model, floor)

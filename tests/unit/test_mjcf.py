@@ -228,3 +228,39 @@ def test_the_files_keyframes_are_its_poses_and_home_is_how_its_makers_stand_it(t
         robots.load(str(side))
     assert "the MJCF's keyframe 'crouch'" in str(e.value) and "r_knee = 68.8°" in str(e.value), e.value
     assert "give [poses] crouch in a side file" in str(e.value)
+
+
+def _checked_pairs(model) -> set:
+    from hil.safety import SafetyChecker
+
+    c = SafetyChecker(model)
+    names = [model.base_frame, *model.link_names]
+    return {frozenset((names[int(c.caps[a, 0]) + 1], names[int(c.caps[b, 0]) + 1])) for a, b in c.pairs}
+
+
+def test_links_meant_to_touch_are_left_out_of_the_self_collision_check(tmp_path):
+    """The makers' `<contact><exclude>` pairs and a side file's `[collision] allowed` (MoveIt's
+    disabled collisions) are not checked against each other; every other pair still is; a link
+    that is not there is one line naming it."""
+    base = robots.load(BIPED)
+    feet, shins = frozenset(("l_foot", "r_foot")), frozenset(("l_shin", "r_shin"))
+    assert {feet, shins} <= _checked_pairs(base)
+    path = tmp_path / "biped.xml"
+    path.write_text(Path(BIPED).read_text().replace(
+        "</mujoco>", '<contact><exclude body1="l_foot" body2="r_foot"/></contact></mujoco>'))
+    robots._cache.clear()
+    model = robots.load(str(path))
+    assert _checked_pairs(model) == _checked_pairs(base) - {feet}
+    side = tmp_path / "biped.toml"
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[collision]\nallowed = [["l_shin", "r_shin"]]\n')
+    robots._cache.clear()
+    assert _checked_pairs(robots.load(str(side))) == _checked_pairs(base) - {feet, shins}
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[collision]\nallowed = [["l_shin", "r_shim"]]\n')
+    robots._cache.clear()
+    with pytest.raises(ConfigError) as e:
+        robots.load(str(side))
+    assert "[collision] allowed: 'r_shim' is not a link of" in str(e.value) and "r_shin" in str(e.value), e.value
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[collision]\nallowed = ["l_shin"]\n')
+    robots._cache.clear()
+    with pytest.raises(ConfigError, match="each entry is two link names"):
+        robots.load(str(side))

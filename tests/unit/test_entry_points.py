@@ -18,8 +18,9 @@ def test_the_parser_is_built_without_the_kernels():
     """`hil --help`, `hil ctl` and the start of every run build the whole parser: it loads neither
     Numba nor the robots nor the loop (a second of every command's start, before anything it was
     asked), only what the options are declared with; nor does `hil ctl status` reading a loop's
-    run card."""
+    run card, nor the look at the kernel cache before a run (is it cold?)."""
     code = ("import sys; import hil.cli as c; c.build_parser(); import hil.runtime.run_card, hil.cli.ctl_status; "
+            "import hil.warmup; hil.warmup.cache_is_cold(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'mujoco', 'dearpygui') "
             "or m.startswith(('hil.robots', 'hil.kinematics', 'hil.runtime.loop', 'hil.runtime.supervisor'))))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -130,7 +130,7 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
         conn.send(("error", e))
         return
     block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
-    freeze_heap()
+    freeze_heap(collect=False)   # (forked from the loop)
     conn.send(("info", link.info))
     send_lock = threading.Lock()
     exclusive = threading.Lock()  # held by calls that drive the port themselves (reconnect, timing)

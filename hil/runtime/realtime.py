@@ -41,12 +41,15 @@ def next_deadline_after(deadline: float, now: float, period: float,
     return following, passed, max(following, earliest)
 
 
-def freeze_heap() -> None:
+def freeze_heap(collect: bool = True) -> None:
     """Before a real-time process's first cycle: what it has built so far leaves the garbage
     collector's view. A full collection walks every object alive (numpy, Numba, the robot: over a
     hundred thousand), tens of milliseconds in which a cycle stands still, long enough for the
-    board's command watchdog to latch; frozen, a collection walks only what the run itself makes."""
-    gc.collect()
+    board's command watchdog to latch; frozen, a collection walks only what the run itself makes.
+    `collect=False` in a forked process: collecting first would write to every object its parent
+    built, copying their pages; freezing alone moves them at once."""
+    if collect:
+        gc.collect()
     gc.freeze()
 
 

@@ -29,7 +29,11 @@ from hil.runtime.run_request import RunRequest
 from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
                                 SharedState, loop_name, progress_text, runtime_dir)
 from hil.runtime.helpers import TwinStarter, start_bridge, start_shadow
+from hil.runtime.shadow import block_path as shadow_block_path
 from hil.safety import flag_names
+
+
+SHADOW_READY_S = 30.0   # the longest a run waits for its shadow twin to be ready before it starts
 
 
 def status_line(s) -> str:
@@ -240,6 +244,9 @@ class _Run:
 
     def supervise(self, cfg: LoopConfig) -> None:
         self._old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        if self.req.shadow:   # beside the run from its first cycle: ready before the loop is told to start
+            self.shadow = start_shadow(self.shared.name, self.model.spec, self.req.board_config, self.req.record)
+            self._wait_for_shadow()
         loop = loop_process.take()
         self.proc = loop.proc
         loop.start(cfg)
@@ -252,8 +259,6 @@ class _Run:
                 r = self.req
                 self.bridge = start_bridge(self.bridge_main, self.shared.name, r.zenoh_rate_hz, r.zenoh_config,
                                            r.zenoh_control)
-            if self.req.shadow:
-                self.shadow = start_shadow(self.shared.name, self.model.spec, self.req.board_config, self.req.record)
             last_print = 0.0
             while self.proc.is_alive():
                 time.sleep(0.05)
@@ -278,6 +283,14 @@ class _Run:
             self._outcome()
         finally:
             client.close()
+
+    def _wait_for_shadow(self) -> None:
+        """Until the shadow twin has built its model and made its block (or has ended, or a busy
+        machine took SHADOW_READY_S: the run goes on and the shadow joins it when it can)."""
+        deadline = time.monotonic() + SHADOW_READY_S
+        while (self.shadow.is_alive() and not os.path.exists(shadow_block_path(self.shared.name))
+               and time.monotonic() < deadline and self.signal is None):
+            time.sleep(0.02)
 
     def _watch_twin(self) -> None:
         twin = self.twin

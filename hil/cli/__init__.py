@@ -38,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     Parser.argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+    except KeyboardInterrupt:   # Ctrl-C before the command started: nothing to undo
+        print("hil: interrupted", file=sys.stderr)
+        return 130
     if extra:   # said by the command's own parser: its usage, and the option that was meant
         sub = args.subcommands.get(args.command) if args.command else None
         (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")

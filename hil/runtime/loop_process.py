@@ -21,10 +21,15 @@ class LoopProcess:
     """The `hil-loop` process: started at once, told what to run later (`start`), or not (`cancel`,
     or the end of this process, which closes the pipe it waits on). The supervisor watches `proc`."""
 
-    def __init__(self) -> None:
-        ctx = mp.get_context("spawn")
+    def __init__(self, early: bool = False) -> None:
+        # Early (the command's arguments just parsed: nothing heavy loaded, no thread started) it is
+        # forked, and ignores Ctrl-C from its first line; a new Python started there instead would
+        # take a Ctrl-C of its first 0.3 s mid-start and print Python's fatal error. Later (a
+        # command's second run) it is spawned: by then the command may hold threads and LLVM.
+        ctx = mp.get_context("fork" if early else "spawn")
         waiting_end, self._send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_wait_for_config, args=(waiting_end,), name="hil-loop")
+        self.proc = ctx.Process(target=_wait_for_config, args=(waiting_end, self._send if early else None),
+                                name="hil-loop")
         self.proc.start()
         waiting_end.close()
         self.started = False
@@ -54,7 +59,7 @@ def start_early() -> None:
     """Start this command's loop process now (it waits for its configuration)."""
     global _early
     if _early is None:
-        _early = LoopProcess()
+        _early = LoopProcess(early=True)
 
 
 def take() -> LoopProcess:
@@ -72,10 +77,12 @@ def cancel_early() -> None:
         _early = None
 
 
-def _wait_for_config(conn) -> None:
+def _wait_for_config(conn, inherited_send=None) -> None:
     # Ctrl-C in the terminal reaches the whole process group: the command decides, this process
     # only ends when its pipe closes (its own handlers come with its configuration)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if inherited_send is not None:   # forked: its copy of the parent's end would keep the pipe open
+        inherited_send.close()
     # lazy: importing the loop and loading its kernels is this process's first work, not its parent's
     from hil.runtime.loop import run_loop
     from hil.warmup import compile_all   # lazy: as above
@@ -86,7 +93,8 @@ def _wait_for_config(conn) -> None:
     except (EOFError, OSError):
         os._exit(0)
     conn.close()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Ctrl-C stays ignored until the loop sets its own handler (Loop._start): one that comes while
+    # the loop builds its robot reaches it through the supervisor, which sets the block's stop word
     code = run_loop(cfg)   # its board stopped, its files closed, its block gone or handed back
     for stream in (sys.stdout, sys.stderr):
         try:

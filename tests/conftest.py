@@ -95,6 +95,8 @@ def pytest_configure(config):
     firmware's host programs."""
     if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("HIL_TESTS_NO_WARMUP"):
         return   # a worker, or a mutation pass's runner (tests/mutation), whose tests start no processes
+    os.environ[LOOP_SLOTS_ENV] = os.environ["HIL_RUNTIME_DIR"] + "-loop-slots"
+    os.makedirs(os.environ[LOOP_SLOTS_ENV], mode=0o700, exist_ok=True)
     from hil.emulator_launch import c_emulator_binary
     from hil.warmup import compile_all
 
@@ -109,27 +111,107 @@ def pytest_configure(config):
 
 # test files whose tests start real-time loops (`hil run`, `play`, `walk`, `rt-check`, port
 # processes, a run after a calibration, a twin beside a loop), and --predict's rollouts, which take
-# every CPU; the rest run beside them
-LOOP_MODULES = {"test_bus_runs", "test_c_board_runs", "test_calibration_runs", "test_ctl", "test_export", "test_kits", "test_lifecycle_runs",
-                "test_loop_cpu", "test_physics_runs", "test_predict", "test_qemu_firmware", "test_readme", "test_port_process",
-                "test_recorder_runs", "test_rtcheck", "test_runtime", "test_teleop", "test_twin_live", "test_urdf_runs", "test_zenoh"}
+# every CPU; the rest run beside them. Each file is in one of two chains (about equal in time: the
+# figures of `pytest --durations=0`): a chain's files run on one worker, one test after another
+LOOP_CHAINS = (
+    ("test_bus_runs", "test_teleop", "test_physics_runs", "test_urdf_runs", "test_zenoh", "test_calibration_runs",
+     "test_qemu_firmware", "test_rtcheck", "test_readme", "test_c_board_runs"),
+    ("test_runtime", "test_twin_live", "test_lifecycle_runs", "test_ctl", "test_export", "test_recorder_runs",
+     "test_predict", "test_kits", "test_port_process", "test_loop_cpu"),
+)
+LOOP_MODULES = {m for chain in LOOP_CHAINS for m in chain}
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Test workers (pytest -n 2) take one test file at a time, except that the files of
-    LOOP_MODULES go to one worker together, one test after another: two loops at once on a 2-CPU
-    machine share their CPUs with each other's port processes, and on a busy machine that starved
-    a port process for longer than the board's watchdog. The rest runs beside them."""
+    """Test workers (pytest -n 3) take one test file at a time, except that the files of each of
+    LOOP_CHAINS go to one worker together, one test after another; the rest runs beside them. At
+    most as many loop tests run at once as there are CPUs to pin loops to (`loop_cpus`)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class LoopsOneAtATime(LoadScopeScheduling):
+    chain_of = {m: i for i, chain in enumerate(LOOP_CHAINS) for m in chain}
+
+    class LoopsInChains(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            # the hardware tests share one real board: one worker, one test after another too
-            return "loops" if _module_of(nodeid) in LOOP_MODULES or "hardware/" in path else path
+            if "hardware/" in path:   # the hardware tests share one real board: one after another
+                return "hardware"
+            m = _module_of(nodeid)
+            return f"loops-{chain_of[m]}" if m in chain_of else path
 
-    return LoopsOneAtATime(config, log)
+    return LoopsInChains(config, log)
+
+
+# A loop pins itself to a CPU no other hil loop has (hil.runtime.realtime) and refuses to start
+# when there is none, as it must on a robot's machine; the tests' loops take turns for the CPUs
+# the same way: a loop test holds one of as many slots as there are CPUs (an flock shared by every
+# test worker), one marked `every_loop_cpu` (it takes the CPUs itself) holds them all; either then
+# waits for a loop that just ended to be gone.
+LOOP_SLOTS_ENV = "HIL_TEST_LOOP_SLOTS"
+
+
+def _wait_for_free_loop_cpus(every: bool, timeout_s: float = 30.0) -> None:
+    """Until a CPU (`every`: each CPU) has no hil loop's reservation (an flock, seen in /proc/locks
+    without taking it): the loop of a test that just ended may still be on its way out, a busy
+    machine slows that down."""
+    from hil.runtime.realtime import _lock_path, _loop_cpus
+
+    cpus = _loop_cpus()
+    deadline = time.monotonic() + timeout_s
+    while cpus and time.monotonic() < deadline:
+        inodes = set()
+        for cpu in cpus:
+            try:
+                inodes.add(os.stat(_lock_path(cpu)).st_ino)
+            except OSError:
+                pass
+        try:
+            with open("/proc/locks") as f:
+                held = {int(r[5].rsplit(":", 1)[1]) for r in (line.split() for line in f)
+                        if len(r) > 5 and r[1] == "FLOCK"} & inodes
+        except (OSError, ValueError):
+            return
+        if len(cpus) - len(held) >= (len(cpus) if every else 1):
+            return
+        time.sleep(0.05)
+
+
+def _loop_slot_count() -> int:
+    return max(len(os.sched_getaffinity(0)), 1)
+
+
+@pytest.fixture(autouse=True)
+def loop_cpus(request):
+    folder = os.environ.get(LOOP_SLOTS_ENV)
+    if folder is None or _module_of(request.node.nodeid) not in LOOP_MODULES:
+        yield
+        return
+    import fcntl
+
+    n = _loop_slot_count()
+    fds = [os.open(os.path.join(folder, f"slot{i}"), os.O_RDWR | os.O_CREAT, 0o600) for i in range(n)]
+    held = []
+    try:
+        if request.node.get_closest_marker("every_loop_cpu"):
+            for fd in fds:   # in order: two tests that want them all never hold one each
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held.append(fd)
+        else:
+            while not held:
+                for fd in fds:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    held.append(fd)
+                    break
+                else:
+                    time.sleep(0.05)
+        _wait_for_free_loop_cpus(every=len(held) == n)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)   # closing drops its lock
 
 
 # a loop test's run is also a real-time run on whatever machine runs the tests: a virtual machine's
@@ -156,6 +238,8 @@ def _module_of(nodeid: str) -> str:
 
 def pytest_unconfigure(config):
     shutil.rmtree(os.environ["HIL_RUNTIME_DIR"], ignore_errors=True)
+    if not os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(LOOP_SLOTS_ENV):
+        shutil.rmtree(os.environ[LOOP_SLOTS_ENV], ignore_errors=True)
 
 
 def _write_bytecode() -> None:

@@ -184,7 +184,7 @@ def test_estop_stops_at_once(emulator):
 @pytest.mark.parametrize("fault", ["drop:0.002", "corrupt:0.002", "garbage:0.05", "delay:20"])
 def test_line_faults_are_counted_and_the_link_survives(emulator, fault):
     emu = emulator("--kind", "puma6", "--fault", fault)
-    with Link.connect(emu.path, link_timeout_s=0.5) as link:
+    with Link.connect(emu.path, link_timeout_s=SILENCE_S) as link:
         q0 = wait_for(link.latest, timeout_s=3.0).q.copy()
         _stream(link, q0, 1.0)
         assert link.lost is None
@@ -214,7 +214,7 @@ def test_stall_is_detected_as_silence_and_the_link_recovers(emulator, tmp_path):
 
 def test_board_reboot_is_noticed_and_it_stays_disabled(emulator):
     emu = emulator("--kind", "humanoid17", "--fault", "reboot@0.8")
-    with Link.connect(emu.path, link_timeout_s=0.5) as link:
+    with Link.connect(emu.path, link_timeout_s=SILENCE_S) as link:
         q0 = wait_for(link.latest).q.copy()
         link.enable()
         deadline = time.monotonic() + 2.5

@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+# its tests take the CPUs' reservations themselves: run while no other test's loop holds one
+pytestmark = pytest.mark.every_loop_cpu
+
 RESERVE = ("import sys, time\n"
            "from hil.runtime import realtime as R\n"
            "try:\n"

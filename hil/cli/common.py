@@ -142,12 +142,40 @@ def check_predict_options(args: argparse.Namespace, model) -> None:
         raise InputError("--predict needs MuJoCo: pip install mujoco (or pip install -e '.[physics]')")
 
 
-def predict_or_refuse(args: argparse.Namespace, model, t, q, servo, rate_hz: float, what: str,
-                      planned_travel=None) -> None:
-    """With --predict N: the motion's commands rolled out in physics (hil.physics.predict), said, and
-    refused (an InputError) if more of them fall than --predict-falls allows."""
+PREDICT_TRIES = 3        # with --predict: the plan, then up to two slower ones if it falls
+PREDICT_SLOWER = 0.75    # each try's pace, of the try before
+
+
+def predicted(args: argparse.Namespace, model, servo, rate_hz: float, what: str, plan_at):
+    """The plan to run: `plan_at(pace)` → (plan, t, q, planned travel or None) at a share of its
+    written pace. With --predict N the plan's commands are rolled out in physics
+    (hil.physics.predict) and said; if more fall than --predict-falls allows, it is planned again
+    slower (said) and rolled out again, up to PREDICT_TRIES plans in all — never with --strict —
+    and refused (an InputError) if the slowest falls too. Returns (plan, pace)."""
+    pace = 1.0
+    plan, t, q, travel = plan_at(pace)
     if getattr(args, "predict", None) is None:
-        return
+        return plan, pace
+    from hil.physics import predict
+
+    limit = predict.max_fall_share(args.predict_falls)
+    paces = []
+    while True:
+        paces.append(pace)
+        pred = _rolled_out(args, model, t, q, servo, rate_hz, what, travel)
+        if pred.fall_share <= limit + 1e-12 or getattr(args, "strict", False) or len(paces) == PREDICT_TRIES:
+            slower = [f"{100 * p:.0f} %" for p in paces[1:]]
+            predict.refuse_if_it_falls(pred, limit, what, ("also at " + " and ".join(slower) + " of its pace")
+                                       if slower else "")
+            return plan, pace
+        pace *= PREDICT_SLOWER
+        print(f"predict: {what} falls in {pred.fell} of {len(pred.rollouts)} rollouts (more than the "
+              f"{100 * limit:g} % allowed): planned again at {100 * pace:.0f} % of its pace", flush=True)
+        plan, t, q, travel = plan_at(pace)
+
+
+def _rolled_out(args: argparse.Namespace, model, t, q, servo, rate_hz: float, what: str, planned_travel):
+    """The motion's commands rolled out --predict times in physics, said."""
     import time
 
     from hil.physics import predict
@@ -163,7 +191,7 @@ def predict_or_refuse(args: argparse.Namespace, model, t, q, servo, rate_hz: flo
     pred = predict.predict(model, t, q, int(args.predict), servo=servo, rate_hz=rate_hz,
                            planned_travel_m=planned_travel, progress=progress)
     print(pred.summary(), flush=True)
-    predict.refuse_if_it_falls(pred, predict.max_fall_share(args.predict_falls), what)
+    return pred
 
 
 PLANNING_TICK_S = 5.0   # a plan that takes longer says it is still at work this often
@@ -235,8 +263,14 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
 
             warm_if_cold()
         if _runs_a_loop(command, args):   # its start overlaps the command's loading, checking and planning
+            import importlib
+
             from hil.runtime import loop_process
 
+            # the loop is imported before the fork: the command needs it (and Numba's start, most
+            # of a second of CPU) anyway, and the loop's process then inherits both instead of
+            # doing them again; nothing imported by then starts a thread
+            importlib.import_module("hil.runtime.loop")
             loop_process.start_early()
         return int(func(args) or 0)
     except EXPECTED as e:

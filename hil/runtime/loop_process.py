@@ -1,7 +1,7 @@
 """The loop's process, started as soon as a command knows it will run a loop: while the command
-loads the robot, checks and plans its motion and starts the emulator, the new process imports
-the loop and loads its compiled kernels (a second or more of a run's start, which otherwise comes
-after all of that), then waits for the run's configuration. Given none (the command refused its
+loads the robot, checks and plans its motion and starts the emulator, the new process loads the
+loop's compiled kernels (it is forked once the command has imported the loop and started Numba,
+which both need), then waits for the run's configuration. Given none (the command refused its
 input, was interrupted, or ended), it ends without having touched anything: it opens no port and
 holds no CPU until it has a configuration.
 
@@ -83,7 +83,8 @@ def _wait_for_config(conn, inherited_send=None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if inherited_send is not None:   # forked: its copy of the parent's end would keep the pipe open
         inherited_send.close()
-    # lazy: importing the loop and loading its kernels is this process's first work, not its parent's
+    # the command imported the loop before forking this process; loading the loop's kernels is
+    # this process's first work. lazy: this module is imported before the loop is
     from hil.runtime.loop import run_loop
     from hil.warmup import compile_all   # lazy: as above
 

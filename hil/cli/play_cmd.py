@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hil.cli.common import (add_command, add_predict_options, add_run_options, add_run_target, check_predict_options,
-                            planning, predict_or_refuse, servo_for, speed_of)
+                            planning, predicted, servo_for, speed_of)
 from hil.cli.running import run_planned
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
@@ -38,19 +38,22 @@ def run(args) -> int:
     speed = speed_of(args)
     check_predict_options(args, model)
     servo = servo_for(args, model)
-    # every sample checked as the loop checks it (hil.motion.plan_check), before anything runs
-    with planning(f"{args.file} for {model.name}"):
-        motion = make_motion(args.file, model, servo, args.compensate, speed, args.strict)
-    if getattr(motion, "note", ""):
-        print(f"{args.file}: {motion.note}")
-    print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
-    if motion.torques is not None:
-        print(motion.torques.summary())
     rate = args.rate_hz if args.rate_hz is not None else model.default_rate_hz
-    predict_or_refuse(args, model, motion.t, motion.q, servo, rate, args.file)
+
+    def plan_at(pace: float):
+        # every sample checked as the loop checks it (hil.motion.plan_check), before anything runs
+        with planning(f"{args.file} for {model.name}"):
+            motion = make_motion(args.file, model, servo, args.compensate, speed * pace, args.strict)
+        if getattr(motion, "note", ""):
+            print(f"{args.file}: {motion.note}")
+        print(f"{args.file}: {motion.name}, {motion.duration:.2f} s, {len(motion.q)} samples; checks ok")
+        if motion.torques is not None:
+            print(motion.torques.summary())
+        return motion, motion.t, motion.q, None
+    _, pace = predicted(args, model, servo, rate, args.file, plan_at)
     if not (args.dry_run or args.port):
         return 0
-    return run_planned(args, model.spec, args.file, speed=speed)
+    return run_planned(args, model.spec, args.file, speed=speed * pace)
 
 
 def _robot_named_in(path: str) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 from hil.cli.common import (add_command, add_predict_options, add_run_options, add_run_target,
-                            check_predict_options, predict_or_refuse, servo_for, speed_of, trajectory_out)
+                            check_predict_options, predicted, servo_for, speed_of, trajectory_out)
 from hil.cli.running import run_planned
 from hil.errors import InputError
 from hil.inputs import number, writable_file
@@ -101,11 +102,14 @@ def run(args) -> int:
                                 turn_deg=args.turn, period=args.period / speed_of(args), lift=args.lift,
                                 knee_stretched=args.knee_stretched, heel_toe=args.heel_toe, rate_hz=rate)
     servo = servo_for(args, model)
-    res = walking.plan(model, params, _progress_printer(), servo=servo,
-                       compensate=args.compensate, strict=args.strict)
-    print(res.summary())
-    print(res.torques.summary())
-    predict_or_refuse(args, model, res.t, res.q_cmd, servo, rate, "the walk", res.com_w[-1] - res.com_w[0])
+
+    def plan_at(pace: float):
+        res = walking.plan(model, replace(params, period=params.period / pace), _progress_printer(), servo=servo,
+                           compensate=args.compensate, strict=args.strict)
+        print(res.summary())
+        print(res.torques.summary())
+        return res, res.t, res.q_cmd, res.com_w[-1] - res.com_w[0]
+    res, _ = predicted(args, model, servo, rate, "the walk", plan_at)
     out = trajectory_out(args, "hil-walk-", "walk.npz")
     if out:
         res.save(out)

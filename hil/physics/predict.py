@@ -249,12 +249,15 @@ def _rollout(i: int) -> Rollout:
                    else max(plant.max_tilt_deg, FALL_TILT_DEG), xy1 - xy0)
 
 
-def refuse_if_it_falls(pred: Prediction, max_share: float, what: str) -> None:
-    """A plan that falls in more than `max_share` of its rollouts does not run."""
+def refuse_if_it_falls(pred: Prediction, max_share: float, what: str, tried: str = "") -> None:
+    """A plan that falls in more than `max_share` of its rollouts does not run; `tried` says what
+    slower plans fell too."""
     if pred.fall_share > max_share + 1e-12:
+        slow = "Shorten its steps" if tried else "Slow it (--speed 0.5), shorten its steps"
         raise InputError(f"{what}: falls in {pred.fell} of {len(pred.rollouts)} rollouts "
-                         f"({100 * pred.fall_share:.0f} %, more than the {100 * max_share:g} % allowed): not run. "
-                         "Slow it (--speed 0.5), shorten its steps, or allow more (--predict-falls PCT)")
+                         f"({100 * pred.fall_share:.0f} %, more than the {100 * max_share:g} % allowed"
+                         + (f"; {tried}" if tried else "") + f"): not run. {slow}, or allow more "
+                         "(--predict-falls PCT)")
 
 
 def max_fall_share(pct: float | None) -> float:

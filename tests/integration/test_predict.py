@@ -131,3 +131,37 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+LUNGE = """name = "lunge"
+robot = "humanoid17"
+interpolation = "cubic"
+
+[[keyframe]]
+duration_s = 0.35
+support = "both"
+joints = { l_hip_pitch = 12.07, r_hip_pitch = 12.07 }
+
+[[keyframe]]
+duration_s = 0.35
+joints = { l_hip_pitch = -7.93, r_hip_pitch = -7.93 }
+"""
+
+
+def test_a_motion_that_falls_is_planned_again_slower_until_it_stays_up_and_strict_refuses_it(tmp_path):
+    """A 20° bow of the hips and back in 0.7 s throws humanoid17 over; at 75 % of its pace half the
+    rollouts fall, at 56 % none: said at each step, and the slowest that stays up is the one kept."""
+    path = tmp_path / "lunge.toml"
+    path.write_text(LUNGE)
+    r = hil("play", str(path), "--predict", "4", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = [s for s in r.stdout.splitlines() if s.startswith("predict: ")]
+    again = [s for s in said if "planned again" in s]
+    assert len(again) == 2 and "falls in 4 of 4 rollouts" in again[0] and again[0].endswith("at 75 % of its pace"), said
+    assert again[1].endswith("at 56 % of its pace"), said
+    assert "4 stay up (100 %), 0 fall" in said[-1], said
+    assert "lunge, 1.24 s" in r.stdout, r.stdout   # the kept plan is the slowest
+    strict = hil("play", str(path), "--predict", "4", "--strict", timeout=300)
+    assert strict.returncode == 2 and "falls in 4 of 4 rollouts (100 %, more than the 10 % allowed): not run" \
+        in strict.stderr, strict.stdout + strict.stderr
+    assert "planned again" not in strict.stdout and "Traceback" not in strict.stderr

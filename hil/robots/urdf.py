@@ -600,7 +600,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 6   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 8   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
@@ -714,9 +714,14 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
     meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
                             "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
                             "description": cfg.get("description", f"from {Path(path).name}"),
-                            # a floating base is a humanoid's unless the side file says otherwise
-                            "kind": cfg.get("kind", "humanoid" if parts.floating else "arm"),
+                            # a floating base, or a tree that stands on two legs, is a humanoid's
+                            # unless the side file says otherwise
+                            "kind": cfg["kind"] if "kind" in cfg else ("humanoid" if parts.floating or _biped(
+                                parts, shapes, boxes, zero, masses) else "arm"),
                             "board": cfg.get("board", "servos")}
+    if meta["kind"] == "humanoid" and not parts.floating and "kind" not in cfg:
+        notes.append("a humanoid: its tree stands on two legs (URDF files leave the base unattached to the "
+                     "world); a side file's [robot] kind = \"arm\" says otherwise")
     if notes:
         meta["notes"] = notes
     if "floor_z_m" in cfg:
@@ -907,6 +912,44 @@ def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zer
 
 
 FOOT_LEVEL_M = 0.01   # links whose bottoms are this close to the lowest one stand on the floor at zero
+LEG_JOINTS = 3        # a leg has a hip, a knee and an ankle at least
+LEGS_UNDER_M = 0.05   # the link the two legs hang from stands at least this far above the feet
+
+
+def _biped(parts: _Parts, shapes: list[Shape], boxes: list, zero, masses) -> bool:
+    """Whether a file without a floating base is a humanoid's: with every joint at zero, its lowest
+    links (the feet `_found_feet` finds, one left and one right) each end a chain of LEG_JOINTS
+    joints or more below the link both hang from, which stands LEGS_UNDER_M or more above them, and
+    its links have masses. A two-finger gripper's fingers hang from the hand one joint each."""
+    if masses.sum() <= 0:
+        return False
+    feet = _found_feet(parts, shapes, boxes, zero, {})
+    if not feet:
+        return False
+
+    def chain(j: int) -> list[int]:   # the joints from this one up to the base
+        out = []
+        while j >= 0:
+            out.append(j)
+            j = parts.joints[j].parent
+        return out
+    left, right = (chain(parts.placed[feet[side]][0]) for side in ("left", "right"))
+    common = set(left) & set(right)
+    legs = [[j for j in c if j not in common] for c in (left, right)]
+    if min(len(leg) for leg in legs) < LEG_JOINTS:
+        return False
+    hip = next((j for j in left if j in common), -1)
+    hip_z = float(zero[hip][2, 3]) if hip >= 0 else 0.0
+    return all(hip_z - float(zero[leg[0]][2, 3]) >= LEGS_UNDER_M for leg in legs)
+
+
+def _leaf_below(parts: _Parts, j: int) -> int:
+    """The last link of the chain below link `j`, while it does not branch."""
+    while True:
+        children = [i for i, jt in enumerate(parts.joints) if jt.parent == j]
+        if len(children) != 1:
+            return j
+        j = children[0]
 
 
 def _found_feet(parts: _Parts, shapes: list[Shape], boxes: list, zero, meta: dict) -> dict:
@@ -929,6 +972,9 @@ def _found_feet(parts: _Parts, shapes: list[Shape], boxes: list, zero, meta: dic
     left, right = max(low, key=low.get), min(low, key=low.get)
     if left == right or not low[left] > 0 > low[right]:
         return {}
+    # a leg folded at zero (the Open Duck Mini's URDF: its shins hang below its feet) has its
+    # lowest link above the foot in the tree: the foot is the leg's last link
+    left, right = _leaf_below(parts, left), _leaf_below(parts, right)
     names = {"left": parts.link_names[left], "right": parts.link_names[right]}
     meta.setdefault("notes", []).append(f"feet found by the tree: {names['left']} (left), {names['right']} (right); "
                                         "a side file's [soles] names others")

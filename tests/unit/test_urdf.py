@@ -361,3 +361,17 @@ def test_entities_are_refused_before_any_is_expanded(tmp_path):
                     '<robot name="&x;"><link name="base"/></robot>\n')
     with pytest.raises(ConfigError, match=r"DOCTYPE or entities|external entity"):
         robots.load(str(path))
+
+
+def test_a_urdf_whose_tree_stands_on_two_legs_is_a_humanoid_without_a_side_file():
+    """URDF files leave the base unattached to the world (no floating joint), so a kit's humanoid
+    came in as an arm. Its tree says what it is: two chains of three joints or more hanging from
+    one link well above their last links, the lowest at zero; a side file's kind still decides."""
+    talos = urdf.build(erd(TALOS))
+    assert talos.kind == "humanoid" and talos.floating
+    assert any("stands on two legs" in n for n in talos.meta["notes"])
+    assert talos.frame_offset("l_sole")[0] == talos.link_names.index("leg_left_6_link")
+    assert talos.frame_offset("r_sole")[0] == talos.link_names.index("leg_right_6_link")
+    assert urdf.build(erd(TALOS), {"robot": {"kind": "arm"}}).kind == "arm"
+    for arm in (ARM, ERD + "panda_description/urdf/panda.urdf", ERD + "ur_description/urdf/ur5_robot.urdf"):
+        assert urdf.build(erd(arm)).kind == "arm", arm

@@ -375,3 +375,34 @@ def test_a_urdf_whose_tree_stands_on_two_legs_is_a_humanoid_without_a_side_file(
     assert urdf.build(erd(TALOS), {"robot": {"kind": "arm"}}).kind == "arm"
     for arm in (ARM, ERD + "panda_description/urdf/panda.urdf", ERD + "ur_description/urdf/ur5_robot.urdf"):
         assert urdf.build(erd(arm)).kind == "arm", arm
+
+
+FOLDED_BIPED = """<robot name="folded">
+  <link name="pelvis"><inertial><mass value="1"/><inertia ixx="1e-3" iyy="1e-3" izz="1e-3" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><geometry><box size="0.1 0.2 0.05"/></geometry></collision></link>
+{legs}
+</robot>"""
+LEG = """  <link name="{s}_thigh"><inertial><mass value="0.2"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><origin xyz="0 0 -0.06"/><geometry><box size="0.03 0.03 0.12"/></geometry></collision></link>
+  <joint name="{s}_hip" type="revolute"><parent link="pelvis"/><child link="{s}_thigh"/><origin xyz="0 {y} -0.03"/>
+    <axis xyz="0 1 0"/><limit lower="-1" upper="1" velocity="5" effort="1"/></joint>
+  <link name="{s}_shin"><inertial><mass value="0.2"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><origin xyz="0 0 -0.1"/><geometry><box size="0.03 0.03 0.2"/></geometry></collision></link>
+  <joint name="{s}_knee" type="revolute"><parent link="{s}_thigh"/><child link="{s}_shin"/><origin xyz="0 0 -0.12"/>
+    <axis xyz="0 1 0"/><limit lower="-1" upper="1" velocity="5" effort="1"/></joint>
+  <link name="{s}_foot"><inertial><mass value="0.1"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><origin xyz="0.02 0 -0.01"/><geometry><box size="0.1 0.05 0.02"/></geometry></collision></link>
+  <joint name="{s}_ankle" type="revolute"><parent link="{s}_shin"/><child link="{s}_foot"/><origin xyz="0 0 -0.1"/>
+    <axis xyz="0 1 0"/><limit lower="-1" upper="1" velocity="5" effort="1"/></joint>"""
+
+
+def test_feet_found_by_the_tree_are_the_legs_last_links_even_where_a_shin_hangs_lower(tmp_path):
+    """The Open Duck Mini's URDF at zero has its shins below its feet: the lowest links end in the
+    feet below them, which are the soles' links (here the shins reach 20 cm down, the feet stop at 12)."""
+    path = tmp_path / "folded.urdf"
+    path.write_text(FOLDED_BIPED.format(legs="\n".join(LEG.format(s=s, y=y) for s, y in (("l", 0.06), ("r", -0.06)))))
+    m = urdf.build(str(path))
+    assert m.kind == "humanoid"
+    assert m.frame_offset("l_sole")[0] == m.link_names.index("l_foot")
+    assert m.frame_offset("r_sole")[0] == m.link_names.index("r_foot")
+    assert any("feet found by the tree: l_foot (left), r_foot (right)" in n for n in m.meta["notes"])

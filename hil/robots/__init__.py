@@ -88,7 +88,7 @@ def _from_mjcf(path: Path) -> RobotModel:
     allowed = mjcf.allowed_collisions_of(str(path))
     if allowed:   # the bodies its makers let touch
         side["collision"] = {"allowed": allowed}
-    return _with_its_file(urdf.build(mjcf.to_urdf(str(path)), side, str(path)), str(path))
+    return _with_its_file(urdf.build(mjcf.to_urdf(str(path)), side, str(path), legs_by_tree=False), str(path))
 
 
 def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
@@ -119,7 +119,7 @@ def _load_toml(path: Path) -> RobotModel:
                 data = {**data, "collision": {**own, "allowed": excluded + own.get("allowed", [])}}
             if "description" not in robot:   # (the URDF MuJoCo's file was turned into is no one's name for it)
                 data = {**data, "robot": {**robot, "description": f"from {Path(source).name} (MJCF, compiled by MuJoCo)"}}
-            return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path)), source)
+            return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path), legs_by_tree=False), source)
         return urdf.build(source, data, str(path))
     try:
         return _build(data, str(path))

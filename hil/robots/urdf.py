@@ -603,17 +603,19 @@ def path_section(table, where: str) -> dict:
 CACHE_VERSION = 8   # bump when what `_model_args` makes from a file changes
 
 
-def build(path: str, side: dict | None = None, side_path: str = "") -> RobotModel:
+def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
     """The `RobotModel` of a URDF file, with what a side file (already parsed TOML) adds.
+    `legs_by_tree`: a file without a floating base whose tree stands on two legs is a humanoid's
+    (URDF's convention; an MJCF's body without a free joint is welded to the world: False).
 
     The result is kept in the user's cache, keyed by the files' contents and the meshes' sizes and
     times: the loop, the twin and each command load the robot, and reading the meshes (trimesh
     takes half a second to import) and bounding them are needed once."""
-    key = _cache_key(path, side)
+    key = _cache_key(path, {"side": side or {}, "legs_by_tree": legs_by_tree})
     cached = _cache_read(key)
     if cached is not None:
         return RobotModel(**cached)
-    args = _model_args(path, side, side_path)
+    args = _model_args(path, side, side_path, legs_by_tree)
     _cache_write(key, args)
     return RobotModel(**args)
 
@@ -689,7 +691,7 @@ def _from_json(d: dict) -> dict:
     return out
 
 
-def _model_args(path: str, side: dict | None, side_path: str) -> dict:
+def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool = True) -> dict:
     side = side or {}
     side_path = side_path or path
     unknown = set(side) - SIDE_SECTIONS
@@ -716,8 +718,8 @@ def _model_args(path: str, side: dict | None, side_path: str) -> dict:
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             # a floating base, or a tree that stands on two legs, is a humanoid's
                             # unless the side file says otherwise
-                            "kind": cfg["kind"] if "kind" in cfg else ("humanoid" if parts.floating or _biped(
-                                parts, shapes, boxes, zero, masses) else "arm"),
+                            "kind": cfg["kind"] if "kind" in cfg else ("humanoid" if parts.floating or (legs_by_tree and _biped(
+                                parts, shapes, boxes, zero, masses)) else "arm"),
                             "board": cfg.get("board", "servos")}
     if meta["kind"] == "humanoid" and not parts.floating and "kind" not in cfg:
         notes.append("a humanoid: its tree stands on two legs (URDF files leave the base unattached to the "

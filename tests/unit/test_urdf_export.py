@@ -30,6 +30,7 @@ def test_the_file_has_every_frame_where_the_model_has_it(tmp_path, name):
     pd = pm.createData()
     back = urdf.build(str(path))
     assert back.joint_names == model.joint_names
+    assert back.kind == model.kind   # a URDF has no floating joint: the humanoid is found by its two legs
     assert np.allclose(back.lower, model.lower) and np.allclose(back.velocity_limit, model.velocity_limit)
     ids = [pm.getFrameId(f) for f in model.frame_names]
     assert all(i < len(pm.frames) for i in ids)

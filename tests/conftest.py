@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".numba_cache"))
-# the loops a test starts are found only by this process's tests and their children: two test
-# workers (pytest -n 2) each see one loop where a test expects one, and a user's own loops on this
+# the loops a test starts are found only by this process's tests and their children: the test
+# workers (pytest -n 3) each see one loop where a test expects one, and a user's own loops on this
 # machine are neither seen nor touched
 from hil.runtime.realtime import memory_folder  # noqa: E402 - imports nothing of numba
 

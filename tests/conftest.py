@@ -145,8 +145,9 @@ def pytest_xdist_make_scheduler(config, log):
 # A loop pins itself to a CPU no other hil loop has (hil.runtime.realtime) and refuses to start
 # when there is none, as it must on a robot's machine; the tests' loops take turns for the CPUs
 # the same way: a loop test holds one of as many slots as there are CPUs (an flock shared by every
-# test worker), one marked `every_loop_cpu` (it takes the CPUs itself) holds them all; either then
-# waits for a loop that just ended to be gone.
+# test worker), one marked `every_loop_cpu` (it takes the CPUs itself) holds them all, a file whose
+# module fixture runs a loop (MODULE_LOOPS) holds one more while it runs; each then waits for a
+# loop that just ended to be gone.
 LOOP_SLOTS_ENV = "HIL_TEST_LOOP_SLOTS"
 
 
@@ -180,34 +181,67 @@ def _loop_slot_count() -> int:
     return max(len(os.sched_getaffinity(0)), 1)
 
 
-@pytest.fixture(autouse=True)
-def loop_cpus(request):
-    folder = os.environ.get(LOOP_SLOTS_ENV)
-    if folder is None or _module_of(request.node.nodeid) not in LOOP_MODULES:
-        yield
-        return
+# test files whose module fixtures run a loop across their tests (a bridge's run) or before them
+MODULE_LOOPS = {"test_zenoh", "test_export"}
+
+
+def _slots(n: int) -> list[int]:
+    folder = os.environ[LOOP_SLOTS_ENV]
+    return [os.open(os.path.join(folder, f"slot{i}"), os.O_RDWR | os.O_CREAT, 0o600) for i in range(n)]
+
+
+def _take_slots(fds: list[int], every: bool) -> None:
+    """Lock one of `fds` (`every`: all of them at once), waiting as long as it takes. Never holds
+    some while waiting for the others: two tests that each hold one and want another would wait
+    for each other for ever."""
     import fcntl
 
-    n = _loop_slot_count()
-    fds = [os.open(os.path.join(folder, f"slot{i}"), os.O_RDWR | os.O_CREAT, 0o600) for i in range(n)]
-    held = []
-    try:
-        if request.node.get_closest_marker("every_loop_cpu"):
-            for fd in fds:   # in order: two tests that want them all never hold one each
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                held.append(fd)
-        else:
-            while not held:
-                for fd in fds:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        continue
-                    held.append(fd)
+    while True:
+        held = []
+        for fd in fds:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if every:
                     break
-                else:
-                    time.sleep(0.05)
-        _wait_for_free_loop_cpus(every=len(held) == n)
+                continue
+            held.append(fd)
+            if not every:
+                return
+        if every and len(held) == len(fds):
+            return
+        for fd in held:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_loop_cpu(request):
+    """A slot for the whole file, for the loop its module fixtures run (MODULE_LOOPS)."""
+    if os.environ.get(LOOP_SLOTS_ENV) is None or _module_of(request.node.nodeid) not in MODULE_LOOPS:
+        yield
+        return
+    fds = _slots(_loop_slot_count())
+    try:
+        _take_slots(fds, every=False)
+        _wait_for_free_loop_cpus(every=False)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)   # closing drops its lock
+
+
+@pytest.fixture(autouse=True)
+def loop_cpus(request):
+    if os.environ.get(LOOP_SLOTS_ENV) is None or _module_of(request.node.nodeid) not in LOOP_MODULES:
+        yield
+        return
+    n = _loop_slot_count()
+    every = n == 1 or request.node.get_closest_marker("every_loop_cpu") is not None
+    fds = _slots(n)
+    try:
+        _take_slots(fds, every)
+        _wait_for_free_loop_cpus(every)
         yield
     finally:
         for fd in fds:

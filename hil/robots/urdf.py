@@ -946,12 +946,14 @@ def _biped(parts: _Parts, shapes: list[Shape], boxes: list, zero, masses) -> boo
 
 
 def _leaf_below(parts: _Parts, j: int) -> int:
-    """The last link of the chain below link `j`, while it does not branch."""
-    while True:
-        children = [i for i, jt in enumerate(parts.joints) if jt.parent == j]
-        if len(children) != 1:
-            return j
-        j = children[0]
+    """The last link of the chain below link `j`, while it does not branch (in one pass over the
+    joints: a file's joints come parents first)."""
+    children: dict[int, list[int]] = {}
+    for i, jt in enumerate(parts.joints):
+        children.setdefault(jt.parent, []).append(i)
+    while len(children.get(j, ())) == 1:
+        j = children[j][0]
+    return j
 
 
 def _found_feet(parts: _Parts, shapes: list[Shape], boxes: list, zero, meta: dict) -> dict:

@@ -20,6 +20,7 @@ os.environ["HIL_RUNTIME_DIR"] = os.path.join(memory_folder(), f"hil-{os.getuid()
 # get a busy machine's margin; the tests of the watchdog name theirs (--watchdog-ms 50).
 os.environ.setdefault("HIL_WATCHDOG_MS", "1000")
 
+import contextlib  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -145,9 +146,9 @@ def pytest_xdist_make_scheduler(config, log):
 # A loop pins itself to a CPU no other hil loop has (hil.runtime.realtime) and refuses to start
 # when there is none, as it must on a robot's machine; the tests' loops take turns for the CPUs
 # the same way: a loop test holds one of as many slots as there are CPUs (an flock shared by every
-# test worker), one marked `every_loop_cpu` (it takes the CPUs itself) holds them all, a file whose
-# module fixture runs a loop (MODULE_LOOPS) holds one more while it runs; each then waits for a
-# loop that just ended to be gone.
+# test worker), one marked `every_loop_cpu` (it takes the CPUs itself) holds them all, a module
+# fixture that runs a loop holds one while its loop runs (`loop_slot`); each then waits for a loop
+# that just ended to be gone.
 LOOP_SLOTS_ENV = "HIL_TEST_LOOP_SLOTS"
 
 
@@ -181,8 +182,9 @@ def _loop_slot_count() -> int:
     return max(len(os.sched_getaffinity(0)), 1)
 
 
-# test files whose module fixtures run a loop across their tests (a bridge's run) or before them
-MODULE_LOOPS = {"test_zenoh", "test_export"}
+# module fixtures that run a loop (a bridge's run across its tests, a recording made before them)
+# hold a slot themselves (`loop_slot`); a test that uses one starts no loop of its own and takes none
+MODULE_LOOP_FIXTURES = {"remote_run", "walk_recording"}
 
 
 def _slots(n: int) -> list[int]:
@@ -193,7 +195,21 @@ def _slots(n: int) -> list[int]:
 def _take_slots(fds: list[int], every: bool) -> None:
     """Lock one of `fds` (`every`: all of them at once), waiting as long as it takes. Never holds
     some while waiting for the others: two tests that each hold one and want another would wait
-    for each other for ever."""
+    for each other for ever. Nobody waits here holding a slot (a test whose module fixture holds
+    one takes none), so the waiter whose turn it is waits only for loops that end."""
+    import fcntl
+
+    # one waiter at a time, in turn: a worker that ends a loop test and starts the next would
+    # otherwise take the slot it just let go again and again while another waits for it
+    turn = os.open(os.path.join(os.environ[LOOP_SLOTS_ENV], "turn"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        _poll_slots(fds, every)
+    finally:
+        os.close(turn)   # closing drops its lock
+
+
+def _poll_slots(fds: list[int], every: bool) -> None:
     import fcntl
 
     while True:
@@ -215,16 +231,18 @@ def _take_slots(fds: list[int], every: bool) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def module_loop_cpu(request):
-    """A slot for the whole file, for the loop its module fixtures run (MODULE_LOOPS)."""
-    if os.environ.get(LOOP_SLOTS_ENV) is None or _module_of(request.node.nodeid) not in MODULE_LOOPS:
+@contextlib.contextmanager
+def loop_slot(every: bool = False):
+    """One loop slot (`every`: all of them) while the block runs; nothing outside a test run's
+    workers (the slots' folder unset)."""
+    if os.environ.get(LOOP_SLOTS_ENV) is None:
         yield
         return
-    fds = _slots(_loop_slot_count())
+    n = _loop_slot_count()
+    fds = _slots(n)
     try:
-        _take_slots(fds, every=False)
-        _wait_for_free_loop_cpus(every=False)
+        _take_slots(fds, every or n == 1)
+        _wait_for_free_loop_cpus(every or n == 1)
         yield
     finally:
         for fd in fds:
@@ -233,19 +251,11 @@ def module_loop_cpu(request):
 
 @pytest.fixture(autouse=True)
 def loop_cpus(request):
-    if os.environ.get(LOOP_SLOTS_ENV) is None or _module_of(request.node.nodeid) not in LOOP_MODULES:
+    if _module_of(request.node.nodeid) not in LOOP_MODULES or MODULE_LOOP_FIXTURES & set(request.fixturenames):
         yield
         return
-    n = _loop_slot_count()
-    every = n == 1 or request.node.get_closest_marker("every_loop_cpu") is not None
-    fds = _slots(n)
-    try:
-        _take_slots(fds, every)
-        _wait_for_free_loop_cpus(every)
+    with loop_slot(every=request.node.get_closest_marker("every_loop_cpu") is not None):
         yield
-    finally:
-        for fd in fds:
-            os.close(fd)   # closing drops its lock
 
 
 # a loop test's run is also a real-time run on whatever machine runs the tests: a virtual machine's

@@ -25,12 +25,17 @@ def tilt_of(R: np.ndarray) -> float:
     return float(np.arccos(np.clip(R[2, 2], -1.0, 1.0)))
 
 
+_LAST_ROW = np.array([0.0, 0.0, 0.0, 1.0])
+
+
 def inverse_transform(T: np.ndarray) -> np.ndarray:
-    """Inverse of a rigid transform (4, 4), without a general matrix inverse."""
-    out = np.eye(4)
-    R = T[:3, :3]
-    out[:3, :3] = R.T
-    out[:3, 3] = -R.T @ T[:3, 3]
+    """Inverse of a rigid transform (4, 4), without a general matrix inverse (a walk's checks
+    call it for every sample: filled in place, not from an identity)."""
+    Rt = T[:3, :3].T
+    out = np.empty((4, 4))
+    out[:3, :3] = Rt
+    out[:3, 3] = -(Rt @ T[:3, 3])
+    out[3] = _LAST_ROW
     return out
 
 
@@ -75,9 +80,9 @@ class FloatingBase:
         """world_T_frame (4, 4) of any frame at q."""
         return self.body_pose(q) @ self.model.fk_frame(q, frame)
 
-    def com(self, q) -> np.ndarray:
-        """Centre of mass (3,) in the world at q."""
-        T = self.body_pose(q)
+    def com(self, q, body_pose: np.ndarray | None = None) -> np.ndarray:
+        """Centre of mass (3,) in the world at q (`body_pose`: this q's, if the caller has it)."""
+        T = self.body_pose(q) if body_pose is None else body_pose
         return T[:3, :3] @ self.model.com(q) + T[:3, 3]
 
     def switch(self, support: str, q) -> None:

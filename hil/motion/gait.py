@@ -64,11 +64,9 @@ def default_gait(model) -> dict[str, float]:
 
 
 def yaw_pose(x: float, y: float, yaw: float, z: float = 0.0) -> np.ndarray:
-    T = np.eye(4)
     c, s = math.cos(yaw), math.sin(yaw)
-    T[:2, :2] = [[c, -s], [s, c]]
-    T[:3, 3] = [x, y, z]
-    return T
+    # one array from one list: a walk's feet call this for every sample
+    return np.array([[c, -s, 0.0, x], [s, c, 0.0, y], [0.0, 0.0, 1.0, z], [0.0, 0.0, 0.0, 1.0]])
 
 
 def feet_roll(p: WalkParams) -> bool:

@@ -110,43 +110,16 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
             # the new root sole's world pose is where it stood at the last sample it was flat
             # beside the other: in this sample the other foot has already begun to roll or lift
             base.switch(want, Q[max(k - 1, 0)])
-        F = base.body_pose(Q[k]) @ model.fk_frames(Q[k])[[li, ri]]
-        feet[k] = F
-        com[k] = base.com(Q[k])
+        body = base.body_pose(Q[k])
+        feet[k] = body @ model.fk_frames(Q[k])[[li, ri]]
+        com[k] = base.com(Q[k], body)
     # COM acceleration by the finest central second difference the samples allow
     h = 1
     acc = np.zeros_like(com)
     acc[h:-h] = (com[2 * h:] - 2 * com[h:-h] + com[:-2 * h]) / (h * dt) ** 2
     zmp = com[:, :2] - com[:, 2:3] * acc[:, :2] / (G + acc[:, 2:3])
-    # the plan says which corners of each sole are down: they must lie on the ground
-    # (`contact_error`: their largest height or depth) and must not move while they stay down
-    # (`slide`); every corner must stay above the ground (`min_foot_z`); the ZMP must stay inside
-    # what is down (`margin`)
-    names = [[nm for nm, _, _ in contacts.corners(side, FLAT, hl, hw)] for side in FEET]
-    corners = np.array([[x, y, 0, 1] for _, x, y in contacts.corners("l", FLAT, hl, hw)]).T
-    down_names = {(f, c): [nm for nm, _, _ in contacts.corners(FEET[f], c, hl, hw)] for f in range(2) for c in range(4)}
-    margin = np.zeros(N)
-    lowest = np.zeros(N)
-    contact_error = 0.0
-    slide = 0.0
-    anchor: dict[str, np.ndarray] = {}
-    for k in range(N):
-        pts = []
-        held = set()
-        for f in range(2):
-            C = (feet[k, f] @ corners)[:3].T
-            lowest[k] = min(lowest[k], float(C[:, 2].min())) if f else float(C[:, 2].min())
-            for nm in down_names[f, feet_contacts[k][f]]:
-                c = C[names[f].index(nm)]
-                contact_error = max(contact_error, abs(float(c[2])))
-                pts.append(c[:2])
-                held.add(nm)
-                if nm not in anchor:
-                    anchor[nm] = c.copy()
-                slide = max(slide, float(np.linalg.norm(c - anchor[nm])))
-        for nm in [nm for nm in anchor if nm not in held]:
-            del anchor[nm]
-        margin[k] = support_hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
+    # the plan says which corners of each sole are down: on the ground, still, the ZMP inside them
+    margin, lowest, contact_error, slide = _sole_contacts(feet, feet_contacts, zmp, hl, hw)
     qd = np.diff(Q, axis=0) / dt
     sp = float(np.max(np.abs(qd) / model.velocity_limit))
     knee_dev, short = _support_knees(model, Q, support)
@@ -156,6 +129,40 @@ def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, labe
     res = WalkResult(t, Q, support, com, zmp, zmp_ref, feet, margin, slide, float(lowest.min()), sp, knee_dev, short,
                      float(worst), [label], contact_error=contact_error, lowest=lowest)
     return res
+
+
+def _sole_contacts(feet: np.ndarray, feet_contacts: list, zmp: np.ndarray, hl: float, hw: float):
+    """The corners the plan has down must lie on the ground (`contact_error`: their largest height
+    or depth) and must not move while they stay down (`slide`); every corner's lowest height per
+    sample (`lowest`); the ZMP's distance inside what is down (`margin`, -inf with fewer than three
+    corners down)."""
+    names = [[nm for nm, _, _ in contacts.corners(side, FLAT, hl, hw)] for side in FEET]
+    corners = np.array([[x, y, 0, 1] for _, x, y in contacts.corners("l", FLAT, hl, hw)]).T
+    down = {(f, c): [(nm, names[f].index(nm)) for nm, _, _ in contacts.corners(FEET[f], c, hl, hw)]
+            for f in range(2) for c in range(4)}
+    # every corner of both soles at every sample at once: (samples, foot, corner, xyz)
+    at = np.matmul(feet, corners)[:, :, :3, :].transpose(0, 1, 3, 2)
+    lowest = at[..., 2].min(axis=(1, 2))
+    N = len(feet)
+    margin = np.zeros(N)
+    contact_error = 0.0
+    slide = 0.0
+    anchor: dict[str, tuple] = {}
+    for k in range(N):
+        pts = []
+        held = set()
+        corners_k = at[k].tolist()   # Python floats: this loop reads them one by one
+        for f in range(2):
+            for nm, i in down[f, feet_contacts[k][f]]:
+                c = corners_k[f][i]
+                contact_error = max(contact_error, abs(c[2]))
+                pts.append(c[:2])
+                held.add(nm)
+                slide = max(slide, math.dist(c, anchor.setdefault(nm, c)))
+        for nm in [nm for nm in anchor if nm not in held]:
+            del anchor[nm]
+        margin[k] = support_hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
+    return margin, lowest, contact_error, slide
 
 
 def _support_knees(model, Q, support) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import pytest
 from hil import robots
 from hil.robots import urdf
 from hil.runtime.recorder import load_events, load_recording
+from tests.conftest import loop_slot
 from tests.gui.png import read_png
 
 pytestmark = pytest.mark.slow
@@ -25,8 +26,9 @@ mcap_reader = pytest.importorskip("mcap.reader")
 @pytest.fixture(scope="module")
 def walk_recording(tmp_path_factory):
     rec = tmp_path_factory.mktemp("walk") / "walk.npy"
-    r = subprocess.run(HIL + ["walk", "--steps", "2", "--stride", "0.02", "--dry-run", "--headless", "--record",
-                              str(rec)], capture_output=True, text=True, timeout=240)
+    with loop_slot():
+        r = subprocess.run(HIL + ["walk", "--steps", "2", "--stride", "0.02", "--dry-run", "--headless", "--record",
+                                  str(rec)], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     rec.with_suffix(".plan.txt").write_text(r.stdout)
     return rec

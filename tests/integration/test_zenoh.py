@@ -17,7 +17,7 @@ import pytest
 
 from hil import robots
 from hil.errors import HilError
-from tests.conftest import wait_for
+from tests.conftest import loop_slot, wait_for
 from tests.gui.png import read_png
 from tests.integration.test_runtime import attach, finish
 
@@ -41,8 +41,98 @@ def config(tmp_path, name: str, **endpoints) -> str:
     return str(path)
 
 
+def test_the_bridge_ends_with_the_run(tmp_path):
+    from tests.integration.test_lifecycle_runs import child_named
+
+    locator = f"tcp/127.0.0.1:{free_port()}"
+    cfg = config(tmp_path, "b.json5", listen=locator)
+    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
+                                   "--zenoh-config", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pid = wait_for(lambda: child_named(proc.pid, "hil-zenoh"), timeout_s=60, step_s=0.05)
+    out = finish(proc, timeout_s=120)
+    assert proc.returncode == 0 and "zenoh bridge: hil/" in out, out
+    assert pid, "no bridge process beside the run"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_remote_control_needs_access_control_or_tls(tmp_path):
+    cfg = config(tmp_path, "open.json5", listen=f"tcp/127.0.0.1:{free_port()}")
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--zenoh",
+                              "--zenoh-config", cfg, "--zenoh-control"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "access control" in r.stderr and "board emulator" not in r.stdout
+
+
+def _example(tmp_path, name: str, port: int) -> str:
+    """examples/zenoh/NAME with its password files found from here and the robot on `port`."""
+    import re
+
+    text = (Path("examples/zenoh") / name).read_text()
+    text = text.replace("examples/zenoh/", str(Path("examples/zenoh").resolve()) + "/")
+    text = re.sub(r"tcp/0\.0\.0\.0:7447", f"tcp/127.0.0.1:{port}", text)
+    out = tmp_path / name
+    out.write_text(text)
+    return str(out)
+
+
+def test_the_documented_access_control_lets_the_operator_drive_and_no_one_else(tmp_path):
+    """docs/remote.md's example, both sides: the operator's login jogs the robot; a stranger on the
+    same network neither finds it nor reaches its request key; its e-stop would be named as remote."""
+    from hil.remote.zenoh_client import ZenohClient
+
+    port = free_port()
+    robot_cfg = _example(tmp_path, "robot-control.json5", port)
+    operator_cfg = _example(tmp_path, "operator.json5", port)
+    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "60",
+                                   "--enable", "--zenoh", "--zenoh-config", robot_cfg, "--zenoh-control"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        local = attach(proc, "puma560")
+        assert local.wait(lambda s: s.enabled == 1.0, timeout_s=30)
+        c = ZenohClient(f"tcp/127.0.0.1:{port}", operator_cfg, timeout_s=30)
+        try:
+            q = local.snapshot().q_meas + np.radians([5, 0, 0, 0, 0, 0])
+            answer = c.jog(q)
+            assert answer.ok, answer
+            assert local.wait(lambda s: abs(s.q_cmd[0] - q[0]) < 1e-3, timeout_s=10) is not None
+        finally:
+            c.close()
+        stranger = config(tmp_path, "stranger.json5", connect=f"tcp/127.0.0.1:{port}")
+        with pytest.raises(HilError, match="no hil robot answers"):
+            ZenohClient(f"tcp/127.0.0.1:{port}", stranger, timeout_s=3)
+        c = ZenohClient(f"tcp/127.0.0.1:{port}", operator_cfg, timeout_s=30)
+        try:
+            assert c.estop().ok
+        finally:
+            c.close()
+        local.shutdown()
+        out = finish(proc, timeout_s=60)
+        assert "E-STOP from a remote peer over Zenoh" in out, out
+    finally:
+        finish(proc)
+
+
+@pytest.mark.parametrize("change,why", [
+    (('default_permission: "deny"', 'default_permission: "allow"'), "allows by default"),
+    (('usernames: ["operator"]', 'interfaces: ["lo"]'), "names no certificate or user"),
+    (("enabled: true", "enabled: false"), "no access control"),
+])
+def test_remote_control_is_refused_with_an_access_control_that_lets_anyone_in(tmp_path, change, why):
+    cfg = Path(_example(tmp_path, "robot-control.json5", free_port()))
+    cfg.write_text(cfg.read_text().replace(*change))
+    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--zenoh",
+                              "--zenoh-config", str(cfg), "--zenoh-control"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and why in r.stderr and "docs/remote.md" in r.stderr, r.stdout + r.stderr
+    assert "board emulator" not in r.stdout
+
+
 @pytest.fixture(scope="module")
 def remote_run(tmp_path_factory):
+    with loop_slot():
+        yield from _remote_run(tmp_path_factory)
+
+
+def _remote_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("zenoh")
     locator = f"tcp/127.0.0.1:{free_port()}"
     bridge_cfg = config(tmp, "bridge.json5", listen=locator)
@@ -148,88 +238,3 @@ def test_an_estop_from_any_peer_is_accepted(remote_run):
         assert local.wait(lambda s: s.board_state == 4, timeout_s=10) is not None
     finally:
         c.close()
-
-
-def test_the_bridge_ends_with_the_run(tmp_path):
-    from tests.integration.test_lifecycle_runs import child_named
-
-    locator = f"tcp/127.0.0.1:{free_port()}"
-    cfg = config(tmp_path, "b.json5", listen=locator)
-    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
-                                   "--zenoh-config", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    pid = wait_for(lambda: child_named(proc.pid, "hil-zenoh"), timeout_s=60, step_s=0.05)
-    out = finish(proc, timeout_s=120)
-    assert proc.returncode == 0 and "zenoh bridge: hil/" in out, out
-    assert pid, "no bridge process beside the run"
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-
-
-def test_remote_control_needs_access_control_or_tls(tmp_path):
-    cfg = config(tmp_path, "open.json5", listen=f"tcp/127.0.0.1:{free_port()}")
-    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--zenoh",
-                              "--zenoh-config", cfg, "--zenoh-control"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "access control" in r.stderr and "board emulator" not in r.stdout
-
-
-def _example(tmp_path, name: str, port: int) -> str:
-    """examples/zenoh/NAME with its password files found from here and the robot on `port`."""
-    import re
-
-    text = (Path("examples/zenoh") / name).read_text()
-    text = text.replace("examples/zenoh/", str(Path("examples/zenoh").resolve()) + "/")
-    text = re.sub(r"tcp/0\.0\.0\.0:7447", f"tcp/127.0.0.1:{port}", text)
-    out = tmp_path / name
-    out.write_text(text)
-    return str(out)
-
-
-def test_the_documented_access_control_lets_the_operator_drive_and_no_one_else(tmp_path):
-    """docs/remote.md's example, both sides: the operator's login jogs the robot; a stranger on the
-    same network neither finds it nor reaches its request key; its e-stop would be named as remote."""
-    from hil.remote.zenoh_client import ZenohClient
-
-    port = free_port()
-    robot_cfg = _example(tmp_path, "robot-control.json5", port)
-    operator_cfg = _example(tmp_path, "operator.json5", port)
-    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "60",
-                                   "--enable", "--zenoh", "--zenoh-config", robot_cfg, "--zenoh-control"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        local = attach(proc, "puma560")
-        assert local.wait(lambda s: s.enabled == 1.0, timeout_s=30)
-        c = ZenohClient(f"tcp/127.0.0.1:{port}", operator_cfg, timeout_s=30)
-        try:
-            q = local.snapshot().q_meas + np.radians([5, 0, 0, 0, 0, 0])
-            answer = c.jog(q)
-            assert answer.ok, answer
-            assert local.wait(lambda s: abs(s.q_cmd[0] - q[0]) < 1e-3, timeout_s=10) is not None
-        finally:
-            c.close()
-        stranger = config(tmp_path, "stranger.json5", connect=f"tcp/127.0.0.1:{port}")
-        with pytest.raises(HilError, match="no hil robot answers"):
-            ZenohClient(f"tcp/127.0.0.1:{port}", stranger, timeout_s=3)
-        c = ZenohClient(f"tcp/127.0.0.1:{port}", operator_cfg, timeout_s=30)
-        try:
-            assert c.estop().ok
-        finally:
-            c.close()
-        local.shutdown()
-        out = finish(proc, timeout_s=60)
-        assert "E-STOP from a remote peer over Zenoh" in out, out
-    finally:
-        finish(proc)
-
-
-@pytest.mark.parametrize("change,why", [
-    (('default_permission: "deny"', 'default_permission: "allow"'), "allows by default"),
-    (('usernames: ["operator"]', 'interfaces: ["lo"]'), "names no certificate or user"),
-    (("enabled: true", "enabled: false"), "no access control"),
-])
-def test_remote_control_is_refused_with_an_access_control_that_lets_anyone_in(tmp_path, change, why):
-    cfg = Path(_example(tmp_path, "robot-control.json5", free_port()))
-    cfg.write_text(cfg.read_text().replace(*change))
-    r = subprocess.run(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "2", "--zenoh",
-                              "--zenoh-config", str(cfg), "--zenoh-control"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and why in r.stderr and "docs/remote.md" in r.stderr, r.stdout + r.stderr
-    assert "board emulator" not in r.stdout

@@ -259,11 +259,13 @@ class TorquePlan:
         parts = []
         for g, js in groups.items():
             j = max(js, key=lambda i: peak[i] / self.servo.joint(i).torque_limit_nm)
-            parts.append(f"{g} {peak[j]:.2f} N·m ({100 * peak[j] / self.servo.joint(j).torque_limit_nm:.0f} % of "
-                         f"{self.servo.joint(j).torque_limit_nm:g})")
+            limit = self.servo.joint(j).torque_limit_nm
+            parts.append(f"{g} {peak[j]:.2f} N·m" + (f" ({100 * peak[j] / limit:.0f} % of {limit:g})"
+                                                      if self.servo.declared else ""))
         comp = (f"compliance compensation on ({self.servo.summary().split(' (')[0]}, targets + {COMPENSATION_MARGIN:g} × τ/kp, "
                 f"up to {np.degrees(np.abs(self.q_cmd - self.q_plan).max()):.1f}°)" if self.compensated
-                else "no compliance compensation" + ("" if self.servo.declared else " (the servos declare no stiffness)"))
+                else "no compliance compensation" + ("" if self.servo.declared else
+                                                     " (no [servo] table: the servos declare no stiffness or limit)"))
         return "torques: peak " + ", ".join(parts) + "; " + comp
 
 
@@ -274,7 +276,9 @@ def torque_plan(model, t, Q, support, servo, compensate: bool = True) -> TorqueP
     Q = np.asarray(Q, dtype=np.float64)
     dt = float(t[1] - t[0]) if len(t) > 1 else 1.0
     mt = motion_torques(model, t, Q, support if model.floating else None)
-    tau = _smoothed(servo_torques(servo, Q, mt.tau, dt), dt)
+    # servos that declare nothing (the ideal preset, whose damping and armature only steady the
+    # simulation) add no motor of their own: the links' torques are what they must give
+    tau = _smoothed(servo_torques(servo, Q, mt.tau, dt) if servo.declared else mt.tau, dt)
     QD, _ = _derivatives(Q, dt)
     available = np.array([[servo.joint(j).available_torque(QD[k, j]) for j in range(model.n)]
                           for k in range(len(t))]) if any(s.torque_speed for s in servo.servos) \

@@ -158,3 +158,23 @@ def test_a_walk_file_compensated_for_a_bus_s_servos_is_bounded_by_those_servos(t
     np.testing.assert_allclose(traj.q, res.q_cmd)
     with pytest.raises(InputError, match="more than a compliance compensation can"):
         make_motion(str(path), MODEL)   # what the robot's own servos would need is less
+
+
+def test_servos_that_declare_nothing_are_asked_only_the_links_torques():
+    # the ideal preset's damping and armature steady the simulation; they are no motor's, and a
+    # robot without a [servo] table (a kit's URDF) must not be told its legs need tens of N·m
+    from hil.motion import torques
+    from hil.robots import servos
+
+    m = robots.load("puma560")
+    t = np.linspace(0.0, 1.0, 201)
+    Q = m.home + np.outer(np.sin(np.pi * t), np.full(m.n, 0.5))
+    ideal = servos.presets()["ideal"]
+    undeclared = torques.torque_plan(m, t, Q, None, servos.ServoTable(tuple(m.joint_names), (ideal,) * m.n, False, ""))
+    declared = torques.torque_plan(m, t, Q, None, servos.ServoTable(tuple(m.joint_names), (ideal,) * m.n, True, "x"))
+    links = torques._smoothed(torques.motion_torques(m, t, Q, None).tau, t[1] - t[0])
+    np.testing.assert_allclose(undeclared.tau, links, atol=1e-12)
+    assert np.abs(declared.tau - links).max() > 10.0          # 20 N·m·s/rad at over a radian a second
+    said = undeclared.summary()
+    assert "% of" not in said and "no [servo] table" in said, said
+    assert "% of 500" in declared.summary()

@@ -15,13 +15,13 @@ import dearpygui.dearpygui as dpg
 import numpy as np
 
 from firmware_protocol.messages import fault_fixes, fault_names
-from hil.kinematics import Task, ik_lm
 from hil.kinematics.floating import FloatingBase
 from hil.kinematics.rotations import rpy_angles, rpy_matrix
 from hil.runtime.shared import BOARD_STATES, progress_text
-from hil.safety import BALANCE, COLLISION, WORKSPACE, SafetyChecker, check_shapes, flag_names
+from hil.safety import check_shapes, flag_names
 from twin import ground as G
 from twin import scene as S
+from twin.intent import TwinIntent
 from twin.camera import (ORTHOGRAPHIC, VIEW_H, VIEW_W, VIEWS, H, PANEL_W, W, camera_matrices, default_camera,
                          fitted, orbit, pan, robot_points, zoom)
 from twin.meshes import link_meshes
@@ -35,7 +35,6 @@ NAME_PLATE = (20, 22, 28, 200)   # under a joint's name: it reads over a light p
 NAME_ROWS = 4                    # rows below its joint a name may move down to stay clear of others
 NAME_ROW_H = 15                  # pixels
 NAME_CHAR_W = 8                  # pixels a character of a name (size 14) takes
-DRAG_RAD_PER_PX = math.radians(0.5)   # a joint dragged in the view turns half a degree per pixel
 PICK_PX = 14                          # a click this close to a link's drawn axis picks its joint
 
 
@@ -83,7 +82,7 @@ class TwinApp:
             self.base = FloatingBase(model, "l_sole", model.home)
         self.q_meas = model.home.copy()
         self.q_cmd = model.home.copy()
-        self.preview_q = None
+        self.intent = TwinIntent(model, client)   # what is previewed, judged and asked of the loop
         self.history: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.plot_window_s = PLOT_WINDOWS[0]   # the plots keep this many seconds
         self.plots_paused = False
@@ -94,24 +93,19 @@ class TwinApp:
         self._world_looked = 0.0
         self.world = None                      # its last record: the base where physics has it, the contacts
         self.plot_joint = 0
-        self.estop_sent = 0
         self.frames = 0
         self.estimated: bool | None = None   # are measured positions estimates? (the loop says, once connected)
         self.fps = 0.0
-        self._last_jog = 0.0
         self._cmd_zmp = G.CartTableZmp()       # the commanded pose's: the ZMP the plan asks for
         self.messages: list[str] = []
         self.show_frames = False           # a small x y z frame on every link (seed 001's joint frames)
         self.show_names = False            # every joint's name beside it in the view
         self.show_shapes = False           # the shapes the checks use, as wireframes over the robot
-        self._drag_joint: int | None = None   # the joint whose link is being dragged (preview only)
-        self._drag_q0 = None
         self.q_target = None               # the loop's target (what its safety checks judged), when attached
         self.leader_shown = False          # teleop: the target is a leader arm's pose, drawn (white wireframe)
         self.questions = Questions(lambda dialog, shown: dpg.configure_item(dialog, show=shown), self._message)
         self.balance_flagged = False
         self.safety_flags = 0
-        self._checker = None
         self._link_ends = {}
         for i in range(model.n):   # where each link's geometry is, in its own frame
             centres = [np.asarray(sh.p0) if sh.kind == "box" else (np.asarray(sh.p0) + np.asarray(sh.p1)) / 2
@@ -152,7 +146,7 @@ class TwinApp:
         S.add_grid("world", half=10 * step if step < 0.1 else 6 * step, step=step, z=floor, seg=step)
         S.add_axes("world", 0.25 if step > 0.1 else 0.08, 0.0 if not self.humanoid else 0.001)
         if not self.humanoid and "workspace" in self.model.meta:
-            reach = SafetyChecker(self.model).reach_m
+            reach = self.intent.checker.reach_m
             for z in (0.0,):
                 S.add_ring("world", (0, 0, z), reach, (0, 0, 1), (110, 110, 170, 255))
             S.add_ring("world", (0, 0, 0), reach, (1, 0, 0), (110, 110, 170, 255))
@@ -374,7 +368,7 @@ class TwinApp:
         """The joint under the mouse, named beside it with its measured angle (`pixels`: the
         joints' `_joint_pixels` this frame, None when the mouse is not over the view)."""
         j = None
-        if self._drag_joint is None and pixels is not None and self._over_view():
+        if self.intent.drag_joint is None and pixels is not None and self._over_view():
             mouse = np.array(self._view_mouse())
             j = pick_joint(pixels, mouse)
         if j is None:
@@ -387,24 +381,22 @@ class TwinApp:
         """A click on a link starts dragging its joint (the preview follows; nothing is sent)."""
         if not self._over_view():
             return
-        q0 = self.preview_q if self.preview_q is not None else self.q_meas
+        q0 = self.intent.preview_q if self.intent.preview_q is not None else self.q_meas
         j = pick_joint(self._joint_pixels(q0), np.array(self._view_mouse()))
         if j is not None:
-            self._drag_joint, self._drag_q0 = j, q0.copy()
+            self.intent.start_drag(j, self.q_meas)
 
-    def _drag_link(self, dx: float) -> None:
-        j, m = self._drag_joint, self.model
-        q = self._drag_q0.copy()
-        q[j] = float(np.clip(q[j] + dx * DRAG_RAD_PER_PX, m.lower[j], m.upper[j]))
-        self.preview_q = q
-        self.prev.show(True)
-        dpg.set_value("cart_msg", f"{m.joint_names[j]} → {math.degrees(q[j]):.1f}° (pink preview, within its "
-                                  "range): Send moves the robot there")
-        self._message(f"dragging {m.joint_names[j]}: {math.degrees(q[j]):.1f}° — Send (Cartesian tab) to move")
+    def _say(self, said) -> None:
+        """A decision's words where they go, and the preview drawn while there is one."""
+        if said.panel is not None:
+            dpg.set_value("cart_msg", said.panel)
+        if said.event is not None:
+            self._message(said.event)
+        self.prev.show(self.intent.preview_q is not None)
 
     def _on_drag(self, sender, app_data) -> None:
-        if self._drag_joint is not None:
-            self._drag_link(app_data[1])
+        if self.intent.drag_joint is not None:
+            self._say(self.intent.drag(app_data[1]))
             return
         if not self._over_view() and self._drag_prev is None:
             return
@@ -428,13 +420,8 @@ class TwinApp:
 
     def _on_release(self, sender, app_data) -> None:
         self._drag_prev = None
-        if self._drag_joint is not None and self.preview_q is not None:
-            verdict = SafetyChecker(self.model).check(self.preview_q)
-            if not verdict:
-                dpg.set_value("cart_msg", "; ".join(verdict.reasons) + " — will not be sent")
-                self.preview_q = None
-                self.prev.show(False)
-        self._drag_joint = None
+        if self.intent.drag_joint is not None:
+            self._say(self.intent.release())
 
     def _on_wheel(self, sender, app_data) -> None:
         if not self._over_view():
@@ -444,10 +431,8 @@ class TwinApp:
 
     # -------------------------------------------------------------- requests
     def estop(self) -> None:
-        self.estop_sent += 1
         self.questions.estop()
-        reply = self.client.estop() if self.client is not None else None
-        self._message(reply if isinstance(reply, str) and reply else "E-STOP sent")   # a remote loop answers
+        self._message(self.intent.estop())
 
     def ask(self, dialog: str) -> None:
         self.questions.ask(dialog)
@@ -456,11 +441,7 @@ class TwinApp:
         self.questions.close(dialog)
 
     def post(self, what: str) -> None:
-        if self.client is None:
-            self._message(f"{what}: no loop attached (start one with `hil run`)")
-            return
-        reply = getattr(self.client, what)()
-        self._message(reply if isinstance(reply, str) and reply else f"{what} requested")
+        self._message(self.intent.post(what))
 
     def _message(self, text: str) -> None:
 
@@ -477,11 +458,9 @@ class TwinApp:
         self.q_cmd_preview = q
         now = time.monotonic()
         self._slider_touched = now
-        if self.client is not None and now - self._last_jog > 0.05:
-            self._last_jog = now
-            reply = self.client.jog(q)
-            if isinstance(reply, str) and "refused" in reply:
-                self._message(reply)
+        refused = self.intent.jog_sliders(q, now)
+        if refused:
+            self._message(refused)
 
     def cart_from_current(self) -> None:
 
@@ -502,42 +481,15 @@ class TwinApp:
         return T
 
     def cart_preview(self) -> None:
-
-        frame = dpg.get_value("cart_frame")
-        T = self._cart_target()
-        if self.humanoid:
-            res = ik_lm(self.model, [Task(frame, T[:3, 3], mask="position")], self.q_meas)
-        else:
-            res = self.model.ik(T, q_near=self.q_meas)
-        self.preview_q = res.q if res.success else None
-        if res.success:
-            verdict = SafetyChecker(self.model).check(res.q)
-            text = (f"IK ok ({res.branch or 'LM'}), preview shown in pink" if verdict
-                    else "IK ok, but: " + "; ".join(verdict.reasons) + " — will not be sent")
-            if not verdict:
-                self.preview_q = None
-        else:
-            text = f"out of reach: {res.reason}. Nothing will be sent"
-        dpg.set_value("cart_msg", text)
-        self.prev.show(self.preview_q is not None)
+        self._say(self.intent.preview_target(dpg.get_value("cart_frame"), self._cart_target(), self.q_meas))
 
     def drop_preview(self) -> None:
-        self.preview_q = None
+        self.intent.drop()
         self.prev.show(False)
         dpg.set_value("cart_msg", "")
 
     def cart_send(self) -> None:
-
-        if self.preview_q is None:
-            dpg.set_value("cart_msg", "preview a reachable, safe target first")
-            return
-        if self.client is None:
-            dpg.set_value("cart_msg", "no loop attached")
-            return
-        reply = self.client.jog(self.preview_q)
-        refused = isinstance(reply, str) and "refused" in reply
-        dpg.set_value("cart_msg", reply if refused else "sent: the loop ramps there at a bounded speed")
-        self._message(reply if refused else "preview sent: the loop ramps there at a bounded speed")
+        self._say(self.intent.send())
 
     # ---------------------------------------------------------------- frames
     def set_pose(self, q_meas: np.ndarray, q_cmd: np.ndarray | None = None) -> None:
@@ -592,28 +544,11 @@ class TwinApp:
         that colour) and the last reason in the panel."""
 
 
-        if self._checker is None:
-            self._checker = SafetyChecker(self.model)
-        if self.client is not None:
-            flags = self.safety_flags
-            q = self.q_target if flags & (COLLISION | WORKSPACE) and self.q_target is not None else None
-        else:
-            q = self.q_meas
-            flags = self._checker.check(q).flags
-            if flags:
-                set_text("safety_reason", "safety: " + "; ".join(self._checker.explain(flags, q)))
-        self.balance_flagged = bool(flags & BALANCE)
-        links: set[int] = set()
-        if q is None:
-            return links
-        if flags & COLLISION:
-            pair, reason = self._checker.colliding_links(q)
-            links |= pair
-            if reason and self.client is not None:
-                set_text("safety_reason", f"safety: {reason}")
-        if flags & WORKSPACE:
-            links.add(int(self.model.frame_link[self.model.frame_index(self.model.tool_frame)]))
-        return links
+        flagged = self.intent.flagged(self.q_meas, self.q_target, self.safety_flags)
+        self.balance_flagged = flagged.balance
+        if flagged.reason is not None:
+            set_text("safety_reason", flagged.reason)
+        return flagged.links
 
     def _limit_color(self, i: int, q: np.ndarray):
         m = self.model
@@ -650,8 +585,8 @@ class TwinApp:
         eye, target = S.orbit_view(self.cam["yaw"], self.cam["pitch"], self.cam["dist"], self.cam["target"])
         self.meas.order_by_depth(Fm, Tw, eye, np.asarray(target, dtype=np.float64) - eye,
                                  "ground_marks" if self.humanoid else None)
-        if self.preview_q is not None:
-            self.prev.set_poses(m.fk_frames(self.preview_q), Tw)
+        if self.intent.preview_q is not None:
+            self.prev.set_poses(m.fk_frames(self.intent.preview_q), Tw)
         if getattr(self, "shadow_q", None) is not None:
             self.shadow_drawing.set_poses(m.fk_frames(self.shadow_q), Tw)
         if self.leader_shown and self.q_target is not None:

@@ -10,7 +10,7 @@ import numpy as np
 from firmware_protocol import messages as M
 from hil.display import display_available
 from hil.errors import HilError
-from hil.runtime.shared import C_STATUS, LoopStatus, SharedState, loop_name
+from hil.runtime.shared import LoopStatus, LoopWord, SharedState, loop_name
 from hil.runtime.helpers import TwinStarter
 
 
@@ -34,7 +34,7 @@ class CalibrationView:
         self.model = model
         self.name = loop_name(model.name, os.getpid())
         self.shared = SharedState(self.name, model.n, create=True)
-        self.shared.ctrl[C_STATUS] = LoopStatus.RUNNING
+        self.shared.ctrl[LoopWord.STATUS] = LoopStatus.RUNNING
         self.fields = {k: self.shared.field(k) for k in ("q_meas", "q_cmd", "q_target", "link_ok", "board_state")}
         self.twin = None
         if start_twin is not None:

@@ -42,7 +42,7 @@ from hil.runtime.transport import BoardTransport, ThreadPort, connect_board
 
 # int64 control words
 K_CMD_SEQ, K_STATE_SEQ, K_STATE_COUNT, K_ESTOP, K_LOST, K_HEARTBEAT_NS, K_STOP, K_DROPPED = range(8)
-CTRL_WORDS = 8
+PORT_WORDS = K_DROPPED + 1
 REASON_BYTES = 512
 
 
@@ -68,9 +68,9 @@ class StateSlots:
             setattr(self, name, at if dt.shape == () else slice(at, at + dt.shape[0]))
 
 
-def _layout(n: int) -> tuple[int, int, int]:
+def _block_offsets(n: int) -> tuple[int, int, int]:
     """(offset of the command floats, of the state floats, total bytes)."""
-    cmd = CTRL_WORDS * 8
+    cmd = PORT_WORDS * 8
     state = cmd + (1 + n) * 8
     reason = state + _state_floats(n) * 8
     return cmd, state, reason + REASON_BYTES
@@ -80,9 +80,9 @@ class _Block:
     """Views over the shared block: ctrl words, command slot, state slot, loss reason."""
 
     def __init__(self, buf, n: int) -> None:
-        cmd, state, total = _layout(n)
+        cmd, state, total = _block_offsets(n)
         self.n = n
-        self.ctrl = np.frombuffer(buf, dtype=np.int64, count=CTRL_WORDS, offset=0)
+        self.ctrl = np.frombuffer(buf, dtype=np.int64, count=PORT_WORDS, offset=0)
         self.cmd = np.frombuffer(buf, dtype=np.float64, count=1 + n, offset=cmd)
         self.state = np.frombuffer(buf, dtype=np.float64, count=_state_floats(n), offset=state)
         self.reason = np.frombuffer(buf, dtype=np.uint8, count=REASON_BYTES, offset=total - REASON_BYTES)
@@ -259,9 +259,9 @@ class PortLink:
         self.n = n
         self._slots, self._floats = StateSlots(n), _state_floats(n)
         self.link_timeout_s = link_timeout_s
-        self._buf = mmap.mmap(-1, _layout(n)[2])
+        self._buf = mmap.mmap(-1, _block_offsets(n)[2])
         self._block = _Block(self._buf, n)
-        self._words = memoryview(self._buf).cast("q")[:CTRL_WORDS]  # plain ints: faster than NumPy scalars
+        self._words = memoryview(self._buf).cast("q")[:PORT_WORDS]  # plain ints: faster than NumPy scalars
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         ctx = get_context("fork")  # the loop's imports and models are already here; no re-import
         self._conn, child = ctx.Pipe()

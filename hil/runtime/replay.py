@@ -12,8 +12,7 @@ import numpy as np
 from hil.errors import InputError
 from hil.robots.servos import servo_table
 from hil.runtime.recorder import LOOP_MOTION, open_run
-from hil.runtime.shared import (BOARD_STATES, C_REPLAY_PAUSE, C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_SPEED,
-                                C_STATUS, LoopStatus, SharedState, loop_name)
+from hil.runtime.shared import BOARD_STATES, LoopStatus, LoopWord, SharedState, loop_name
 from hil.display import display_available
 from hil.runtime.helpers import TwinStarter
 
@@ -35,14 +34,14 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     """Play a recording into a shared block (and the twin); 0 when it ran to its end, 128 + the
     signal's number when a signal (Ctrl-C, SIGTERM, SIGHUP) stopped it. The block goes either way.
     The twin (started with `start_twin`; none without) has a replay bar that pauses it, scrubs it and
-    sets its speed (the block's C_REPLAY_* words)."""
+    sets its speed (the block's LoopWord.REPLAY_* words)."""
     data, meta, model = open_run(path, robot)
     robot = model.spec
     if speed <= 0:
         raise InputError("--speed must be positive")
     name = loop_name(model.name, os.getpid())
     shared = SharedState(name, model.n, create=True)
-    shared.ctrl[C_REPLAY_ROWS] = len(data)
+    shared.ctrl[LoopWord.REPLAY_ROWS] = len(data)
     shared.set_info(robot=model.spec, replay=os.path.abspath(path), pid=os.getpid())
     twin = None
     headless = headless or start_twin is None
@@ -50,7 +49,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
         twin = start_twin(name, model.spec)
     elif not headless:
         print("no display: replaying headless (set DISPLAY or use xvfb-run to see it in the twin)")
-    shared.ctrl[C_STATUS] = LoopStatus.RUNNING
+    shared.ctrl[LoopWord.STATUS] = LoopStatus.RUNNING
     shared.set_event(f"replay of {path}: {len(data)} cycles, {data['t'][-1] - data['t'][0]:.1f} s")
     print(f"replaying {path}: {len(data)} cycles at {speed:g}× ({robot})")
     old = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -63,7 +62,7 @@ def replay(path: str, speed: float = 1.0, headless: bool = False, loop: bool = F
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        shared.ctrl[C_STATUS] = LoopStatus.STOPPED
+        shared.ctrl[LoopWord.STATUS] = LoopStatus.STOPPED
         if twin is not None:
             twin.terminate()
             twin.join(timeout=3)
@@ -103,22 +102,22 @@ class _Player:
     def run(self) -> None:
         ctrl, last, shown = self.shared.ctrl, time.monotonic(), -1
         while True:
-            if ctrl[C_REPLAY_SEEK]:
-                self.k = int(ctrl[C_REPLAY_SEEK]) - 1
+            if ctrl[LoopWord.REPLAY_SEEK]:
+                self.k = int(ctrl[LoopWord.REPLAY_SEEK]) - 1
                 self.t_now = float(self.t[self.k])
-                ctrl[C_REPLAY_SEEK] = 0
+                ctrl[LoopWord.REPLAY_SEEK] = 0
             now = time.monotonic()
-            if not ctrl[C_REPLAY_PAUSE]:
-                speed = ctrl[C_REPLAY_SPEED] / 1000.0 if ctrl[C_REPLAY_SPEED] > 0 else self.speed
+            if not ctrl[LoopWord.REPLAY_PAUSE]:
+                speed = ctrl[LoopWord.REPLAY_SPEED] / 1000.0 if ctrl[LoopWord.REPLAY_SPEED] > 0 else self.speed
                 self.t_now += (now - last) * speed
                 while self.k + 1 < len(self.t) and self.t[self.k + 1] <= self.t_now:
                     self.k += 1
             last = now
             if self.k != shown:
-                ctrl[C_REPLAY_ROW] = self.k     # first: whoever sees the row's state sees its number too
+                ctrl[LoopWord.REPLAY_ROW] = self.k     # first: whoever sees the row's state sees its number too
                 self._publish(self.k)
                 shown = self.k
-            if self.k == len(self.t) - 1 and not ctrl[C_REPLAY_PAUSE] and self.t_now >= self.t[-1]:
+            if self.k == len(self.t) - 1 and not ctrl[LoopWord.REPLAY_PAUSE] and self.t_now >= self.t[-1]:
                 if not self.loop:
                     return
                 self.k, self.t_now, shown = 0, float(self.t[0]), -1

@@ -49,11 +49,32 @@ def progress_text(progress: float) -> str:
 
 
 MAGIC = 0x48494C34  # "HIL4"
-CTRL_WORDS = 16
-C_MAGIC, C_ESTOP, C_PID, C_N, C_STATUS, C_HEAD, C_TAIL, C_SEQ, C_EVENTS, C_STOP, C_ANSWERS = range(11)
-# a replay's block (hil replay): its rows, the row shown, and the twin's time controls (seek to row
-# + 1, 0: none; paused; speed in thousandths, 0: as started)
-C_REPLAY_ROWS, C_REPLAY_ROW, C_REPLAY_SEEK, C_REPLAY_PAUSE, C_REPLAY_SPEED = range(11, 16)
+
+
+class LoopWord(IntEnum):
+    """The block's int64 control words, in order: each read and written by its name."""
+
+    MAGIC = 0      # MAGIC once the block is laid out
+    ESTOP = 1      # set by whoever presses E-STOP (ESTOP_BY), cleared by the loop as it acts
+    PID = 2        # the loop's process
+    N = 3          # joints
+    STATUS = 4     # LoopStatus
+    HEAD = 5       # the mailbox: requests posted …
+    TAIL = 6       # … and taken
+    SEQ = 7        # the snapshot's seqlock
+    EVENTS = 8     # events written
+    STOP = 9       # a signal the supervisor passes on (the loop e-stops, naming it)
+    ANSWERS = 10   # answers written
+    # a replay's block (hil replay): its rows, the row shown, and the twin's time controls (seek to
+    # row + 1, 0: none; paused; speed in thousandths, 0: as started)
+    REPLAY_ROWS = 11
+    REPLAY_ROW = 12
+    REPLAY_SEEK = 13
+    REPLAY_PAUSE = 14
+    REPLAY_SPEED = 15
+
+
+CTRL_WORDS = len(LoopWord)
 # who set the e-stop word (its value): the loop names them in its event
 ESTOP_BY = {1: "a client (the twin, hil ctl or a script)", 2: "a remote peer over Zenoh (through the bridge)"}
 ESTOP_LOCAL, ESTOP_REMOTE = 1, 2
@@ -132,7 +153,7 @@ CYCLE_SCALARS = ("t", "cycle", "board_state", "faults", "safety_flags", "enabled
 
 
 # snapshot fields: name -> (offset in float64 words, length); built per joint count
-def _layout(n: int) -> dict[str, tuple[int, int]]:
+def _snapshot_layout(n: int) -> dict[str, tuple[int, int]]:
     fields = [*((name, 1) for name in CYCLE_SCALARS), ("q_cmd", n), ("q_meas", n), ("q_target", n), ("qd_meas", n),
               ("rate_hz", 1), ("jitter_p50_us", 1), ("jitter_p99_us", 1), ("jitter_max_us", 1),
               ("cycle_p50_us", 1), ("cycle_p99_us", 1), ("sched_fifo", 1), ("cpu", 1), ("event_seq", 1), ("com", 3),
@@ -196,16 +217,16 @@ class SharedState:
         self.mm = mmap.mmap(self.fd, size)
         buf = self.mm
         self.ctrl = np.ndarray((CTRL_WORDS,), dtype=np.int64, buffer=buf, offset=0)
-        self.lock = Seqlock(self.ctrl, C_SEQ)
+        self.lock = Seqlock(self.ctrl, LoopWord.SEQ)
         if create:
             self.ctrl[:] = 0
-            self.ctrl[C_N] = n
-            self.ctrl[C_MAGIC] = MAGIC
-        elif self.ctrl[C_MAGIC] != MAGIC or not 0 < self.ctrl[C_N] <= 4096 or size != self._size(int(self.ctrl[C_N])):
+            self.ctrl[LoopWord.N] = n
+            self.ctrl[LoopWord.MAGIC] = MAGIC
+        elif self.ctrl[LoopWord.MAGIC] != MAGIC or not 0 < self.ctrl[LoopWord.N] <= 4096 or size != self._size(int(self.ctrl[LoopWord.N])):
             self._unmap()
             raise HilError(f"shared block {name!r} is not a hil loop of this version")
-        self.n = int(self.ctrl[C_N])
-        self.layout = _layout(self.n)
+        self.n = int(self.ctrl[LoopWord.N])
+        self.layout = _snapshot_layout(self.n)
         self.slot = slot_floats(self.n)
         nf = self.layout["_size"][0]
         off = CTRL_WORDS * 8
@@ -231,7 +252,7 @@ class SharedState:
 
     @staticmethod
     def _size(n: int) -> int:
-        return (CTRL_WORDS * 8 + _layout(n)["_size"][0] * 8 + EVENT_SLOTS * EVENT_BYTES
+        return (CTRL_WORDS * 8 + _snapshot_layout(n)["_size"][0] * 8 + EVENT_SLOTS * EVENT_BYTES
                 + MAILBOX_SLOTS * slot_floats(n) * 8 + ANSWER_SLOTS * (16 + ANSWER_BYTES) + INFO_BYTES)
 
     def set_info(self, **info) -> None:
@@ -264,11 +285,11 @@ class SharedState:
         """Publish an event line (kept in a ring of the last EVENT_SLOTS)."""
         raw = text.encode("utf-8", "replace")[:EVENT_BYTES - 1]
         self.begin_write()
-        k = int(self.ctrl[C_EVENTS]) + 1
+        k = int(self.ctrl[LoopWord.EVENTS]) + 1
         slot = self.event_buf[k % EVENT_SLOTS]
         slot[:] = 0
         slot[:len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-        self.ctrl[C_EVENTS] = k
+        self.ctrl[LoopWord.EVENTS] = k
         self.end_write()
 
     def events_since(self, seen: int) -> tuple[int, list[str]]:
@@ -276,7 +297,7 @@ class SharedState:
         got: list = []
 
         def copy() -> None:
-            k = int(self.ctrl[C_EVENTS])
+            k = int(self.ctrl[LoopWord.EVENTS])
             first = max(seen + 1, k - EVENT_SLOTS + 1, 1)
             got[:] = [k, [bytes(self.event_buf[i % EVENT_SLOTS]).split(b"\x00", 1)[0].decode("utf-8", "replace")
                           for i in range(first, k + 1)]]
@@ -290,7 +311,7 @@ class SharedState:
 
         def copy() -> None:
             np.copyto(self._scratch, self.data)
-            k = int(self.ctrl[C_EVENTS])
+            k = int(self.ctrl[LoopWord.EVENTS])
             last[0] = bytes(self.event_buf[k % EVENT_SLOTS]).split(b"\x00", 1)[0] if k else b""
         while self.lock.read(copy) is None:
             if time.monotonic() > deadline:
@@ -333,15 +354,15 @@ class SharedState:
         while True:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             try:
-                head = int(self.ctrl[C_HEAD])
-                if head - int(self.ctrl[C_TAIL]) < MAILBOX_SLOTS:
+                head = int(self.ctrl[LoopWord.HEAD])
+                if head - int(self.ctrl[LoopWord.TAIL]) < MAILBOX_SLOTS:
                     slot = self.mailbox[head % MAILBOX_SLOTS]
                     slot[:] = 0.0
                     slot[0] = int(kind)
                     slot[1] = p.size
                     slot[2] = head + 1
                     slot[3:3 + p.size] = p
-                    self.ctrl[C_HEAD] = head + 1
+                    self.ctrl[LoopWord.HEAD] = head + 1
                     return head + 1
             finally:
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
@@ -352,7 +373,7 @@ class SharedState:
 
     def answer(self, request_id: int, ok: bool, text: str) -> None:
         """The loop's answer to a request (loop only: the one writer of the ring)."""
-        k = int(self.ctrl[C_ANSWERS])
+        k = int(self.ctrl[LoopWord.ANSWERS])
         i = k % ANSWER_SLOTS
         raw = text.encode("utf-8", "replace")[:ANSWER_BYTES - 1]
         self.answer_ids[i, 0] = -1   # being written
@@ -360,7 +381,7 @@ class SharedState:
         self.answer_text[i, :len(raw)] = np.frombuffer(raw, dtype=np.uint8)
         self.answer_ids[i, 1] = 1 if ok else 0
         self.answer_ids[i, 0] = request_id
-        self.ctrl[C_ANSWERS] = k + 1
+        self.ctrl[LoopWord.ANSWERS] = k + 1
 
     def wait_answer(self, request_id: int, timeout_s: float = ANSWER_WAIT_S) -> Answer:
         """The loop's answer to request `request_id`, waited for up to `timeout_s`."""
@@ -374,7 +395,7 @@ class SharedState:
                     if int(ids[i, 0]) == request_id:   # not overwritten while read
                         return Answer(text, ok)
             if time.monotonic() > deadline:
-                status = LoopStatus(int(self.ctrl[C_STATUS])) if 0 <= int(self.ctrl[C_STATUS]) <= 3 else None
+                status = LoopStatus(int(self.ctrl[LoopWord.STATUS])) if 0 <= int(self.ctrl[LoopWord.STATUS]) <= 3 else None
                 why = "it is not running" if status in (LoopStatus.STOPPED, LoopStatus.FAILED) else "it may be stuck"
                 return Answer(f"no answer from the loop within {timeout_s:g} s ({why})", False)
             time.sleep(0.002)
@@ -383,11 +404,11 @@ class SharedState:
         """Up to `limit` requests posted since the last call (loop only), each (kind, payload, id),
         checked again: the block is writable by any process of this user. Invalid ones are counted
         and dropped."""
-        head = int(self.ctrl[C_HEAD])
-        tail = int(self.ctrl[C_TAIL])
+        head = int(self.ctrl[LoopWord.HEAD])
+        tail = int(self.ctrl[LoopWord.TAIL])
         if not 0 <= head - tail <= MAILBOX_SLOTS:  # a scribbled index: start afresh
             self.bad_requests += 1
-            self.ctrl[C_TAIL] = head
+            self.ctrl[LoopWord.TAIL] = head
             return []
         out = []
         while tail < head and len(out) < limit:
@@ -404,7 +425,7 @@ class SharedState:
                 self.answer(int(rid), False, f"refused: {message(e)}")
                 continue
             out.append((LoopRequest(int(slot[0])), p, int(rid)))
-        self.ctrl[C_TAIL] = tail
+        self.ctrl[LoopWord.TAIL] = tail
         return out
 
     def _unmap(self) -> None:
@@ -485,7 +506,7 @@ def describe_loops() -> list[str]:
         except HilError:
             continue
         info = st.info()
-        pid = int(st.ctrl[C_PID])
+        pid = int(st.ctrl[LoopWord.PID])
         st.close()
         lines.append(f"{name}: robot {info.get('robot', '?')}, board {info.get('board', '?')}, "
                      f"port {info.get('port', '?')}, loop pid {pid}")
@@ -515,7 +536,7 @@ class LoopClient:
         return self.state.read()
 
     def status(self) -> LoopStatus:
-        return LoopStatus(int(self.state.ctrl[C_STATUS]))
+        return LoopStatus(int(self.state.ctrl[LoopWord.STATUS]))
 
     def info(self) -> dict:
         """What the loop says of its run: robot, board, port, and whether positions are estimates."""
@@ -524,32 +545,32 @@ class LoopClient:
     @property
     def pid(self) -> int:
         """The loop process's id."""
-        return int(self.state.ctrl[C_PID])
+        return int(self.state.ctrl[LoopWord.PID])
 
     # ------------------------------------------------------------- a replay's time
     @property
     def replay_rows(self) -> int:
         """How many rows the replay has (0: this is a live loop, not a replay)."""
-        return int(self.state.ctrl[C_REPLAY_ROWS])
+        return int(self.state.ctrl[LoopWord.REPLAY_ROWS])
 
     @property
     def replay_row(self) -> int:
-        return int(self.state.ctrl[C_REPLAY_ROW])
+        return int(self.state.ctrl[LoopWord.REPLAY_ROW])
 
     def replay_seek(self, row: int) -> None:
-        self.state.ctrl[C_REPLAY_SEEK] = max(0, min(int(row), self.replay_rows - 1)) + 1
+        self.state.ctrl[LoopWord.REPLAY_SEEK] = max(0, min(int(row), self.replay_rows - 1)) + 1
 
     def replay_pause(self, paused: bool) -> None:
-        self.state.ctrl[C_REPLAY_PAUSE] = int(bool(paused))
+        self.state.ctrl[LoopWord.REPLAY_PAUSE] = int(bool(paused))
 
     def replay_speed(self, speed: float) -> None:
-        self.state.ctrl[C_REPLAY_SPEED] = int(round(speed * 1000))
+        self.state.ctrl[LoopWord.REPLAY_SPEED] = int(round(speed * 1000))
 
     def estop(self, timeout_s: float = 1.0, by: int = ESTOP_LOCAL) -> Answer:
         """Set the e-stop word: the loop sends ESTOP in its next cycle (nothing queues before it),
         naming who asked (`by`: a key of ESTOP_BY). Returns once the loop is in ESTOP (or says why
         not within `timeout_s`)."""
-        self.state.ctrl[C_ESTOP] = by
+        self.state.ctrl[LoopWord.ESTOP] = by
         s = self.wait(lambda s: int(s.mode) == Mode.ESTOP, timeout_s)
         if s is not None:
             return Answer("e-stop: ESTOP sent to the board", True)

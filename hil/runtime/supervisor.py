@@ -26,8 +26,8 @@ from hil.runtime.loop import LoopConfig
 from hil.runtime.realtime import check_a_loop_cpu_is_free
 from hil.options import check_options
 from hil.runtime.run_request import RunRequest
-from hil.runtime.shared import (BOARD_STATES, C_STATUS, C_STOP, ERROR_PREFIX, LoopClient, LoopStatus,
-                                SharedState, loop_name, progress_text, runtime_dir)
+from hil.runtime.shared import (BOARD_STATES, ERROR_PREFIX, LoopClient, LoopStatus, LoopWord, SharedState,
+                                loop_name, progress_text, runtime_dir)
 from hil.runtime.helpers import TwinStarter, start_bridge, start_shadow
 from hil.runtime.shadow import block_path as shadow_block_path
 from hil.safety import flag_names
@@ -240,7 +240,7 @@ class _Run:
         # the loop stops as for Ctrl-C (ESTOP, recording closed), whoever got the signal: a
         # launcher or a script may signal this process alone
         self.signal = signum
-        self.shared.ctrl[C_STOP] = signum   # the loop e-stops on it at once, naming the signal
+        self.shared.ctrl[LoopWord.STOP] = signum   # the loop e-stops on it at once, naming the signal
 
     def supervise(self, cfg: LoopConfig) -> None:
         self._old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -300,7 +300,7 @@ class _Run:
             print(f"hil {self.req.command}: the twin failed (exit code {twin.exitcode}); see its messages above. "
                   "Stopping the run (use --headless to run without it)", file=sys.stderr)
             self.code = 1
-            self.shared.ctrl[C_STOP] = signal.SIGTERM
+            self.shared.ctrl[LoopWord.STOP] = signal.SIGTERM
         else:
             print("twin closed; the loop runs on (Ctrl-C, or `hil ctl shutdown`, to stop it)")
         self.twin = None
@@ -321,7 +321,7 @@ class _Run:
                 print(("\r" if self.tty else "") + text + " " * 20, flush=True)
 
     def _outcome(self) -> None:
-        status = LoopStatus(int(self.shared.ctrl[C_STATUS]))
+        status = LoopStatus(int(self.shared.ctrl[LoopWord.STATUS]))
         if self.code == 0 and (self.proc.exitcode != 0 or status == LoopStatus.FAILED):
             if self.error_text and self.ever_ran:
                 self.last_line = f"hil {self.req.command}: {self.error_text}"

@@ -17,7 +17,7 @@ import pytest
 import hil.robots as robots
 from firmware_protocol.link import Link
 from hil.emulator_launch import emulator_args
-from hil.runtime.shared import C_ESTOP, LoopClient, LoopRequest, runtime_dir
+from hil.runtime.shared import LoopClient, LoopRequest, LoopWord, runtime_dir
 from tests.conftest import dma_latency_before, dma_latency_given_back, process_tree, wait_for
 from tests.integration.test_runtime import HIL, attach, finish, start_run
 
@@ -139,7 +139,7 @@ def test_requests_made_before_an_estop_are_dropped_not_carried_out(tmp_path):
             for _ in range(5):                # posted, not waited for: the stopped loop answers none
                 client.state.post(LoopRequest.CLEAR_FAULT)
                 client.state.post(LoopRequest.ENABLE)
-            client.state.ctrl[C_ESTOP] = 1    # the e-stop word: pressed last, seen first
+            client.state.ctrl[LoopWord.ESTOP] = 1    # the e-stop word: pressed last, seen first
         finally:
             os.kill(client.pid, signal.SIGCONT)
         assert client.wait(lambda s: s.mode == 7, timeout_s=5)

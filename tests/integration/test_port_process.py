@@ -15,7 +15,7 @@ import pytest
 
 import firmware_protocol.messages as M
 from firmware_protocol.errors import DeviceError, LinkLostError
-from hil.runtime.port_process import K_STATE_SEQ, PortLink, _Block, _layout
+from hil.runtime.port_process import K_STATE_SEQ, PortLink, _Block, _block_offsets
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.slow
@@ -160,7 +160,7 @@ def test_the_state_slot_is_never_read_torn():
     from multiprocessing import get_context
 
     n = 17
-    buf = mmap.mmap(-1, _layout(n)[2])
+    buf = mmap.mmap(-1, _block_offsets(n)[2])
     block = _Block(buf, n)
 
     def writer():

@@ -93,7 +93,7 @@ def inertia_rows(inertias: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([I[:, 0, 0], I[:, 1, 1], I[:, 2, 2], I[:, 0, 1], I[:, 0, 2], I[:, 1, 2]],
                                          axis=1))
 _F64 = np.dtype(np.float64)
-_POSE_BLOCK = 32  # tool poses allocated together by `fk` (see `kinematics_calls`)
+_POSE_BLOCK = 32  # tool poses allocated together by `fk` (see `_poses_call`)
 _empty = np.empty  # module-level binding: `np.empty` costs an extra ~140 ns attribute lookup on numpy 2
 
 
@@ -116,7 +116,6 @@ class _Entries:
 
 
 _ENTRIES: _Entries | None = None
-_LAZY_CALLS = frozenset(("fk", "fk_frames", "jacobian", "com"))
 
 
 def _entries() -> _Entries:
@@ -140,28 +139,31 @@ v the velocity of the frame origin. Columns of joints not on the frame's chain a
 COM_DOC = """Centre of mass (3,) of the whole robot in the base frame, metres."""
 
 
-def kinematics_calls(model: "RobotModel"):
-    """`fk`, `fk_frames`, `jacobian` and `com` of one model: functions closed over its tables.
+class ModelData:
+    """What one user of a model's kinematics writes into, beside the model it reads (Pinocchio's
+    Data beside its Model): the poses the Jacobian and COM kernels work in, and `fk`, `fk_frames`,
+    `jacobian` and `com` over them. The model's own calls share one (its `fk`, …); a thread that
+    wants scratch of its own makes another with `model.create_data()`. The model is never written.
 
-    They are the model's attributes of those names (set in `RobotModel.__init__`), not methods:
-    a closure reaches the kernel with no bound-method object and no attribute lookups, and
-    checks q's dimension rather than its full shape (the kernel checks the length); the saving
-    is measured in benchmarks/bench_kinematics.py."""
-    frames_shape = (len(model.frame_names), 4, 4)
-    fk = _poses_call(model, model._entries.fk_tool, (4, 4), in_blocks=True)
-    fk_frames = _poses_call(model, model._entries.fk_all, frames_shape, in_blocks=False)
-    # Scratch poses for the Jacobian and COM kernels, shared by every call: safe because those
-    # kernels keep the GIL (see `hil._jit`), so two threads never run them at once; it saves an
-    # allocation per call.
-    scratch = _empty(frames_shape)
-    jacobian = _jacobian_call(model, scratch)
-    com = _com_call(model, scratch)
-    for fn, doc in ((fk, FK_DOC), (fk_frames, FK_FRAMES_DOC), (jacobian, JACOBIAN_DOC), (com, COM_DOC)):
-        fn.__doc__ = doc
-    return fk, fk_frames, jacobian, com
+    The calls are functions closed over the model's tables, not methods: a closure reaches the
+    kernel with no bound-method object and no attribute lookups, and checks q's dimension rather
+    than its full shape (the kernel checks the length); the saving is measured in
+    benchmarks/bench_kinematics.py. Each reaches its compiled kernel on its first call (loading
+    the kernels takes most of a second in a new process, which one that only reads the model's
+    tables, the supervisor or a command checking its arguments, never pays)."""
+
+    def __init__(self, model: "RobotModel") -> None:
+        self.frames = _empty((len(model.frame_names), 4, 4))
+        self.fk = _poses_call(model, "fk_tool", (4, 4), in_blocks=True)
+        self.fk_frames = _poses_call(model, "fk_all", self.frames.shape, in_blocks=False)
+        self.jacobian = _jacobian_call(model, self.frames)
+        self.com = _com_call(model, self.frames)
+        for fn, doc in ((self.fk, FK_DOC), (self.fk_frames, FK_FRAMES_DOC), (self.jacobian, JACOBIAN_DOC),
+                        (self.com, COM_DOC)):
+            fn.__doc__ = doc
 
 
-def _poses_call(model: "RobotModel", entry, shape: tuple, in_blocks: bool):
+def _poses_call(model: "RobotModel", kernel: str, shape: tuple, in_blocks: bool):
     """q → a new array of `shape` filled by `entry(q, kin, out)` (the tool pose, all frames).
 
     `in_blocks` (the tool pose): each array is a view of a block of `_POSE_BLOCK` of them
@@ -171,9 +173,12 @@ def _poses_call(model: "RobotModel", entry, shape: tuple, in_blocks: bool):
     ndarray, f64, empty = _NDARRAY, _F64, _empty
     block_shape = (_POSE_BLOCK, *shape)
     block = iter(())
+    entry = None
 
     def call(q) -> np.ndarray:
-        nonlocal block
+        nonlocal block, entry
+        if entry is None:
+            entry = getattr(_entries(), kernel)
         if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
             q = as_q(q)
         if in_blocks:
@@ -193,10 +198,14 @@ def _poses_call(model: "RobotModel", entry, shape: tuple, in_blocks: bool):
 def _jacobian_call(model: "RobotModel", scratch: np.ndarray):
     kin, as_q, q_error = model._kin, model._as_q, model._q_error
     ndarray, f64, empty = _NDARRAY, _F64, _empty
-    entry, n, tool = model._entries.jacobian, model.n, model._tool
+    n, tool = model.n, model._tool
     frame_index, row_of_name = model.frame_index, model._frame_index
+    entry = None
 
     def jacobian(q, frame: str | int | None = None) -> np.ndarray:
+        nonlocal entry
+        if entry is None:
+            entry = _entries().jacobian
         if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
             q = as_q(q)
         if frame is None:
@@ -216,9 +225,12 @@ def _jacobian_call(model: "RobotModel", scratch: np.ndarray):
 def _com_call(model: "RobotModel", scratch: np.ndarray):
     kin, mt, as_q, q_error = model._kin, model._mt, model._as_q, model._q_error
     ndarray, f64, empty = _NDARRAY, _F64, _empty
-    entry = model._entries.com
+    entry = None
 
     def com(q) -> np.ndarray:
+        nonlocal entry
+        if entry is None:
+            entry = _entries().com
         if q.__class__ is not ndarray or q.dtype is not f64 or q.ndim != 1:
             q = as_q(q)
         out = empty(3)
@@ -233,7 +245,7 @@ class RobotModel:
     """A robot as data plus fast kinematics.
 
     Public API (units SI, frames named in `frame_names`; `fk`, `fk_frames`, `jacobian` and `com`
-    are functions set per model by `kinematics_calls`, the rest methods):
+    are functions of the model's `ModelData`, the rest methods; `create_data()` gives a thread its own):
     `fk(q) -> (4, 4)` base→tool pose; `fk_frames(q) -> (n_frames, 4, 4)`;
     `jacobian(q, frame) -> (6, n)` geometric, [linear; angular], base frame;
     `com(q) -> (3,)` and `com_jacobian(q) -> (3, n)` base frame;
@@ -339,25 +351,19 @@ class RobotModel:
         self.inertias = inertias.copy()
         self._it = inertia_rows(inertias)
         self._qshape = (self.n,)
+        data = ModelData(self)   # the model's own calls' scratch (see ModelData)
+        self.fk, self.fk_frames, self.jacobian, self.com = data.fk, data.fk_frames, data.jacobian, data.com
 
-    def __getattr__(self, name: str):
-        # `fk`, `fk_frames`, `jacobian`, `com` and the kernel entries are made on first use, then
-        # are plain instance attributes (this is not called again): loading the compiled kernels
-        # takes most of a second in a new process, which a process that only reads the model's
-        # tables (the supervisor, a command checking its arguments) never needs to pay
-        if name == "_entries":
-            self._entries = _entries()
-            return self._entries
-        if name in _LAZY_CALLS:
-            self.fk, self.fk_frames, self.jacobian, self.com = kinematics_calls(self)
-            return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def create_data(self) -> ModelData:
+        """Scratch of its own and `fk`, `fk_frames`, `jacobian`, `com` writing only there: for a
+        thread that calls the kinematics beside others (the model's own calls share one)."""
+        return ModelData(self)
 
     def load_kernels(self) -> None:
         """Load the compiled kernels behind `fk`, `fk_frames`, `jacobian` and `com` now, not at their
         first call: a real-time process calls this before its first cycle, which would otherwise
         stand still for the load (tens of ms: the first IMU reading's balance watch)."""
-        self.fk   # noqa: B018 - the attribute's first access loads them
+        _entries()
 
     # ------------------------------------------------------------------ inputs
     def frame_index(self, frame: str | int) -> int:
@@ -422,7 +428,7 @@ class RobotModel:
         q = self._fast_q(q)
         f = self.frame_index(frame)
         out = _empty((4, 4))
-        st = self._entries.fk_frame(q, self._kin, f, out)
+        st = (_ENTRIES or _entries()).fk_frame(q, self._kin, f, out)
         if st != -1:
             raise self._q_error(q, st)
         return out

@@ -8,6 +8,8 @@ through the model's joint table or the kernels.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import tomllib
 
 import numpy as np
@@ -122,6 +124,24 @@ def test_jacobian_and_com_from_two_threads(humanoid):
         for (J, c), (J_ref, c_ref) in zip(got[k], expected[k]):
             np.testing.assert_array_equal(J, J_ref)
             np.testing.assert_array_equal(c, c_ref)
+
+
+def test_a_data_of_its_own_writes_only_its_own_scratch_and_the_model_loads_no_kernel(humanoid):
+    rng = np.random.default_rng(5)
+    mine, other = humanoid.create_data(), humanoid.create_data()
+    assert mine.frames is not other.frames
+    for q in random_q(humanoid, rng, 20):
+        np.testing.assert_array_equal(mine.jacobian(q, "l_sole"), humanoid.jacobian(q, "l_sole"))
+        np.testing.assert_array_equal(mine.com(q), humanoid.com(q))
+        np.testing.assert_array_equal(mine.fk(q), humanoid.fk(q))
+        before = other.frames.copy()
+        mine.jacobian(q, "r_sole")
+        np.testing.assert_array_equal(other.frames, before)   # another user's scratch is not written
+    # a process that only reads a model's tables never loads the compiled kernels
+    code = ("import hil.robots as r, hil.robots.model as m; x = r.load('humanoid17'); x.lower; x.create_data(); "
+            "print(m._ENTRIES is None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stdout + out.stderr
 
 
 def test_puma_home_is_stretched_horizontally(puma):

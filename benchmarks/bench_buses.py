@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from firmware_protocol.buses import BUSES, bus_class
-from firmware_protocol.buses.board import BusBoard, cycle_note
+from firmware_protocol.buses.bus_board import BusBoard, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
 from firmware_protocol.link import Link
 from hil import board_config, emulator_launch, robots

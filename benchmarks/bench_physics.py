@@ -35,7 +35,7 @@ def step_cost(robot: str, steps: int = 4000) -> tuple[float, float]:
 
     import hil.robots
     from hil.physics.build import build
-    from hil.physics.plant import PhysicsPlant
+    from hil.physics.physics_plant import PhysicsPlant
 
     model = hil.robots.load(robot)
     pm = build(model)

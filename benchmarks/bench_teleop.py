@@ -34,7 +34,7 @@ def one_kit(robot: str, bus: str, seconds: float) -> dict:
     path = os.path.join(tempfile.mkdtemp(), "leader.npy")
     block = L.LeaderBlock(path, model.n, create=True)
     proc = start_helper(L.main, (lead_emu.path, lead_cfg, path), "hil-leader")
-    from firmware_protocol.buses.board import BusBoard, cycle_note
+    from firmware_protocol.buses.bus_board import BusBoard, cycle_note
 
     rate = max(10.0, min(float(model.meta.get("default_rate_hz", 200)), cycle_note(foll_cfg)[1]))
     board = BusBoard.connect(foll_emu.path, foll_cfg)

@@ -22,7 +22,7 @@ from calibration import bus_zeros, by_eye, by_hand
 from calibration import procedures as P
 from calibration.views import CalibrationView, ask, clear_latched_fault
 from firmware_protocol.buses import bus_class
-from firmware_protocol.buses.board import BusBoard
+from firmware_protocol.buses.bus_board import BusBoard
 from hil import board_config, robots
 from hil.emulator_launch import parse_joint_values
 from hil.errors import HilError, InputError, did_you_mean

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_protocol.buses.board import ServoJoint
+from firmware_protocol.buses.bus_board import ServoJoint
 
 
 class PlacementError(ValueError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_protocol.buses import bus_class
-from firmware_protocol.buses.board import BusConfig
+from firmware_protocol.buses.bus_board import BusConfig
 from hil.board_config import remapped
 from hil.errors import InputError
 

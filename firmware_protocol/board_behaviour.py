@@ -1,7 +1,7 @@
 """What a board does with each request in each state (SPEC.md §4.2, §7), declared once.
 
-Three boards answer the host: the Python board model (`emulator/board.py`), the servo-bus board
-that runs on the host (`buses/board.py`) and the C firmware (`c/hil_board.c`, through the table
+Three boards answer the host: the Python board model (`emulator/board_model.py`), the servo-bus board
+that runs on the host (`buses/bus_board.py`) and the C firmware (`c/hil_board.c`, through the table
 generated into `c/hil_generated.h` by `firmware_protocol.c_header`). All three look their answer
 up here, so they cannot drift apart; `tests/integration/test_board_behaviour.py` drives the same
 request sequences through all three and compares the answers and the states.

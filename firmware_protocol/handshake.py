@@ -9,7 +9,7 @@ from typing import Callable
 
 from firmware_protocol import messages as M
 from firmware_protocol.board_data import BoardInfo
-from firmware_protocol.errors import DeviceError, HandshakeError
+from firmware_protocol.protocol_errors import DeviceError, HandshakeError
 from firmware_protocol.frame import PROTOCOL_MAJOR, PROTOCOL_MINOR, FrameDecoder
 from firmware_protocol.serial_port import PORT_ERRORS, PortIO, usb_serial_number
 

@@ -35,7 +35,7 @@ from firmware_protocol import link_timing
 from firmware_protocol import messages as M
 from firmware_protocol.board_data import BoardInfo, Imu, LinkStats, StateSample
 from firmware_protocol.joint_map import JointMap
-from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError, ReplyTimeoutError
+from firmware_protocol.protocol_errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError, ReplyTimeoutError
 from firmware_protocol.frame import FLAG_RETX, FrameDecoder
 from firmware_protocol.handshake import hello
 from firmware_protocol.replies import AwaitedReplies

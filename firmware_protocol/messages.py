@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from firmware_protocol.errors import ProtocolError
+from firmware_protocol.protocol_errors import ProtocolError
 from firmware_protocol.frame import FLAG_ACK_REQ, MAX_BODY, MIN_BODY, Frame, encode_frame
 
 

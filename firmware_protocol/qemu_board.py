@@ -56,7 +56,7 @@ def _urad(values, n: int) -> list[int]:
 
 
 def launch_block(config, seed: int) -> bytes:
-    """The firmware's `struct launch` for a board (firmware_protocol.emulator.board.BoardSetup)."""
+    """The firmware's `struct launch` for a board (firmware_protocol.emulator.board_model.BoardSetup)."""
     n = config.n_joints
     signs = [int(s) for s in (config.signs if config.signs is not None else np.ones(n))]
     offsets = config.offsets if config.offsets is not None else np.zeros(n)

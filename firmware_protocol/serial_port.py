@@ -24,7 +24,7 @@ import threading
 import serial
 import serial.tools.list_ports
 
-from firmware_protocol.errors import DeviceError
+from firmware_protocol.protocol_errors import DeviceError
 
 PORT_ERRORS = (OSError, termios.error, serial.SerialException)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_protocol.buses import BUSES, bus_class, control_tables, model_numbers
-from firmware_protocol.buses.board import BusConfig, ServoJoint
+from firmware_protocol.buses.bus_board import BusConfig, ServoJoint
 from hil.errors import InputError, did_you_mean
 from hil.inputs import parse_toml, read_text
 from hil.robots.servos import servo_table

@@ -9,7 +9,7 @@ either for a user — the two places that report errors (the CLI's `main`, the l
 
 from __future__ import annotations
 
-from firmware_protocol.errors import ProtocolLibError
+from firmware_protocol.protocol_errors import ProtocolLibError
 
 
 class HilError(Exception):

@@ -46,13 +46,13 @@ def packet(servo_id: int, instruction: int, params: bytes = b"") -> bytes:
 
 
 @dataclass(frozen=True)
-class Packet:
+class Packet1:
     servo_id: int
     code: int        # the instruction, or a status's error flags
     params: bytes
 
 
-def parse(buf: bytes | bytearray) -> tuple[Packet | None, int]:
+def parse(buf: bytes | bytearray) -> tuple[Packet1 | None, int]:
     """The first whole packet in `buf` and how many bytes to drop; (None, k): none yet, drop k."""
     start = buf.find(b"\xff\xff")
     while start >= 0:
@@ -72,7 +72,7 @@ def parse(buf: bytes | bytearray) -> tuple[Packet | None, int]:
         if checksum(body) != buf[end - 1]:
             start = buf.find(b"\xff\xff", i)
             continue
-        return Packet(sid, body[2], body[3:]), end
+        return Packet1(sid, body[2], body[3:]), end
     return None, max(len(buf) - 1, 0)
 
 
@@ -113,7 +113,7 @@ class SumChecksumBus(ServoBus):
         super().__init__(wire, reply_timeout_s, return_delay_s)
         self.models: dict[int, object] = {}
 
-    def _replies(self, ids: list[int], each_len: int) -> dict[int, Packet]:
+    def _replies(self, ids: list[int], each_len: int) -> dict[int, Packet1]:
         return self.collect(parse, ids, each_len)
 
     @classmethod
@@ -128,7 +128,7 @@ class SumChecksumBus(ServoBus):
         pkt = self._transact(read(servo_id, model_at, size), servo_id, 6 + size)
         return True, (pkt.params if pkt is not None and len(pkt.params) == size else None)
 
-    def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet | None:
+    def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet1 | None:
         self.wire.drain()
         self.rx.clear()
         self.wire.write(frame)

@@ -87,14 +87,14 @@ def status_packet(servo_id: int, error: int, params: bytes = b"") -> bytes:
 
 
 @dataclass(frozen=True)
-class Packet:
+class Packet2:
     servo_id: int
     instruction: int       # STATUS for a reply
     error: int             # the status's error byte (0 for instructions)
     params: bytes          # unstuffed; for a status, the data after the error byte
 
 
-def parse(buf: bytes | bytearray, unstuffed: bool = True) -> tuple[Packet | None, int]:
+def parse(buf: bytes | bytearray, unstuffed: bool = True) -> tuple[Packet2 | None, int]:
     """The first whole packet in `buf` and how many bytes to drop (garbage and the packet);
     (None, k): no whole packet yet, the first k bytes can go. `unstuffed=False`: the parameters
     as sent (a Fast Sync Read reply is parsed by position, as ROBOTIS's own parsers do)."""
@@ -119,8 +119,8 @@ def parse(buf: bytes | bytearray, unstuffed: bool = True) -> tuple[Packet | None
             if len(body) < 2:
                 start = buf.find(HEADER, start + 1)
                 continue
-            return Packet(frame[4], instr, body[1], body[2:]), end
-        return Packet(frame[4], instr, 0, body[1:]), end
+            return Packet2(frame[4], instr, body[1], body[2:]), end
+        return Packet2(frame[4], instr, 0, body[1:]), end
     keep = max(len(buf) - 3, 0)  # a header may be arriving
     return None, keep
 
@@ -138,7 +138,7 @@ def fast_sync_reply(address_data: list[tuple[int, int, bytes]]) -> bytes:
     return bytes(frame)
 
 
-def parse_fast_slots(pkt: Packet, size: int) -> dict[int, tuple[int, bytes]]:
+def parse_fast_slots(pkt: Packet2, size: int) -> dict[int, tuple[int, bytes]]:
     """{id: (error, data)} from a parsed (`unstuffed=False`) Fast Sync Read reply of `size`-byte items."""
     out = {}
     raw = bytes([pkt.error]) + pkt.params + b"\x00\x00"   # the frame's CRC closes the last slot
@@ -202,11 +202,11 @@ class Dynamixel2Bus(ServoBus):
         self.models: dict[int, ServoModel | None] = {}
         self.fast = fast   # Fast Sync Read (0x8A): recent X-series firmware only (which versions: unpublished)
 
-    def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet]:
+    def _replies(self, count: int, each_len: int, ids: list[int]) -> dict[int, Packet2]:
         """Status packets from `ids`, each `each_len` bytes on the wire (stuffing aside)."""
         return self.collect(parse, ids, each_len, lambda pkt: pkt.instruction == STATUS)
 
-    def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet | None:
+    def _transact(self, frame: bytes, servo_id: int, reply_len: int) -> Packet2 | None:
         self.wire.drain()
         self.rx.clear()
         self.wire.write(frame)

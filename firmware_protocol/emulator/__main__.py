@@ -37,7 +37,7 @@ import numpy as np
 
 from firmware_protocol import messages as M
 from firmware_protocol.board_kinds import BY_NAME, KindFacts
-from firmware_protocol.emulator.board import Board, BoardSetup, StreamFrame
+from firmware_protocol.emulator.board_model import Board, BoardSetup, StreamFrame
 from firmware_protocol.frame import FrameDecoder
 from firmware_protocol.pty_host import close_pty, exit_with_parent, open_pty, stopped_code
 

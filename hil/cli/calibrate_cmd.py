@@ -7,7 +7,7 @@ from hil.cli.running import twin_beside_a_run
 
 
 def register(sub) -> None:
-    from calibration.command import add_arguments
+    from calibration.calibrate_command import add_arguments
 
     s = add_command(sub, "calibrate", "calibrate joint offsets and directions, save the board's file",
                     "Methods: directions — jogs every joint ±5° and checks that it moves the commanded way and "
@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from calibration.command import main
+    from calibration.calibrate_command import main
 
     args.start_twin = twin_beside_a_run()
     return main(args)

@@ -34,7 +34,7 @@ def probe_port(dev: str, baud: int | None, bus: str | None) -> tuple[str, bool]:
     """What answers on `dev`, as the text after the arrow, and whether anything did."""
     from firmware_protocol.buses import BUSES
     from firmware_protocol.buses.probe import probe_buses
-    from firmware_protocol.errors import DeviceError
+    from firmware_protocol.protocol_errors import DeviceError
     from firmware_protocol.link import probe
     from firmware_protocol.serial_port import open_serial
 

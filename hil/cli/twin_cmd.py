@@ -6,7 +6,7 @@ from hil.cli.common import add_command
 
 
 def register(sub) -> None:
-    from twin.command import add_arguments
+    from twin.twin_command import add_arguments
 
     s = add_command(sub, "twin", "the 3D digital twin: attach to a running loop, or --screenshot one frame",
                     "Measured pose solid, commanded pose as a ghost, previews in pink; SPACE or the button is "
@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from twin.command import main
+    from twin.twin_command import main
 
     return main(args)
 

@@ -30,7 +30,7 @@ import math
 from pathlib import Path
 
 from firmware_protocol.buses import BUSES, bus_class
-from firmware_protocol.buses.board import BusConfig, ServoJoint
+from firmware_protocol.buses.bus_board import BusConfig, ServoJoint
 from hil import board_config
 from hil.errors import InputError
 from hil.inputs import parse_json, read_text

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from firmware_protocol.buses.board import BusConfig
+from firmware_protocol.buses.bus_board import BusConfig
 from hil.errors import InputError
 from hil.lerobot.motor_calibration import GRIPPERS, MIRRORED_BY_HOST, RESOLUTION, exported
 

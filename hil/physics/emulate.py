@@ -3,7 +3,7 @@
 
 The emulator is the same one a plain dry-run starts — our board model
 (`firmware_protocol.emulator`) or a servo bus's (`firmware_protocol.buses.emulator`), with the
-options after `--` — and its joints are MuJoCo's (`hil.physics.plant.PhysicsPlant`): the host
+options after `--` — and its joints are MuJoCo's (`hil.physics.physics_plant.PhysicsPlant`): the host
 cannot tell the difference except that the robot now sags, stumbles and can fall. What it
 prints first is the pty's path, as the other emulators do.
 """
@@ -23,7 +23,7 @@ from firmware_protocol.plant import ServoBridge
 from hil import board_config, robots
 from hil.errors import HilError, message
 from hil.physics.build import build
-from hil.physics.plant import PhysicsPlant
+from hil.physics.physics_plant import PhysicsPlant
 from hil.physics.world import WorldBlock
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from hil.errors import InputError
 from hil.kinematics.floating import FALL_TILT_DEG
 from hil.physics.build import PhysicsModel, build
-from hil.physics.plant import STAND_RELEASE_S, PhysicsPlant
+from hil.physics.physics_plant import STAND_RELEASE_S, PhysicsPlant
 from hil.process_life import die_with_parent
 
 STAND_AFTER_RELEASE_S = 0.3   # standing on its own feet before the ramp-in, as after an enable

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from firmware_protocol.buses.board import STALE, BusBoard
-from firmware_protocol.errors import DeviceError
+from firmware_protocol.buses.bus_board import STALE, BusBoard
+from firmware_protocol.protocol_errors import DeviceError
 from hil.seqlock import SeqlockFile
 
 STARTING, READING, LOST = 0.0, 1.0, 2.0

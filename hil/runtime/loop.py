@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_protocol.buses.board import BusConfig
-from firmware_protocol.errors import LinkLostError
+from firmware_protocol.buses.bus_board import BusConfig
+from firmware_protocol.protocol_errors import LinkLostError
 from firmware_protocol.messages import LINK_TIMEOUT_S, BoardState, Capability
 from hil import board_config, calibration_files, robots
 from hil.errors import EXPECTED, HilError, InputError, message

@@ -34,8 +34,8 @@ from multiprocessing import get_context
 import numpy as np
 
 from firmware_protocol.board_data import Imu, StateSample
-from firmware_protocol.buses.board import BusConfig
-from firmware_protocol.errors import LinkLostError
+from firmware_protocol.buses.bus_board import BusConfig
+from firmware_protocol.protocol_errors import LinkLostError
 from hil.runtime.realtime import freeze_heap, leave_the_loop_cpu, loop_cpu_choice
 from hil.seqlock import Seqlock
 from hil.runtime.transport import BoardTransport, ThreadPort, connect_board

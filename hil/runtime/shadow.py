@@ -137,7 +137,7 @@ def describe(names, residual: np.ndarray, flags: np.ndarray) -> list[str]:
 class Shadow:
     def __init__(self, loop_name: str, robot: str, board_config: str | None) -> None:
         from hil.physics.build import build   # lazy: MuJoCo is an optional extra (--shadow checks it first)
-        from hil.physics.plant import PhysicsPlant   # lazy: as above
+        from hil.physics.physics_plant import PhysicsPlant   # lazy: as above
 
         self.client = LoopClient(loop_name)
         self.model = robots.load(robot)

@@ -12,7 +12,7 @@ import time
 import dataclasses
 from typing import Callable
 
-from firmware_protocol.buses.board import cycle_note
+from firmware_protocol.buses.bus_board import cycle_note
 from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN, BoardState, fault_names
 from hil import board_config, emulator_launch, robots
 from hil.display import display_available

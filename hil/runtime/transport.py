@@ -18,7 +18,7 @@ import numpy as np
 
 from firmware_protocol.board_data import BoardInfo, StateSample
 from firmware_protocol.buses import bus_class
-from firmware_protocol.buses.board import BusBoard, BusConfig, cycle_cost, cycle_note
+from firmware_protocol.buses.bus_board import BusBoard, BusConfig, cycle_cost, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
 from firmware_protocol.link import Link
 from firmware_protocol.messages import Param

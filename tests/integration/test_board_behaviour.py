@@ -12,8 +12,8 @@ import pytest
 
 from firmware_protocol import messages as M
 from firmware_protocol.board_behaviour import TABLE, Effect, BoardRequest, react
-from firmware_protocol.buses.board import BusBoard
-from firmware_protocol.errors import CommandRejectedError
+from firmware_protocol.buses.bus_board import BusBoard
+from firmware_protocol.protocol_errors import CommandRejectedError
 from firmware_protocol.link import Link
 from hil import board_config, emulator_launch, robots
 from tests.conftest import HAVE_C_TOOLS, HAVE_QEMU_TOOLS

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from calibration.procedures import read_samples
-from firmware_protocol.buses.board import BusBoard
+from firmware_protocol.buses.bus_board import BusBoard
 from hil import board_config, robots
 from hil.robots.servos import servo_table
 from hil.runtime.recorder import load_recording

@@ -14,9 +14,9 @@ import pytest
 
 from firmware_protocol import messages as M
 from firmware_protocol.buses import BUSES
-from firmware_protocol.buses.board import BusBoard
+from firmware_protocol.buses.bus_board import BusBoard
 from firmware_protocol.messages import Capability
-from firmware_protocol.errors import CommandRejectedError, HandshakeError
+from firmware_protocol.protocol_errors import CommandRejectedError, HandshakeError
 from hil import board_config, robots
 from tests.conftest import bus_emulator
 
@@ -195,7 +195,7 @@ def test_a_servo_that_goes_quiet_faults_after_a_few_cycles_and_stays_faulted_whe
 
 def test_a_servo_silent_for_a_few_cycles_but_less_than_a_tenth_of_a_second_is_not_a_fault():
     """What a busy host or an adapter's hiccup takes from a healthy bus is not a broken cable."""
-    from firmware_protocol.buses.board import SILENT_MIN_S
+    from firmware_protocol.buses.bus_board import SILENT_MIN_S
 
     # silent for 80 ms from 2 s after the emulator's start: well after the connect (a busy machine
     # slows it), long enough for the cycles the count allows even when this process is held up

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from calibration import by_eye
-from firmware_protocol.buses.board import BusBoard
+from firmware_protocol.buses.bus_board import BusBoard
 from hil import board_config, robots
 from hil.errors import HilError
 from tests.integration.test_buses import start

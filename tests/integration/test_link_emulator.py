@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import firmware_protocol.messages as M
-from firmware_protocol.errors import DeviceError, HandshakeError, LinkLostError
+from firmware_protocol.protocol_errors import DeviceError, HandshakeError, LinkLostError
 from firmware_protocol.link import Link, probe
 from tests.conftest import wait_for
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import firmware_protocol.messages as M
-from firmware_protocol.errors import DeviceError, LinkLostError
+from firmware_protocol.protocol_errors import DeviceError, LinkLostError
 from hil.runtime.port_process import K_STATE_SEQ, PortLink, _Block, _block_offsets
 from tests.conftest import wait_for
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firmware_protocol.buses import BUSES
-from firmware_protocol.buses.board import cycle_note
+from firmware_protocol.buses.bus_board import cycle_note
 from hil import board_config, robots
 from hil.errors import InputError
 

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from calibration import bus_zeros
-from firmware_protocol.buses.board import ServoJoint
+from firmware_protocol.buses.bus_board import ServoJoint
 
 TPR = 4096 / (2 * math.pi)
 TURN = 4096

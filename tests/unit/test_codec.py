@@ -192,7 +192,7 @@ def test_wrong_version_and_reserved_flags_dropped():
 
 
 def test_firmware_protocol_does_not_import_hil():
-    code = ("import sys, firmware_protocol.link, firmware_protocol.emulator.board, firmware_protocol.emulator.__main__;"
+    code = ("import sys, firmware_protocol.link, firmware_protocol.emulator.board_model, firmware_protocol.emulator.__main__;"
             "bad = [m for m in sys.modules if m == 'hil' or m.startswith('hil.')]; print(bad); sys.exit(bool(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -159,7 +159,7 @@ def test_no_import_cycles():
     assert not cycles, "\n".join(cycles)
 
 
-COMMAND_MODULES = ("hil.cli", "twin.command", "calibration.command", "hil.__init__", "hil.warmup")
+COMMAND_MODULES = ("hil.cli", "twin.twin_command", "calibration.calibrate_command", "hil.__init__", "hil.warmup")
 
 
 def test_imports_inside_functions_say_why():

@@ -19,7 +19,7 @@ from hil.robots.urdf_export import to_urdf
 mujoco = pytest.importorskip("mujoco")
 
 from hil.physics.build import build  # noqa: E402 - needs MuJoCo, skipped above without it
-from hil.physics.plant import PhysicsPlant  # noqa: E402
+from hil.physics.physics_plant import PhysicsPlant  # noqa: E402
 
 
 @pytest.fixture(scope="module")

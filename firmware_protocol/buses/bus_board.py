@@ -33,7 +33,7 @@ from firmware_protocol.joint_map import JointMap
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.servo_bus import (PATIENT_REPLY_S, CycleCost, Reading, ServoError, Wire, error_text,
                                                wire_time_s)
-from firmware_protocol.errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError
+from firmware_protocol.protocol_errors import CommandRejectedError, DeviceError, HandshakeError, LinkLostError
 from firmware_protocol.serial_port import open_serial
 
 # plain ints: flag arithmetic on IntFlag members costs microseconds each, 17 joints a cycle

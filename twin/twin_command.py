@@ -224,6 +224,6 @@ def _show(model, client, args) -> int:
     return 0
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m twin.command")
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m twin.twin_command")
     add_arguments(ap)
     sys.exit(main(ap.parse_args()))

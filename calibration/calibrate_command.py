@@ -340,6 +340,6 @@ def _poses(args, model, P, calibration_files) -> int:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m calibration.command")
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m calibration.calibrate_command")
     add_arguments(ap)
     sys.exit(main(ap.parse_args()))

@@ -251,3 +251,20 @@ def test_a_modules_tests_are_found_by_its_imports_its_command_or_the_map():
     assert not lost, f"modules no test imports, runs as a command, or tests/MAP.toml names: {lost}"
     assert not stale, f"tests/MAP.toml rows to mend: {stale}"
     assert set(mapped) <= {name for name, _ in modules()}, set(mapped) - {name for name, _ in modules()}
+
+
+def test_one_name_one_meaning_across_the_packages():
+    # a module's or a class's name says what it holds, once: two `board.py`s or two `Packet`s
+    # leave a newcomer guessing which one an import or a traceback means
+    modules: dict[str, list[str]] = {}
+    classes: dict[str, list[str]] = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            if path.name not in ("__init__.py", "__main__.py"):
+                modules.setdefault(path.stem, []).append(rel)
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ClassDef):
+                    classes.setdefault(node.name, []).append(rel)
+    assert not {k: v for k, v in modules.items() if len(v) > 1}, "module names used twice"
+    assert not {k: v for k, v in classes.items() if len(v) > 1}, "class names used twice"

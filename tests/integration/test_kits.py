@@ -1,7 +1,8 @@
 """The side files shipped for kits people own (examples/robots/), tried as their users would: with
-the makers' file where its README says to put it. The makers' files are not ours to ship: a stand-in
-written for the tests takes their place (tests/unit/mjcf/op3like.xml: Menagerie's OP3 bodies, joint
-names, axes and link offsets, its servos' identified numbers, simpler shapes)."""
+the makers' file where its comments say to put it. The makers' files are not ours to ship: stand-ins
+written for the tests take their place (tests/unit/mjcf/op3like.xml: Menagerie's OP3 bodies, joint
+names, axes and link offsets, its servos' identified numbers, simpler shapes; ducklike.xml: the Open
+Duck Mini v2's joint names, ranges and servos, its feet's spacing and size, its own geometry)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def op3(tmp_path) -> Path:
     shutil.copy(ROOT / "tests" / "unit" / "mjcf" / "op3like.xml", tmp_path / "robotis_op3" / "op3.xml")
     shutil.copy(ROOT / "examples" / "robots" / "op3.toml", tmp_path / "op3.toml")
     return tmp_path / "op3.toml"
+
+
+@pytest.fixture
+def duck(tmp_path) -> Path:
+    """examples/robots/open_duck_mini_v2.toml with the stand-in where its makers' folder goes."""
+    xmls = tmp_path / "open_duck_mini_v2" / "xmls"
+    xmls.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "unit" / "mjcf" / "ducklike.xml", xmls / "scene_flat_terrain.xml")
+    shutil.copy(ROOT / "examples" / "robots" / "open_duck_mini_v2.toml", tmp_path / "open_duck_mini_v2.toml")
+    return tmp_path / "open_duck_mini_v2.toml"
 
 
 @pytest.mark.slow
@@ -54,3 +65,21 @@ def test_a_kit_side_file_without_its_makers_file_says_where_it_goes():
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
     assert "[robot] mjcf = 'robotis_op3/op3.xml'" in r.stderr and "does not exist" in r.stderr
     assert "side file's comments say where they come from" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_the_duck_side_file_loads_plays_its_crouch_in_physics_and_says_why_it_does_not_walk(duck, tmp_path):
+    r = subprocess.run(HIL + ["robots", "--robot", str(duck)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "14 joints" in r.stdout and "MJCF" in r.stdout and "servos: custom" in r.stdout
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["play", str(ROOT / "examples" / "duck_squat.toml"), "--robot", str(duck), "--dry-run",
+                              "--physics", "--headless", "--stats-json", str(stats)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "its own MJCF file" in r.stdout, r.stdout + r.stderr
+    physics = json.loads(stats.read_text())["physics"]
+    assert not physics["fell"] and physics["max_tilt_deg"] < 10, physics
+    r = subprocess.run(HIL + ["walk", "--robot", str(duck), "--steps", "2"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    assert "left_hip_roll" in r.stderr and "ankle roll" in r.stderr and "Traceback" not in r.stderr

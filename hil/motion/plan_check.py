@@ -16,7 +16,7 @@ import numpy as np
 
 from hil.errors import InputError, UnreachableError
 from hil.motion.limits import LimitReport, check_limits
-from hil.safety import SafetyChecker
+from hil.safety import BALANCE, SafetyChecker
 
 # The speed and acceleration a plan may reach, as a share of the limits: the planners slow a motion
 # to the limits, and a sampled motion's finest differences land a little either side of them.
@@ -63,6 +63,12 @@ def check_commands(model, t, q_cmd, torques=None, *, static_balance: bool = True
     (`torques`, a TorquePlan) against what they give."""
     t, Q = _rows(model, t, q_cmd, where)
     checker = checker or SafetyChecker(model, balance=None if static_balance else False)
+    first, flags = checker.check_path(Q)
+    if first >= 0 and int(flags[first]) == BALANCE and not advice:
+        # soft servos with the feet far apart: the compensation for the hip rolls' sag gives targets
+        # whose soles, unloaded, would not both stand on the ground, a pose the loaded robot never takes
+        advice = ("the compliance compensation lifts a sole of the commanded pose off the ground (soft servos, "
+                  "feet far apart): play it with --no-compensation")
     _check_rows(model, checker, t, Q, "the command (with its compliance compensation) ", where, advice)
     if torques is not None and torques.over():
         k = torques.worst()[0]

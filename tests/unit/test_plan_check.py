@@ -65,6 +65,20 @@ def test_commands_are_checked_apart_from_the_plan():
         check_commands(HUMANOID, t, cmd)
 
 
+def test_a_command_that_only_leaves_the_balance_says_to_play_it_without_compensation():
+    t, q = _smooth_to("head_yaw", 10.0)
+    cmd = q.copy()
+    for j in ("l_hip_pitch", "r_hip_pitch"):            # leaning too far: balance, nothing else
+        cmd[-1, HUMANOID.joint_index(j)] += np.radians(30.0)
+    with pytest.raises(PlanRefused, match=r"command \(with its compliance compensation\) balance") as e:
+        check_commands(HUMANOID, t, cmd)
+    assert "play it with --no-compensation" in str(e.value)
+    cmd[-1, HUMANOID.joint_index("l_shoulder_roll")] = np.radians(-10.0)   # and a collision: no such advice
+    with pytest.raises(PlanRefused) as e:
+        check_commands(HUMANOID, t, cmd)
+    assert "--no-compensation" not in str(e.value)
+
+
 def test_a_refusal_is_an_input_error_and_names_a_bad_shape():
     with pytest.raises(InputError, match=r"needs 17 joint angles per sample"):
         check_plan(HUMANOID, np.zeros(3), np.zeros((3, 4)))

@@ -142,8 +142,9 @@ COM_DOC = """Centre of mass (3,) of the whole robot in the base frame, metres.""
 class ModelData:
     """What one user of a model's kinematics writes into, beside the model it reads (Pinocchio's
     Data beside its Model): the poses the Jacobian and COM kernels work in, and `fk`, `fk_frames`,
-    `jacobian` and `com` over them. The model's own calls share one (its `fk`, …); a thread that
-    wants scratch of its own makes another with `model.create_data()`. The model is never written.
+    `jacobian` and `com` over them. The model's own calls share one (its `fk`, …: safe between
+    threads, as those kernels keep the GIL, see `hil._jit`); a thread that wants scratch of its own
+    makes another with `model.create_data()`. The model is never written.
 
     The calls are functions closed over the model's tables, not methods: a closure reaches the
     kernel with no bound-method object and no attribute lookups, and checks q's dimension rather
@@ -352,6 +353,18 @@ class RobotModel:
         self._it = inertia_rows(inertias)
         self._qshape = (self.n,)
         data = ModelData(self)   # the model's own calls' scratch (see ModelData)
+        self.fk, self.fk_frames, self.jacobian, self.com = data.fk, data.fk_frames, data.jacobian, data.com
+
+    _CALLS = ("fk", "fk_frames", "jacobian", "com")
+
+    def __getstate__(self) -> dict:
+        # the calls are closures over this model (and, once called, over compiled kernels): a copy
+        # sent to another process makes its own
+        return {k: v for k, v in self.__dict__.items() if k not in self._CALLS}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        data = ModelData(self)
         self.fk, self.fk_frames, self.jacobian, self.com = data.fk, data.fk_frames, data.jacobian, data.com
 
     def create_data(self) -> ModelData:

@@ -137,6 +137,10 @@ def test_a_data_of_its_own_writes_only_its_own_scratch_and_the_model_loads_no_ke
         before = other.frames.copy()
         mine.jacobian(q, "r_sole")
         np.testing.assert_array_equal(other.frames, before)   # another user's scratch is not written
+    # a model sent to another process (pickled) makes its own calls there, used or not
+    import pickle
+    sent = pickle.loads(pickle.dumps(humanoid))
+    np.testing.assert_array_equal(sent.jacobian(q, "l_sole"), humanoid.jacobian(q, "l_sole"))
     # a process that only reads a model's tables never loads the compiled kernels
     code = ("import hil.robots as r, hil.robots.model as m; x = r.load('humanoid17'); x.lower; x.create_data(); "
             "print(m._ENTRIES is None)")

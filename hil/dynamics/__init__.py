@@ -51,9 +51,9 @@ class _Calls:
 
 
 def _calls(model) -> _Calls:
-    calls = model.__dict__.get("_dynamics")
+    calls = model.meta.get("_dynamics")   # a cache, as the model's "_" keys are (not copied, not pickled)
     if calls is None:
-        calls = model._dynamics = _Calls(model)
+        calls = model.meta["_dynamics"] = _Calls(model)
     return calls
 
 

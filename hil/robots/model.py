@@ -358,9 +358,12 @@ class RobotModel:
     _CALLS = ("fk", "fk_frames", "jacobian", "com")
 
     def __getstate__(self) -> dict:
-        # the calls are closures over this model (and, once called, over compiled kernels): a copy
-        # sent to another process makes its own
-        return {k: v for k, v in self.__dict__.items() if k not in self._CALLS}
+        # the calls are closures over this model (and, once called, over compiled kernels), and
+        # meta's "_" keys are caches its users made (solvers, dynamics): a copy sent to another
+        # process makes its own
+        state = {k: v for k, v in self.__dict__.items() if k not in self._CALLS}
+        state["meta"] = {k: v for k, v in self.meta.items() if not k.startswith("_")}
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)

@@ -145,6 +145,8 @@ def _urdf_of(ref, side: Path, key: str = "urdf") -> str:
         hint = (" (pip install example-robot-data)" if ref.startswith("package://example-robot-data/") else
                 "" if ref.startswith("package://") else MAKERS_FILES)
         raise ConfigError(f"{side}: [robot] {key} = {ref!r}: {e}{hint}") from None
+    except urdf.OutsideError as e:   # a FIFO, a device, a link out of the side file's folders
+        raise ConfigError(f"{side}: [robot] {key}: {e}; point it at the robot's own file") from None
     if not found.is_file():
         raise ConfigError(f"{side}: [robot] {key} = {ref!r}: {found} does not exist{MAKERS_FILES}")
     return str(found)

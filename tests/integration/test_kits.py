@@ -83,3 +83,15 @@ def test_the_duck_side_file_loads_plays_its_crouch_in_physics_and_says_why_it_do
                        timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
     assert "left_hip_roll" in r.stderr and "ankle roll" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_kit_side_file_whose_makers_file_is_a_fifo_is_one_line(duck, tmp_path):
+    import os
+
+    target = tmp_path / "open_duck_mini_v2" / "xmls" / "scene_flat_terrain.xml"
+    target.unlink()
+    os.mkfifo(tmp_path / "pipe")
+    target.symlink_to(tmp_path / "pipe")
+    r = subprocess.run(HIL + ["robots", "--robot", str(duck)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    assert "[robot] mjcf" in r.stderr and "not a regular file" in r.stderr and "Traceback" not in r.stderr

@@ -63,13 +63,9 @@ def check_commands(model, t, q_cmd, torques=None, *, static_balance: bool = True
     (`torques`, a TorquePlan) against what they give."""
     t, Q = _rows(model, t, q_cmd, where)
     checker = checker or SafetyChecker(model, balance=None if static_balance else False)
-    first, flags = checker.check_path(Q)
-    if first >= 0 and int(flags[first]) == BALANCE and not advice:
-        # soft servos with the feet far apart: the compensation for the hip rolls' sag gives targets
-        # whose soles, unloaded, would not both stand on the ground, a pose the loaded robot never takes
-        advice = ("the compliance compensation lifts a sole of the commanded pose off the ground (soft servos, "
-                  "feet far apart): play it with --no-compensation")
-    _check_rows(model, checker, t, Q, "the command (with its compliance compensation) ", where, advice)
+    _check_rows(model, checker, t, Q, "the command (with its compliance compensation) ", where, advice,
+                balance_advice="the compliance compensation lifts a sole of the commanded pose off the ground "
+                               "(soft servos, feet far apart): play it with --no-compensation")
     if torques is not None and torques.over():
         k = torques.worst()[0]
         raise PlanRefused(where, torques.refusal("it").removeprefix("it: refused: ") + "; "
@@ -86,13 +82,18 @@ def _rows(model, t, Q, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_rows(model, checker: SafetyChecker, t: np.ndarray, Q: np.ndarray, what: str, where: str,
-                advice: str) -> None:
+                advice: str, balance_advice: str = "") -> None:
+    """The first sample a check fails, refused; `balance_advice` stands in for a missing `advice`
+    when balance is all that fails (a command's: soft servos with the feet far apart get, from the
+    compensation for their hip rolls' sag, targets whose soles would not both stand unloaded)."""
     bad = _first_non_finite(Q)
     if bad is not None:
         k, j = bad
         raise PlanRefused(where, f"{what}{model.joint_names[j]} is {float(Q[k, j])}, not a finite angle", t[k], k)
     first, flags = checker.check_path(Q)
     if first >= 0:
+        if int(flags[first]) == BALANCE and not advice:
+            advice = balance_advice
         reasons = checker.explain(int(flags[first]), Q[first])
         raise PlanRefused(where, what + "; ".join(reasons) + _peak(model, Q, first) + (f"; {advice}" if advice else ""),
                           t[first], first)

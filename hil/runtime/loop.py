@@ -44,10 +44,10 @@ from hil.runtime.misses import MissTracer, watch_for_stops
 from hil.runtime.motion_sources import make_motion, past_travel
 from hil.runtime.port_process import open_transport
 from hil.process_life import die_with_parent
-from hil.runtime.realtime import (claim_realtime, cpu_times, freeze_heap, next_deadline_after, reserve_loop_cpu, sleep_before,
-                                  steal_fraction)
+from hil.runtime.realtime import (SpinWindow, claim_realtime, cpu_times, freeze_heap, next_deadline_after,
+                                  reserve_loop_cpu, sleep_before, steal_fraction)
 from hil.runtime.recorder import Recorder, loop_flags
-from hil.runtime.run_request import PORT_IO, SPIN_US
+from hil.runtime.run_request import PORT_IO
 from hil.runtime import remote, run_card
 from hil.runtime.shared import (CYCLE_SCALARS, ERROR_PREFIX, ESTOP_BY, MAILBOX_SLOTS, LoopRequest, LoopStatus,
                                 LoopWord, SharedState, unlink_block)
@@ -136,7 +136,7 @@ class LoopConfig:
     headless: bool = True     # no twin: a motion that can no longer finish ends the run
     realtime: bool = True
     keep_cpu_awake: bool = True  # with realtime: no idle states on the loop's CPU (see cpu_idle.py)
-    spin_us: float = SPIN_US
+    spin_us: float | None = None  # the busy-wait before each deadline; None: sized as it runs (SpinWindow)
     ramp_fraction: float = 0.25
     link_timeout_s: float = LINK_TIMEOUT_S
     reconnect_s: float = 3.0
@@ -198,8 +198,8 @@ class Deadlines:
     """The loop's grid of deadlines: wake-ups, missed deadlines (counted, in a row, listed) and
     the sleep before the next."""
 
-    def __init__(self, period_s: float, spin_s: float, stats: LoopStats, tracer: MissTracer, t0: float) -> None:
-        self.T, self.spin, self.stats, self.tracer, self.t0 = period_s, spin_s, stats, tracer, t0
+    def __init__(self, period_s: float, spin: SpinWindow, stats: LoopStats, tracer: MissTracer, t0: float) -> None:
+        self.T, self.spin, self.stats, self.tracer, self.t0 = period_s, spin, stats, tracer, t0
         self.next = time.monotonic() + period_s
         self.wake_at = self.next
         self.last_wake = time.monotonic()
@@ -251,7 +251,7 @@ class Deadlines:
         return self.wake_at - time.monotonic()
 
     def sleep(self) -> None:
-        sleep_before(self.wake_at, self.spin, self.tracer)
+        self.spin.slept(sleep_before(self.wake_at, self.spin.seconds, self.tracer))
 
     def spin_to_deadline(self) -> None:
         while time.monotonic() < self.wake_at:
@@ -316,6 +316,7 @@ class Loop:
             raise InputError(f"refused (--strict): {self.travel_note}")
         self.stats = LoopStats()
         self.tracer = MissTracer(MISSES_KEPT)
+        self.spin = SpinWindow(None if cfg.spin_us is None else cfg.spin_us * 1e-6)
         self.stop_reason: str | None = None
         self.stop_failed = False
         self.orphaned = False
@@ -486,7 +487,7 @@ class Loop:
     def _cycles(self, sample) -> None:
         cfg = self.cfg
         T = 1.0 / cfg.rate_hz
-        clock = Deadlines(T, cfg.spin_us * 1e-6, self.stats, self.tracer, self.t0)
+        clock = Deadlines(T, self.spin, self.stats, self.tracer, self.t0)
         # from the first cycle: a start slowed by a busy machine (connecting, compiling) does not use
         # up the run the user asked for
         self.first_cycle_at = time.monotonic()
@@ -944,7 +945,7 @@ class Loop:
             "rejected_requests": self.shared.bad_requests,
             "sched_fifo": bool(self.fields["sched_fifo"][0]), "cpu": int(self.fields["cpu"][0]),
             "cpu_steal_fraction": steal, "cpu_idle": self.cpu_idle_note, "round_trip_ms": self.round_trip_ms,
-            "verdict": verdict or "as asked",
+            "spin_us": round(self.spin.seconds * 1e6, 1), "verdict": verdict or "as asked",
             "incidents": [{"t": round(t - self.t0, 3), "what": what} for t, what in ctl.incidents],
             "safety": ctl.safety_counts, "max_tracking_error_rad": ctl.max_track_err,
             "max_command_speed_rad_s": ctl.max_cmd_speed, "events": self.event.lines[-50:],

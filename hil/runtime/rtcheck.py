@@ -24,7 +24,8 @@ from hil.errors import HilError
 from hil.runtime.cpu_idle import read_kernel_file as read
 from hil.runtime.loop_stats import LoopStats
 from hil.runtime.misses import MissTracer
-from hil.runtime.realtime import claim_realtime, cpu_times, next_deadline_after, sleep_before, steal_fraction
+from hil.runtime.realtime import (SpinWindow, claim_realtime, cpu_times, next_deadline_after, sleep_before,
+                                  steal_fraction)
 from hil.runtime.transport import round_trip_warning
 
 # The goal the loop is built for, per rate: p99 period jitter within a tenth of the period
@@ -34,7 +35,7 @@ MISSED_GOAL = 0.001
 
 
 def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu_awake: bool = True,
-                 spin_us: float = 500.0, work: Callable[[int], None] | None = None) -> dict:
+                 spin_us: float | None = None, work: Callable[[int], None] | None = None) -> dict:
     """Run the loop's timing skeleton in *this* process (it changes its scheduling: use
     `measure_floor` from anywhere else). Times in µs; `missed_fraction` per deadline; each missed
     deadline taken apart as the loop does (hil/runtime/misses.py). `work(i)`, when given, runs in
@@ -42,7 +43,7 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
     grant = claim_realtime(realtime, keep_cpu_awake)
     try:
         T = 1.0 / rate_hz
-        spin = spin_us * 1e-6
+        spin = SpinWindow(None if spin_us is None else spin_us * 1e-6)
         n = max(int(seconds * rate_hz), 2)
         stats = LoopStats(n)
         missed = 0
@@ -54,7 +55,7 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         next_deadline = wake_at = start + T
         tracer.started(start)
         for i in range(n):
-            sleep_before(wake_at, spin, tracer)
+            spin.slept(sleep_before(wake_at, spin.seconds, tracer))
             while time.monotonic() < wake_at:
                 pass
             wake = time.monotonic()
@@ -82,13 +83,14 @@ def timing_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu
         "rate_hz": rate_hz, "seconds": seconds, "deadlines": deadlines, "missed_deadlines": missed,
         "missed_fraction": missed / deadlines, "jitter_p50_us": s["jitter_p50_us"], "jitter_p99_us": s["jitter_p99_us"],
         "jitter_max_us": s["jitter_max_us"], "sched_fifo": grant.sched_fifo, "cpu": grant.cpu,
+        "spin_us": spin.seconds * 1e6,
         "scheduling": grant.note, "cpu_idle": grant.cpu_idle_note, "cpu_steal_fraction": steal,
         **tracer.report(),
     }
 
 
 def measure_floor(rate_hz: float, seconds: float, realtime: bool = True, keep_cpu_awake: bool = True,
-                  spin_us: float = 500.0) -> dict:
+                  spin_us: float | None = None) -> dict:
     """`timing_floor` in a child process (the caller's scheduling is left alone)."""
     args = json.dumps({"rate_hz": rate_hz, "seconds": seconds, "realtime": realtime,
                        "keep_cpu_awake": keep_cpu_awake, "spin_us": spin_us})

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hil.runtime.loop_stats import LoopStats as _Stats
-from hil.runtime.realtime import next_deadline_after
+from hil.runtime.realtime import SPIN_MAX_S, SPIN_MIN_S, SPIN_SLEEPS, SpinWindow, next_deadline_after
 
 T_US = 1000.0
 
@@ -81,6 +81,32 @@ def test_the_grid_skips_deadlines_already_missed_instead_of_serving_them_back_to
     assert next_deadline_after(10.0, 10.0204, T, woke=10.0) == pytest.approx((10.020, 19, 10.0204))
     # a 200 ms stall at 1 kHz
     assert next_deadline_after(5.0, 5.2005, T)[1] == 200
+
+
+def test_the_spin_is_sized_to_how_late_the_sleeps_end():
+    """The busy-wait before a deadline starts at its most, then follows the sleeps' 99th percentile
+    (1.25 × it + 20 µs) within its bounds; a figure the user gave stays; a cycle without a sleep
+    tells nothing."""
+    rng = np.random.default_rng(3)
+    spin = SpinWindow(None)
+    assert spin.seconds == SPIN_MAX_S
+    late = rng.uniform(100e-6, 160e-6, SPIN_SLEEPS)
+    late[:3] = 3e-3                  # a few stalls (under 1 %) do not buy a long spin
+    for x in late:
+        spin.slept(float(x))
+        spin.slept(None)
+    p99 = np.sort(late)[int(0.99 * (SPIN_SLEEPS - 1))]
+    assert spin.seconds == pytest.approx(1.25 * p99 + 20e-6)
+    for x in rng.uniform(250e-6, 300e-6, SPIN_SLEEPS):    # a busier machine: the spin grows
+        spin.slept(float(x))
+    assert 1.25 * 250e-6 + 20e-6 < spin.seconds <= SPIN_MAX_S
+    for x in rng.uniform(0, 100e-6, SPIN_SLEEPS):         # and shrinks again
+        spin.slept(float(x))
+    assert spin.seconds == SPIN_MIN_S
+    fixed = SpinWindow(80e-6)
+    for x in late:
+        fixed.slept(float(x))
+    assert fixed.seconds == 80e-6
 
 
 def test_the_end_of_a_run_says_what_the_link_did():

@@ -57,15 +57,18 @@ def check_plan(model, t, q_plan, *, static_balance: bool = True, where: str = "t
 
 
 def check_commands(model, t, q_cmd, torques=None, *, static_balance: bool = True, where: str = "the motion",
-                   advice: str = "", checker: SafetyChecker | None = None) -> None:
+                   advice: str = "", checker: SafetyChecker | None = None, q_plan=None) -> None:
     """The commands the servos are told (the plan with its compliance compensation), as the loop
     checks them: refused where one would be clamped or held; then the servos' torques
-    (`torques`, a TorquePlan) against what they give."""
+    (`torques`, a TorquePlan) against what they give. With `q_plan` (the poses the commands
+    compensate for), balance holds where it holds at the plan's pose, as in the loop: loaded, the
+    servos stand there."""
     t, Q = _rows(model, t, q_cmd, where)
+    sag = None if q_plan is None else Q - _rows(model, t, q_plan, where)[1]
     checker = checker or SafetyChecker(model, balance=None if static_balance else False)
     _check_rows(model, checker, t, Q, "the command (with its compliance compensation) ", where, advice,
                 balance_advice="the compliance compensation lifts a sole of the commanded pose off the ground "
-                               "(soft servos, feet far apart): play it with --no-compensation")
+                               "(soft servos, feet far apart): play it with --no-compensation", sag=sag)
     if torques is not None and torques.over():
         k = torques.worst()[0]
         raise PlanRefused(where, torques.refusal("it").removeprefix("it: refused: ") + "; "
@@ -82,7 +85,7 @@ def _rows(model, t, Q, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_rows(model, checker: SafetyChecker, t: np.ndarray, Q: np.ndarray, what: str, where: str,
-                advice: str, balance_advice: str = "") -> None:
+                advice: str, balance_advice: str = "", sag: np.ndarray | None = None) -> None:
     """The first sample a check fails, refused; `balance_advice` stands in for a missing `advice`
     when balance is all that fails (a command's: soft servos with the feet far apart get, from the
     compensation for their hip rolls' sag, targets whose soles would not both stand unloaded)."""
@@ -90,11 +93,11 @@ def _check_rows(model, checker: SafetyChecker, t: np.ndarray, Q: np.ndarray, wha
     if bad is not None:
         k, j = bad
         raise PlanRefused(where, f"{what}{model.joint_names[j]} is {float(Q[k, j])}, not a finite angle", t[k], k)
-    first, flags = checker.check_path(Q)
+    first, flags = checker.check_path(Q, sag)
     if first >= 0:
         if int(flags[first]) == BALANCE and not advice:
             advice = balance_advice
-        reasons = checker.explain(int(flags[first]), Q[first])
+        reasons = checker.explain(int(flags[first]), Q[first], None if sag is None else sag[first])
         raise PlanRefused(where, what + "; ".join(reasons) + _peak(model, Q, first) + (f"; {advice}" if advice else ""),
                           t[first], first)
 

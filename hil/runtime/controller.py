@@ -94,6 +94,8 @@ class Controller:
         self.q_target = self.q_cmd.copy()
         self.q_meas = self.q_cmd.copy()
         self.jog_target = self.q_cmd.copy()
+        self.ramp_from = self.q_cmd.copy()   # where the current ramp-in started
+        self.held_sag: np.ndarray | None = None  # the compliance compensation in the command (`_ramped`)
         self.motion_t = 0.0
         self.flags = 0
         self._held_flags = 0
@@ -201,6 +203,9 @@ class Controller:
                 self._held_flags = 0
             if step.before == ENABLING and step.mode == RAMPING:
                 np.copyto(self.q_cmd, self.q_meas)  # ramp in from the STATE that said ENABLED
+            if step.mode == RAMPING:
+                np.copyto(self.ramp_from, self.q_cmd)
+                self.held_sag = None
         for action in step.actions:
             if action == Action.SET_JOG:
                 self.jog_target = np.asarray(payload, dtype=np.float64).copy()
@@ -363,26 +368,30 @@ class Controller:
 
     def _enabled_cycle(self) -> None:
         life, p = self.life, self.policy
+        # the compensation the command carries: a motion's, kept while its last command is held
+        sag = self.held_sag
         if life.mode == HELD and life.holds & HOLD_OVERRUN:
             q_target = self.q_cmd  # hold where the command is while deadlines are missed
         elif life.activity == MOTION:
             q_target = self.motion.target(self.motion_t)
+            sag = self.held_sag = self._ramped(self.motion.sag_at(self.motion_t), q_target)
             if self.stabiliser is not None and self.imu is not None and self.stabiliser.usable:
                 t = self.motion_t
                 q_target = q_target + self.stabiliser.correction(self.motion.plan_target(t), self.imu,
                                                                  self.motion.support_at(t))
         elif life.activity == JOG:
             q_target = self.jog_target
+            sag = self.held_sag = None   # a jog's targets are poses of their own
         else:
             q_target = self.q_cmd
         np.copyto(self.q_prev, self.q_cmd)
         scale = 1.0 if life.mode == ACTIVE else p.ramp_fraction
-        flags = self.safety.step(q_target, self.q_prev, p.period_s, scale, self.q_cmd, self.q_meas)
+        flags = self.safety.step(q_target, self.q_prev, p.period_s, scale, self.q_cmd, self.q_meas, sag)
         self.flags = flags
         self.q_target = q_target
         info = self.safety.info
         if flags or self._held_flags or life.mode == HELD:
-            self._safety_events(flags, q_target)
+            self._safety_events(flags, q_target, sag)
         mode = life.mode
         if mode == RAMPING and not flags & HELD_FLAG and info[I_TO_TARGET] < RAMP_DONE_RAD and self._inside():
             self.handle(Ev.RAMP_DONE)
@@ -406,6 +415,19 @@ class Controller:
         if self.stall is not None:
             self._watch_stall()
 
+    def _ramped(self, sag: np.ndarray | None, q_target: np.ndarray) -> np.ndarray | None:
+        """The compliance compensation the command carries so far: while ramping in, each joint's
+        share of it grows with the share of its way to the target it has come (the robot stood,
+        loaded, where the ramp began); all of it once there. The balance check judges the pose the
+        loaded servos reach, the command less this."""
+        if sag is None or self.life.mode != RAMPING:
+            return sag
+        span = q_target - self.ramp_from
+        come = self.q_cmd - self.ramp_from   # the command so far: this cycle has not stepped yet
+        share = np.ones_like(span)
+        np.divide(come, span, out=share, where=np.abs(span) > 1e-9)
+        return sag * np.clip(share, 0.0, 1.0)
+
     def _watch_stall(self) -> None:
         """A joint pushing with (nearly) all its torque, short of its command and not moving: the
         motion stops and that joint's command comes to where it stands (its push ends)."""
@@ -419,13 +441,13 @@ class Controller:
         if not moving:
             self.say(f"a joint stalled ({why}): {self.model.joint_names[j]} held where it stands")
 
-    def _safety_events(self, flags: int, q_target: np.ndarray) -> None:
+    def _safety_events(self, flags: int, q_target: np.ndarray, sag: np.ndarray | None) -> None:
         life = self.life
         if flags & HELD_FLAG:
             if life.mode != HELD or not life.holds & HOLD_SAFETY:
                 self.handle(Ev.SAFETY_HOLD)
             if flags != self._held_flags:
-                reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64))
+                reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64), sag)
                 self.say("safety: " + "; ".join(reasons or flag_names(flags)) + " — command held")
                 self._count(flags)
         else:

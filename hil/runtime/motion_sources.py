@@ -54,6 +54,11 @@ class MotionSource:
         """Where the joints should be at t (the target less any compliance compensation)."""
         return self.target(t)
 
+    def sag_at(self, t: float) -> np.ndarray | None:
+        """The compliance compensation inside the target at t (None: there is none): the loop's
+        balance check also judges the pose the loaded servos reach, the target less this."""
+        return None
+
 
 class Hold(MotionSource):
     """Stay at the pose the robot was in when the motion started (the default). Jogs do not need a
@@ -179,6 +184,9 @@ class Trajectory(MotionSource):
     def plan_target(self, t: float) -> np.ndarray:
         return self._at(self.q_plan, t)
 
+    def sag_at(self, t: float) -> np.ndarray | None:
+        return None if self.q_plan is self.q else self.target(t) - self.plan_target(t)
+
     def _at(self, Q: np.ndarray, t: float) -> np.ndarray:
         if t <= 0.0:
             return Q[0]
@@ -291,7 +299,8 @@ def _keyframe_motion(spec: str, model, servo, compensate: bool, speed: float = 1
         traj.dynamic_balance_checked = True
     progress.report("checking every sample as the loop will")
     check_plan(model, traj.t, traj.q_plan, static_balance=not motion.dynamic, where=spec)
-    check_commands(model, traj.t, traj.q, traj.torques, static_balance=not motion.dynamic, where=spec)
+    check_commands(model, traj.t, traj.q, traj.torques, static_balance=not motion.dynamic, where=spec,
+                   q_plan=traj.q_plan)
     return traj
 
 
@@ -386,7 +395,7 @@ def make_motion(spec: str | None, model, servo=None, compensate: bool = True, sp
         static = not traj.dynamic_balance_checked
         check_plan(model, traj.t, traj.q_plan, static_balance=static, where=spec)
         tp = _compensate(traj, model, servo, compensate)
-        check_commands(model, traj.t, traj.q, tp, static_balance=static, where=spec)
+        check_commands(model, traj.t, traj.q, tp, static_balance=static, where=spec, q_plan=traj.q_plan)
         return traj
     if spec.endswith((".toml", ".json")):
         return _keyframe_motion(spec, model, servo, compensate, speed, strict)

@@ -132,15 +132,17 @@ class SafetyChecker:
         self.wpts = np.empty((len(caps), 6))
         self.info = np.empty(SK.INFO_LEN)
         self.scratch = np.empty(32)
+        self.no_sag = np.zeros((1, model.n))     # no compliance compensation
+        self.q_loaded = np.empty(model.n)
         # drop pairs already in contact at home (designed contact, e.g. the trunk in the pedestal)
         if len(self.pairs):
-            SK.check_pose_core(model.home, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
-                               self.poses, self.wpts, self.info, self.scratch)
+            SK.check_pose_core(model.home, self.no_sag[0], self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
+                               self.poses, self.wpts, self.info, self.scratch, self.q_loaded)
             keep = []
             for p, (a, b) in enumerate(self.pairs):
                 one = self.pairs[p:p + 1]
-                SK.check_pose_core(model.home, self.kin, self.mt, self.caps, one, self.ws, self.bal,
-                                   self.poses, self.wpts, self.info, self.scratch)
+                SK.check_pose_core(model.home, self.no_sag[0], self.kin, self.mt, self.caps, one, self.ws, self.bal,
+                                   self.poses, self.wpts, self.info, self.scratch, self.q_loaded)
                 if self.info[SK.I_CLEARANCE] > 0.0:
                     keep.append((a, b))
             self.pairs = np.array(keep, dtype=np.int64).reshape(-1, 2)
@@ -158,32 +160,46 @@ class SafetyChecker:
 
     # ------------------------------------------------------------------ loop
     def step(self, q_target: np.ndarray, q_prev: np.ndarray, dt: float, rate_scale: float,
-             q_cmd: np.ndarray, q_meas: np.ndarray | None = None) -> int:
+             q_cmd: np.ndarray, q_meas: np.ndarray | None = None, sag: np.ndarray | None = None) -> int:
         """The per-cycle filter (see `_kernel.safety_step`); writes q_cmd, returns flag bits;
-        `info` then holds the largest step, tracking error and distance to the target."""
+        `info` then holds the largest step, tracking error and distance to the target. `sag`: the
+        compliance compensation inside q_target (balance is also judged at q − sag)."""
         m = self.model
-        return SK.safety_step(q_target, q_prev, q_prev if q_meas is None else q_meas, m.lower, m.upper,
+        return SK.safety_step(q_target, q_prev, q_prev if q_meas is None else q_meas,
+                              self.no_sag[0] if sag is None else sag, m.lower, m.upper,
                               m.velocity_limit, dt, rate_scale, self.kin,
                               self.mt, self.caps, self.pairs, self.ws, self.bal, q_cmd, self.poses, self.wpts,
-                              self.info, self.scratch)
+                              self.info, self.scratch, self.q_loaded)
 
     # ---------------------------------------------------------------- checks
-    def check(self, q) -> Verdict:
-        """Check one pose (limits, floor, workspace, collision, balance) with reasons in words."""
+    def check(self, q, sag: np.ndarray | None = None) -> Verdict:
+        """Check one pose (limits, floor, workspace, collision, balance) with reasons in words;
+        `sag`: the compliance compensation inside q (see `_kernel.check_pose_core`)."""
         q = self.model._as_q(q)
         Q = q.reshape(1, -1)
         flags = np.zeros(1, dtype=np.int64)
-        SK.check_path(Q, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal, self.model.lower,
-                      self.model.upper, self.poses, self.wpts, self.info, self.scratch, flags)
-        return Verdict(int(flags[0]), self.explain(int(flags[0]), q))
+        SK.check_path(Q, self._sag_rows(sag, 1), self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
+                      self.model.lower, self.model.upper, self.poses, self.wpts, self.info, self.scratch,
+                      self.q_loaded, flags)
+        return Verdict(int(flags[0]), self.explain(int(flags[0]), q, sag))
 
-    def check_path(self, Q: np.ndarray) -> tuple[int, np.ndarray]:
-        """(first bad row or -1, flags per row) for configurations Q (N, n)."""
+    def check_path(self, Q: np.ndarray, sag: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+        """(first bad row or -1, flags per row) for configurations Q (N, n); `sag` (N, n): each
+        row's compliance compensation (see `_kernel.check_pose_core`)."""
         Q = np.ascontiguousarray(Q, dtype=np.float64)
         flags = np.zeros(Q.shape[0], dtype=np.int64)
-        first = SK.check_path(Q, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal, self.model.lower,
-                              self.model.upper, self.poses, self.wpts, self.info, self.scratch, flags)
+        first = SK.check_path(Q, self._sag_rows(sag, Q.shape[0]), self.kin, self.mt, self.caps, self.pairs,
+                              self.ws, self.bal, self.model.lower, self.model.upper, self.poses, self.wpts, self.info,
+                              self.scratch, self.q_loaded, flags)
         return int(first), flags
+
+    def _sag_rows(self, sag, rows: int) -> np.ndarray:
+        if sag is None:
+            return self.no_sag
+        sag = np.ascontiguousarray(sag, dtype=np.float64).reshape(-1, self.model.n)
+        if sag.shape[0] != rows and sag.shape[0] != 1:
+            raise ValueError(f"sag has {sag.shape[0]} rows for {rows} poses")
+        return sag
 
     def colliding_links(self, q) -> tuple[set[int], str]:
         """The two links (−1: the base) whose shapes come closest in pose q when they touch, and
@@ -196,13 +212,15 @@ class SafetyChecker:
         reason = next((r for r in verdict.reasons if r.startswith("self-collision")), "self-collision")
         return {int(self.caps[a, 0]), int(self.caps[b, 0])}, reason
 
-    def explain(self, flags: int, q: np.ndarray | None = None) -> list[str]:
-        """Sentences for the flags; with q, recomputes the details (pair, bound, margin)."""
+    def explain(self, flags: int, q: np.ndarray | None = None, sag: np.ndarray | None = None) -> list[str]:
+        """Sentences for the flags; with q (and its compliance compensation `sag`), recomputes the
+        details (pair, bound, margin)."""
         m = self.model
         out = []
         if q is not None and flags & (FLOOR | WORKSPACE | COLLISION | BALANCE):
-            SK.check_pose_core(np.asarray(q, float), self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
-                               self.poses, self.wpts, self.info, self.scratch)
+            SK.check_pose_core(np.asarray(q, float), self._sag_rows(sag, 1)[0], self.kin, self.mt, self.caps,
+                               self.pairs, self.ws, self.bal, self.poses, self.wpts, self.info, self.scratch,
+                               self.q_loaded)
         if flags & NONFINITE:
             out.append("the target is not finite")
         if flags & LIMIT and q is not None:

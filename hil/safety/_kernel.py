@@ -205,10 +205,15 @@ def support_margin(mt, poses, bal, scratch):
 
 
 @kernel()
-def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch):
+def check_pose_core(q, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch, q_loaded):
     """Checks at q (no clamping): returns WORKSPACE | FLOOR | COLLISION | BALANCE bits; fills info's
     pose slots (I_CLEARANCE to I_WS; each check left out keeps its "unchecked" value). `ws` and `bal`
-    hold the settings in the WS_* and BAL_* slots."""
+    hold the settings in the WS_* and BAL_* slots.
+
+    `sag` (n,): the compliance compensation inside q (zeros: none). Soft servos under load stand
+    near q − sag, not at q: a pose whose balance fails at q passes when it holds at q − sag (on a
+    kit with soft hip rolls and its feet apart, the compensation's targets lift a sole of the
+    unloaded pose while the loaded robot stands on both). `q_loaded` (n,) is scratch for it."""
     flags = 0
     fk_all_core(q, kin, poses)
     _world_points(caps, poses, wpts)
@@ -268,18 +273,29 @@ def check_pose_core(q, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch
     if bal[BAL_ON] != 0.0:
         info[I_COM_MARGIN] = support_margin(mt, poses, bal, scratch)
         if info[I_COM_MARGIN] < bal[BAL_MARGIN]:
-            flags |= BALANCE
+            sagging = False
+            for i in range(q.shape[0]):
+                q_loaded[i] = q[i] - sag[i]
+                sagging = sagging or sag[i] != 0.0
+            if sagging:
+                fk_all_core(q_loaded, kin, poses)
+                loaded = support_margin(mt, poses, bal, scratch)
+                if loaded > info[I_COM_MARGIN]:
+                    info[I_COM_MARGIN] = loaded
+            if info[I_COM_MARGIN] < bal[BAL_MARGIN]:
+                flags |= BALANCE
     return flags
 
 
 @kernel(nogil=True)
-def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
-                q_cmd, poses, wpts, info, scratch):
+def safety_step(q_target, q_prev, q_meas, sag, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
+                q_cmd, poses, wpts, info, scratch, q_loaded):
     """One control cycle's safety filter: q_cmd from q_target given the previous command q_prev.
 
     Clamps into the joint ranges (LIMIT) and to |Δq| ≤ vmax·dt·rate_scale (RATE); then checks
     floor, workspace, self-collision and balance at the clamped pose and, if any fails, holds the
-    previous command (HELD). Returns the flag bits; `info` explains (see I_* slots).
+    previous command (HELD). Returns the flag bits; `info` explains (see I_* slots). `sag`: the
+    compliance compensation inside the target (see `check_pose_core`).
     """
     n = q_target.shape[0]
     flags = 0
@@ -306,14 +322,14 @@ def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, ki
             v = q_prev[i] - lim
             flags |= RATE
         q_cmd[i] = v
-    bad = check_pose_core(q_cmd, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+    bad = check_pose_core(q_cmd, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch, q_loaded)
     if bad != 0:
         # a step that already starts in violation may go on if it does not make things worse
         # (so a robot measured slightly outside can be moved back, never further out)
         c0 = info[I_CLEARANCE]
         f0 = info[I_FLOOR]
         m0 = info[I_COM_MARGIN]
-        prev_bad = check_pose_core(q_prev, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+        prev_bad = check_pose_core(q_prev, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch, q_loaded)
         recovering = (bad & ~prev_bad) == 0 and (bad & WORKSPACE) == 0
         if recovering:
             if bad & COLLISION and c0 < info[I_CLEARANCE]:
@@ -324,7 +340,7 @@ def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, ki
                 recovering = False
         if recovering:
             flags |= bad
-            check_pose_core(q_cmd, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+            check_pose_core(q_cmd, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch, q_loaded)
         else:
             for j in range(n):
                 q_cmd[j] = q_prev[j]
@@ -343,9 +359,10 @@ def safety_step(q_target, q_prev, q_meas, lower, upper, vmax, dt, rate_scale, ki
 
 
 @kernel(nogil=True)
-def check_path(Q, kin, mt, caps, pairs, ws, bal, lower, upper, poses, wpts, info, scratch, flags_out):
+def check_path(Q, SAG, kin, mt, caps, pairs, ws, bal, lower, upper, poses, wpts, info, scratch, q_loaded, flags_out):
     """Plan-time check of many configurations Q (N, n): flags per row (limits + pose checks).
-    Returns the first bad row or -1."""
+    Returns the first bad row or -1. `SAG`: each row's compliance compensation (N, n), or one row
+    for all (see `check_pose_core`)."""
     first = -1
     n = Q.shape[1]
     for k in range(Q.shape[0]):
@@ -357,7 +374,8 @@ def check_path(Q, kin, mt, caps, pairs, ws, bal, lower, upper, poses, wpts, info
             elif v < lower[i] - 1e-9 or v > upper[i] + 1e-9:
                 f |= LIMIT
         if f & NONFINITE == 0:
-            f |= check_pose_core(Q[k], kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch)
+            f |= check_pose_core(Q[k], SAG[k if SAG.shape[0] > 1 else 0], kin, mt, caps, pairs, ws, bal, poses, wpts,
+                                 info, scratch, q_loaded)
         flags_out[k] = f
         if f != 0 and first < 0:
             first = k

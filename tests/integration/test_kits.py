@@ -74,9 +74,10 @@ def test_the_duck_side_file_loads_plays_its_crouch_in_physics_and_says_why_it_do
     assert "14 joints" in r.stdout and "MJCF" in r.stdout and "servos: custom" in r.stdout
     stats = tmp_path / "stats.json"
     r = subprocess.run(HIL + ["play", str(ROOT / "examples" / "duck_squat.toml"), "--robot", str(duck),
-                              "--no-compensation", "--dry-run", "--physics", "--headless", "--stats-json", str(stats)],
+                              "--dry-run", "--physics", "--headless", "--stats-json", str(stats)],
                        capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "its own MJCF file" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "its own MJCF file" in r.stdout and "compliance compensation on" in r.stdout, \
+        r.stdout + r.stderr
     physics = json.loads(stats.read_text())["physics"]
     assert not physics["fell"] and physics["max_tilt_deg"] < 10, physics
     r = subprocess.run(HIL + ["walk", "--robot", str(duck), "--steps", "2"], capture_output=True, text=True,

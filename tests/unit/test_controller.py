@@ -10,10 +10,10 @@ import pytest
 import hil.robots as robots
 from hil.runtime.controller import Controller, Policy
 from hil.runtime.lifecycle import ACTIVE, RAMPING, Action, Activity, Ev, Mode
-from hil.runtime.motion_sources import Demo, Hold
+from hil.runtime.motion_sources import Demo, Hold, Trajectory
 from hil.runtime.stall import STALL_S, StallWatch
 from hil.robots.servos import servo_table
-from hil.safety import SafetyChecker
+from hil.safety import BALANCE as BALANCE_FLAG, SafetyChecker
 
 T = 0.002
 DISABLED, ENABLED, FAULT, ESTOP = 1, 2, 3, 4
@@ -34,8 +34,8 @@ class Sample:
 class Bench:
     """A controller and a pretend board that follows commands exactly."""
 
-    def __init__(self, motion=None, hold_timeout_s=None, stall=False, bring_in=False) -> None:
-        self.model = robots.load("puma560")
+    def __init__(self, motion=None, hold_timeout_s=None, stall=False, bring_in=False, robot="puma560") -> None:
+        self.model = robots.load(robot)
         self.events: list[str] = []
         self.ctl = Controller(self.model, SafetyChecker(self.model), motion or Hold(),
                               Policy(T, hold_timeout_s=hold_timeout_s, bring_in=bring_in), self.events.append,
@@ -51,7 +51,8 @@ class Bench:
 
     def cycle(self, misses: int = 0, sample: bool = True):
         self.now += T
-        s = Sample(self.now, self.state, self.q.copy()) if sample else None
+        n = self.model.n
+        s = Sample(self.now, self.state, self.q.copy(), qd=np.zeros(n), current_mA=np.zeros(n)) if sample else None
         if s is not None and self.blocked is not None:   # a position servo: its push grows with the error
             j = self.blocked
             short = abs(self.ctl.q_cmd[j] - self.q[j]) / np.radians(5)     # all it has 5° short (docs/physics.md)
@@ -423,3 +424,37 @@ def test_the_stall_pass_at_each_condition_s_edge_and_the_first_of_equal_counts()
     assert once(0.06, 0.0, count) == 1 and list(count) == [3, 6, 6]
     count[:] = [0, 0, 0]
     assert once(0.0, 0.0, count) == 0                    # nothing pushes: the first joint, count 0
+
+
+def _leaning(sag_deg: float, plan_leans: bool) -> Trajectory:
+    """humanoid17 standing 1 s with its commands leaning sideways by `sag_deg` at the hip rolls: the
+    compliance compensation for that much sag (the plan stands upright), or, `plan_leans`, a plan
+    that leans as far itself. A few degrees lift a sole: both the unloaded command and the command
+    less all of its compensation lose a foot early in the ramp-in."""
+    model = robots.load("humanoid17")
+    t = np.linspace(0.0, 1.0, 11)
+    plan = np.repeat(model.home[None, :], len(t), axis=0)
+    cmd = plan.copy()
+    for j in ("l_hip_roll", "r_hip_roll"):
+        cmd[:, model.joint_index(j)] += np.radians(sag_deg)
+    traj = Trajectory(t, cmd, "leaning")
+    if not plan_leans:
+        traj.q_plan = plan
+    return traj
+
+
+def test_balance_is_judged_where_the_loaded_servos_stand_from_the_ramp_in_on():
+    """Commands whose unloaded pose would topple, compensating a sag: the ramp-in and the motion
+    run (the pose the loaded servos reach, the command less the compensation it carries so far,
+    stands); the same commands as a plan of their own are held."""
+    checker = SafetyChecker(robots.load("humanoid17"))
+    assert checker.check(_leaning(10.0, True).q[0]).flags & BALANCE_FLAG     # the unloaded pose topples
+    b = Bench(motion=_leaning(10.0, False), robot="humanoid17")
+    b.ctl.handle(Ev.ENABLE, start_after=True)
+    b.run(800)
+    assert b.ctl.motion_done and "balance" not in b.ctl.safety_counts, b.events
+    assert np.allclose(b.ctl.q_cmd, b.ctl.motion.q[-1])
+    b = Bench(motion=_leaning(10.0, True), robot="humanoid17")
+    b.ctl.handle(Ev.ENABLE, start_after=True)
+    b.run(800)
+    assert not b.ctl.motion_done and b.ctl.safety_counts.get("balance", 0) > 0

@@ -14,6 +14,7 @@ import hil.robots as robots
 from hil.errors import InputError
 from hil.motion.plan_check import PlanRefused, check_commands, check_plan
 from hil.runtime.motion_sources import make_motion
+from hil.safety import BALANCE, SafetyChecker
 
 HUMANOID = robots.load("humanoid17")
 HIL = [sys.executable, "-m", "hil.cli"]
@@ -94,3 +95,23 @@ def test_hil_run_refuses_such_a_motion_before_anything_starts(tmp_path):
     assert "Traceback" not in r.stderr and "emulator" not in r.stdout + r.stderr, r.stdout + r.stderr
     r = subprocess.run(HIL + ["play", path, "--robot", "humanoid17"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "checks ok" not in r.stdout and "head_yaw" in r.stderr, r.stdout + r.stderr
+
+
+def test_balance_is_judged_where_the_loaded_servos_stand():
+    """A command whose unloaded pose leaves the support polygon passes when its plan (the pose the
+    compensation is for) stands, at plan time and in the loop's step; a plan that does not stand
+    is refused either way."""
+    t, q = _smooth_to("head_yaw", 10.0)
+    cmd = q.copy()
+    for j in ("l_hip_pitch", "r_hip_pitch"):            # the sag the compensation is for, made large
+        cmd[:, HUMANOID.joint_index(j)] += np.radians(30.0) * np.linspace(0.0, 1.0, len(t))
+    check_commands(HUMANOID, t, cmd, q_plan=q)
+    with pytest.raises(PlanRefused, match=r"balance"):
+        check_commands(HUMANOID, t, cmd, q_plan=cmd)
+    checker = SafetyChecker(HUMANOID)
+    out = np.empty(HUMANOID.n)
+    prev, target = cmd[-2], cmd[-1]
+    assert checker.step(target, prev, 1.0, 1.0, out) & BALANCE        # held: judged unloaded
+    assert checker.step(target, prev, 1.0, 1.0, out, sag=cmd[-1] - q[-1]) == 0
+    assert np.array_equal(out, target)
+    assert checker.check(target).flags & BALANCE and not checker.check(target, cmd[-1] - q[-1]).flags

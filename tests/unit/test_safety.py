@@ -390,9 +390,9 @@ def _bound_at(checker, q, **settings) -> int:
     ws[SK.WS_FLOOR_ON] = 0.0
     for name, value in settings.items():
         ws[getattr(SK, name)] = value
-    flags = SK.check_pose_core(np.asarray(q, float), checker.kin, checker.mt, checker.caps,
+    flags = SK.check_pose_core(np.asarray(q, float), checker.no_sag[0], checker.kin, checker.mt, checker.caps,
                                np.zeros((0, 2), dtype=np.int64), ws, checker.bal, checker.poses, checker.wpts,
-                               checker.info, checker.scratch)
+                               checker.info, checker.scratch, checker.q_loaded)
     bound = int(checker.info[SK.I_WS])
     assert bool(flags & WORKSPACE) == (bound >= 0)
     return bound
@@ -570,8 +570,8 @@ def test_the_loop_s_balance_check_uses_the_robot_s_own_soles_and_com(humanoid):
     for _ in range(60):
         q = model.home + rng.uniform(-0.35, 0.35, model.n)
         q = np.clip(q, model.lower, model.upper)
-        SK.check_pose_core(q, kin, mt, checker.caps, checker.pairs, checker.ws, checker.bal, poses,
-                           checker.wpts, checker.info, checker.scratch)
+        SK.check_pose_core(q, checker.no_sag[0], kin, mt, checker.caps, checker.pairs, checker.ws, checker.bal, poses,
+                           checker.wpts, checker.info, checker.scratch, checker.q_loaded)
         want, _ = _support_margin_reference(mt, poses, checker.bal)
         assert checker.info[SK.I_COM_MARGIN] == pytest.approx(want, abs=1e-9)
         assert bool(checker.check(q).flags & BALANCE) == (want < checker.bal[SK.BAL_MARGIN])
@@ -582,8 +582,9 @@ def _pose_check(checker, q, info=None, **settings):
     (flags, info)."""
     t = {"caps": checker.caps, "pairs": checker.pairs, "ws": checker.ws, "bal": checker.bal, **settings}
     info = np.empty(SK.INFO_LEN) if info is None else info
-    flags = SK.check_pose_core(np.asarray(q, float), checker.kin, checker.mt, t["caps"], t["pairs"], t["ws"],
-                               t["bal"], np.empty_like(checker.poses), np.empty((len(t["caps"]), 6)), info, np.empty(32))
+    flags = SK.check_pose_core(np.asarray(q, float), checker.no_sag[0], checker.kin, checker.mt, t["caps"],
+                               t["pairs"], t["ws"], t["bal"], np.empty_like(checker.poses),
+                               np.empty((len(t["caps"]), 6)), info, np.empty(32), np.empty(checker.model.n))
     return flags, info
 
 
@@ -756,9 +757,10 @@ def _step_with(checker, bal, target, prev):
     m = checker.model
     kin, mt = m.tables
     q_cmd, info = np.empty(m.n), np.empty(SK.INFO_LEN)
-    flags = SK.safety_step(np.asarray(target, float), np.asarray(prev, float), np.asarray(prev, float), m.lower,
-                           m.upper, m.velocity_limit, 100.0, 1.0, kin, mt, checker.caps, checker.pairs, checker.ws,
-                           bal, q_cmd, np.empty_like(checker.poses), np.empty_like(checker.wpts), info, np.empty(32))
+    flags = SK.safety_step(np.asarray(target, float), np.asarray(prev, float), np.asarray(prev, float),
+                           checker.no_sag[0], m.lower, m.upper, m.velocity_limit, 100.0, 1.0, kin, mt, checker.caps,
+                           checker.pairs, checker.ws, bal, q_cmd, np.empty_like(checker.poses),
+                           np.empty_like(checker.wpts), info, np.empty(32), np.empty(m.n))
     return flags, q_cmd, info
 
 

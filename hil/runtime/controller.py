@@ -447,7 +447,11 @@ class Controller:
             if life.mode != HELD or not life.holds & HOLD_SAFETY:
                 self.handle(Ev.SAFETY_HOLD)
             if flags != self._held_flags:
-                reasons = self.safety.explain(flags, np.ascontiguousarray(q_target, dtype=np.float64), sag)
+                # a range at the target; the pose checks at the step they refused (a ramp's or a
+                # rate-limited step stops short of the target, which may pass)
+                target = np.ascontiguousarray(q_target, dtype=np.float64)
+                reasons = self.safety.explain(flags & LIMIT_FLAG, target) + \
+                    self.safety.explain(flags & ~LIMIT_FLAG, self.safety.tried.copy(), sag)
                 self.say("safety: " + "; ".join(reasons or flag_names(flags)) + " — command held")
                 self._count(flags)
         else:

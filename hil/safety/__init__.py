@@ -134,6 +134,7 @@ class SafetyChecker:
         self.scratch = np.empty(32)
         self.no_sag = np.zeros((1, model.n))     # no compliance compensation
         self.q_loaded = np.empty(model.n)
+        self.tried = np.zeros(model.n)   # after `step`: the clamped step it checked (held or not)
         # drop pairs already in contact at home (designed contact, e.g. the trunk in the pedestal)
         if len(self.pairs):
             SK.check_pose_core(model.home, self.no_sag[0], self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
@@ -169,7 +170,7 @@ class SafetyChecker:
                               self.no_sag[0] if sag is None else sag, m.lower, m.upper,
                               m.velocity_limit, dt, rate_scale, self.kin,
                               self.mt, self.caps, self.pairs, self.ws, self.bal, q_cmd, self.poses, self.wpts,
-                              self.info, self.scratch, self.q_loaded)
+                              self.info, self.scratch, self.q_loaded, self.tried)
 
     # ---------------------------------------------------------------- checks
     def check(self, q, sag: np.ndarray | None = None) -> Verdict:

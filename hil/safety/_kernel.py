@@ -289,13 +289,14 @@ def check_pose_core(q, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, sc
 
 @kernel(nogil=True)
 def safety_step(q_target, q_prev, q_meas, sag, lower, upper, vmax, dt, rate_scale, kin, mt, caps, pairs, ws, bal,
-                q_cmd, poses, wpts, info, scratch, q_loaded):
+                q_cmd, poses, wpts, info, scratch, q_loaded, q_tried):
     """One control cycle's safety filter: q_cmd from q_target given the previous command q_prev.
 
     Clamps into the joint ranges (LIMIT) and to |Δq| ≤ vmax·dt·rate_scale (RATE); then checks
     floor, workspace, self-collision and balance at the clamped pose and, if any fails, holds the
     previous command (HELD). Returns the flag bits; `info` explains (see I_* slots). `sag`: the
-    compliance compensation inside the target (see `check_pose_core`).
+    compliance compensation inside the target (see `check_pose_core`). `q_tried` gets the clamped
+    step that was checked (held or not): what a refusal is about.
     """
     n = q_target.shape[0]
     flags = 0
@@ -322,6 +323,7 @@ def safety_step(q_target, q_prev, q_meas, sag, lower, upper, vmax, dt, rate_scal
             v = q_prev[i] - lim
             flags |= RATE
         q_cmd[i] = v
+        q_tried[i] = v
     bad = check_pose_core(q_cmd, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, scratch, q_loaded)
     if bad != 0:
         # a step that already starts in violation may go on if it does not make things worse

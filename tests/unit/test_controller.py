@@ -458,3 +458,24 @@ def test_balance_is_judged_where_the_loaded_servos_stand_from_the_ramp_in_on():
     b.ctl.handle(Ev.ENABLE, start_after=True)
     b.run(800)
     assert not b.ctl.motion_done and b.ctl.safety_counts.get("balance", 0) > 0
+
+
+def test_a_held_step_is_explained_at_the_step_not_at_the_target():
+    """A jog whose target stands but whose way there (the rate-limited steps) leaves the support
+    polygon: the hold names the margin of the step it refused, short of the margin asked."""
+    import re
+
+    b = Bench(robot="humanoid17")
+    b.ctl.handle(Ev.ENABLE)
+    b.run(300)
+    d = np.radians([15, 13, 29, -15, 2, -13, 51, -20, -23, -18, -44, 27, 18, -67, -13, -7, 18])
+    target = b.model.home + d
+    assert not b.ctl.safety.check(target).flags      # the target itself is fine
+    b.ctl.handle(Ev.JOG, target)
+    b.run(1500)
+    held = [e for e in b.events if e.startswith("safety: balance")]
+    assert held, b.events
+    m = re.search(r"is (only )?([\d.]+) mm (inside the edge of|outside) the support polygon \(it must stay ([\d.]+) mm",
+                  held[0])
+    inside = float(m.group(2)) * (1 if m.group(1) else -1)
+    assert inside < float(m.group(4)), held[0]

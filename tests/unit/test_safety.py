@@ -760,7 +760,7 @@ def _step_with(checker, bal, target, prev):
     flags = SK.safety_step(np.asarray(target, float), np.asarray(prev, float), np.asarray(prev, float),
                            checker.no_sag[0], m.lower, m.upper, m.velocity_limit, 100.0, 1.0, kin, mt, checker.caps,
                            checker.pairs, checker.ws, bal, q_cmd, np.empty_like(checker.poses),
-                           np.empty_like(checker.wpts), info, np.empty(32), np.empty(m.n))
+                           np.empty_like(checker.wpts), info, np.empty(32), np.empty(m.n), np.empty(m.n))
     return flags, q_cmd, info
 
 

@@ -806,3 +806,19 @@ def test_a_step_that_worsens_nothing_flagged_is_allowed_whatever_else_changes(pu
     assert _margins(checker, bal, target) == _margins(checker, bal, prev)
     flags, q_cmd, _ = _step_with(checker, bal, target, prev)
     assert flags & COLLISION and flags & BALANCE and not flags & HELD and np.array_equal(q_cmd, target)
+
+
+def test_the_path_check_takes_each_rows_own_compensation(humanoid):
+    """A row whose balance fails is judged again at the row less its own compliance compensation
+    (the pose the loaded servos reach), or less one row given for all."""
+    model, checker = humanoid
+    lean = np.zeros(model.n)
+    for j in ("l_hip_roll", "r_hip_roll"):
+        lean[model.joint_index(j)] = math.radians(10.0)
+    Q = np.array([model.home, model.home + lean])
+    assert checker.check_path(Q)[0] == 1                       # the leaning row fails as it is
+    assert checker.check_path(Q, np.array([np.zeros(model.n), lean]))[0] == -1
+    assert checker.check_path(Q, np.array([lean, np.zeros(model.n)]))[0] == 1
+    assert checker.check_path(Q, lean[None, :])[0] == -1        # one row for all (the upright row stands as it is)
+    with pytest.raises(ValueError, match="3 rows for 2 poses"):
+        checker.check_path(Q, np.zeros((3, model.n)))

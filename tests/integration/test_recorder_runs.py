@@ -17,14 +17,20 @@ from hil.runtime.recorder import load_recording
 pytestmark = pytest.mark.slow
 
 # in a mount namespace of its own (nothing is left mounted when it ends): a 4 MiB filesystem for
-# the recording, filled by another process 6 s into a 20 s run
+# the recording, filled by another process once the run has recorded a second (its rows past the
+# file's first 64 KiB; a slow start on a busy machine takes longer) of a 12 s run
+RUN_S = 12
 FILL_UP = textwrap.dedent("""
     set -u
     D=$(mktemp -d); OUT=$1; shift
     mount -t tmpfs -o size=4m tmpfs "$D" || exit 77
     "$@" --record "$D/run.npy" > "$OUT/out.txt" 2> "$OUT/err.txt" &
     pid=$!
-    sleep 6
+    for i in $(seq 600); do
+        [ "$(stat -c %s "$D/run.npy" 2>/dev/null || echo 0)" -gt 65536 ] && break
+        sleep 0.05
+    done
+    sleep 1
     dd if=/dev/zero of="$D/filler" bs=64k 2>/dev/null
     wait $pid; echo $? > "$OUT/rc"
     cp "$D"/run.npy* "$OUT/"
@@ -42,7 +48,7 @@ def _can_mount() -> bool:
 @pytest.mark.parametrize("on_error", ["stop", "continue"])
 def test_a_full_disk_during_a_recording_is_a_failure_said_with_the_rows_kept(tmp_path, on_error):
     run = [sys.executable, "-m", "hil.cli", "run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable",
-           "--motion", "examples/wave.toml", "--duration", "20", "--on-record-error", on_error]
+           "--motion", "examples/wave.toml", "--duration", str(RUN_S), "--on-record-error", on_error]
     r = subprocess.run(["unshare", "-m", "bash", "-c", FILL_UP, "fill-up", str(tmp_path), *run],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
@@ -54,9 +60,9 @@ def test_a_full_disk_during_a_recording_is_a_failure_said_with_the_rows_kept(tmp
     data, _ = load_recording(str(tmp_path / "run.npy"))
     assert len(data) == kept > 0 and np.all(np.diff(data["t"]) > 0)
     if on_error == "stop":
-        assert "the run was stopped" in last and data["t"][-1] < 20
+        assert "the run was stopped" in last and data["t"][-1] < RUN_S
     else:   # it went on without recording, to the end it was asked for
-        assert "the run goes on without it" in out and "duration 20 s reached" in out, out
+        assert "the run goes on without it" in out and f"duration {RUN_S} s reached" in out, out
 
 
 @pytest.mark.skipif(not _can_mount(), reason="needs unshare and mount (root): a small filesystem")

@@ -184,7 +184,7 @@ def _loop_slot_count() -> int:
 
 # module fixtures that run a loop (a bridge's run across its tests, a recording made before them)
 # hold a slot themselves (`loop_slot`); a test that uses one starts no loop of its own and takes none
-MODULE_LOOP_FIXTURES = {"remote_run", "walk_recording"}
+MODULE_LOOP_FIXTURES = {"remote_run", "walk_recording", "all_loop_cpus"}
 
 
 def _slots(n: int) -> list[int]:
@@ -249,9 +249,19 @@ def loop_slot(every: bool = False):
             os.close(fd)   # closing drops its lock
 
 
+@pytest.fixture(scope="module")
+def all_loop_cpus():
+    """Every loop slot, held once across a module whose tests each need every loop CPU: taken test
+    by test, each waited for the other chain's test of the moment to end (seen: 6–12 s each)."""
+    with loop_slot(every=True):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def loop_cpus(request):
     if _module_of(request.node.nodeid) not in LOOP_MODULES or MODULE_LOOP_FIXTURES & set(request.fixturenames):
+        if "all_loop_cpus" in request.fixturenames and os.environ.get(LOOP_SLOTS_ENV) is not None:
+            _wait_for_free_loop_cpus(True)   # the test before's loops on their way out
         yield
         return
     with loop_slot(every=request.node.get_closest_marker("every_loop_cpu") is not None):

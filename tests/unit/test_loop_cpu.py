@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-# its tests take the CPUs' reservations themselves: run while no other test's loop holds one
-pytestmark = pytest.mark.every_loop_cpu
+# its tests take the CPUs' reservations themselves: run while no other test's loop holds one (the
+# slots held once for all of them)
+pytestmark = [pytest.mark.every_loop_cpu, pytest.mark.usefixtures("all_loop_cpus")]
 
 RESERVE = ("import sys, time\n"
            "from hil.runtime import realtime as R\n"

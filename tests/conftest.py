@@ -152,6 +152,19 @@ def pytest_xdist_make_scheduler(config, log):
 LOOP_SLOTS_ENV = "HIL_TEST_LOOP_SLOTS"
 
 
+def flock_holders(path: str) -> set[int]:
+    """Pids holding an flock on `path` (from /proc/locks, matched by device and inode: an inode
+    number alone also matches files on other filesystems)."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as f:
+            rows = [line.split() for line in f]
+    except OSError:
+        return set()
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return {int(r[4]) for r in rows if len(r) > 5 and r[1] == "FLOCK" and r[5] == key and r[4].isdigit()}
+
+
 def _wait_for_free_loop_cpus(every: bool, timeout_s: float = 30.0) -> None:
     """Until a CPU (`every`: each CPU) has no hil loop's reservation (an flock, seen in /proc/locks
     without taking it): the loop of a test that just ended may still be on its way out, a busy
@@ -161,19 +174,8 @@ def _wait_for_free_loop_cpus(every: bool, timeout_s: float = 30.0) -> None:
     cpus = _loop_cpus()
     deadline = time.monotonic() + timeout_s
     while cpus and time.monotonic() < deadline:
-        inodes = set()
-        for cpu in cpus:
-            try:
-                inodes.add(os.stat(_lock_path(cpu)).st_ino)
-            except OSError:
-                pass
-        try:
-            with open("/proc/locks") as f:
-                held = {int(r[5].rsplit(":", 1)[1]) for r in (line.split() for line in f)
-                        if len(r) > 5 and r[1] == "FLOCK"} & inodes
-        except (OSError, ValueError):
-            return
-        if len(cpus) - len(held) >= (len(cpus) if every else 1):
+        held = sum(1 for cpu in cpus if flock_holders(_lock_path(cpu)))
+        if len(cpus) - held >= (len(cpus) if every else 1):
             return
         time.sleep(0.05)
 

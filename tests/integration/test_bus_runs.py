@@ -332,7 +332,9 @@ def test_the_shadow_twin_runs_beside_the_robot_and_names_a_stall(tmp_path):
     assert (shadow["flags"][:, knee] & STALL).any() and len(shadow) > 100
     # the other joints track their model: not flagged, their residuals small; the knee's is not
     others = np.arange(MODEL.n) != knee
-    assert not shadow["flags"][:, others].any()
+    flagged = {MODEL.joint_names[j]: int(np.count_nonzero(shadow["flags"][:, j])) for j in np.flatnonzero(others)
+               if shadow["flags"][:, j].any()}
+    assert not flagged, (flagged, r.stdout)
     assert np.percentile(np.abs(shadow["residual"][:, others]), 95) < np.radians(3)
     assert np.abs(shadow["residual"][:, knee]).max() > np.radians(5)
     out = tmp_path / "run.png"

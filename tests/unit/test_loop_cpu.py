@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.conftest import flock_holders
+
 # its tests take the CPUs' reservations themselves: run while no other test's loop holds one (the
 # slots held once for all of them)
 pytestmark = [pytest.mark.every_loop_cpu, pytest.mark.usefixtures("all_loop_cpus")]
@@ -25,13 +27,10 @@ RESERVE = ("import sys, time\n"
 
 
 def _lock_holders(cpu: int) -> set[int]:
-    """Pids holding the flock of `cpu`'s reservation (from /proc/locks)."""
+    """Pids holding the flock of `cpu`'s reservation."""
     from hil.runtime.realtime import _lock_path
 
-    inode = os.stat(_lock_path(cpu)).st_ino
-    with open("/proc/locks") as f:
-        rows = [line.split() for line in f]
-    return {int(r[4]) for r in rows if len(r) > 5 and r[1] == "FLOCK" and int(r[5].rsplit(":", 1)[1]) == inode}
+    return flock_holders(_lock_path(cpu))
 
 
 def _stop(p) -> None:

@@ -194,11 +194,28 @@ def test_a_servo_that_goes_quiet_faults_after_a_few_cycles_and_stays_faulted_whe
 
 
 def test_a_servo_silent_for_a_few_cycles_but_less_than_a_tenth_of_a_second_is_not_a_fault():
-    """What a busy host or an adapter's hiccup takes from a healthy bus is not a broken cable."""
+    """What a busy host or an adapter's hiccup takes from a healthy bus is not a broken cable. The
+    servo is silent for 80 ms; a machine busy enough to stretch that past SILENT_MIN_S (this process
+    saw it so too) gets the fault, as it must, and the scenario is tried again (up to 3 times)."""
     from firmware_protocol.buses.bus_board import SILENT_MIN_S
 
-    # silent for 80 ms from 2 s after the emulator's start: well after the connect (a busy machine
-    # slows it), long enough for the cycles the count allows even when this process is held up
+    assert SILENT_MIN_S > 0.08
+    seen = []
+    for _ in range(3):
+        longest, s, faults = _silent_for_80_ms()
+        seen.append(round(longest * 1e3))
+        if s.state == M.BoardState.ENABLED and not s.faults:
+            return
+        # a fault only where this process, too, saw the servo silent for SILENT_MIN_S or more
+        assert longest >= SILENT_MIN_S and "no answer" in faults, (seen, faults)
+    pytest.fail(f"the servo's 80 ms silence was seen as {seen} ms: this machine never let it stay under "
+                f"{SILENT_MIN_S * 1e3:.0f} ms")
+
+
+def _silent_for_80_ms():
+    """(the longest silence of servo 13 this process saw, the last sample, the board's fault text) for
+    a bus whose servo 13 is silent for 80 ms from 2 s after the emulator's start: well after the
+    connect (a busy machine slows it), long enough for the cycles the count allows."""
     started = time.monotonic()
     emu, config = start("dynamixel2", "--fault", "silent:13@2.0-2.08")
     # a cycle waits 10 ms for a reply that does not come: several cycles fit the silence
@@ -207,14 +224,17 @@ def test_a_servo_silent_for_a_few_cycles_but_less_than_a_tenth_of_a_second_is_no
     try:
         board.enable()
         j = [k for k, jt in enumerate(config.joints) if jt.servo_id == 13][0]
-        most, s = 0, None
+        most, s, longest = 0, None, 0.0
         while time.monotonic() < started + 2.5 or (most < config.stale_cycles and time.monotonic() < started + 6):
             board.send_positions(MODEL.home)
             s = board.poll() or s
-            most = max(most, board._joints[j].stale)
+            js = board._joints[j]
+            most = max(most, js.stale)
+            if js.stale:
+                longest = max(longest, time.monotonic() - js.silent_since)
             time.sleep(0.003)
         assert most >= config.stale_cycles, "the servo was silent for the cycles the count allows"
-        assert SILENT_MIN_S > 0.05 and s.state == M.BoardState.ENABLED and not s.faults, board.describe_faults()
+        return longest, s, board.describe_faults()
     finally:
         board.close()
         emu.stop()

@@ -73,7 +73,7 @@ def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> float | N
 
 
 SPIN_MIN_S = 150e-6    # never less: the loop rehearses its kernels in the spin when 100 µs are left
-SPIN_MAX_S = 500e-6    # never more, by default: beyond it a wake-up is late whatever the spin
+SPIN_MAX_S = 500e-6    # the most it grows to by itself (--spin-us may ask for more)
 SPIN_SLEEPS = 512      # the sleeps the spin is sized on (about a second at 500 Hz)
 
 

@@ -34,7 +34,7 @@ def is_url(port: str) -> bool:
     return "://" in port
 
 
-def _lock_holders(target: str) -> list[int]:
+def flock_holders(target: str) -> list[int]:
     """Processes holding an flock on the file (Linux /proc/locks): who opened a port exclusively."""
     try:
         st = os.stat(target)
@@ -66,7 +66,7 @@ def port_holders(port: str) -> list[str]:
         target = os.path.realpath(port)
     except OSError:
         return []
-    pids = [str(p) for p in _lock_holders(target) if p != os.getpid()]
+    pids = [str(p) for p in flock_holders(target) if p != os.getpid()]
     if not pids:
         for fd in glob.glob("/proc/[0-9]*/fd/*"):
             try:

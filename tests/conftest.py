@@ -152,19 +152,6 @@ def pytest_xdist_make_scheduler(config, log):
 LOOP_SLOTS_ENV = "HIL_TEST_LOOP_SLOTS"
 
 
-def flock_holders(path: str) -> set[int]:
-    """Pids holding an flock on `path` (from /proc/locks, matched by device and inode: an inode
-    number alone also matches files on other filesystems)."""
-    try:
-        st = os.stat(path)
-        with open("/proc/locks") as f:
-            rows = [line.split() for line in f]
-    except OSError:
-        return set()
-    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    return {int(r[4]) for r in rows if len(r) > 5 and r[1] == "FLOCK" and r[5] == key and r[4].isdigit()}
-
-
 def _wait_for_free_loop_cpus(every: bool, timeout_s: float = 30.0) -> None:
     """Until a CPU (`every`: each CPU) has no hil loop's reservation (an flock, seen in /proc/locks
     without taking it): the loop of a test that just ended may still be on its way out, a busy
@@ -173,7 +160,7 @@ def _wait_for_free_loop_cpus(every: bool, timeout_s: float = 30.0) -> None:
     The locks are matched by inode number alone, so a lock on another file with the same number
     counts too: the lock a run holds on /dev/pts/0 (inode 3, as the first CPU's lock file) holds a
     loop test back while the other chain's run is on that port. That takes turns the CPUs need:
-    matched exactly (`flock_holders`), the two chains' loops ran side by side far more often and
+    matched exactly (`firmware_protocol.serial_port.flock_holders`), the two chains' loops ran side by side far more often and
     the suite ran slower and failed more beside two CPU-bound jobs (benchmarks/README.md, "The
     test suite"). A deliberate rule for how many loop tests run at once would replace it."""
     from hil.runtime.realtime import _lock_path, _loop_cpus

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import flock_holders
+from firmware_protocol.serial_port import flock_holders
 
 # its tests take the CPUs' reservations themselves: run while no other test's loop holds one (the
 # slots held once for all of them)
@@ -30,7 +30,7 @@ def _lock_holders(cpu: int) -> set[int]:
     """Pids holding the flock of `cpu`'s reservation."""
     from hil.runtime.realtime import _lock_path
 
-    return flock_holders(_lock_path(cpu))
+    return set(flock_holders(_lock_path(cpu)))
 
 
 def _stop(p) -> None:

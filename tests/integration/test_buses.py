@@ -44,6 +44,15 @@ def drive(board: BusBoard, q: np.ndarray, seconds: float, until=None):
     return s
 
 
+def read_one(bus, servo_id: int, tries: int = 5):
+    """One servo's reading; a reply an emulator on a busy machine sends past the timeout is asked again."""
+    for _ in range(tries):
+        reading = bus.read_present([servo_id]).get(servo_id)
+        if reading is not None:
+            return reading
+    raise AssertionError(f"servo {servo_id} did not answer {tries} reads")
+
+
 @pytest.fixture
 def bus_board(request):
     """(board, emulator, config) for `request.param` = (bus, extra emulator args)."""
@@ -84,7 +93,7 @@ def test_each_bus_follows_commands_only_while_enabled_and_stops_on_estop(bus_boa
         j = config.joints[0]
         board.bus.write_goals([(j.servo_id, j.ticks(float(stopped.q[0]) + 0.3))])
         time.sleep(0.2)
-        assert j.rad(board.bus.read_present([j.servo_id])[j.servo_id].ticks) == pytest.approx(stopped.q[0], abs=0.01)
+        assert j.rad(read_one(board.bus, j.servo_id).ticks) == pytest.approx(stopped.q[0], abs=0.01)
     with pytest.raises(CommandRejectedError, match="BAD_STATE"):
         board.enable()                                    # a latched e-stop is cleared first
     board.clear_faults()

@@ -199,13 +199,6 @@ def world_body(model, q, world_T_sole, sole: str = "l_sole") -> np.ndarray:
     return world_T_sole @ inverse_transform(model.fk_frame(q, sole))
 
 
-# The compensation is given with a margin toward the stiff side: a robot that sags a little more
-# than planned (its servos softer, its links heavier than the model says) lands its swing foot early
-# and on an edge, which tips it, while one that stands a little taller does not. Measured in
-# MuJoCo (benchmarks/README.md, "Compliance compensation"): humanoid17's walks stay up with servos
-# 20 % softer or 25 % stiffer, links 15 % lighter or heavier, 30 % less friction at 1.5×, and fall
-# with the softer or heavier robots at 1×.
-COMPENSATION_MARGIN = 1.5
 # what a plan may ask of a servo: its available torque at that speed, less this share for the
 # disturbances the plan does not know of
 TORQUE_RESERVE = 0.1
@@ -262,7 +255,9 @@ class TorquePlan:
             limit = self.servo.joint(j).torque_limit_nm
             parts.append(f"{g} {peak[j]:.2f} N·m" + (f" ({100 * peak[j] / limit:.0f} % of {limit:g})"
                                                       if self.servo.declared else ""))
-        comp = (f"compliance compensation on ({self.servo.summary().split(' (')[0]}, targets + {COMPENSATION_MARGIN:g} × τ/kp, "
+        margin = self.servo.column("compensation_margin")
+        times = f"{margin.min():g}" if margin.min() == margin.max() else f"{margin.min():g}–{margin.max():g}"
+        comp = (f"compliance compensation on ({self.servo.summary().split(' (')[0]}, targets + {times} × τ/kp, "
                 f"up to {np.degrees(np.abs(self.q_cmd - self.q_plan).max()):.1f}°)" if self.compensated
                 else "no compliance compensation" + ("" if self.servo.declared else
                                                      " (no [servo] table: the servos declare no stiffness or limit)"))
@@ -284,5 +279,6 @@ def torque_plan(model, t, Q, support, servo, compensate: bool = True) -> TorqueP
                           for k in range(len(t))]) if any(s.torque_speed for s in servo.servos) \
         else np.broadcast_to(servo.column("torque_limit_nm"), Q.shape).copy()
     on = compensate and servo.declared
-    q_cmd = compensated(servo, Q, COMPENSATION_MARGIN * tau, model.lower, model.upper) if on else Q.copy()
+    margin = servo.column("compensation_margin")
+    q_cmd = compensated(servo, Q, margin * tau, model.lower, model.upper) if on else Q.copy()
     return TorquePlan(t, Q, q_cmd, tau, available, on, servo, tuple(model.joint_names))

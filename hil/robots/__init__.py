@@ -107,9 +107,9 @@ def _load_toml(path: Path) -> RobotModel:
         key = "urdf" if "urdf" in robot else "mjcf"
         source = _urdf_of(robot[key], path, key)
         if mjcf.is_mjcf(source):
-            if "servo" not in data:   # a side file's own [servo] replaces the MJCF's actuators whole
-                servo = mjcf.servo_table_of(source)
-                data = {**data, "servo": servo} if servo else data
+            actuators = mjcf.servo_table_of(source)
+            if actuators:   # a side file's own [servo] goes over the MJCF's actuators
+                data = {**data, "servo": servos.over_actuators(actuators, data.get("servo", {}))}
             keyframes = mjcf.poses_of(source)
             if keyframes:   # the file's keyframes, under the side file's own poses
                 data = {**data, "poses": {**keyframes, **data.get("poses", {})}} if isinstance(data.get("poses", {}), dict) else data

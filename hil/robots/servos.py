@@ -10,6 +10,7 @@ A robot's TOML (or a URDF robot's side file) and a board config may carry a `[se
     friction_nm = 0.05               # Coulomb friction
     torque_limit_nm = 1.5            # the most it gives (stall)
     torque_speed = [3.3, 10.0]       # optional: full torque up to 3.3 rad/s, none at 10 rad/s
+    compensation_margin = 1.5        # optional: commands carry this × the sag τ/kp (default 1.5)
 
     [servo.joint.l_knee]             # one joint: the same keys, over the table above
     torque_limit_nm = 2.0
@@ -31,7 +32,17 @@ from hil.errors import ConfigError
 
 PRESETS_FILE = Path(__file__).resolve().parent / "data" / "servos" / "presets.toml"
 NUMBER_KEYS = ("kp_nm_per_rad", "damping_nms_per_rad", "armature_kgm2", "friction_nm", "torque_limit_nm")
-OPTIONAL_KEYS = ("torque_per_amp_nm",)
+OPTIONAL_KEYS = ("torque_per_amp_nm", "compensation_margin")
+# A plan's commands carry its compliance compensation with a margin toward the stiff side: a robot
+# that sags a little more than planned (its servos softer, its links heavier than the model says)
+# lands its swing foot early and on an edge, which tips it, while one that stands a little taller
+# does not. Measured in MuJoCo (docs/physics.md, "Compliance compensation"): humanoid17's walks
+# stay up with servos 20 % softer or 25 % stiffer, links 15 % lighter or heavier, 30 % less
+# friction at 1.5×, and fall with the softer or heavier robots at 1×. Servos whose makers
+# identified them can be compensated as they are (`compensation_margin = 1`): a robot that stands
+# taller than planned also steps shorter (the OP3's side file says how much).
+COMPENSATION_MARGIN = 1.5
+MARGIN_RANGE = (1.0, 3.0)
 KEYS = {*NUMBER_KEYS, *OPTIONAL_KEYS, "preset", "torque_speed", "joint"}
 
 
@@ -47,6 +58,7 @@ class Servo:
     torque_speed: tuple[float, float] | None = None   # (full torque up to, none at) rad/s
     preset: str = ""
     torque_per_amp_nm: float = 1.0   # the motor's torque constant at the joint (its current ↔ its torque)
+    compensation_margin: float = COMPENSATION_MARGIN   # commands carry this × the sag τ/kp
 
     def available_torque(self, speed: float) -> float:
         """The most torque (N·m) the servo gives turning at `speed` rad/s (its torque–speed line)."""
@@ -131,6 +143,10 @@ def _servo(values: dict, where: str, name: str = "", base: Servo | None = None) 
     got = {k: _number(values[k], k, where) for k in (*NUMBER_KEYS, *OPTIONAL_KEYS) if k in values}
     if got.get("torque_per_amp_nm", 1.0) <= 0:
         raise ConfigError(f"{where}: torque_per_amp_nm must be positive")
+    lo, hi = MARGIN_RANGE
+    if not lo <= got.get("compensation_margin", lo) <= hi:
+        raise ConfigError(f"{where}: compensation_margin = {values['compensation_margin']!r} must be {lo:g} … {hi:g} "
+                          "(the commands carry this many times the sag τ/kp; 1: as the servo numbers say)")
     if base is None:
         missing = [k for k in NUMBER_KEYS if k not in got]
         if missing:
@@ -169,6 +185,21 @@ def parse_table(data, joint_names, where: str, base: "ServoTable | None" = None)
         servos[k] = _servo(values, f"{where} [servo.joint.{jname}]", base=servos[k] if "preset" not in values
                            else None)
     return ServoTable(tuple(joint_names), tuple(servos), True, where)
+
+
+def over_actuators(actuators: dict, own) -> dict:
+    """A side file's `[servo]` table over an MJCF's actuators' (`{"joint": {NAME: keys}}`): its
+    keys, then its joints' keys, over each actuator's; a preset (for all, or for a joint) replaces
+    the actuators' numbers where it is given. A table that is not one is left as it is, for
+    `parse_table` to say so."""
+    if not isinstance(own, dict) or "preset" in own or not isinstance(own.get("joint", {}), dict):
+        return own
+    top = {k: v for k, v in own.items() if k != "joint"}
+    joints = {name: {**keys, **top} for name, keys in actuators.get("joint", {}).items()}
+    for name, keys in own.get("joint", {}).items():
+        replaces = not isinstance(keys, dict) or "preset" in keys or name not in joints
+        joints[name] = keys if replaces else {**joints[name], **keys}
+    return {**top, "joint": joints}
 
 
 def servo_table(model, board_servo: dict | None = None, board_where: str = "") -> ServoTable:

@@ -19,7 +19,7 @@ from hil.motion.bounds import MAX_SAMPLES, check_count, check_duration
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
 from hil.motion.plan_check import check_commands, check_plan
-from hil.motion.torques import COMPENSATION_MARGIN, torque_plan
+from hil.motion.torques import torque_plan
 from hil.motion.walking import WalkParams, check_walk
 from hil.robots.servos import servo_table
 from hil.runtime.leader import LOST, READING, STALE_S, LeaderBlock
@@ -200,14 +200,14 @@ class Trajectory(MotionSource):
 
 def _checked_plan(model, q: np.ndarray, q_plan: np.ndarray, where: str, servo=None) -> np.ndarray:
     """A trajectory file's plan beside its commands: the commands may differ from it by no more
-    than a compliance compensation can (COMPENSATION_MARGIN × torque limit / stiffness per joint, of
+    than a compliance compensation can (its margin × torque limit / stiffness per joint, of
     `servo`: the servos that run it, default the robot's own)."""
     if not np.all(np.isfinite(q_plan)) or q_plan.shape != q.shape:
         raise InputError(f"{where}: q_plan must be finite and of q's shape {q.shape}, got {q_plan.shape}")
     if model is None:
         return q_plan
     servo = servo or servo_table(model)
-    bound = COMPENSATION_MARGIN * servo.column("torque_limit_nm") / servo.column("kp_nm_per_rad") + 1e-9
+    bound = servo.column("compensation_margin") * servo.column("torque_limit_nm") / servo.column("kp_nm_per_rad") + 1e-9
     over = np.abs(q - q_plan) > bound
     if over.any():
         k, j = np.argwhere(over)[0]

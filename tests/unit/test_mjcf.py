@@ -140,7 +140,7 @@ def test_the_cli_takes_an_mjcf_robot(tmp_path):
 def test_the_position_actuators_are_the_servo_table(tmp_path):
     """Each joint a position actuator drives gets the actuator's numbers as MuJoCo compiled them
     (stiffness kp·gear², damping with the actuator's kv, armature, friction loss, force range);
-    a side file's own [servo] replaces them."""
+    a side file's own [servo] goes over them, and a preset there replaces them."""
     from hil.robots.servos import servo_table
 
     doc = (Path(BIPED).read_text().replace('<position name="l_knee" joint="l_knee"/>',
@@ -171,6 +171,19 @@ def test_the_position_actuators_are_the_servo_table(tmp_path):
     side = tmp_path / "biped.toml"
     side.write_text('[robot]\nmjcf = "biped.xml"\n[servo]\npreset = "STS3215"\n')
     assert {s.preset for s in servo_table(robots.load(str(side))).servos} == {"STS3215"}
+    # keys without a preset go over the actuators': theirs stay where the side file gives none
+    side = tmp_path / "over.toml"
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[servo]\ncompensation_margin = 1\n'
+                    '[servo.joint.l_knee]\ntorque_limit_nm = 4.0\n[servo.joint.r_knee]\npreset = "STS3215"\n')
+    over = servo_table(robots.load(str(side)))
+    for name in model.joint_names:
+        s, own = over.joint(model.joint_index(name)), table.joint(model.joint_index(name))
+        if name == "r_knee":
+            assert s.preset == "STS3215" and s.compensation_margin == 1.5
+            continue
+        assert s.compensation_margin == 1.0 and own.compensation_margin == 1.5
+        assert s.kp_nm_per_rad == own.kp_nm_per_rad and s.damping_nms_per_rad == own.damping_nms_per_rad, name
+        assert s.torque_limit_nm == (4.0 if name == "l_knee" else own.torque_limit_nm), name
 
 
 def test_a_joint_without_a_range_is_said(tmp_path):

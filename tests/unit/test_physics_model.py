@@ -79,7 +79,10 @@ def test_servo_tables_take_presets_and_refuse_bad_numbers(h17):
     assert knee.joint(0).torque_limit_nm == 1.5
     for bad, says in (({"kp_nm_per_rad": -3}, "positive"), ({"kp_nm_per_rad": math.nan}, "positive"),
                       ({"preset": "XL999"}, "not one of"), ({"damping": 1}, "unknown key"),
-                      ({"torque_speed": [5, 2]}, "below"), ({"joint": {"nose": {}}}, "no joint")):
+                      ({"torque_speed": [5, 2]}, "below"), ({"joint": {"nose": {}}}, "no joint"),
+                      ({"compensation_margin": 0.5}, "compensation_margin = 0.5 must be 1 … 3"),
+                      ({"compensation_margin": math.inf}, "positive|≥ 0|1 … 3"),
+                      ({"compensation_margin": "1"}, "must be a number")):
         with pytest.raises(ConfigError, match=says):
             parse_table({"preset": "XL430-W250", **bad}, h17.joint_names, "the robot file")
     assert not servo_table(hil.robots.load("examples/robots/g1.toml")).declared   # no [servo]: ideal, no compensation
@@ -158,6 +161,69 @@ def test_the_compensated_walk_holds_on_servos_softer_heavier_or_slipperier_than_
         assert travel >= 0.9 * planned and tilt < 20, (variation, travel / planned, tilt)
     travel, tilt = _replay(str(urdf), res.t, res.q, h17.joint_names, kp=16.0, mass=1.15, friction=1.0)
     assert tilt > 30 or travel < 0.9 * planned
+
+
+def _op3_replay(xml: str, t, Q, joint_names, kp: float, mass: float, friction: float | None) -> tuple[float, float]:
+    """(x travel of the body in metres, largest tilt in degrees): commands replayed open loop at
+    each physics step (interpolated) in an MJCF robot on a floor, its actuators' stiffness, its
+    masses and its friction changed."""
+    spec = mujoco.MjSpec.from_file(xml)
+    floor = spec.worldbody.add_geom()
+    floor.type, floor.size = mujoco.mjtGeom.mjGEOM_PLANE, [0, 0, 1]
+    m = spec.compile()
+    m.actuator_gainprm[:, 0] *= kp
+    m.actuator_biasprm[:, 1] *= kp
+    m.body_mass[:] *= mass
+    m.body_inertia[:] *= mass
+    if friction is not None:
+        m.geom_friction[:, 0] = friction
+    d = mujoco.MjData(m)
+    col = [list(joint_names).index(m.joint(m.actuator_trnid[a, 0]).name) for a in range(m.nu)]
+    d.qpos[[m.jnt_qposadr[m.actuator_trnid[a, 0]] for a in range(m.nu)]] = Q[0, col]
+    mujoco.mj_forward(m, d)
+    d.qpos[2] -= min(d.geom_xpos[g][2] - m.geom_rbound[g] for g in range(m.ngeom) if m.geom_bodyid[g] > 0)
+    d.ctrl[:] = Q[0, col]
+    for _ in range(int(0.5 / m.opt.timestep)):
+        mujoco.mj_step(m, d)
+    x0, tilt = d.qpos[0], 0.0
+    for k in range(int(t[-1] / m.opt.timestep)):
+        d.ctrl[:] = [np.interp(k * m.opt.timestep, t, Q[:, c]) for c in col]
+        mujoco.mj_step(m, d)
+        w, x, y, z = d.qpos[3:7]
+        tilt = max(tilt, math.degrees(math.acos(max(-1.0, min(1.0, 1 - 2 * (x * x + y * y))))))
+    for _ in range(int(1.0 / m.opt.timestep)):   # standing after the last step
+        mujoco.mj_step(m, d)
+    return d.qpos[0] - x0, tilt
+
+
+@pytest.mark.slow
+def test_the_op3_walk_holds_in_its_own_model_on_servos_softer_heavier_or_slipperier(tmp_path):
+    """examples/robots/op3.toml over the OP3 stand-in (Menagerie's bodies, axes, offsets and
+    identified servos): the default walk's commands, replayed open loop in that file with its
+    servos 20 % softer or stiffer, masses 10 % lighter or heavier and friction 0.7, walk ≥ 90 % of
+    the plan upright. Its servos are compensated by their numbers as they are (the side file's
+    compensation_margin = 1): at hil's default 1.5 the robot stands too tall and steps short."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "robotis_op3").mkdir()
+    xml = tmp_path / "robotis_op3" / "op3.xml"
+    xml.write_text((root / "tests" / "unit" / "mjcf" / "op3like.xml").read_text())
+    side = (root / "examples" / "robots" / "op3.toml").read_text()
+    assert "\ncompensation_margin = 1\n" in side
+    (tmp_path / "op3.toml").write_text(side)
+    (tmp_path / "op3_default.toml").write_text(side.replace("\ncompensation_margin = 1\n", "\n"))
+    for name, holds in (("op3.toml", True), ("op3_default.toml", False)):
+        robot = hil.robots.load(str(tmp_path / name))
+        gait = walking.default_gait(robot)   # as `hil walk` chooses it for these legs
+        res = walking.plan(robot, walking.WalkParams(steps=6, stride=gait["stride"], period=gait["period"],
+                                                     lift=gait["lift"]), say=lambda s: None)
+        planned = res.com_w[-1, 0] - res.com_w[0, 0]
+        variations = ([(kp, mass, fr) for kp in (0.8, 1.2) for mass in (0.9, 1.1) for fr in (None, 0.7)]
+                      + [(1.0, 1.0, None)]) if holds else [(1.0, 1.0, None)]
+        for kp, mass, fr in variations:
+            travel, tilt = _op3_replay(str(xml), res.t, res.q_cmd, robot.joint_names, kp, mass, fr)
+            assert (travel >= 0.9 * planned and tilt < 20) == holds, (name, kp, mass, fr, travel / planned, tilt)
 
 
 def _lowest_floor_point(pm, d) -> dict[str, float]:

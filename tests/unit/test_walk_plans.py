@@ -171,6 +171,29 @@ def test_a_walk_plans_on_every_shipped_bus_with_its_servos_compensation(hum, bus
     assert report.time_scale <= 1.0, report.worst
 
 
+def test_each_joint_s_commands_carry_its_servo_s_own_compensation_margin(hum):
+    """`compensation_margin` per servo: the commands are the plan plus that many times the sag
+    τ/kp, joint by joint, and the plan's line says which margins it used."""
+    from hil.robots.servos import parse_table
+
+    said = []
+    knee = hum.joint_index("l_knee")
+    servo = {m: parse_table({"preset": "STS3215", "compensation_margin": m,
+                             "joint": {"l_knee": {"compensation_margin": 2.0}}}, hum.joint_names, "t")
+             for m in (1.0, 1.5)}
+    res = {m: walking.plan(hum, walking.WalkParams(steps=2), say=said.append, servo=servo[m]) for m in servo}
+    np.testing.assert_allclose(res[1.0].q, res[1.5].q)
+    sag = res[1.0].q_cmd - res[1.0].q
+    sag[:, knee] /= 2.0
+    inside = (res[1.5].q_cmd > hum.lower + 1e-9) & (res[1.5].q_cmd < hum.upper - 1e-9)
+    inside[:, knee] = False
+    np.testing.assert_allclose((res[1.5].q_cmd - res[1.5].q)[inside], 1.5 * sag[inside], atol=1e-9)
+    np.testing.assert_allclose((res[1.5].q_cmd - res[1.5].q)[:, knee], 2.0 * sag[:, knee], atol=1e-9)
+    assert np.abs(sag).max() > np.radians(0.5)
+    assert "targets + 1–2 × τ/kp" in res[1.0].torques.summary()
+    assert "targets + 1.5–2 × τ/kp" in res[1.5].torques.summary()
+
+
 @pytest.mark.parametrize("rate", [333.0, 500.0])
 def test_a_walk_sampled_finer_than_the_loop_s_rate_plans_too(hum, rate):
     """The compensated commands' corners grew with the sample rate: at 333 Hz and above every

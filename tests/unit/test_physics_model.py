@@ -86,6 +86,10 @@ def test_servo_tables_take_presets_and_refuse_bad_numbers(h17):
         with pytest.raises(ConfigError, match=says):
             parse_table({"preset": "XL430-W250", **bad}, h17.joint_names, "the robot file")
     assert not servo_table(hil.robots.load("examples/robots/g1.toml")).declared   # no [servo]: ideal, no compensation
+    from hil.robots.servos import presets
+
+    # identified numbers are compensated as they are; estimated ones with a margin
+    assert presets()["XM430-W350-OP3"].compensation_margin == 1.0 and table.joint(0).compensation_margin == 1.5
 
 
 def test_a_servo_s_torque_falls_with_speed_along_its_line():

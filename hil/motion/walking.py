@@ -25,7 +25,7 @@ from hil.motion.preview import G, preview_com
 from hil.motion.torques import TORQUE_RESERVE, torque_plan
 from hil.motion.walk_check import WalkResult, check_walk, refuse_unsafe
 from hil.motion.walk_ik import STRETCH_DIPS, KneeStretch, leg_can_yaw, solve_samples, with_contact_frames
-from hil.robots.legs import legs
+from hil.robots.legs import knee_bend_deg, legs
 from hil.robots.servos import servo_table
 
 # what callers of the walker find here (the parts are in gait, preview, walk_ik and walk_check)
@@ -222,6 +222,7 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
             if worst <= 1e-4:
                 break
     if worst > 1e-4:
+        _refuse_straight_knees(model, worst)
         stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
         if not (p.stride or p.side or p.turn_deg):   # a shorter step cannot help a step that goes nowhere
             raise UnreachableError(f"walk: the IK cannot keep contact and balance even stepping in place (residual "
@@ -236,6 +237,24 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     res.com_ref = gait.com
     res.params = p
     return res
+
+
+STRAIGHT_KNEE_DEG = 10.0   # a home pose's knee this close to straight leaves a walk no height to work with
+
+
+def _refuse_straight_knees(model, worst: float) -> None:
+    """The IK failed on a robot that stands with a knee (nearly) straight at home: that is the cause
+    to name. A walk lowers the body and carries it over each foot, which a stretched leg cannot
+    reach (an MJCF's zero pose is often straight-legged)."""
+    bends = knee_bend_deg(model)
+    straight = {side: bend for side, bend in bends.items() if bend < STRAIGHT_KNEE_DEG}
+    if not straight:
+        return
+    names = ", ".join(f"{model.joint_names[legs(model)[side].knee]} {bend:.0f}°" for side, bend in straight.items())
+    raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}): {model.name} stands "
+                           f"with its knees (nearly) straight at home (bent {names}), and a walk lowers the body and "
+                           "carries it over each foot, which a stretched leg cannot reach; give a home pose with the "
+                           "knees bent 30–40° ([poses] home in a side file: docs/robots.md)")
 
 
 def _label(p: WalkParams) -> str:

@@ -73,3 +73,19 @@ def leg_length(model) -> float:
         pts = [F[j + 1][:3, 3] for j in lg.pitch] + [F[model.frame_index(lg.sole)][:3, 3]]
         out.append(sum(float(np.linalg.norm(b - a)) for a, b in zip(pts, pts[1:])))
     return min(out)
+
+
+def knee_bend_deg(model) -> dict[str, float]:
+    """Per leg with a knee ("l", "r"), how far its knee is bent at home (degrees between the thigh,
+    hip pitch → knee, and the shank, knee → ankle): 0 is a leg stretched straight."""
+    F = model.fk_frames(model.home)
+    out = {}
+    for side, lg in legs(model).items():
+        if lg.knee is None:
+            continue
+        i = lg.pitch.index(lg.knee)
+        hip, knee, ankle = (F[j + 1][:3, 3] for j in (lg.pitch[i - 1], lg.knee, lg.pitch[i + 1]))
+        a, b = knee - hip, ankle - knee
+        cos = float(a @ b) / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12)
+        out[side] = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
+    return out

@@ -204,6 +204,22 @@ def test_a_walk_sampled_finer_than_the_loop_s_rate_plans_too(hum, rate):
     assert check_limits(hum, res.t, res.q_cmd).time_scale <= 1.0
 
 
+def test_a_robot_standing_straight_legged_is_told_to_bend_its_knees_not_to_shorten_its_stride(hum):
+    """An MJCF's zero pose is often straight-legged (the OP3 stand-in's, as Menagerie's): a walk
+    that cannot be solved from it says the knees are the cause and how to bend them."""
+    from pathlib import Path
+
+    from hil.robots.legs import knee_bend_deg
+
+    straight = robots.load(str(Path(__file__).parent / "mjcf" / "op3like.xml"))
+    assert max(knee_bend_deg(straight).values()) < 1 and min(knee_bend_deg(hum).values()) > 25
+    with pytest.raises(UnreachableError) as e:
+        walking.generate(straight, walking.WalkParams(steps=2, stride=0.03))
+    said = str(e.value)
+    assert "knees (nearly) straight at home (bent l_knee 0°, r_knee 0°)" in said and "[poses] home" in said, said
+    assert "shorter stride" not in said
+
+
 def test_a_leg_without_an_ankle_roll_is_refused_naming_it():
     """The Open Duck Mini's legs (hip yaw, roll, pitch, knee, ankle pitch) and this biped's have no
     ankle roll: the walk (body upright, soles flat) cannot carry the body over a foot with them.

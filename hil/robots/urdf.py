@@ -30,7 +30,7 @@ import numpy as np
 
 from hil.errors import ConfigError, InputError, did_you_mean
 from hil.inputs import read_bytes
-from hil.kinematics.rotations import rpy_matrix
+from hil.kinematics.rotations import axis_angle_matrix, rpy_matrix
 from hil.robots import urdf_xml
 from hil.robots.model import DEFAULT_RATE_HZ, Joint, RobotModel, Shape
 
@@ -600,7 +600,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 8   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 9   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -734,10 +734,12 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     for item in side.get("frame", []):
         name, link, offset = _side_frame(item, parts, side_path)
         frames[name] = (parts.placed[link][0], parts.placed[link][1] @ offset)
+    home, poses = _poses(_table(side, "poses", side_path), parts.joints, side_path)
     if meta["kind"] == "humanoid":
         if masses.sum() <= 0:
             raise ConfigError(f"{path}: no link has a mass; a humanoid's balance needs its <inertial> masses")
-        _add_soles(_table(side, "soles", side_path), parts, shapes, boxes, zero, frames, meta, side_path)
+        _add_soles(_table(side, "soles", side_path), parts, shapes, boxes, zero, _link_poses(parts.joints, home),
+                   frames, meta, side_path)
     elif meta["kind"] != "arm":
         raise ConfigError(f"{side_path}: [robot] kind = {meta['kind']!r}; kinds are 'arm' and 'humanoid'")
     link_frames = set(parts.link_names) | {parts.base}
@@ -748,7 +750,6 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if tool in link_frames:   # a link's own frame as the tool: an extra frame on it, named "tool"
         frames["tool"] = (parts.link_names.index(tool) if tool != parts.base else -1, np.eye(4))
         tool = "tool"
-    home, poses = _poses(_table(side, "poses", side_path), parts.joints, side_path)
     allowed = _allowed_collisions(_table(side, "collision", side_path), parts, path, side_path)
     if allowed:
         meta["allowed_collisions"] = allowed
@@ -775,6 +776,16 @@ def _link_poses_at_zero(joints: list[Joint]) -> list[np.ndarray]:
     out: list[np.ndarray] = []
     for j in joints:
         out.append((np.eye(4) if j.parent < 0 else out[j.parent]) @ j.placement)
+    return out
+
+
+def _link_poses(joints: list[Joint], q: np.ndarray) -> list[np.ndarray]:
+    """Each link's pose in the base frame with the joints at `q` (revolute joints about their axes)."""
+    out: list[np.ndarray] = []
+    for j, angle in zip(joints, q):
+        turn = np.eye(4)
+        turn[:3, :3] = axis_angle_matrix(np.asarray(j.axis, dtype=float) * float(angle))
+        out.append((np.eye(4) if j.parent < 0 else out[j.parent]) @ j.placement @ turn)
     return out
 
 
@@ -875,10 +886,12 @@ def _deg(v, where: str) -> float:
     return math.radians(float(v))
 
 
-def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zero, frames: dict, meta: dict,
+def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zero, stand, frames: dict, meta: dict,
                side_path: str) -> None:
-    """l_sole / r_sole frames under the links the side file names: at the bottom centre of each foot's
-    collision geometry with every joint at zero, axes those of the base (feet flat at zero)."""
+    """l_sole / r_sole frames under the links the side file names (else the feet found at zero): at
+    the bottom centre of each foot's collision geometry as the robot stands at home (`stand`: the
+    links' poses there), axes those of the base (the soles flat at home: a file whose zero pose is
+    not its standing one has its feet tilted at zero)."""
     unknown = set(table) - {"left", "right"}
     if unknown:
         raise ConfigError(f"{side_path}: [soles] unknown key {sorted(unknown)[0]!r}; keys are left and right")
@@ -895,7 +908,7 @@ def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zer
         if not on_foot or idx < 0:
             raise ConfigError(f"{side_path}: [soles] {side} = {link!r} has no collision shape below a joint to "
                               "find its sole from")
-        T = zero[idx]
+        T = stand[idx]
         corners = []
         for lo, hi in on_foot:
             for sx in (lo[0], hi[0]):

@@ -277,3 +277,32 @@ def test_links_meant_to_touch_are_left_out_of_the_self_collision_check(tmp_path)
     robots._cache.clear()
     with pytest.raises(ConfigError, match="each entry is two link names"):
         robots.load(str(side))
+
+
+def test_the_soles_are_found_where_the_robot_stands_at_home_not_at_zero(tmp_path):
+    """A file whose zero pose is not its standing one (the Berkeley Humanoid's feet are tilted at
+    zero, flat in its home keyframe): each sole frame is flat at home, at the bottom of its foot's
+    box there, and the foot's box gives the sole's size."""
+    biped6 = Path(BIPED).parent / "biped6.xml"
+    tilted = biped6.read_text().replace('<body name="l_foot" pos="0 0 -0.12" quat="0.9990482 0 -0.0436194 0">',
+                                        '<body name="l_foot" pos="0 0 -0.12" quat="0.9914449 0 -0.1305262 0">')
+    tilted = tilted.replace('<body name="r_foot" pos="0 0 -0.12" quat="0.9990482 0 -0.0436194 0">',
+                            '<body name="r_foot" pos="0 0 -0.12" quat="0.9914449 0 -0.1305262 0">')
+    (tmp_path / "biped6.xml").write_text(tilted)
+    side = tmp_path / "tilted.toml"
+    side.write_text('[robot]\nmjcf = "biped6.xml"\n[poses]\nhome = { l_ankle = 10, r_ankle = 10 }\n')
+    robot = robots.load(str(side))
+    mm = mujoco.MjModel.from_xml_path(str(tmp_path / "biped6.xml"))
+    d = mujoco.MjData(mm)
+    for name in robot.joint_names:
+        d.qpos[mm.jnt_qposadr[mm.joint(name).id]] = robot.home[robot.joint_index(name)]
+    mujoco.mj_forward(mm, d)
+    base = d.xpos[mm.body("pelvis").id]
+    for frame, foot in (("l_sole", "l_foot"), ("r_sole", "r_foot")):
+        T = robot.fk_frame(robot.home, frame)
+        np.testing.assert_allclose(T[:3, 2], [0.0, 0.0, 1.0], atol=1e-6)   # flat at home
+        box = next(g for g in range(mm.ngeom) if mm.geom_bodyid[g] == mm.body(foot).id)
+        bottom = d.geom_xpos[box] - d.geom_xmat[box].reshape(3, 3)[:, 2] * mm.geom_size[box][2]
+        # the pelvis's own yaw (5°) turns the model's base frame: compare heights and distances
+        assert T[2, 3] == pytest.approx(bottom[2] - base[2], abs=1e-6)
+    assert robot.sole_half == pytest.approx((0.05, 0.025), abs=1e-6)

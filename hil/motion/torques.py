@@ -202,6 +202,10 @@ def world_body(model, q, world_T_sole, sole: str = "l_sole") -> np.ndarray:
 # what a plan may ask of a servo: its available torque at that speed, less this share for the
 # disturbances the plan does not know of
 TORQUE_RESERVE = 0.1
+# a servo that sags more than this under the torque it gives is too soft to hold a robot by position:
+# past it a linear servo model, and so its compensation, means nothing (humanoid17's, the OP3's and
+# the Duck's sag a few degrees; the Berkeley Humanoid's knee actuators, kp 1 N·m/rad, tens)
+SAG_LIMIT_DEG = 30.0
 
 
 def joint_group(name: str) -> str:
@@ -232,12 +236,32 @@ class TorquePlan:
         k, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
         return int(k), int(j), float(abs(self.tau[k, j])), float(self.available[k, j])
 
+    def softest(self) -> tuple[int, int, float]:
+        """(sample, joint, sag in rad) of the largest sag τ/kp a servo takes (0 where the servos
+        declare no stiffness)."""
+        if not self.servo.declared or not len(self.tau):
+            return 0, 0, 0.0
+        sag = np.abs(self.tau) / self.servo.column("kp_nm_per_rad")
+        k, j = np.unravel_index(int(np.argmax(sag)), sag.shape)
+        return int(k), int(j), float(sag[k, j])
+
+    def too_soft(self) -> bool:
+        return self.softest()[2] > math.radians(SAG_LIMIT_DEG)
+
     def over(self) -> bool:
-        """Whether some sample asks more than a servo gives (less the reserve)."""
+        """Whether some sample asks more than a servo gives (less the reserve), or sags a servo
+        too far to hold the robot by position."""
         k, j, tau, avail = self.worst()
-        return tau > (1.0 - TORQUE_RESERVE) * avail
+        return tau > (1.0 - TORQUE_RESERVE) * avail or self.too_soft()
 
     def refusal(self, what: str) -> str:
+        if self.too_soft():
+            k, j, sag = self.softest()
+            kp = self.servo.joint(j).kp_nm_per_rad
+            return (f"{what}: refused: {self.joint_names[j]}'s servo (kp {kp:g} N·m/rad) would sag "
+                    f"{math.degrees(sag):.0f}° under the {abs(self.tau[k, j]):.2f} N·m it gives at t = {self.t[k]:.2f} s, "
+                    f"more than {SAG_LIMIT_DEG:g}°: too soft to hold the robot by position (no compensation makes that "
+                    "up); give the servos you drive in a [servo] table (docs/physics.md)")
         k, j, tau, avail = self.worst()
         return (f"{what}: refused: {self.joint_names[j]} needs {tau:.2f} N·m at t = {self.t[k]:.2f} s, more than "
                 f"its servo gives ({avail:.2f} N·m{' at that speed' if avail < self.servo.joint(j).torque_limit_nm else ''}, "

@@ -80,6 +80,8 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
     for attempt in range(6):   # slower until the joints' speed, acceleration and torque limits hold
         res.torques = torque_plan(model, res.t, res.q, res.support, servo, compensate)
         _refuse_too_weak_to_stand(res.torques)
+        if res.torques.too_soft():   # no pace makes a servo stiffer
+            raise UnreachableError(res.torques.refusal("walk"))
         report = _limits(model, res)
         if report.time_scale <= 1.0 and not res.torques.over():
             break

@@ -4,6 +4,8 @@ and plans refused (never run) when a sample fails the loop's own checks."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -202,6 +204,23 @@ def test_a_walk_sampled_finer_than_the_loop_s_rate_plans_too(hum, rate):
     res = walking.plan(hum, walking.WalkParams(steps=2, rate_hz=rate), say=tried.append)
     assert res.torques.compensated and not tried, tried
     assert check_limits(hum, res.t, res.q_cmd).time_scale <= 1.0
+
+
+def test_servos_too_soft_to_hold_the_robot_by_position_are_said_at_once_not_planned_slower(hum):
+    """The Berkeley Humanoid's knee actuators (kp 1 N·m/rad) would sag hundreds of degrees under
+    the robot's weight: refused naming the joint, its stiffness and the sag, with no slower tries."""
+    from hil.robots.servos import parse_table
+
+    said = []
+    soft = parse_table({"preset": "STS3215", "kp_nm_per_rad": 1.0}, hum.joint_names, "t")
+    with pytest.raises(UnreachableError) as e:
+        walking.plan(hum, walking.WalkParams(steps=2), say=said.append, servo=soft)
+    assert re.search(r"walk: refused: \w+'s servo \(kp 1 N·m/rad\) would sag \d+° under the [0-9.]+ N·m it gives at "
+                     r"t = [0-9.]+ s, more than 30°: too soft", str(e.value)), str(e.value)
+    assert not said
+    firm = parse_table({"preset": "STS3215"}, hum.joint_names, "t")
+    res = walking.plan(hum, walking.WalkParams(steps=2), say=said.append, servo=firm)
+    assert np.degrees(res.torques.softest()[2]) < 30
 
 
 def test_a_robot_standing_straight_legged_is_told_to_bend_its_knees_not_to_shorten_its_stride(hum):

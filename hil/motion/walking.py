@@ -24,6 +24,7 @@ from hil.motion.limits import check_limits
 from hil.motion.preview import G, preview_com
 from hil.motion.torques import TORQUE_RESERVE, torque_plan
 from hil.motion.walk_check import WalkResult, check_walk, refuse_unsafe
+from hil.motion import walk_ik
 from hil.motion.walk_ik import STRETCH_DIPS, KneeStretch, leg_can_yaw, solve_samples, with_contact_frames
 from hil.robots.legs import knee_bend_deg, legs
 from hil.robots.servos import servo_table
@@ -226,19 +227,33 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     if worst > 1e-4:
         _refuse_straight_knees(model, worst)
         stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
+        stop = _first_stop(model, Q, t)
         if not (p.stride or p.side or p.turn_deg):   # a shorter step cannot help a step that goes nowhere
             raise UnreachableError(f"walk: the IK cannot keep contact and balance even stepping in place (residual "
-                                   f"{worst:.3g}): the legs cannot carry the centre of mass over one foot from the "
-                                   f"home pose at this height and width; try a longer --period, a lower --lift or a "
-                                   f"home pose with the knees more bent{stretched}")
+                                   f"{worst:.3g}{stop}): the legs cannot carry the centre of mass over one foot from "
+                                   f"the home pose at this height and width; try a longer --period, a lower --lift or "
+                                   f"a home pose with the knees more bent{stretched}")
         step = (f"stride (now {p.stride * 100:.1f} cm)" if p.stride or not p.side
                 else f"side step (now {p.side * 100:.1f} cm)")
-        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}); use a shorter "
-                               f"{step} or a longer period{stretched}")
+        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}{stop}); use a "
+                               f"shorter {step}, a lower --lift or a longer period{stretched}")
     res = check_walk(model, t, Q, gait.support, gait.zmp_ref, p, hl, hw, worst, _label(p))
     res.com_ref = gait.com
     res.params = p
     return res
+
+
+def _first_stop(model, Q: np.ndarray, t: np.ndarray) -> str:
+    """Where a solved walk first holds a leg joint at one of its stops (the IK keeps the joints in
+    their ranges, so a leg that cannot reach what a step asks ends there), as ", NAME at its lower
+    stop (−30°) from t = 3.41 s"; "" where none is, or one already is at home."""
+    for j in sorted(walk_ik.leg_joints(model)):
+        for stop, which in ((model.lower[j], "lower"), (model.upper[j], "upper")):
+            at = np.flatnonzero(np.abs(Q[:, j] - stop) < 1e-6)
+            if len(at) and abs(model.home[j] - stop) > 1e-6:
+                return (f", {model.joint_names[j]} at its {which} stop ({math.degrees(stop):.0f}°) from "
+                        f"t = {t[at[0]]:.2f} s")
+    return ""
 
 
 STRAIGHT_KNEE_DEG = 10.0   # a home pose's knee this close to straight leaves a walk no height to work with

@@ -223,6 +223,28 @@ def test_servos_too_soft_to_hold_the_robot_by_position_are_said_at_once_not_plan
     assert np.degrees(res.torques.softest()[2]) < 30
 
 
+def test_a_leg_held_at_a_stop_is_named_when_the_walk_cannot_be_solved(tmp_path):
+    """The Berkeley Humanoid's ankle pitch stops 10° past its home angle, and its default lift takes
+    more (here: the OP3 stand-in's right leg made to hardly fold): the IK's failure names the joint,
+    its stop and when it got there."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "robotis_op3").mkdir()
+    (tmp_path / "robotis_op3" / "op3.xml").write_text((root / "tests" / "unit" / "mjcf" / "op3like.xml").read_text())
+    side = (root / "examples" / "robots" / "op3.toml").read_text()
+    for name, home in (("r_knee", -40), ("r_ank_pitch", -20)):
+        old = f"[joints.{name}]\n"
+        side = side[:side.index(old)] + side[side.index(old):].split("\n", 3)[3]
+        side += f"\n[joints.{name}]\nlower_deg = {home - 2}\nupper_deg = {home + 2}\n"
+    (tmp_path / "op3.toml").write_text(side)
+    stiff = robots.load(str(tmp_path / "op3.toml"))
+    with pytest.raises(UnreachableError) as e:
+        walking.generate(stiff, walking.WalkParams(steps=2, stride=0.03))
+    assert re.search(r"r_(knee|ank_pitch) at its (lower|upper) stop \(-?\d+°\) from t = [0-9.]+ s",
+                     str(e.value)), str(e.value)
+
+
 def test_a_robot_standing_straight_legged_is_told_to_bend_its_knees_not_to_shorten_its_stride(hum):
     """An MJCF's zero pose is often straight-legged (the OP3 stand-in's, as Menagerie's): a walk
     that cannot be solved from it says the knees are the cause and how to bend them."""

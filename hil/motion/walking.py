@@ -24,8 +24,8 @@ from hil.motion.limits import check_limits
 from hil.motion.preview import G, preview_com
 from hil.motion.torques import TORQUE_RESERVE, torque_plan
 from hil.motion.walk_check import WalkResult, check_walk, refuse_unsafe
-from hil.motion import walk_ik
-from hil.motion.walk_ik import STRETCH_DIPS, KneeStretch, leg_can_yaw, solve_samples, with_contact_frames
+from hil.motion.walk_ik import (STRETCH_DIPS, KneeStretch, leg_can_yaw, leg_joints, solve_samples,
+                                with_contact_frames)
 from hil.robots.legs import knee_bend_deg, legs
 from hil.robots.servos import servo_table
 
@@ -247,7 +247,7 @@ def _first_stop(model, Q: np.ndarray, t: np.ndarray) -> str:
     """Where a solved walk first holds a leg joint at one of its stops (the IK keeps the joints in
     their ranges, so a leg that cannot reach what a step asks ends there), as ", NAME at its lower
     stop (−30°) from t = 3.41 s"; "" where none is, or one already is at home."""
-    for j in sorted(walk_ik.leg_joints(model)):
+    for j in sorted(leg_joints(model)):
         for stop, which in ((model.lower[j], "lower"), (model.upper[j], "upper")):
             at = np.flatnonzero(np.abs(Q[:, j] - stop) < 1e-6)
             if len(at) and abs(model.home[j] - stop) > 1e-6:

@@ -113,7 +113,8 @@ def _number(value, key: str, where: str) -> float:
         raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
     v = float(value)
     if not math.isfinite(v) or v < 0 or (key in ("kp_nm_per_rad", "torque_limit_nm") and v <= 0):
-        need = "a positive number" if key in ("kp_nm_per_rad", "torque_limit_nm") else "a number ≥ 0"
+        need = ("a positive number" if key in ("kp_nm_per_rad", "torque_limit_nm") else
+                "{:g} … {:g}".format(*MARGIN_RANGE) if key == "compensation_margin" else "a number ≥ 0")
         raise ConfigError(f"{where}: {key} = {value!r} must be {need} (SI units: see docs/physics.md)")
     return v
 

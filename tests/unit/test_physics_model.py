@@ -81,7 +81,7 @@ def test_servo_tables_take_presets_and_refuse_bad_numbers(h17):
                       ({"preset": "XL999"}, "not one of"), ({"damping": 1}, "unknown key"),
                       ({"torque_speed": [5, 2]}, "below"), ({"joint": {"nose": {}}}, "no joint"),
                       ({"compensation_margin": 0.5}, "compensation_margin = 0.5 must be 1 … 3"),
-                      ({"compensation_margin": math.inf}, "positive|≥ 0|1 … 3"),
+                      ({"compensation_margin": math.inf}, "compensation_margin = inf must be 1 … 3"),
                       ({"compensation_margin": "1"}, "must be a number")):
         with pytest.raises(ConfigError, match=says):
             parse_table({"preset": "XL430-W250", **bad}, h17.joint_names, "the robot file")

@@ -296,6 +296,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.flaky(reruns=LOOP_TEST_RERUNS, reruns_delay=LOOP_TEST_RERUN_DELAY_S))
 
 
+def pytest_runtest_logreport(report):
+    """With HIL_TEST_RERUN_LOG=FILE, each failure that was run again is appended to FILE whole: the
+    terminal names a rerun but keeps no trace of why (a test's flakiness has a cause to find)."""
+    path = os.environ.get("HIL_TEST_RERUN_LOG")
+    # where the test ran (a worker, or a run without workers), not again where xdist relays it
+    if path and report.outcome == "rerun" and getattr(report, "node", None) is None:
+        with open(path, "a") as f:
+            f.write(f"===== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
+
+
 def _module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
 

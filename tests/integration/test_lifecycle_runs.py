@@ -376,11 +376,12 @@ def test_trajectory_balance_claims_are_checked(tmp_path):
 
 
 def test_hil_ctl_drives_a_headless_loop():
-    # (the board's watchdog with a busy machine's margin: this loop runs without real-time scheduling;
-    # the test shuts the loop down itself: its duration is only a cap, long enough for each `hil ctl`
-    # to take seconds on a busy machine)
+    # (the board's watchdog with a busy machine's margin: this loop runs without real-time scheduling,
+    # at 100 Hz: at 500 Hz a busy machine made it miss 51 deadlines in a row, and it disabled itself as
+    # it must, in a test about `hil ctl`; the test shuts the loop down itself: its duration is only a
+    # cap, long enough for each `hil ctl` to take seconds on a busy machine)
     proc = start_run("--robot", "puma560", "--dry-run", "--headless", "--duration", "300", "--no-realtime",
-                     "--watchdog-ms", "300")
+                     "--rate", "100", "--watchdog-ms", "300")
     try:
         client = attach(proc, "puma560")
         name = client.name

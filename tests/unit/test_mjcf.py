@@ -303,6 +303,6 @@ def test_the_soles_are_found_where_the_robot_stands_at_home_not_at_zero(tmp_path
         np.testing.assert_allclose(T[:3, 2], [0.0, 0.0, 1.0], atol=1e-6)   # flat at home
         box = next(g for g in range(mm.ngeom) if mm.geom_bodyid[g] == mm.body(foot).id)
         bottom = d.geom_xpos[box] - d.geom_xmat[box].reshape(3, 3)[:, 2] * mm.geom_size[box][2]
-        # the pelvis's own yaw (5°) turns the model's base frame: compare heights and distances
+        # the pelvis's own yaw (5°) turns the base frame about z: heights compare as they are
         assert T[2, 3] == pytest.approx(bottom[2] - base[2], abs=1e-6)
     assert robot.sole_half == pytest.approx((0.05, 0.025), abs=1e-6)

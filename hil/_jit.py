@@ -21,7 +21,10 @@ benchmarks/README.md ("compile").
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, typeof
+from numba.core import types
+from numba.np import numpy_support
 
 # Numba's cache is keyed on each kernel's own source file, not on this one: after changing these
 # options, clear NUMBA_CACHE_DIR (and __pycache__) or kernels keep their old machine code.
@@ -46,6 +49,17 @@ def entry_point(dispatcher, *example_args):
     Falls back to the dispatcher itself if the entry cannot be had.
     """
     try:
-        return dispatcher.compile(tuple(typeof(a) for a in example_args))
+        return dispatcher.compile(tuple(numba_type(a) for a in example_args))
     except Exception:  # an internal API: any failure just means the slower, checked path
         return dispatcher
+
+
+def numba_type(value):
+    """Numba's type of `value` (`numba.typeof`), a plain NumPy array's built here as Numba builds it:
+    Numba's own first asks whether the array is a masked one, and that question imports numpy.ma
+    (60 ms of CPU in each process that loads a robot; one whose kernels are given tuples of arrays,
+    a safety check's, imports it all the same: Numba types those arguments in Python)."""
+    if type(value) is not np.ndarray:
+        return typeof(value)
+    return types.Array(numpy_support.from_dtype(value.dtype), value.ndim, numpy_support.map_layout(value),
+                       readonly=not value.flags.writeable)

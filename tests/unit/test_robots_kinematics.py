@@ -483,6 +483,30 @@ def test_inline_sincos_matches_the_math_library():
     assert np.max(np.abs(c - ref_c)) <= 4.5e-16
 
 
+def test_the_entry_points_types_are_numbas_own():
+    """`entry_point` types arrays itself (Numba's `typeof` would import numpy.ma): for every layout,
+    dtype and write flag a kernel meets, the type is the one Numba's dispatcher would pick, and the
+    entry it compiles is the dispatcher's own (the same compiled function, called directly)."""
+    import numba
+
+    from hil._jit import entry_point, kernel, numba_type
+
+    a = np.arange(24.0).reshape(4, 6)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    for value in (a, np.asfortranarray(a), a[:, ::2], a[0], frozen, np.zeros(3, np.int32), np.zeros((2, 2), np.bool_),
+                  1.5, 3, (a, 2.0)):
+        assert numba_type(value) == numba.typeof(value), value
+
+    @kernel(cache=False)
+    def total(x, k):
+        return x.sum() * k
+
+    entry = entry_point(total, a[:, ::2], 2.0)
+    assert entry is not total and entry(a[:, ::2], 2.0) == 2.0 * a[:, ::2].sum()
+    assert list(total.overloads) == [(numba.typeof(a[:, ::2]), numba.float64)]
+
+
 def test_a_robot_declares_its_kind_and_board_and_a_humanoid_has_soles(tmp_path):
     import hil.robots as R
     from hil.errors import ConfigError

@@ -457,10 +457,13 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order], floating)
 
 
-def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]]]:
-    """Shapes in their moving link's frame, and the box around each (for finding soles)."""
+def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]], list[str]]:
+    """Shapes in their moving link's frame, the box around each (for finding soles), and the
+    names of those that are capsules around a mesh (the collision message says they reach past
+    the part itself)."""
     shapes: list[Shape] = []
     boxes: list[tuple[np.ndarray, np.ndarray]] = []
+    around_meshes: list[str] = []
     for link in robot.links:
         if link.name not in parts.placed:
             continue   # the dropped world link
@@ -475,7 +478,9 @@ def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[t
                 made = got[0] if isinstance(got[0], list) else [got[0]]
                 shapes += made
                 boxes += [got[1]] * len(made)
-    return shapes, boxes
+                if el.geometry.mesh is not None:
+                    around_meshes += [sh.name for sh in made]
+    return shapes, boxes, around_meshes
 
 
 def _visual_meshes(robot, parts: _Parts, path: str) -> list[list]:
@@ -600,7 +605,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 9   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 10   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -705,7 +710,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     overrides = _table(side, "joints", side_path)
     robot = parse(path)
     parts = _parts(robot, path, side_path, overrides)
-    shapes, boxes = _placed_shapes(robot, parts, path)
+    shapes, boxes, around_meshes = _placed_shapes(robot, parts, path)
     masses, coms, inertias = _masses(robot, parts)
     zero = _link_poses_at_zero(parts.joints)
     frames: dict[str, tuple[int, np.ndarray]] = {
@@ -731,6 +736,8 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if "path" in side:
         meta["path"] = path_section(side["path"], side_path)
     meta["visual_meshes"] = _visual_meshes(robot, parts, path)
+    if around_meshes:
+        meta["mesh_shapes"] = around_meshes
     for item in side.get("frame", []):
         name, link, offset = _side_frame(item, parts, side_path)
         frames[name] = (parts.placed[link][0], parts.placed[link][1] @ offset)

@@ -20,6 +20,10 @@ from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, I_S
 
 WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)²+a3²", "x > -(a2+d4)·cos 20°",
                     "the reach sphere")
+# said after a self-collision between capsules that bound a URDF mesh: they hold every vertex, so a
+# bracket's flat face is overshot by up to a centimetre where its corners are covered
+MESH_CAPSULES_HINT = (" (capsules around their meshes, which reach past the parts themselves: `hil twin --shapes` "
+                      "draws them; links that come this close by design go in a side file's [collision] allowed)")
 
 
 def flag_names(flags: int) -> list[str]:
@@ -242,8 +246,10 @@ class SafetyChecker:
             p = int(self.info[SK.I_PAIR])
             a, b = self.pairs[p] if p >= 0 else (0, 0)
             depth = -self.info[SK.I_CLEARANCE] * 1e3
-            out.append(f"self-collision: {self.capsule_names[a]} and {self.capsule_names[b]} overlap by "
-                       + (f"{depth:.1f} mm" if depth >= 0.05 else "less than 0.1 mm"))
+            names = (self.capsule_names[a], self.capsule_names[b])
+            out.append(f"self-collision: {names[0]} and {names[1]} overlap by "
+                       + (f"{depth:.1f} mm" if depth >= 0.05 else "less than 0.1 mm")
+                       + (MESH_CAPSULES_HINT if set(names) & set(m.meta.get("mesh_shapes", ())) else ""))
         if flags & BALANCE:
             inside, need = self.info[SK.I_COM_MARGIN] * 1e3, self.bal[SK.BAL_MARGIN] * 1e3
             where = f"{-inside:.1f} mm outside" if inside < 0 else f"only {inside:.1f} mm inside the edge of"

@@ -406,3 +406,48 @@ def test_feet_found_by_the_tree_are_the_legs_last_links_even_where_a_shin_hangs_
     assert m.frame_offset("l_sole")[0] == m.link_names.index("l_foot")
     assert m.frame_offset("r_sole")[0] == m.link_names.index("r_foot")
     assert any("feet found by the tree: l_foot (left), r_foot (right)" in n for n in m.meta["notes"])
+
+
+TWO_BLOCKS = """<robot name="blocks"><link name="base"><collision><origin xyz="0 0 0.05"/><geometry>{a}</geometry>
+</collision></link><link name="hub"><inertial><mass value="0.1"/><inertia ixx="0.001" iyy="0.001" izz="0.001"
+ixy="0" ixz="0" iyz="0"/></inertial></link><link name="arm"><collision><origin xyz="0.2 0 0.05"/><geometry>{b}
+</geometry></collision><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>
+</inertial></link><joint name="swing" type="revolute"><parent link="base"/><child link="hub"/><origin xyz="0.2 0 0"/>
+<axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="1" velocity="1"/></joint><joint name="lift" type="revolute">
+<parent link="hub"/><child link="arm"/><axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/>
+</joint></robot>"""
+
+
+def _box_stl(path: Path, half: tuple[float, float, float]) -> None:
+    """A binary STL of a closed box centred on the origin."""
+    import struct
+
+    c = [np.array([sx, sy, sz]) * half for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
+    faces = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1), (2, 3, 7), (2, 7, 6), (0, 2, 6),
+             (0, 6, 4), (1, 5, 7), (1, 7, 3)]
+    body = b"".join(struct.pack("<12fH", 0, 0, 0, *c[i], *c[j], *c[k], 0) for i, j, k in faces)
+    path.write_bytes(b"\0" * 80 + struct.pack("<I", len(faces)) + body)
+
+
+def test_a_collision_of_capsules_around_meshes_says_so_and_where_to_look(tmp_path):
+    """A flat bracket's mesh is checked as the capsules around it, which reach past its faces: a
+    collision between such capsules says so, names `hil twin --shapes` and the side file's
+    allowance; one between the file's own boxes says nothing of the kind."""
+    from hil.safety import COLLISION, SafetyChecker
+
+    _box_stl(tmp_path / "slab.stl", (0.04, 0.03, 0.01))
+    box = '<box size="0.08 0.06 0.02"/>'
+    for geometry, hinted in (('<mesh filename="slab.stl"/>', True), (box, False)):
+        path = tmp_path / f"blocks_{hinted}.urdf"
+        path.write_text(TWO_BLOCKS.format(a=geometry, b=geometry))
+        model = robots.load(str(path))
+        assert ("mesh_shapes" in model.meta) == hinted
+        checker = SafetyChecker(model)
+        folded = np.array([2.9, 0.0])   # the arm's block swung back onto the base's
+        res = checker.check(folded)
+        assert res.flags & COLLISION, res.reasons
+        said = " ".join(res.reasons)
+        assert re.search(r"self-collision: base(\.\d)? and arm(\.\d)? overlap", said), said
+        assert ("capsules around their meshes" in said and "--shapes" in said
+                and "[collision] allowed" in said) == hinted, said
+        assert not checker.check(np.zeros(2)).flags & COLLISION

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("mujoco")
@@ -27,6 +28,18 @@ def op3(tmp_path) -> Path:
     shutil.copy(ROOT / "tests" / "unit" / "mjcf" / "op3like.xml", tmp_path / "robotis_op3" / "op3.xml")
     shutil.copy(ROOT / "examples" / "robots" / "op3.toml", tmp_path / "op3.toml")
     return tmp_path / "op3.toml"
+
+
+@pytest.fixture
+def op3_from_urdf(tmp_path) -> Path:
+    """examples/robots/op3_urdf.toml beside a URDF of the OP3 stand-in (as `hil urdf` writes it)
+    where a user puts the one xacro makes of ROBOTIS's op3_description."""
+    from hil import robots
+    from hil.robots.urdf_export import to_urdf
+
+    (tmp_path / "robotis_op3.urdf").write_text(to_urdf(robots.load(str(ROOT / "tests" / "unit" / "mjcf" / "op3like.xml"))))
+    shutil.copy(ROOT / "examples" / "robots" / "op3_urdf.toml", tmp_path / "op3_urdf.toml")
+    return tmp_path / "op3_urdf.toml"
 
 
 @pytest.fixture
@@ -68,6 +81,29 @@ def test_a_kit_side_file_without_its_makers_file_says_where_it_goes():
 
 
 @pytest.mark.slow
+def test_the_op3_side_file_for_robotis_urdf_loads_and_plans_the_walk_the_mjcf_one_does(op3_from_urdf, op3):
+    """ROBOTIS's own description, as a URDF: the same joints, stops, home and servos as the MJCF's
+    side file, the knee brackets left out of each other's check, and the same default walk."""
+    from hil import robots
+
+    model = robots.load(str(op3_from_urdf))
+    assert model.kind == "humanoid" and model.meta["servo"]["preset"] == "XM430-W350-OP3"
+    knees = tuple(sorted(model.link_names.index(k) for k in ("l_knee_link", "r_knee_link")))
+    assert knees in {tuple(sorted(p)) for p in model.meta["allowed_collisions"]}
+    twin = robots.load(str(op3))
+    assert model.joint_names == twin.joint_names
+    np.testing.assert_allclose(model.lower, twin.lower)
+    np.testing.assert_allclose(model.upper, twin.upper)
+    np.testing.assert_allclose(model.home, twin.home)
+    plans = []
+    for side in (op3_from_urdf, op3):
+        r = subprocess.run(HIL + ["walk", "--robot", str(side), "--steps", "6"], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        plans.append(next(line for line in r.stdout.splitlines() if line.startswith("plan: ")))
+    assert all(p.startswith("plan: 6 steps of 3.9 cm forward") for p in plans), plans
+
+
 def test_the_duck_side_file_loads_plays_its_crouch_in_physics_and_says_why_it_does_not_walk(duck, tmp_path):
     r = subprocess.run(HIL + ["robots", "--robot", str(duck)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr

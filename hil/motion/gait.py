@@ -33,8 +33,9 @@ class WalkParams:
     knee_stretched: bool = False  # leave COM height free and stretch the support knee
     rate_hz: float = 200.0
     settle: float = 0.8           # time before the first and after the last step (s)
-    stand: float | None = None    # time standing still before the first settle's ZMP shift (s); None: as
-                                  # long as the robot's height needs (0 for humanoid17, see `standing_lead`)
+    stand: float | None = None    # time standing still before the first settle's ZMP shift and after the
+                                  # last (s); None: as long as the robot's height needs (0 for humanoid17,
+                                  # see `standing_lead`)
     zmp_heel_toe: float = 0.01    # ZMP travel along the support sole in single support (m)
     crouch: float | None = None   # COM lowered by this much while walking (m; in double support only when
                                   # knee-stretched): the short thighs give the stance little height to spare
@@ -148,7 +149,9 @@ class Gait:
         phases = [("both", None, p.stand + p.settle)]
         for i, (side, T) in enumerate(steps):
             phases.append(("single", (side, T), p.period - T_ds))
-            phases.append(("both", None, T_ds if i < len(steps) - 1 else p.settle))
+            # the last: the settle, then as long standing still as before the first shift, for the
+            # COM to come to rest (it lags the ZMP's last shift as much as it led the first)
+            phases.append(("both", None, T_ds if i < len(steps) - 1 else p.settle + p.stand))
         self.phases = phases
         self.times = times = np.cumsum([0.0] + [ph[2] for ph in phases])
         self.t = t = np.arange(0.0, times[-1], dt)
@@ -296,7 +299,8 @@ class Gait:
             i = self.ph_of[k]
             kind, info, dur = self.phases[i]
             lead = p.stand if i == 0 else 0.0   # the first shift waits while the robot stands
-            u = min(1.0, max(0.0, (tk - self.times[i] - lead) / (dur - lead)))
+            tail = p.stand if i == len(self.phases) - 1 and i > 0 else 0.0   # the last shift is over before it
+            u = min(1.0, max(0.0, (tk - self.times[i] - lead) / (dur - lead - tail)))
             start = ends[i - 1] if i > 0 else first
             if kind == "both":
                 ref[k] = start + hand_over(u) * (ends[i] - start)

@@ -65,7 +65,7 @@ class WalkResult:
             f", support knee at mid-stance {self.knee_mid_stance_deg:.1f}° from straight "
             f"(leg {self.leg_short_mm:.1f} mm short of full extension)")
         stand = self.params.stand if self.params is not None else None
-        first = f" (standing {stand:.2f} s before its first shift)" if stand else ""
+        first = f" (standing {stand:.2f} s before its first shift and after its last)" if stand else ""
         return (f"plan: {self.report[0]}, {self.t[-1]:.1f} s{first}, ZMP margin ≥ {1e3 * self.margin.min():.1f} mm, "
                 f"feet slide ≤ {1e3 * self.slide:.2f} mm, peak joint speed {100 * self.max_speed_ratio:.0f}% "
                 f"of the limits" + knee)

@@ -122,15 +122,24 @@ def test_a_leg_with_a_hip_yaw_keeps_the_lifted_foot_s_heading():
     assert np.degrees(acc.max()) < 0.5 * np.degrees(g1.acceleration_limit[yaws].min()), np.degrees(acc.max())
 
 
-def test_a_tall_robot_stands_still_before_its_first_shift_and_humanoid17_does_not(walk6):
+def test_a_tall_robot_stands_still_before_its_first_shift_and_after_its_last_and_humanoid17_does_not(walk6):
     """G1's COM, 0.67 m up, had to be kicked into the first shift of its weight at once: its ZMP
-    went 0.7 m out of its feet in the first 10 ms, and every G1 walk was refused."""
+    went 0.7 m out of its feet in the first 10 ms, and every G1 walk was refused. At the end it
+    lags the last shift as much: the walk ended with the COM still moving 62 mm/s and a joint
+    7°/s, which the loop's hold of the last sample stops in one cycle (the Booster T1's, refused
+    for it); it now stands as long after the last shift as before the first."""
     g1 = robots.load("examples/robots/g1.toml")
     res = walking.generate(g1, walking.WalkParams(steps=2))
     assert res.params.stand > 0 and res.margin.min() > 0, (res.params.stand, res.margin.min())
     walking.refuse_unsafe(g1, res)
     still = res.t < res.params.stand
     assert np.abs(res.zmp_ref[still] - res.zmp_ref[0]).max() < 1e-12   # the reference waits while it stands
+    after = res.t > res.t[-1] - res.params.stand
+    assert np.abs(res.zmp_ref[after] - res.zmp_ref[-1]).max() < 1e-12   # and stays once the last shift is over
+    dt = res.t[1] - res.t[0]
+    com_speed = np.linalg.norm(res.com_w[-1] - res.com_w[-2]) / dt
+    joint_speed = np.abs(res.q[-1] - res.q[-2]).max() / dt
+    assert com_speed < 0.02 and np.degrees(joint_speed) < 2.0, (com_speed, np.degrees(joint_speed))
     assert walk6.params.stand == 0.0
 
 

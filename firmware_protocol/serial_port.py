@@ -20,6 +20,7 @@ import os
 import select
 import termios
 import threading
+import time
 
 import serial
 import serial.tools.list_ports
@@ -86,14 +87,31 @@ def port_holders(port: str) -> list[str]:
     return out
 
 
-def open_serial(port: str, baud: int = 1_000_000, timeout_s: float = 0.005) -> serial.SerialBase:
-    """Open a port (device path or pyserial URL) exclusively, with errors that say what to do."""
-    try:
-        if is_url(port):
-            return serial.serial_for_url(port, baudrate=baud, timeout=timeout_s)
-        return serial.Serial(port, baudrate=baud, timeout=timeout_s, exclusive=True)
-    except serial.SerialException as e:
-        raise _open_error(port, e) from e
+# A port another process holds is asked for again this long before it is said to be busy: a hil
+# loop whose board went away probes its old path for a while (0.5 s handshakes), and a device the
+# kernel has given that path since (a new adapter, a new pty) is then held for a moment by a
+# program that will let it go
+BUSY_WAIT_S = 1.0
+
+
+def open_serial(port: str, baud: int = 1_000_000, timeout_s: float = 0.005,
+                busy_wait_s: float = BUSY_WAIT_S) -> serial.SerialBase:
+    """Open a port (device path or pyserial URL) exclusively, with errors that say what to do; a
+    port held by another process is waited for up to `busy_wait_s`."""
+    deadline = time.monotonic() + busy_wait_s
+    while True:
+        try:
+            if is_url(port):
+                return serial.serial_for_url(port, baudrate=baud, timeout=timeout_s)
+            return serial.Serial(port, baudrate=baud, timeout=timeout_s, exclusive=True)
+        except serial.SerialException as e:
+            if not (_is_busy(e) and time.monotonic() < deadline):
+                raise _open_error(port, e) from e
+        time.sleep(0.05)
+
+
+def _is_busy(e: serial.SerialException) -> bool:
+    return "exclusively lock" in str(e) or getattr(e, "errno", None) in (errno.EBUSY, errno.EAGAIN)
 
 
 def _open_error(port: str, e: serial.SerialException) -> DeviceError:
@@ -107,7 +125,7 @@ def _open_error(port: str, e: serial.SerialException) -> DeviceError:
     if err == errno.ENOENT or "No such file" in text or "could not open port" in text and "[Errno 2]" in text:
         return DeviceError(errno.ENOENT, f"cannot open {port}: no such port. Run `hil ports` to list serial "
                                          "ports, or `hil run --dry-run` to use the built-in emulator")
-    if "exclusively lock" in text or err in (errno.EBUSY, errno.EAGAIN):
+    if _is_busy(e):
         who = port_holders(port)
         held = f" (held by {', '.join(who)})" if who else ""
         return DeviceError(errno.EBUSY, f"cannot open {port}: the port is busy{held}. Close the other "

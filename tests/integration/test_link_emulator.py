@@ -260,6 +260,33 @@ def test_open_errors_name_the_port(emulator):
     assert probe(emu.path).n_joints == 6
 
 
+def test_a_port_held_for_a_moment_is_waited_for_and_one_held_on_is_named(emulator):
+    """A loop whose board went away probes its old path, and the kernel may have given that path
+    to another device since (a new pty's number, a new adapter): the program it now belongs to
+    met "busy" in that moment. An open waits up to BUSY_WAIT_S for the port to be let go, and
+    says it is busy when it is not (naming the holder when it is another process)."""
+    import threading
+
+    import serial
+
+    from firmware_protocol.serial_port import BUSY_WAIT_S
+
+    emu = emulator("--kind", "puma6")
+    holder = serial.Serial(emu.path, exclusive=True)
+    threading.Timer(0.3, holder.close).start()
+    t0 = time.monotonic()
+    with Link.connect(emu.path) as link:
+        assert link.info.n_joints == 6 and time.monotonic() - t0 >= 0.25
+    holder = serial.Serial(emu.path, exclusive=True)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(DeviceError, match=f"cannot open {emu.path}: the port is busy"):
+            Link.connect(emu.path)
+        assert time.monotonic() - t0 >= BUSY_WAIT_S
+    finally:
+        holder.close()
+
+
 def test_transactions_params_and_time_sync(emulator):
     emu = emulator("--kind", "puma6")
     with Link.connect(emu.path) as link:

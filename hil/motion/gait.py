@@ -34,8 +34,7 @@ class WalkParams:
     rate_hz: float = 200.0
     settle: float = 0.8           # time before the first and after the last step (s)
     stand: float | None = None    # time standing still before the first settle's ZMP shift and after the
-                                  # last (s); None: as long as the robot's height needs (0 for humanoid17,
-                                  # see `standing_lead`)
+                                  # last (s); None: as long as a smooth start needs (see `standing_lead`)
     zmp_heel_toe: float = 0.01    # ZMP travel along the support sole in single support (m)
     crouch: float | None = None   # COM lowered by this much while walking (m; in double support only when
                                   # knee-stretched): the short thighs give the stance little height to spare
@@ -80,15 +79,19 @@ def feet_roll(p: WalkParams) -> bool:
 
 
 STANDS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)   # the standing leads tried, shortest first (s)
+KICK_S = 0.1   # the start of a walk, where preview control kicks the COM into motion
 
 
 def standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: float, zc: float,
                    com0: np.ndarray) -> "tuple[WalkParams, Gait]":
     """How long the robot stands still before the first shift of its weight. The COM starts at
-    rest and the first shift begins at once; the taller the robot, the harder its COM must be
-    pushed to follow, and the push moves the ZMP the other way: on G1 (COM 0.67 m up) 0.7 m out of
-    its feet. The shortest lead whose cart-table ZMP stays a quarter of a sole's width inside both
-    soles (none on humanoid17). Returns the parameters with that lead, and their gait."""
+    rest, and preview control starts it the moment the shift comes into view: the nearer the
+    shift, the harder the kick. The kick moves the ZMP the other way (on G1, COM 0.67 m up, 0.7 m
+    out of its feet) and jolts the joints (humanoid17's COM went from rest to 1.6 m/s² in 15 ms,
+    ten times what the shift itself needs). The shortest lead whose cart-table ZMP stays a quarter
+    of a sole's width inside both soles and whose COM, in its first KICK_S, accelerates no harder
+    than the shift later asks (humanoid17 and the G1: 0.5 s and 1 s). Returns the parameters with
+    that lead, and their gait."""
     for stand in STANDS:
         gait = Gait(replace(p, stand=stand), steps, W_l, W_r, dt, hl, hw, com0)
         first = gait.t < gait.times[1]
@@ -98,7 +101,10 @@ def standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: floa
         zmp = com - (zc - p.crouch) * acc / G
         soles = np.array([(gait.sole[0, f] @ np.array([x, y, 0.0, 1.0]))[:2] for f in range(2)
                           for x in (-hl, hl) for y in (-hw, hw)])
-        if min(support_hull_margin(soles, z) for z in zmp) >= hw / 4:
+        size = np.linalg.norm(acc, axis=1)
+        kick = int(round(KICK_S / dt))
+        if (min(support_hull_margin(soles, z) for z in zmp) >= hw / 4
+                and size[:kick].max() <= size[kick:].max()):
             break
     return gait.p, gait
 

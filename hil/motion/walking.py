@@ -207,8 +207,9 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     t = gait.t
     com_xy = preview_com(gait.zmp_ref, dt, zc - p.crouch, com0[:2])
     # COM height: down to the walking height during the first settle, back up during the last
+    # (both between the standing still before and after)
     ramp_in = np.clip((t - p.stand) / p.settle, 0, 1)
-    ramp_out = np.clip((gait.times[-1] - t) / p.settle, 0, 1)
+    ramp_out = np.clip((gait.times[-1] - p.stand - t) / p.settle, 0, 1)
     blend = np.minimum(ramp_in, ramp_out)
     blend = blend * blend * (3 - 2 * blend)
     gait.com = np.column_stack([com_xy, zc - p.crouch * blend])

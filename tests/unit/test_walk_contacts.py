@@ -157,7 +157,7 @@ def test_single_support_zmp_follows_eq_1():
     T_ss = p.period * (1 - p.double_support)
     checked = 0
     for i in range(p.steps):
-        t0 = p.settle + i * p.period
+        t0 = p.stand + p.settle + i * p.period
         on = (res.t >= t0) & (res.t < t0 + T_ss)
         k0 = int(np.flatnonzero(on)[0])
         stance = 0 if contacts.decode(int(res.support[k0]))[0] != AIR else 1

@@ -122,25 +122,56 @@ def test_a_leg_with_a_hip_yaw_keeps_the_lifted_foot_s_heading():
     assert np.degrees(acc.max()) < 0.5 * np.degrees(g1.acceleration_limit[yaws].min()), np.degrees(acc.max())
 
 
-def test_a_tall_robot_stands_still_before_its_first_shift_and_after_its_last_and_humanoid17_does_not(walk6):
-    """G1's COM, 0.67 m up, had to be kicked into the first shift of its weight at once: its ZMP
-    went 0.7 m out of its feet in the first 10 ms, and every G1 walk was refused. At the end it
-    lags the last shift as much: the walk ended with the COM still moving 62 mm/s and a joint
-    7°/s, which the loop's hold of the last sample stops in one cycle (the Booster T1's, refused
-    for it); it now stands as long after the last shift as before the first."""
+def test_a_walk_stands_still_before_its_first_shift_and_after_its_last(walk6):
+    """Preview control starts the COM the moment the first shift comes into view: with none ahead
+    of it, humanoid17's COM went from rest to 1.6 m/s² in 15 ms, ten times what the shift itself
+    needs, and G1's (0.67 m up) ZMP went 0.7 m out of its feet (every G1 walk refused). A walk now
+    stands until the kick is no harder than the shift. At the end the COM lags the last shift as
+    much: G1's walk ended with its COM still moving 62 mm/s and a joint 7°/s, which the loop's
+    hold of the last sample stops in one cycle (the Booster T1's was refused for it); it now
+    stands as long after the last shift as before the first."""
+    from hil.motion.gait import KICK_S
+
     g1 = robots.load("examples/robots/g1.toml")
     res = walking.generate(g1, walking.WalkParams(steps=2))
     assert res.params.stand > 0 and res.margin.min() > 0, (res.params.stand, res.margin.min())
     walking.refuse_unsafe(g1, res)
-    still = res.t < res.params.stand
-    assert np.abs(res.zmp_ref[still] - res.zmp_ref[0]).max() < 1e-12   # the reference waits while it stands
-    after = res.t > res.t[-1] - res.params.stand
-    assert np.abs(res.zmp_ref[after] - res.zmp_ref[-1]).max() < 1e-12   # and stays once the last shift is over
-    dt = res.t[1] - res.t[0]
-    com_speed = np.linalg.norm(res.com_w[-1] - res.com_w[-2]) / dt
-    joint_speed = np.abs(res.q[-1] - res.q[-2]).max() / dt
-    assert com_speed < 0.02 and np.degrees(joint_speed) < 2.0, (com_speed, np.degrees(joint_speed))
-    assert walk6.params.stand == 0.0
+    for r in (res, walk6):
+        dt = r.t[1] - r.t[0]
+        still = r.t < r.params.stand
+        assert np.abs(r.zmp_ref[still] - r.zmp_ref[0]).max() < 1e-12   # the reference waits while it stands
+        after = r.t > r.t[-1] - r.params.stand
+        assert np.abs(r.zmp_ref[after] - r.zmp_ref[-1]).max() < 1e-12   # and stays once the last shift is over
+        acc = np.linalg.norm(np.diff(r.com_ref[:, :2], 2, axis=0), axis=1) / dt ** 2
+        kick = int(round(KICK_S / dt))
+        assert acc[:kick].max() <= acc[kick:len(r.t) // 2].max(), (acc[:kick].max(), acc[kick:].max())
+        com_speed = np.linalg.norm(r.com_w[-1] - r.com_w[-2]) / dt
+        joint_speed = np.abs(r.q[-1] - r.q[-2]).max() / dt
+        assert com_speed < 0.02 and np.degrees(joint_speed) < 2.0, (com_speed, np.degrees(joint_speed))
+
+
+def test_a_joint_both_legs_hang_from_is_the_body_s_and_keeps_its_pose(tmp_path):
+    """The Booster T1's hips hang from a waist joint under its trunk. Taken for a joint of each leg
+    (every joint the soles' Jacobians move), the walk's IK turned it one way, then the other
+    within a sample (9 100 °/s²) and took its yaw for the legs'. Here the small six-joint biped's
+    legs hang from such a joint: the walk plans, and that joint never leaves its home angle."""
+    from pathlib import Path
+
+    pytest.importorskip("mujoco")
+    text = (Path(__file__).parent / "mjcf" / "biped6.xml").read_text()
+    start, end = text.index('      <body name="l_thigh"'), text.index("    </body>\n  </worldbody>")
+    legs_xml = "".join("  " + line + "\n" if line else "\n" for line in text[start:end].split("\n"))[:-1]
+    hips = ('      <body name="hips" pos="0 0 -0.005">\n        <joint name="hips_yaw" axis="0 0 1" range="-45 45"/>\n'
+            '        <inertial pos="0 0 0" mass="0.05" diaginertia="0.00002 0.00002 0.00002"/>\n')
+    (tmp_path / "hips.xml").write_text(text[:start] + hips + legs_xml.rstrip(" ") + "      </body>\n" + text[end:])
+    side = tmp_path / "hips.toml"
+    side.write_text('[robot]\nmjcf = "hips.xml"\n[poses]\nhome = { l_hip_pitch = -20, l_knee = 40, l_ankle = -20, '
+                    'r_hip_pitch = -20, r_knee = 40, r_ankle = -20 }\n')
+    model = robots.load(str(side))
+    shared = model.joint_index("hips_yaw")
+    assert shared not in walk_ik.leg_joints(model) and not walk_ik.leg_can_yaw(model)
+    res = walking.plan(model, walking.WalkParams(steps=2), say=lambda s: None)
+    assert np.abs(res.q[:, shared] - model.home[shared]).max() < 1e-9
 
 
 def test_a_robot_its_servos_cannot_hold_up_is_refused_at_once():

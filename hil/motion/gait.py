@@ -86,12 +86,11 @@ def standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: floa
                    com0: np.ndarray) -> "tuple[WalkParams, Gait]":
     """How long the robot stands still before the first shift of its weight. The COM starts at
     rest, and preview control starts it the moment the shift comes into view: the nearer the
-    shift, the harder the kick. The kick moves the ZMP the other way (on G1, COM 0.67 m up, 0.7 m
-    out of its feet) and jolts the joints (humanoid17's COM went from rest to 1.6 m/s² in 15 ms,
-    ten times what the shift itself needs). The shortest lead whose cart-table ZMP stays a quarter
-    of a sole's width inside both soles and whose COM, in its first KICK_S, accelerates no harder
-    than the shift later asks (humanoid17 and the G1: 0.5 s and 1 s). Returns the parameters with
-    that lead, and their gait."""
+    shift, the harder the kick, which moves the ZMP the other way (the taller the robot, the
+    farther: out of its feet) and jolts the joints. The shortest lead whose cart-table ZMP stays a
+    quarter of a sole's width inside both soles and whose COM, in its first KICK_S, accelerates
+    no harder than the shift later asks (docs/robots.md gives the leads of the shipped robots).
+    Returns the parameters with that lead, and their gait."""
     for stand in STANDS:
         gait = Gait(replace(p, stand=stand), steps, W_l, W_r, dt, hl, hw, com0)
         first = gait.t < gait.times[1]

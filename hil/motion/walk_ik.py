@@ -19,8 +19,8 @@ from hil.robots.legs import legs
 def leg_joints(model) -> set[int]:
     """The joints of either leg (whatever they are named): below where the two legs part, as
     `hil.robots.legs` finds them. A joint both legs hang from (the Booster T1's waist, between its
-    trunk and its hips) is the body's and keeps its pose: moved by the walk's IK, the T1's waist
-    turned one way, then the other within a sample (9 100 °/s²)."""
+    trunk and its hips) is the body's and keeps its pose: free to the walk's IK, it serves
+    whichever foot's task is worst off and turns back and forth between samples."""
     return {j for leg in legs(model).values() for j in leg.joints}
 
 

@@ -228,7 +228,14 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     if worst > 1e-4:
         _refuse_straight_knees(model, worst)
         stretched = ", or walk without --knee-stretched (its knees cannot stretch on this step)" if p.knee_stretched else ""
-        stop = _first_stop(model, Q, t)
+        held, stop = _first_stop(model, Q, t)
+        if held in {j for leg in legs(model).values() for j in leg.roll}:
+            # the sway over each foot, not the step, takes a roll joint to its stop
+            raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}{stop}): "
+                                   f"carrying the body over each foot takes {model.joint_names[held]} past its stop, "
+                                   "whatever the stride; stand the feet closer together at home ([poses] home in a "
+                                   f"side file), or give [joints.{model.joint_names[held]}] the robot's own stops if "
+                                   "they reach further (docs/robots.md)")
         if not (p.stride or p.side or p.turn_deg):   # a shorter step cannot help a step that goes nowhere
             raise UnreachableError(f"walk: the IK cannot keep contact and balance even stepping in place (residual "
                                    f"{worst:.3g}{stop}): the legs cannot carry the centre of mass over one foot from "
@@ -244,17 +251,20 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
     return res
 
 
-def _first_stop(model, Q: np.ndarray, t: np.ndarray) -> str:
+def _first_stop(model, Q: np.ndarray, t: np.ndarray) -> tuple[int | None, str]:
     """Where a solved walk first holds a leg joint at one of its stops (the IK keeps the joints in
-    their ranges, so a leg that cannot reach what a step asks ends there), as ", NAME at its lower
-    stop (−30°) from t = 3.41 s"; "" where none is, or one already is at home."""
+    their ranges, so a leg that cannot reach what a step asks ends there): the joint, and ", NAME
+    at its lower stop (−30°) from t = 3.41 s"; (None, "") where none is, or one already is at home."""
+    first = None
     for j in sorted(leg_joints(model)):
         for stop, which in ((model.lower[j], "lower"), (model.upper[j], "upper")):
             at = np.flatnonzero(np.abs(Q[:, j] - stop) < 1e-6)
-            if len(at) and abs(model.home[j] - stop) > 1e-6:
-                return (f", {model.joint_names[j]} at its {which} stop ({math.degrees(stop):.0f}°) from "
-                        f"t = {t[at[0]]:.2f} s")
-    return ""
+            if len(at) and abs(model.home[j] - stop) > 1e-6 and (first is None or at[0] < first[0]):
+                first = (int(at[0]), j, which, stop)
+    if first is None:
+        return None, ""
+    k, j, which, stop = first
+    return j, f", {model.joint_names[j]} at its {which} stop ({math.degrees(stop):.0f}°) from t = {t[k]:.2f} s"
 
 
 STRAIGHT_KNEE_DEG = 10.0   # a home pose's knee this close to straight leaves a walk no height to work with

@@ -285,6 +285,30 @@ def test_a_leg_held_at_a_stop_is_named_when_the_walk_cannot_be_solved(tmp_path):
                      str(e.value)), str(e.value)
 
 
+def test_a_hip_roll_stopped_short_of_the_sway_is_named_with_the_sway_not_the_stride(tmp_path):
+    """The Booster T1's hip rolls stop 11.5° inward, short of what carrying its body over each
+    foot takes: the walk said "use a shorter stride", which no stride fixes. Here the OP3 stand-in's
+    hip rolls are stopped at ±3°: the error names the joint and the sway, and what would help."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "robotis_op3").mkdir()
+    (tmp_path / "robotis_op3" / "op3.xml").write_text((root / "tests" / "unit" / "mjcf" / "op3like.xml").read_text())
+    side = (root / "examples" / "robots" / "op3.toml").read_text()
+    for name in ("l_hip_roll", "r_hip_roll"):
+        side = side.replace(f"[joints.{name}]\nlower_deg = -45\nupper_deg = 45\n",
+                            f"[joints.{name}]\nlower_deg = -3\nupper_deg = 3\n")
+    (tmp_path / "op3.toml").write_text(side)
+    narrow = robots.load(str(tmp_path / "op3.toml"))
+    assert np.degrees(narrow.upper[narrow.joint_index("l_hip_roll")]) == pytest.approx(3.0)
+    for stride in (0.03, 0.0):
+        with pytest.raises(UnreachableError) as e:
+            walking.generate(narrow, walking.WalkParams(steps=2, stride=stride))
+        said = str(e.value)
+        assert re.search(r"[lr]_hip_roll at its (lower|upper) stop \(-?3°\) from t = [0-9.]+ s", said), said
+        assert "over each foot" in said and "[poses] home" in said and "shorter stride" not in said, said
+
+
 def test_a_robot_standing_straight_legged_is_told_to_bend_its_knees_not_to_shorten_its_stride(hum):
     """An MJCF's zero pose is often straight-legged (the OP3 stand-in's, as Menagerie's): a walk
     that cannot be solved from it says the knees are the cause and how to bend them."""

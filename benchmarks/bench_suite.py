@@ -84,7 +84,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=20, help="test files listed (default 20)")
     args, pytest_args = ap.parse_known_args()
-    folder = tempfile.mkdtemp(prefix="hil-suite-cpu-")
+    folder = tempfile.mkdtemp(prefix="bench-suite-cpu-")
     env = dict(os.environ, HIL_SUITE_CPU_DIR=folder,
                PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     t0, before = time.monotonic(), os.times()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def main() -> None:
         t = res.t
         ax = axes[0, col]
         ax.plot(t, res.com_w[:, 2] * 1e3, color="0.3")
-        ax.set_title(f"{label}: {res.summary().split(', ', 1)[1].split(', peak')[0]}", fontsize=8)
+        ax.set_title(textwrap.fill(f"{label}: {res.summary().split(', ', 1)[1].split(', peak')[0]}", 90), fontsize=8)
         ax.set_ylabel("COM height (mm)")
         ax = axes[1, col]
         knees = knee_from_straight(model, res)

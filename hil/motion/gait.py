@@ -80,6 +80,7 @@ def feet_roll(p: WalkParams) -> bool:
 
 STANDS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)   # the standing leads tried, shortest first (s)
 KICK_S = 0.1   # the start of a walk, where preview control kicks the COM into motion
+LEAD_STEPS = 2   # the steps a standing lead is tried on (the first shift's ZMP heads for the first step's stance)
 
 
 def standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: float, zc: float,
@@ -90,9 +91,10 @@ def standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: floa
     farther: out of its feet) and jolts the joints. The shortest lead whose cart-table ZMP stays a
     quarter of a sole's width inside both soles and whose COM, in its first KICK_S, accelerates
     no harder than the shift later asks (docs/robots.md gives the leads of the shipped robots).
-    Returns the parameters with that lead, and their gait."""
+    Returns the parameters with that lead, and their gait. Each lead is tried on the walk's first
+    two steps (`LEAD_STEPS`): all that comes before the first shift ends is planned from them."""
     for stand in STANDS:
-        gait = Gait(replace(p, stand=stand), steps, W_l, W_r, dt, hl, hw, com0)
+        gait = Gait(replace(p, stand=stand), steps[:LEAD_STEPS], W_l, W_r, dt, hl, hw, com0)
         first = gait.t < gait.times[1]
         com = preview_com(gait.zmp_ref[first], dt, zc - p.crouch, com0[:2])
         acc = np.zeros_like(com)
@@ -105,6 +107,8 @@ def standing_lead(p: WalkParams, steps, W_l, W_r, dt: float, hl: float, hw: floa
         if (min(support_hull_margin(soles, z) for z in zmp) >= hw / 4
                 and size[:kick].max() <= size[kick:].max()):
             break
+    if len(steps) > LEAD_STEPS:
+        gait = Gait(gait.p, steps, W_l, W_r, dt, hl, hw, com0)
     return gait.p, gait
 
 

@@ -122,6 +122,40 @@ def test_a_leg_with_a_hip_yaw_keeps_the_lifted_foot_s_heading():
     assert np.degrees(acc.max()) < 0.5 * np.degrees(g1.acceleration_limit[yaws].min()), np.degrees(acc.max())
 
 
+@pytest.mark.parametrize("options", [dict(), dict(knee_stretched=True), dict(stride=0.0, side=0.02),
+                                     dict(turn_deg=8.0), dict(steps=1)], ids=["forward", "rolling", "sideways",
+                                                                              "turning", "one step"])
+def test_the_standing_lead_tried_on_two_steps_is_the_one_the_whole_walk_gives(hum, options):
+    """The lead is tried on the walk's first steps only (`gait.LEAD_STEPS`): everything up to the
+    end of the first shift, which the lead is judged on, is the same as the whole walk's."""
+    from dataclasses import replace
+
+    from hil.kinematics.floating import FloatingBase
+    from hil.motion import gait as gait_mod
+
+    p = walking.WalkParams(**{"steps": 6, **options})
+    if p.knee_stretched:
+        p = replace(p, double_support=0.4)
+    p = replace(p, double_support=p.double_support or 0.25, crouch=0.008)
+    q0 = hum.home.copy()
+    base = FloatingBase(hum, "l_sole", q0)
+    W_l, W_r = base.frame_pose(q0, "l_sole"), base.frame_pose(q0, "r_sole")
+    steps = gait_mod.footsteps(p, W_l, W_r, float(np.linalg.norm(W_l[:3, 3] - W_r[:3, 3])))
+    com0 = base.com(q0)
+    hl, hw = hum.sole_half
+    p_lead, got = gait_mod.standing_lead(p, steps, W_l, W_r, 0.005, hl, hw, float(com0[2]), com0)
+    assert len(got.phases) == 2 * len(steps) + 1   # the gait returned is the whole walk's
+    for stand in gait_mod.STANDS:
+        whole = gait_mod.Gait(replace(p, stand=stand), steps, W_l, W_r, 0.005, hl, hw, com0)
+        short = gait_mod.Gait(replace(p, stand=stand), steps[:gait_mod.LEAD_STEPS], W_l, W_r, 0.005, hl, hw, com0)
+        n = int((whole.t < whole.times[1]).sum())
+        assert short.times[1] == whole.times[1] and len(short.t) > n
+        np.testing.assert_array_equal(short.zmp_ref[:n], whole.zmp_ref[:n])
+        np.testing.assert_array_equal(short.contact[:n], whole.contact[:n])
+        np.testing.assert_array_equal(short.sole[:n], whole.sole[:n])
+    assert p_lead.stand in gait_mod.STANDS
+
+
 def test_a_walk_stands_still_before_its_first_shift_and_after_its_last(walk6):
     """Preview control starts the COM the moment the first shift comes into view: with none ahead
     of it, humanoid17's COM went from rest to 1.6 m/s² in 15 ms, ten times what the shift itself

@@ -50,13 +50,22 @@ def preview_com(zmp_ref: np.ndarray, dt: float, zc: float, c0: np.ndarray, previ
     A, B, C, Gi, Gx, Gd = preview_gains(dt, zc, H)
     ref = np.vstack([zmp_ref, np.repeat(zmp_ref[-1:], H, axis=0)])
     out = np.zeros((N, 2))
+    # the cart-table state (position, speed, acceleration) steps in scalars: the same sums as the
+    # matrices' (A x + B u, C x), a tenth of the time of 3-vectors in NumPy sample by sample
+    (a01, a02), a12 = A[0, 1:], A[1, 2]
+    b0, b1, b2 = B[:, 0]
+    c2 = C[0, 2]
+    g0, g1, g2 = Gx
     for d in range(2):
-        x = np.array([c0[d], 0.0, 0.0])
+        ahead = np.correlate(ref[1:, d], Gd, mode="valid")[:N]   # the preview term, Gd · ref[k+1 … k+H]
+        r = ref[:N, d].tolist()
+        x0, x1, x2 = float(c0[d]), 0.0, 0.0
         e_sum = 0.0
-        for k in range(N):
-            p = (C @ x)[0]
-            e_sum += p - ref[k, d]
-            u = -Gi * e_sum - Gx @ x - Gd @ ref[k + 1:k + 1 + H, d]
-            out[k, d] = x[0]
-            x = A @ x + B[:, 0] * u
+        col = [0.0] * N
+        for k, f in enumerate(ahead.tolist()):
+            e_sum += x0 + c2 * x2 - r[k]
+            u = -Gi * e_sum - (g0 * x0 + g1 * x1 + g2 * x2) - f
+            col[k] = x0
+            x0, x1, x2 = x0 + a01 * x1 + a02 * x2 + b0 * u, x1 + a12 * x2 + b1 * u, x2 + b2 * u
+        out[:, d] = col
     return out

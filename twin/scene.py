@@ -91,10 +91,12 @@ def capsule_mesh(p0, p1, r: float, sides: int = 8, domes: bool = True, flat0: bo
     return tris, edges
 
 
-def box_mesh(c, half) -> tuple[list, list]:
-    """(triangles, edges) of an axis-aligned box, triangles CCW from outside."""
+def box_mesh(c, half, axes=None) -> tuple[list, list]:
+    """(triangles, edges) of a box (its axes: the columns of `axes`, default the frame's own),
+    triangles CCW from outside."""
     c, h = np.asarray(c, float), np.asarray(half, float)
-    P = [c + h * np.array([sx, sy, sz]) for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
+    R = np.eye(3) if axes is None else np.asarray(axes, float)
+    P = [c + R @ (h * np.array([sx, sy, sz])) for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
     # index = 4*ix + 2*iy + iz
     faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
     tris, edges = [], []
@@ -121,7 +123,7 @@ def shape_mesh(shape, sides: int = 8, floor_z: float | None = None):
         if on_floor:
             p0 = np.array([p0[0], p0[1], max(p0[2], floor_z)])
         return capsule_mesh(p0, p1, shape.radius, sides, flat0=on_floor)
-    return box_mesh(shape.p0, shape.half)
+    return box_mesh(shape.p0, shape.half, shape.rotation())
 
 
 def nearest_on_shape(shape, p: np.ndarray) -> np.ndarray:
@@ -134,8 +136,8 @@ def nearest_on_shape(shape, p: np.ndarray) -> np.ndarray:
         d = p - c
         n = float(np.linalg.norm(d))
         return p.copy() if n <= shape.radius else c + d * (shape.radius / n)
-    c, h = np.asarray(shape.p0, float), np.asarray(shape.half, float)
-    return c + np.clip(p - c, -h, h)
+    c, h, R = np.asarray(shape.p0, float), np.asarray(shape.half, float), shape.rotation()
+    return c + R @ np.clip(R.T @ (p - c), -h, h)
 
 
 def _thickness(shape) -> float:
@@ -170,7 +172,7 @@ def connectors(model, min_gap: float = 0.002) -> list:
 def _lowest_z(shape) -> float:
     if shape.kind == "capsule":
         return min(shape.p0[2], shape.p1[2]) - shape.radius
-    return shape.p0[2] - shape.half[2]
+    return float(shape.corners()[:, 2].min())
 
 
 def pelvis(model, min_gap: float = 0.002) -> list:
@@ -226,9 +228,7 @@ def link_bounds(model, meshes: dict) -> dict[int, np.ndarray]:
             out.setdefault(sh.link, []).extend(e + sh.radius * s * axis for e in ends for s in (-1, 1)
                                                for axis in np.eye(3))
         else:
-            c, h = np.asarray(sh.p0), np.asarray(sh.half)
-            out.setdefault(sh.link, []).extend(c + h * np.array([sx, sy, sz]) for sx in (-1, 1) for sy in (-1, 1)
-                                               for sz in (-1, 1))
+            out.setdefault(sh.link, []).extend(sh.corners())
     return {link: np.array(pts) for link, pts in out.items()}
 
 

@@ -79,12 +79,14 @@ def _add_inertial(body, mass: float, com, inertia: np.ndarray) -> None:
 def _fitted_soles(robot, by_link: dict) -> dict[int, str]:
     """The links whose floor contact is a box fitted to the sole (link → sole frame): every foot
     but one that is already a box named as a foot (humanoid17's). A foot drawn from a mesh is
-    bounded by capsules, whose round bottoms reach below the sole (Talos's by 56 mm): standing on
-    them, the robot would start inside the floor."""
+    bounded by capsules, whose round bottoms reach below the sole (Talos's by 56 mm), or by a box
+    turned to the mesh, not to the sole: standing on them, the robot would start inside the floor."""
     out = {}
     for sole, foot in zip(SOLE_FRAMES, ("l_foot", "r_foot")):
         link = int(robot.frame_link[robot.frame_index(sole)])
-        if not any(sh.name == foot and sh.kind == "box" for sh in by_link.get(link, [])):
+        around_meshes = set(robot.meta.get("mesh_shapes", ()))
+        if not any(sh.name == foot and sh.kind == "box" and sh.name not in around_meshes
+                   for sh in by_link.get(link, [])):
             out[link] = sole
     return out
 
@@ -113,6 +115,8 @@ def _add_shape(mujoco, body, shape, sole: bool, touches_floor: bool = True) -> N
         g.type = mujoco.mjtGeom.mjGEOM_BOX
         g.size = [max(float(h), 1e-4) for h in shape.half]
         g.pos = [float(v) for v in shape.p0]
+        if shape.axes:
+            g.quat = list(matrix_quaternion(shape.rotation()))
     else:
         p0, p1 = np.asarray(shape.p0, float), np.asarray(shape.p1, float)
         if np.linalg.norm(p1 - p0) < 1e-9:
@@ -249,7 +253,10 @@ def _spec(mujoco, robot, servo, floor):
     masses, coms = robot.masses, robot.tables[1][:, 1:4]
     _add_inertial(base, masses[0], coms[0], robot.inertias[0])
     by_link: dict[int, list] = {}
+    boxed = {(sh.link, sh.group) for sh in robot.shapes if sh.group and sh.kind == "box"}
     for sh in robot.shapes:
+        if sh.group and sh.kind == "capsule" and (sh.link, sh.group) in boxed:
+            continue   # a mesh bounded both ways touches the world with its box alone
         by_link.setdefault(sh.link, []).append(sh)
     soles = {name for name in ("l_foot", "r_foot")}
     sole_of_link = _fitted_soles(robot, by_link) if floating else {}

@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 5             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 6             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -361,13 +361,24 @@ class _Writer:
         return out
 
     def excluded_contacts(self) -> list:
-        """Each `<contact><exclude>` as [body, body] (their links in the URDF written)."""
+        """Each `<contact><exclude>` as [body, body] (their links in the URDF written), and each body
+        with its parent body where MuJoCo leaves those alone (its `filterparent`, on unless the
+        file disables it): a body with several joints is several links here, and its parent's
+        shapes meet its own about them as about one joint (a shin and a foot at an ankle's pitch
+        and roll)."""
+        import mujoco   # loaded already: it compiled the file
+
         m = self.m
         out = []
         for sig in m.exclude_signature[:m.nexclude]:
             b1, b2 = int(sig) >> 16, int(sig) & 0xFFFF
             if b1 > 0 and b2 > 0:   # the world is no link
                 out.append([_name(m, "body", b1, f"body{b1}"), _name(m, "body", b2, f"body{b2}")])
+        if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT:
+            for b in range(1, m.nbody):
+                p = int(m.body_parentid[b])
+                if p > 0:
+                    out.append([_name(m, "body", p, f"body{p}"), _name(m, "body", b, f"body{b}")])
         return out
 
     def _effort(self, j: int) -> float:

@@ -34,7 +34,10 @@ class Shape:
     """Link geometry for drawing and collision, in the link frame (metres).
 
     `kind` is "capsule" (segment p0–p1 swept by `radius`) or "box" (centre `p0`,
-    half extents `half`, axes of the link frame).
+    half extents `half` along its axes: `axes`, a rotation matrix row-major whose columns are
+    the box's axes in the link frame, or empty for the link frame's own). Shapes of one link that
+    share a `group` bound one part in more than one way (a mesh: by the box around it, and by the
+    capsules around it): the part lies inside each bound, and the checks take the closest of them.
     """
 
     link: int
@@ -44,6 +47,17 @@ class Shape:
     radius: float = 0.0
     half: tuple[float, float, float] = (0.0, 0.0, 0.0)
     name: str = ""
+    axes: tuple[float, ...] = ()
+    group: str = ""
+
+    def rotation(self) -> np.ndarray:
+        """A box's axes (3, 3): its columns in the link frame."""
+        return np.asarray(self.axes, dtype=np.float64).reshape(3, 3) if self.axes else np.eye(3)
+
+    def corners(self) -> np.ndarray:
+        """A box's eight corners (8, 3) in the link frame."""
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
+        return (signs * np.asarray(self.half)) @ self.rotation().T + np.asarray(self.p0)
 
 
 @dataclass(frozen=True)
@@ -68,8 +82,7 @@ def _shape_extent(shapes) -> tuple[np.ndarray, np.ndarray] | None:
     pts = []
     for s in shapes:
         if s.kind == "box":
-            h = np.asarray(s.half)
-            pts += [np.asarray(s.p0) - h, np.asarray(s.p0) + h]
+            pts += list(s.corners())
         else:
             for p in (s.p0, s.p1):
                 pts += [np.asarray(p) - s.radius, np.asarray(p) + s.radius]

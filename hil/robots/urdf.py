@@ -6,9 +6,10 @@ child link's name), fixed joints fold into constant offsets, and every URDF link
 as a named frame. Prismatic, floating and planar joints, and mimic joints, are held at zero
 ("locked": hil drives revolute servos) and listed in `model.meta["locked_joints"]`. Link inertials
 give the masses and centres of mass; collision geometry (visual where a link has none) gives the
-shapes that the twin draws and the safety checks use: boxes, spheres and cylinders as bounding
-capsules or boxes, meshes as the few capsules that bound them closely (`bounding_capsules`),
-computed once per load.
+shapes that the twin draws and the safety checks use: boxes as boxes (turned as the file turns
+them), spheres and cylinders as the capsules that hold them, meshes both as the box around them and
+as the few capsules around them (`bounding_shapes`: the checks take the closer), computed once per
+load.
 
 A side file (a robot TOML with `[robot] urdf = "…"`, see docs/robots.md) adds what a URDF cannot
 say: the robot's kind and soles, its tool frame, poses, missing limits, the workspace.
@@ -237,7 +238,63 @@ def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
     v = v @ origin[:3, :3].T + origin[:3, 3]
     if not np.all(np.abs(v) < MAX_LENGTH_M):   # (also NaN) an SVD of such points may never converge
         raise ValueError(f"its vertices, placed, reach past {MAX_LENGTH_M:g} m: a unit mistake?")
-    return bounding_capsules(v), v.min(axis=0), v.max(axis=0)
+    return bounding_shapes(v), v.min(axis=0), v.max(axis=0)
+
+
+def bounding_shapes(v: np.ndarray) -> list[tuple]:
+    """What bounds a mesh's points v (k, 3) for the checks, two ways: the box around them
+    (`bounding_box`: ("box", centre, axes, half)) and the capsules around them
+    (`bounding_capsules`: ("capsule", p0, p1, radius) each). The part lies inside both, and the
+    checks take the closer: capsules around a flat bracket reach past its faces by half its width,
+    a box around a rounded casting reaches past its curves with its corners."""
+    centre, axes, half = bounding_box(v)
+    return [("box", centre, axes, half)] + [("capsule", *c) for c in bounding_capsules(v)]
+
+
+BOX_TURN_STEP_DEG = 1.0   # the turns about each candidate axis tried when fitting a box
+BOX_FIT_POINTS = 2000     # points the orientation is chosen on (the extents hold every point)
+
+
+def bounding_box(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre, axes (3, 3): columns, right-handed; half extents) of a close box around every point
+    of v (k, 3): about each of the link's axes and the points' principal directions, the turn of
+    the other two that encloses the points in the least area (every `BOX_TURN_STEP_DEG`); of
+    those, the box of least volume."""
+    c = v.mean(axis=0)
+    d = v - c
+    sample = d if len(d) <= BOX_FIT_POINTS else d[np.random.default_rng(0).choice(len(d), BOX_FIT_POINTS, False)]
+    principal = np.linalg.svd(d, full_matrices=False)[2] if len(v) > 2 else np.eye(3)
+    turns = np.radians(np.arange(0.0, 90.0, BOX_TURN_STEP_DEG))
+    best = None
+    for a in [*np.eye(3), *principal]:
+        u = np.cross(a, [1.0, 0.0, 0.0] if abs(a[0]) < 0.9 else [0.0, 1.0, 0.0])
+        u /= np.linalg.norm(u)
+        w = np.cross(a, u)
+        x, y = sample @ u, sample @ w
+        def area(th):
+            cs, sn = np.cos(th)[:, None], np.sin(th)[:, None]
+            return np.ptp(cs * x + sn * y, axis=1) * np.ptp(cs * y - sn * x, axis=1)
+
+        th = float(turns[int(np.argmin(area(turns)))])
+        lo_th, hi_th = th - math.radians(BOX_TURN_STEP_DEG), th + math.radians(BOX_TURN_STEP_DEG)
+        for _ in range(40):   # the least area between the neighbouring steps (golden section)
+            m1, m2 = lo_th + 0.382 * (hi_th - lo_th), hi_th - 0.382 * (hi_th - lo_th)
+            if area(np.array([m1]))[0] < area(np.array([m2]))[0]:
+                hi_th = m2
+            else:
+                lo_th = m1
+        th = 0.5 * (lo_th + hi_th)
+        R = np.column_stack([a, math.cos(th) * u + math.sin(th) * w, math.cos(th) * w - math.sin(th) * u])
+        local = d @ R
+        lo, hi = local.min(axis=0), local.max(axis=0)
+        volume = float(np.prod(hi - lo))
+        if best is None or volume < best[0]:
+            best = (volume, R, lo, hi)
+    _, R, lo, hi = best
+    if np.linalg.det(R) < 0:
+        R[:, 2] = -R[:, 2]
+        lo[2], hi[2] = -hi[2], -lo[2]
+    return c + R @ ((lo + hi) / 2), R, (hi - lo) / 2
 
 
 def bounding_capsule(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -459,7 +516,7 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
 
 def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]], list[str]]:
     """Shapes in their moving link's frame, the box around each (for finding soles), and the
-    names of those that are capsules around a mesh (the collision message says they reach past
+    names of those that bound a mesh (the collision message says they can reach past
     the part itself)."""
     shapes: list[Shape] = []
     boxes: list[tuple[np.ndarray, np.ndarray]] = []
@@ -525,11 +582,10 @@ def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
         half = np.asarray(g.box.size, float) / 2
         absR = np.abs(R)
         ext = absR @ half
-        if np.allclose(absR, np.round(absR), atol=1e-9):   # box axes along the link's: drawn as a box
+        if np.allclose(absR, np.round(absR), atol=1e-9):   # box axes along the link's: its extents along them
             return Shape(idx, "box", tuple(c), half=tuple(ext), name=name), (c - ext, c + ext)
-        corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
-        p0, p1, r = bounding_capsule(corners @ R.T + c)
-        return Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name), (c - ext, c + ext)
+        return (Shape(idx, "box", tuple(c), half=tuple(half), name=name, axes=tuple(map(float, R.ravel()))),
+                (c - ext, c + ext))
     if g.sphere is not None:
         r = float(g.sphere.radius)
         return Shape(idx, "capsule", tuple(c), tuple(c), r, name=name), (c - r, c + r)
@@ -540,13 +596,22 @@ def _shape(g, T: np.ndarray, idx: int, name: str, path: str, where: str):
     if g.mesh is not None:
         scale = np.ones(3) if g.mesh.scale is None else np.broadcast_to(np.asarray(g.mesh.scale, float), (3,))
         try:
-            capsules, lo, hi = mesh_bounds(resolve_file(g.mesh.filename, path), scale, T)
+            bounds, lo, hi = mesh_bounds(resolve_file(g.mesh.filename, path), scale, T)
         except (OSError, ValueError, ImportError, IndexError, KeyError, AttributeError, InputError) as e:
             raise _fail(path, where, f"mesh {g.mesh.filename!r} cannot be read ({e}); its shape is needed for "
                         "the twin and the collision checks") from None
-        return [Shape(idx, "capsule", tuple(p0), tuple(p1), r, name=name if len(capsules) == 1 else f"{name}.{k + 1}")
-                for k, (p0, p1, r) in enumerate(capsules)], (lo, hi)
+        return [_bound_shape(idx, b, name if k == 0 else f"{name}.{k}", name) for k, b in enumerate(bounds)], (lo, hi)
     return None
+
+
+def _bound_shape(idx: int, bound: tuple, name: str, group: str) -> Shape:
+    """A `bounding_shapes` entry as the model's Shape of link idx (one of the part `group`'s bounds)."""
+    if bound[0] == "box":
+        _, c, R, half = bound
+        return Shape(idx, "box", tuple(map(float, c)), half=tuple(map(float, half)), name=name,
+                     axes=tuple(map(float, np.asarray(R).ravel())), group=group)
+    _, p0, p1, r = bound
+    return Shape(idx, "capsule", tuple(map(float, p0)), tuple(map(float, p1)), float(r), name=name, group=group)
 
 
 def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -605,7 +670,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 10   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 12   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -676,7 +741,8 @@ def _to_json(a: dict) -> dict:
     out["joints"] = [[j.name, j.parent, j.placement.tolist(), j.axis.tolist(), j.lower, j.upper, j.velocity_limit,
                       j.acceleration_limit] for j in a["joints"]]
     out["frames"] = {k: [link, off.tolist()] for k, (link, off) in a["frames"].items()}
-    out["shapes"] = [[s.link, s.kind, list(s.p0), list(s.p1), s.radius, list(s.half), s.name] for s in a["shapes"]]
+    out["shapes"] = [[s.link, s.kind, list(s.p0), list(s.p1), s.radius, list(s.half), s.name, list(s.axes), s.group]
+                     for s in a["shapes"]]
     for key in ("home", "masses", "coms", "inertias"):
         out[key] = np.asarray(a[key]).tolist()
     out["poses"] = {k: v.tolist() for k, v in a["poses"].items()}
@@ -688,8 +754,8 @@ def _from_json(d: dict) -> dict:
     out["joints"] = [Joint(n, int(p), np.array(pl), np.array(ax), lo, hi, v, acc) for n, p, pl, ax, lo, hi, v, acc
                      in d["joints"]]
     out["frames"] = {k: (int(link), np.array(off)) for k, (link, off) in d["frames"].items()}
-    out["shapes"] = [Shape(int(li), kind, tuple(p0), tuple(p1), float(r), tuple(half), name)
-                     for li, kind, p0, p1, r, half, name in d["shapes"]]
+    out["shapes"] = [Shape(int(li), kind, tuple(p0), tuple(p1), float(r), tuple(half), name, tuple(axes), group)
+                     for li, kind, p0, p1, r, half, name, axes, group in d["shapes"]]
     for key in ("home", "masses", "coms", "inertias"):
         out[key] = np.array(d[key], dtype=float)
     out["poses"] = {k: np.array(v, dtype=float) for k, v in d["poses"].items()}

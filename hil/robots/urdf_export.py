@@ -57,7 +57,9 @@ def _geometry(shape) -> list[str]:
     """URDF <geometry> elements with their origins for one shape (link frame)."""
     if shape.kind == "box":
         size = " ".join(_num(2 * h) for h in shape.half)
-        return [f'{_point_origin(shape.p0)}<geometry><box size="{size}"/></geometry>']
+        T = np.eye(4)
+        T[:3, :3], T[:3, 3] = shape.rotation(), shape.p0
+        return [f'{_origin(T)}<geometry><box size="{size}"/></geometry>']
     p0, p1, r = np.asarray(shape.p0, float), np.asarray(shape.p1, float), float(shape.radius)
     out = [f'{_point_origin(p)}<geometry><sphere radius="{_num(r)}"/></geometry>' for p in (p0, p1)]
     length = float(np.linalg.norm(p1 - p0))

@@ -1,9 +1,10 @@
 """Safety checks shared by the loop (every cycle) and the planners (whole paths before motion).
 
-`SafetyChecker(model)` turns the model's data into the kernel's tables once: link capsules (boxes
-become capsules along their longest side), the pairs that may collide (not on the same or
-adjacent links, not touching at the home pose), the PUMA workspace and floor (ROBOTS.md §1) and
-the humanoid's support polygon (both soles' rectangles). Units: metres, radians, seconds.
+`SafetyChecker(model)` turns the model's data into the kernel's tables once: the links' capsules
+and boxes (a mesh's part bounded both ways), the part pairs that may collide (not on the same or
+adjacent links, not touching at the home pose by any pairing of their bounds), the PUMA workspace
+and floor (ROBOTS.md §1) and the humanoid's support polygon (both soles' rectangles). Units:
+metres, radians, seconds.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)�
                     "the reach sphere")
 # said after a self-collision between capsules that bound a URDF mesh: they hold every vertex, so a
 # bracket's flat face is overshot by up to a centimetre where its corners are covered
-MESH_CAPSULES_HINT = (" (capsules around their meshes, which reach past the parts themselves: `hil twin --shapes` "
-                      "draws them; links that come this close by design go in a side file's [collision] allowed)")
+MESH_SHAPES_HINT = (" (the shapes around their meshes, which can reach past the parts themselves: `hil twin --shapes` "
+                    "draws them; links that come this close by design go in a side file's [collision] allowed)")
 
 
 def flag_names(flags: int) -> list[str]:
@@ -33,29 +34,85 @@ def flag_names(flags: int) -> list[str]:
 
 
 def check_shapes(model) -> list:
-    """The model's shapes as the collision, floor and workspace checks see them: capsules, a box
-    the capsule along its longest side that holds it (what `hil twin --shapes` draws)."""
-    caps, names = _capsules(model)
-    return [Shape(int(c[0]), "capsule", tuple(map(float, c[1:4])), tuple(map(float, c[4:7])), float(c[7]), name=name)
-            for c, name in zip(caps, names)]
+    """The model's shapes as the collision, floor and workspace checks see them (what `hil twin
+    --shapes` draws): capsules, and boxes with their axes."""
+    table, names = _collision_shapes(model)
+    out = []
+    for c, name in zip(table, names):
+        if c[SK.C_KIND] == SK.SHAPE_BOX:
+            out.append(Shape(int(c[SK.C_LINK]), "box", tuple(map(float, c[SK.C_P0:SK.C_P0 + 3])),
+                             half=tuple(map(float, c[SK.C_HALF:SK.C_HALF + 3])), name=name,
+                             axes=tuple(map(float, c[SK.C_AXES:SK.C_AXES + 9]))))
+        else:
+            out.append(Shape(int(c[SK.C_LINK]), "capsule", tuple(map(float, c[SK.C_P0:SK.C_P0 + 3])),
+                             tuple(map(float, c[SK.C_P1:SK.C_P1 + 3])), float(c[SK.C_RADIUS]), name=name))
+    return out
 
 
-def _capsules(model) -> tuple[np.ndarray, list[str]]:
+def _collision_shapes(model) -> tuple[np.ndarray, list[str]]:
+    """The kernel's shape table (`caps`, C_* columns) and each row's name."""
     rows, names = [], []
     for sh in model.shapes:
+        row = np.zeros(SK.C_WIDTH)
+        row[SK.C_LINK] = sh.link
         if sh.kind == "capsule":
-            p0, p1, r = np.array(sh.p0), np.array(sh.p1), sh.radius
+            row[SK.C_P0:SK.C_P0 + 3], row[SK.C_P1:SK.C_P1 + 3] = sh.p0, sh.p1
+            row[SK.C_RADIUS], row[SK.C_KIND] = sh.radius, SK.SHAPE_CAPSULE
         else:
-            half = np.array(sh.half)
-            axis = int(np.argmax(half))
-            others = [half[i] for i in range(3) if i != axis]
-            r = max(others)
-            d = np.zeros(3)
-            d[axis] = max(half[axis] - r, 0.0)
-            p0, p1 = np.array(sh.p0) - d, np.array(sh.p0) + d
-        rows.append([sh.link, *p0, *p1, r])
+            row[SK.C_P0:SK.C_P0 + 3] = row[SK.C_P1:SK.C_P1 + 3] = sh.p0
+            row[SK.C_KIND] = SK.SHAPE_BOX
+            row[SK.C_AXES:SK.C_AXES + 9] = sh.rotation().ravel()
+            row[SK.C_HALF:SK.C_HALF + 3] = sh.half
+        rows.append(row)
         names.append(sh.name)
-    return np.array(rows, dtype=np.float64).reshape(-1, 8), names
+    return np.array(rows, dtype=np.float64).reshape(-1, SK.C_WIDTH), names
+
+
+def _parts(model) -> tuple[list[list[list[int]]], list[str]]:
+    """The parts the shapes bound: per part, its bounds (each a list of rows of the shape table:
+    a mesh's capsules, its box), and per shape row the name of its part. A shape of no group is a
+    part with one bound."""
+    parts: list[list[list[int]]] = []
+    index: dict[tuple[int, str], int] = {}
+    names = []
+    for i, sh in enumerate(model.shapes):
+        key = (sh.link, sh.group) if sh.group else (sh.link, f"#{i}")
+        if key not in index:
+            index[key] = len(parts)
+            parts.append([[], []])          # its capsules, its boxes: the cheaper measured first
+        parts[index[key]][1 if sh.kind == "box" else 0].append(i)
+        names.append(sh.group or sh.name)
+    return [[b for b in bounds if b] for bounds in parts], names
+
+
+def _part_pairs(model, caps: np.ndarray, parts: list) -> np.ndarray:
+    """The kernel's `pairs` (P_* columns): every two parts on different, non-adjacent links that
+    the robot's file does not allow to touch, each pairing of their bounds, each pair of shapes."""
+    parent = {i: j.parent for i, j in enumerate(model.joints)}
+    allowed = {tuple(p) for p in model.meta.get("allowed_collisions", ())}
+    rows = []
+    n_pairs = 0
+    for i, part_a in enumerate(parts):
+        la = int(caps[part_a[0][0], SK.C_LINK])
+        for part_b in parts[i + 1:]:
+            lb = int(caps[part_b[0][0], SK.C_LINK])
+            if la == lb or parent.get(la, -2) == lb or parent.get(lb, -2) == la or (min(la, lb), max(la, lb)) in allowed:
+                continue
+            pairing = 0
+            for bound_a in part_a:
+                for bound_b in part_b:
+                    rows += [(a, b, n_pairs, pairing) for a in bound_a for b in bound_b]
+                    pairing += 1
+            n_pairs += 1
+    return np.array(rows, dtype=np.int64).reshape(-1, SK.P_WIDTH)
+
+
+def _split(rows: np.ndarray, column: int) -> list[np.ndarray]:
+    """Consecutive runs of rows with the same value in `column`."""
+    if not len(rows):
+        return []
+    cuts = np.flatnonzero(np.diff(rows[:, column])) + 1
+    return np.split(rows, cuts)
 
 
 def _workspace_settings(model, floor: bool | None) -> np.ndarray:
@@ -116,41 +173,35 @@ class SafetyChecker:
     def __init__(self, model, floor: bool | None = None, balance: bool | None = None) -> None:
         self.model = model
         self.kin, self.mt = model.tables
-        caps, self.capsule_names = _capsules(model)
+        caps, self.shape_names = _collision_shapes(model)
         self.caps = caps
-        # candidate pairs: different, non-adjacent links that the robot's file does not allow to touch,
-        # apart at the home pose
-        parent = {i: j.parent for i, j in enumerate(model.joints)}
-        allowed = {tuple(p) for p in model.meta.get("allowed_collisions", ())}
-        pairs = []
-        for a in range(len(caps)):
-            for b in range(a + 1, len(caps)):
-                la, lb = int(caps[a, 0]), int(caps[b, 0])
-                if la == lb or parent.get(la, -2) == lb or parent.get(lb, -2) == la or (min(la, lb), max(la, lb)) in allowed:
-                    continue
-                pairs.append((a, b))
-        self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        self.parts, self.part_names = _parts(model)
+        self.pairs = _part_pairs(model, caps, self.parts)
         self.ws = _workspace_settings(model, floor)
         self.bal = _balance_settings(model, balance)
         self.poses = np.empty((len(model.frame_names), 4, 4))
-        self.wpts = np.empty((len(caps), 6))
+        self.wpts = np.zeros((len(caps), SK.W_WIDTH))
         self.info = np.empty(SK.INFO_LEN)
         self.scratch = np.empty(32)
         self.no_sag = np.zeros((1, model.n))     # no compliance compensation
         self.q_loaded = np.empty(model.n)
         self.tried = np.zeros(model.n)   # after `step`: the clamped step it checked (held or not)
-        # drop pairs already in contact at home (designed contact, e.g. the trunk in the pedestal)
+        # drop the part pairs already in contact at home (designed contact, e.g. the trunk in the
+        # pedestal) by any pairing of their bounds: near a joint, where two castings meet, each bound
+        # reaches past the parts somewhere (a box's corners, a capsule's girth), and one that touches
+        # at home would touch in the first motion
         if len(self.pairs):
             SK.check_pose_core(model.home, self.no_sag[0], self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal,
                                self.poses, self.wpts, self.info, self.scratch, self.q_loaded)
-            keep = []
-            for p, (a, b) in enumerate(self.pairs):
-                one = self.pairs[p:p + 1]
-                SK.check_pose_core(model.home, self.no_sag[0], self.kin, self.mt, self.caps, one, self.ws, self.bal,
-                                   self.poses, self.wpts, self.info, self.scratch, self.q_loaded)
-                if self.info[SK.I_CLEARANCE] > 0.0:
-                    keep.append((a, b))
-            self.pairs = np.array(keep, dtype=np.int64).reshape(-1, 2)
+            keep = [rows for rows in _split(self.pairs, SK.P_PARTS)
+                    if all(self._home_clearance(pairing) > 0.0 for pairing in _split(rows, SK.P_PAIRING))]
+            self.pairs = np.concatenate(keep) if keep else np.zeros((0, SK.P_WIDTH), dtype=np.int64)
+
+    def _home_clearance(self, rows: np.ndarray) -> float:
+        """The clearance of one pairing's shape pairs at the pose `wpts` holds (home)."""
+        self.info[SK.I_CLEARANCE], self.info[SK.I_PAIR] = math.inf, -1.0
+        SK.closest_parts(self.caps, rows, self.wpts, self.info)
+        return float(self.info[SK.I_CLEARANCE])
 
     @property
     def reach_m(self) -> float:
@@ -213,9 +264,9 @@ class SafetyChecker:
         if not verdict.flags & COLLISION:
             return set(), ""
         p = int(self.info[SK.I_PAIR])
-        a, b = self.pairs[p] if p >= 0 else (0, 0)
+        a, b = self.pairs[p, :2] if p >= 0 else (0, 0)
         reason = next((r for r in verdict.reasons if r.startswith("self-collision")), "self-collision")
-        return {int(self.caps[a, 0]), int(self.caps[b, 0])}, reason
+        return {int(self.caps[a, SK.C_LINK]), int(self.caps[b, SK.C_LINK])}, reason
 
     def explain(self, flags: int, q: np.ndarray | None = None, sag: np.ndarray | None = None) -> list[str]:
         """Sentences for the flags; with q (and its compliance compensation `sag`), recomputes the
@@ -244,12 +295,12 @@ class SafetyChecker:
             out.append(f"workspace: {what} violates {bound}")
         if flags & COLLISION:
             p = int(self.info[SK.I_PAIR])
-            a, b = self.pairs[p] if p >= 0 else (0, 0)
+            a, b = self.pairs[p, :2] if p >= 0 else (0, 0)
             depth = -self.info[SK.I_CLEARANCE] * 1e3
-            names = (self.capsule_names[a], self.capsule_names[b])
+            names = (self.part_names[a], self.part_names[b])
             out.append(f"self-collision: {names[0]} and {names[1]} overlap by "
                        + (f"{depth:.1f} mm" if depth >= 0.05 else "less than 0.1 mm")
-                       + (MESH_CAPSULES_HINT if set(names) & set(m.meta.get("mesh_shapes", ())) else ""))
+                       + (MESH_SHAPES_HINT if set(names) & set(m.meta.get("mesh_shapes", ())) else ""))
         if flags & BALANCE:
             inside, need = self.info[SK.I_COM_MARGIN] * 1e3, self.bal[SK.BAL_MARGIN] * 1e3
             where = f"{-inside:.1f} mm outside" if inside < 0 else f"only {inside:.1f} mm inside the edge of"

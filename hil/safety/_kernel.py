@@ -15,7 +15,7 @@ LIMIT = 1          # a target was clamped into the joint range
 RATE = 2           # a step was clamped to the velocity limit (or the ramp speed)
 WORKSPACE = 4      # the wrist centre would leave the workspace: step rejected, command held
 FLOOR = 8          # a link would go below the floor: step rejected, command held
-COLLISION = 16     # two link capsules would touch: step rejected, command held
+COLLISION = 16     # two links' shapes would touch: step rejected, command held
 BALANCE = 32       # the centre of mass would leave the support polygon: step rejected, command held
 NONFINITE = 64     # the target was NaN/inf: command held
 HELD = 128         # the command was held at the previous one (any rejecting check above)
@@ -24,9 +24,9 @@ FLAG_NAMES = {LIMIT: "joint limit", RATE: "velocity limit", WORKSPACE: "workspac
               COLLISION: "self-collision", BALANCE: "balance", NONFINITE: "non-finite target", HELD: "held"}
 
 # info slots written by safety_step
-I_CLEARANCE = 0     # smallest capsule clearance (m), +inf if no pairs
+I_CLEARANCE = 0     # smallest clearance between two shapes (m), +inf if no pairs
 I_PAIR = 1          # index of that pair
-I_FLOOR = 2         # smallest height of a capsule above the floor (m)
+I_FLOOR = 2         # smallest height of a shape above the floor (m)
 I_COM_MARGIN = 3    # signed distance of the COM inside the support polygon (m), +inf if unchecked
 I_WS = 4            # index of the violated workspace bound, -1 none
 I_STEP = 5          # largest |q_cmd − q_prev| (rad) of this step
@@ -54,6 +54,27 @@ BAL_HALF_WIDTH = 4  # a sole's half width (m, along its y)
 BAL_MARGIN = 5      # how far inside the polygon the COM must stay (m)
 BAL_CONTACT_TOL = 6  # the other sole counts as on the ground within this height (m)
 BAL_LEN = 7
+
+# the collision shapes' table (`caps`, one row per shape, built once by SafetyChecker): columns
+C_LINK = 0          # the link (-1: the base)
+C_P0 = 1            # a capsule's segment p0–p1 (3 + 3 columns), a box's centre (both ends)
+C_P1 = 4
+C_RADIUS = 7        # a capsule's radius (0 for a box)
+C_KIND = 8          # SHAPE_CAPSULE or SHAPE_BOX
+C_AXES = 9          # a box's axes in the link frame: rotation matrix, row-major (9 columns)
+C_HALF = 18         # a box's half extents along its axes (3 columns)
+C_WIDTH = 21
+SHAPE_CAPSULE, SHAPE_BOX = 0.0, 1.0
+# `wpts` (one row per shape, filled per pose): the segment's ends in the base frame (6 columns),
+# then a box's axes in the base frame (rotation matrix, row-major, 9 columns)
+W_AXES = 6
+W_WIDTH = 15
+# the pairs the self-collision check measures (`pairs`, built once by SafetyChecker): columns
+P_A = 0             # the two shapes (rows of the shape table)
+P_B = 1
+P_PARTS = 2         # the two parts they bound (the rows of one part pair are consecutive)
+P_PAIRING = 3       # which of the parts' bounds they are (the rows of one pairing are consecutive)
+P_WIDTH = 4
 
 
 @kernel(inline="always")
@@ -145,15 +166,232 @@ def hull_margin(pts, npts, px, py):
 
 @kernel()
 def _world_points(caps, poses, wpts):
-    """Capsule end points in the base frame: wpts (k, 6)."""
+    """Each shape in the base frame: its segment's ends (a box's centre twice) and a box's axes
+    (wpts, see W_*)."""
     for i in range(caps.shape[0]):
-        r = int(caps[i, 0]) + 1
+        r = int(caps[i, C_LINK]) + 1
         for e in range(2):
-            lx = caps[i, 1 + 3 * e]
-            ly = caps[i, 2 + 3 * e]
-            lz = caps[i, 3 + 3 * e]
+            lx = caps[i, C_P0 + 3 * e]
+            ly = caps[i, C_P0 + 1 + 3 * e]
+            lz = caps[i, C_P0 + 2 + 3 * e]
             for d in range(3):
                 wpts[i, 3 * e + d] = poses[r, d, 0] * lx + poses[r, d, 1] * ly + poses[r, d, 2] * lz + poses[r, d, 3]
+        if caps[i, C_KIND] == SHAPE_BOX:
+            for d in range(3):
+                for c in range(3):
+                    wpts[i, W_AXES + 3 * d + c] = (poses[r, d, 0] * caps[i, C_AXES + c]
+                                                   + poses[r, d, 1] * caps[i, C_AXES + 3 + c]
+                                                   + poses[r, d, 2] * caps[i, C_AXES + 6 + c])
+
+
+@kernel()
+def _box_local(wpts, b, x, y, z, axis):
+    """Coordinate `axis` of world point (x, y, z) in box b's frame (centre, axes from wpts)."""
+    dx = x - wpts[b, 0]
+    dy = y - wpts[b, 1]
+    dz = z - wpts[b, 2]
+    return (wpts[b, W_AXES + axis] * dx + wpts[b, W_AXES + 3 + axis] * dy
+            + wpts[b, W_AXES + 6 + axis] * dz)
+
+
+@kernel()
+def _outside2(u0, u1, u2, h0, h1, h2):
+    """Squared distance from the box-frame point (u0, u1, u2) to the box of half extents h."""
+    e0 = max(abs(u0) - h0, 0.0)
+    e1 = max(abs(u1) - h1, 0.0)
+    e2 = max(abs(u2) - h2, 0.0)
+    return e0 * e0 + e1 * e1 + e2 * e2
+
+
+@kernel()
+def _slope(a0, a1, a2, d0, d1, d2, h0, h1, h2, t):
+    """Derivative (halved) along t of the squared distance from a + t·d to the box."""
+    s = 0.0
+    u = a0 + t * d0
+    if u > h0:
+        s += (u - h0) * d0
+    elif u < -h0:
+        s += (u + h0) * d0
+    u = a1 + t * d1
+    if u > h1:
+        s += (u - h1) * d1
+    elif u < -h1:
+        s += (u + h1) * d1
+    u = a2 + t * d2
+    if u > h2:
+        s += (u - h2) * d2
+    elif u < -h2:
+        s += (u + h2) * d2
+    return s
+
+
+@kernel()
+def _depth(a0, a1, a2, d0, d1, d2, h0, h1, h2, t):
+    """How deep a + t·d lies inside the box (its distance to the nearest face; negative outside)."""
+    return min(min(h0 - abs(a0 + t * d0), h1 - abs(a1 + t * d1)), h2 - abs(a2 + t * d2))
+
+
+SEARCH_STEPS = 50   # bisections along a segment: its parameter to 1e-15 of its length
+
+
+@kernel()
+def capsule_box_clearance(caps, wpts, a, b):
+    """Clearance (m) between capsule a and box b: their distance, or minus how deep the capsule
+    reaches into the box. The squared distance from the segment to the box is convex along the
+    segment: its minimum is where its slope changes sign (bisection); where the segment enters the
+    box, the deepest of its points is found the same way (the depth is concave along it)."""
+    a0 = _box_local(wpts, b, wpts[a, 0], wpts[a, 1], wpts[a, 2], 0)
+    a1 = _box_local(wpts, b, wpts[a, 0], wpts[a, 1], wpts[a, 2], 1)
+    a2 = _box_local(wpts, b, wpts[a, 0], wpts[a, 1], wpts[a, 2], 2)
+    d0 = _box_local(wpts, b, wpts[a, 3], wpts[a, 4], wpts[a, 5], 0) - a0
+    d1 = _box_local(wpts, b, wpts[a, 3], wpts[a, 4], wpts[a, 5], 1) - a1
+    d2 = _box_local(wpts, b, wpts[a, 3], wpts[a, 4], wpts[a, 5], 2) - a2
+    h0 = caps[b, C_HALF]
+    h1 = caps[b, C_HALF + 1]
+    h2 = caps[b, C_HALF + 2]
+    lo = 0.0
+    hi = 1.0
+    if _slope(a0, a1, a2, d0, d1, d2, h0, h1, h2, 0.0) >= 0.0:
+        hi = 0.0
+    elif _slope(a0, a1, a2, d0, d1, d2, h0, h1, h2, 1.0) <= 0.0:
+        lo = 1.0
+    else:
+        for _ in range(SEARCH_STEPS):
+            mid = 0.5 * (lo + hi)
+            if _slope(a0, a1, a2, d0, d1, d2, h0, h1, h2, mid) < 0.0:
+                lo = mid
+            else:
+                hi = mid
+    t = 0.5 * (lo + hi)
+    dist2 = _outside2(a0 + t * d0, a1 + t * d1, a2 + t * d2, h0, h1, h2)
+    if dist2 > 1e-20:   # apart by more than 1e-10 m: the bisection's last step cannot tell less
+        return math.sqrt(dist2) - caps[a, C_RADIUS]
+    # inside: the deepest point (golden-section search of the concave depth)
+    lo = 0.0
+    hi = 1.0
+    for _ in range(SEARCH_STEPS):
+        m1 = lo + 0.382 * (hi - lo)
+        m2 = hi - 0.382 * (hi - lo)
+        if _depth(a0, a1, a2, d0, d1, d2, h0, h1, h2, m1) < _depth(a0, a1, a2, d0, d1, d2, h0, h1, h2, m2):
+            lo = m1
+        else:
+            hi = m2
+    deepest = max(_depth(a0, a1, a2, d0, d1, d2, h0, h1, h2, 0.5 * (lo + hi)), 0.0)
+    return -deepest - caps[a, C_RADIUS]
+
+
+@kernel()
+def _gap_along(caps, wpts, a, b, lx, ly, lz):
+    """Separation of boxes a and b along direction (lx, ly, lz) (any length above 1e-9: normalised):
+    the gap between their projections, negative where the projections overlap; -inf for a
+    direction too short to tell."""
+    n = math.sqrt(lx * lx + ly * ly + lz * lz)
+    if n < 1e-9:
+        return -math.inf
+    lx /= n
+    ly /= n
+    lz /= n
+    ra = 0.0
+    rb = 0.0
+    for c in range(3):
+        ra += caps[a, C_HALF + c] * abs(wpts[a, W_AXES + c] * lx + wpts[a, W_AXES + 3 + c] * ly
+                                        + wpts[a, W_AXES + 6 + c] * lz)
+        rb += caps[b, C_HALF + c] * abs(wpts[b, W_AXES + c] * lx + wpts[b, W_AXES + 3 + c] * ly
+                                        + wpts[b, W_AXES + 6 + c] * lz)
+    centres = abs((wpts[b, 0] - wpts[a, 0]) * lx + (wpts[b, 1] - wpts[a, 1]) * ly + (wpts[b, 2] - wpts[a, 2]) * lz)
+    return centres - ra - rb
+
+
+@kernel()
+def box_box_clearance(caps, wpts, a, b):
+    """Clearance (m) between boxes a and b by the separating axes (each box's three axes and their
+    nine cross products): the widest gap along one of them when they are apart (never more than
+    their distance), minus the least overlap when they touch."""
+    best = -math.inf
+    for i in range(3):
+        ax = wpts[a, W_AXES + i]
+        ay = wpts[a, W_AXES + 3 + i]
+        az = wpts[a, W_AXES + 6 + i]
+        best = max(best, _gap_along(caps, wpts, a, b, ax, ay, az))
+        bx = wpts[b, W_AXES + i]
+        by = wpts[b, W_AXES + 3 + i]
+        bz = wpts[b, W_AXES + 6 + i]
+        best = max(best, _gap_along(caps, wpts, a, b, bx, by, bz))
+        for j in range(3):
+            cx = wpts[b, W_AXES + j]
+            cy = wpts[b, W_AXES + 3 + j]
+            cz = wpts[b, W_AXES + 6 + j]
+            best = max(best, _gap_along(caps, wpts, a, b, ay * cz - az * cy, az * cx - ax * cz, ax * cy - ay * cx))
+    return best
+
+
+@kernel()
+def pair_clearance(caps, wpts, a, b):
+    """Clearance (m) between shapes a and b (capsules or boxes): their distance, negative when they
+    overlap (how deep)."""
+    box_a = caps[a, C_KIND] == SHAPE_BOX
+    box_b = caps[b, C_KIND] == SHAPE_BOX
+    if box_a and box_b:
+        return box_box_clearance(caps, wpts, a, b)
+    if box_b:
+        return capsule_box_clearance(caps, wpts, a, b)
+    if box_a:
+        return capsule_box_clearance(caps, wpts, b, a)
+    d2 = _seg_seg_dist2(wpts[a, 0], wpts[a, 1], wpts[a, 2], wpts[a, 3], wpts[a, 4], wpts[a, 5],
+                        wpts[b, 0], wpts[b, 1], wpts[b, 2], wpts[b, 3], wpts[b, 4], wpts[b, 5])
+    return math.sqrt(d2) - caps[a, C_RADIUS] - caps[b, C_RADIUS]
+
+
+@kernel()
+def closest_parts(caps, pairs, wpts, info):
+    """The clearance of the two parts that come closest (info's I_CLEARANCE), and the first row of
+    their pair (I_PAIR). A part is bounded one way or more (a mesh: by its box, and by its
+    capsules): it lies inside each bound, so two parts are apart by at least the widest clearance
+    among their bounds' pairings, and each pairing's clearance is the least among its shapes'
+    pairs. `pairs` rows (P_* columns) come grouped by part pair, then by pairing. A part pair
+    whose pairings so far are already no closer than the closest found is left at that."""
+    best = info[I_CLEARANCE]
+    cur = -1
+    pairing = -1
+    first = 0
+    widest = -math.inf       # the part pair's clearance so far: the widest of its pairings'
+    least = math.inf         # the pairing's clearance so far: the least of its shapes' pairs'
+    settled = False          # the part pair cannot be the closest
+    for p in range(pairs.shape[0]):
+        if pairs[p, P_PARTS] != cur or pairs[p, P_PAIRING] != pairing:
+            if cur >= 0:
+                widest = max(widest, least)
+            if pairs[p, P_PARTS] != cur:
+                if cur >= 0 and not settled and widest < best:
+                    best = widest
+                    info[I_PAIR] = first
+                cur = pairs[p, P_PARTS]
+                first = p
+                widest = -math.inf
+                settled = False
+            pairing = pairs[p, P_PAIRING]
+            least = math.inf
+            settled = settled or widest >= best
+        if settled:
+            continue
+        c = pair_clearance(caps, wpts, pairs[p, P_A], pairs[p, P_B])
+        if c < least:
+            least = c
+    if cur >= 0:
+        widest = max(widest, least)
+        if not settled and widest < best:
+            best = widest
+            info[I_PAIR] = first
+    info[I_CLEARANCE] = best
+
+
+@kernel()
+def lowest_point(caps, wpts, i):
+    """Height (m, base frame z) of shape i's lowest point."""
+    if caps[i, C_KIND] == SHAPE_BOX:
+        return wpts[i, 2] - (caps[i, C_HALF] * abs(wpts[i, W_AXES + 6]) + caps[i, C_HALF + 1] * abs(wpts[i, W_AXES + 7])
+                             + caps[i, C_HALF + 2] * abs(wpts[i, W_AXES + 8]))
+    return min(wpts[i, 2], wpts[i, 5]) - caps[i, C_RADIUS]
 
 
 @kernel()
@@ -222,13 +460,13 @@ def check_pose_core(q, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, sc
     info[I_FLOOR] = math.inf
     info[I_COM_MARGIN] = math.inf
     info[I_WS] = -1.0
-    # floor: every capsule stays above it
+    # floor: every shape stays above it
     if ws[WS_FLOOR_ON] != 0.0:
         fz = ws[WS_FLOOR_Z]
         for i in range(caps.shape[0]):
-            if caps[i, 0] < 0.0:
+            if caps[i, C_LINK] < 0.0:
                 continue  # base geometry (the pedestal) stands on the floor by design
-            h = min(wpts[i, 2], wpts[i, 5]) - caps[i, 7] - fz
+            h = lowest_point(caps, wpts, i) - fz
             if h < info[I_FLOOR]:
                 info[I_FLOOR] = h
         if info[I_FLOOR] < 0.0:
@@ -257,16 +495,8 @@ def check_pose_core(q, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, sc
         if bound >= 0:
             flags |= WORKSPACE
             info[I_WS] = bound
-    # self-collision between capsule pairs
-    for p in range(pairs.shape[0]):
-        a = pairs[p, 0]
-        b = pairs[p, 1]
-        d2 = _seg_seg_dist2(wpts[a, 0], wpts[a, 1], wpts[a, 2], wpts[a, 3], wpts[a, 4], wpts[a, 5],
-                            wpts[b, 0], wpts[b, 1], wpts[b, 2], wpts[b, 3], wpts[b, 4], wpts[b, 5])
-        clear = math.sqrt(d2) - caps[a, 7] - caps[b, 7]
-        if clear < info[I_CLEARANCE]:
-            info[I_CLEARANCE] = clear
-            info[I_PAIR] = p
+    # self-collision between the parts' pairs
+    closest_parts(caps, pairs, wpts, info)
     if info[I_CLEARANCE] < 0.0:
         flags |= COLLISION
     # static balance: COM over the support polygon of the soles in contact

@@ -184,9 +184,9 @@ def test_a_urdf_robot_is_drawn_where_its_fk_projects(xdisplay, tmp_path):
     px = projector("so101")
     F = m.fk_frames(q)
     # each link's shapes are drawn around their capsules' middles, wherever the pose puts them
-    from hil.safety import _capsules
+    from hil.safety import _collision_shapes
 
-    caps, names = _capsules(m)
+    caps, names = _collision_shapes(m)
     drawn = robot_mask(img)   # in the kit's own colours
     hits = 0
     for c in caps:
@@ -616,24 +616,23 @@ print(json.dumps({"box": box, "shown": shown}))
 """
 
 
-def test_a_box_is_shown_as_the_capsule_the_checks_put_around_it(xdisplay):
-    """humanoid17's torso is a box (70 × 100 × 190 mm); the collision checks see the capsule that
-    holds it (radius 50 mm): --shapes draws that capsule, 100 mm deep, not the box's 70."""
+def test_a_box_is_shown_as_the_box_the_checks_use(xdisplay):
+    """humanoid17's torso is a box (70 × 100 × 190 mm) and the collision checks use it as a box:
+    --shapes draws it 70 mm deep, not as the 100 mm capsule that would hold it."""
     import json
 
     from hil.safety import check_shapes
 
     m = robots.load("humanoid17")
     torso = next(s for s in check_shapes(m) if s.name == "torso")
+    assert torso.kind == "box"
     r = subprocess.run([sys.executable, "-c", SHAPES_DRAWN, "humanoid17"], capture_output=True, text=True,
                        timeout=120, env={**os.environ, "DISPLAY": xdisplay})
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["shown"]
     lo, hi = (np.array(v) for v in got["box"]["-1"])   # the base link's: the torso
-    depth = hi[0] - lo[0]
-    # (a wire capsule's rings are hexagons: across their flats, cos 30° of the diameter)
-    assert 2 * 0.8 * torso.radius <= depth <= 2 * torso.radius + 1e-6, (depth, torso.radius)
+    np.testing.assert_allclose(hi - lo, 2 * np.abs(torso.rotation()) @ np.asarray(torso.half), atol=1e-6)
 
 
 def test_the_views_a_run_offers_are_the_cameras_presets():

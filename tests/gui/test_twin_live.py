@@ -143,9 +143,9 @@ def test_a_urdf_robot_s_dry_run_is_drawn_live_by_the_twin(xdisplay, tmp_path):
     img = read_png(str(out))
     px = projector("so101")
     F = m.fk_frames(q)
-    from hil.safety import _capsules
+    from hil.safety import _collision_shapes
 
-    caps, _ = _capsules(m)
+    caps, _ = _collision_shapes(m)
     mids = [(F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
     drawn = robot_mask(img)   # the kit in its own colours
 
@@ -383,9 +383,9 @@ def test_the_twin_draws_the_body_where_physics_has_it_standing_then_fallen(xdisp
     assert dots >= 0.75 * len(w.contacts), f"{dots} of {len(w.contacts)} floor contacts drawn"
     # fallen: the links where physics has the base, low over the floor (drawn standing, none would be)
     img = read_png(str(lying))
-    from hil.safety import _capsules
+    from hil.safety import _collision_shapes
 
-    caps, _ = _capsules(m)
+    caps, _ = _collision_shapes(m)
     F = m.fk_frames(q)
     mids = [down.base @ (F[1 + int(c[0])] if c[0] >= 0 else F[0]) for c in caps]
     points = [T[:3, :3] @ ((c[1:4] + c[4:7]) / 2) + T[:3, 3] for c, T in zip(caps, mids)]
@@ -403,7 +403,7 @@ def test_the_twin_puts_the_body_where_the_world_block_says_not_where_its_soles_w
     from hil.kinematics.rotations import rpy_matrix
     from hil.physics.world import World, WorldBlock, world_path
     from hil.runtime.shared import runtime_dir
-    from hil.safety import _capsules
+    from hil.safety import _collision_shapes
     from twin import scene as S
 
     m = robots.load("humanoid17")
@@ -427,7 +427,7 @@ def test_the_twin_puts_the_body_where_the_world_block_says_not_where_its_soles_w
             block.unlink()
         finish(proc)
     img, px = read_png(str(out)), projector("humanoid17")
-    caps, _ = _capsules(m)
+    caps, _ = _collision_shapes(m)
     F = m.fk_frames(q)
 
     def pixels(Tw):

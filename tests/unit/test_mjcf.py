@@ -248,7 +248,7 @@ def _checked_pairs(model) -> set:
 
     c = SafetyChecker(model)
     names = [model.base_frame, *model.link_names]
-    return {frozenset((names[int(c.caps[a, 0]) + 1], names[int(c.caps[b, 0]) + 1])) for a, b in c.pairs}
+    return {frozenset((names[int(c.caps[a, 0]) + 1], names[int(c.caps[b, 0]) + 1])) for a, b, *_ in c.pairs}
 
 
 def test_links_meant_to_touch_are_left_out_of_the_self_collision_check(tmp_path):
@@ -306,3 +306,21 @@ def test_the_soles_are_found_where_the_robot_stands_at_home_not_at_zero(tmp_path
         # the pelvis's own yaw (5°) turns the base frame about z: heights compare as they are
         assert T[2, 3] == pytest.approx(bottom[2] - base[2], abs=1e-6)
     assert robot.sole_half == pytest.approx((0.05, 0.025), abs=1e-6)
+
+
+def test_a_shin_and_a_foot_joined_by_an_ankle_s_pitch_and_roll_are_not_checked_against_each_other(tmp_path):
+    """biped6's foot body has two joints (pitch, then roll, at one point): two links here, but one
+    body whose parent is the shin, and MuJoCo leaves a body and its parent alone (`filterparent`):
+    so does hil. The thigh and the foot are still checked; with `filterparent` off, so are the shin
+    and the foot."""
+    model = robots.load("tests/unit/mjcf/biped6.xml")
+    between = model.joints[model.link_names.index("l_foot")].parent
+    assert model.link_names[between] != "l_shin" and not [s for s in model.shapes if s.link == between]
+    pairs = _checked_pairs(model)
+    assert frozenset(("l_shin", "l_foot")) not in pairs and frozenset(("r_shin", "r_foot")) not in pairs
+    assert frozenset(("l_thigh", "l_foot")) in pairs
+    path = tmp_path / "biped6.xml"
+    path.write_text(Path("tests/unit/mjcf/biped6.xml").read_text().replace(
+        '<compiler angle="degree"/>', '<compiler angle="degree"/><option><flag filterparent="disable"/></option>'))
+    robots._cache.clear()
+    assert frozenset(("l_shin", "l_foot")) in _checked_pairs(robots.load(str(path)))

@@ -12,7 +12,7 @@ import pytest
 from firmware_protocol import board_behaviour as BB
 from hil import robots
 from hil.safety import (BALANCE, COLLISION, FLOOR, HELD, I_STEP, I_TO_TARGET, I_TRACK, LIMIT, NONFINITE, RATE,
-                        WORKSPACE, SafetyChecker, flag_names)
+                        WORKSPACE, SafetyChecker, check_shapes, flag_names)
 from hil.safety import _kernel as SK
 
 # bad poses found by sampling each robot's range, kept as data: each violates the one check named
@@ -362,24 +362,42 @@ def test_the_support_polygon_margin_matches_an_independent_hull(size):
         assert got == pytest.approx(_hull_margin_reference(pts, p), abs=1e-11 * size), (pts, p)
 
 
-def test_the_floor_margin_is_the_lowest_capsule_above_the_floor(puma):
-    """info's floor slot: the lowest point of any link's capsule (its axis end minus its radius) over
-    the floor, the pedestal left out; below zero is FLOOR."""
-    model, checker = puma
-    caps, _ = __import__("hil.safety", fromlist=["_capsules"])._capsules(model)
-    floor_z = float(model.meta["floor_z_m"])
-    for q in (model.home, np.asarray(PUMA_FLOOR)):
-        verdict = checker.check(q)
-        F = model.fk_frames(q)
-        lowest = math.inf
-        for c in caps:
-            if c[0] < 0:
-                continue
-            T = F[1 + int(c[0])]
-            ends = [T[:3, :3] @ c[1:4] + T[:3, 3], T[:3, :3] @ c[4:7] + T[:3, 3]]
-            lowest = min(lowest, min(e[2] for e in ends) - c[7] - floor_z)
-        assert checker.info[SK.I_FLOOR] == pytest.approx(lowest, abs=1e-9)
-        assert bool(verdict.flags & FLOOR) == (lowest < 0)
+def _world_shapes(checker, q) -> list:
+    """Each checked shape at q in the base frame, independently of the kernel: ("capsule", p0, p1, r)
+    or ("box", centre, axes, half)."""
+    F = checker.model.fk_frames(q)
+    out = []
+    for sh in check_shapes(checker.model):
+        T = F[1 + sh.link]
+        if sh.kind == "capsule":
+            out.append(("capsule", T[:3, :3] @ sh.p0 + T[:3, 3], T[:3, :3] @ sh.p1 + T[:3, 3], sh.radius))
+        else:
+            out.append(("box", T[:3, :3] @ sh.p0 + T[:3, 3], T[:3, :3] @ sh.rotation(), np.asarray(sh.half)))
+    return out
+
+
+def _lowest_reference(shape) -> float:
+    if shape[0] == "capsule":
+        return min(shape[1][2], shape[2][2]) - shape[3]
+    _, c, R, half = shape
+    corners = c + (np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * half) @ R.T
+    return float(corners[:, 2].min())
+
+
+def test_the_floor_margin_is_the_lowest_shape_above_the_floor(puma, humanoid):
+    """info's floor slot: the lowest point of any link's shape (a capsule's axis end minus its
+    radius, a box's lowest corner) over the floor, the base's (the pedestal) left out; below zero
+    is FLOOR."""
+    for (model, checker), poses in ((puma, (puma[0].home, np.asarray(PUMA_FLOOR))), (humanoid, (leaning(humanoid[0], 20),))):
+        floor_z = float(model.meta.get("floor_z_m", 0.0))
+        ws = checker.ws.copy()
+        ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, floor_z
+        for q in poses:
+            flags, info = _pose_check(checker, q, ws=ws)
+            lowest = min(_lowest_reference(w) for w, sh in zip(_world_shapes(checker, q), check_shapes(model))
+                         if sh.link >= 0) - floor_z
+            assert info[SK.I_FLOOR] == pytest.approx(lowest, abs=1e-9)
+            assert bool(flags & FLOOR) == (lowest < 0)
 
 
 # ------------------------------------------------------------------ the workspace bounds, at their edges
@@ -582,9 +600,10 @@ def _pose_check(checker, q, info=None, **settings):
     (flags, info)."""
     t = {"caps": checker.caps, "pairs": checker.pairs, "ws": checker.ws, "bal": checker.bal, **settings}
     info = np.empty(SK.INFO_LEN) if info is None else info
+    wpts = t.get("wpts", np.empty((len(t["caps"]), SK.W_WIDTH)))
     flags = SK.check_pose_core(np.asarray(q, float), checker.no_sag[0], checker.kin, checker.mt, t["caps"],
                                t["pairs"], t["ws"], t["bal"], np.empty_like(checker.poses),
-                               np.empty((len(t["caps"]), 6)), info, np.empty(32), np.empty(checker.model.n))
+                               wpts, info, np.empty(32), np.empty(checker.model.n))
     return flags, info
 
 
@@ -656,22 +675,63 @@ def test_each_failing_pose_check_is_flagged_whatever_else_fails(puma, floor, wor
         assert flags == expected, (flag_names(flags), flag_names(expected))
 
 
-def test_the_clearance_is_the_closest_pair_of_capsules(puma, humanoid):
-    """info's clearance and pair slots against an independent computation: every checked pair's
-    segment distance at the FK's poses less both radii, the least of them and which pair it is."""
+def _clearance_reference(a, b) -> tuple[float, float]:
+    """(clearance, tolerance) of two world shapes, independently of the kernel: segments exactly;
+    a segment to a box on 4001 samples along it; two boxes by their separating axes in NumPy."""
+    if a[0] == "box" and b[0] == "capsule":
+        a, b = b, a
+    if a[0] == "capsule" and b[0] == "capsule":
+        return math.sqrt(_seg_dist_reference(a[1], a[2], b[1], b[2])) - a[3] - b[3], 1e-9
+    if a[0] == "capsule":
+        s = np.linspace(0.0, 1.0, 4001)[:, None]
+        dist, depth = _box_distance(a[1] + s * (a[2] - a[1]), b[1], b[2], b[3])
+        near = dist.min() - a[3] if dist.min() > 0 else -depth.max() - a[3]
+        return near, np.linalg.norm(a[2] - a[1]) / 4000 + 1e-9
+    (_, ca, Ra, ha), (_, cb, Rb, hb) = a, b
+    axes = [Ra[:, i] for i in range(3)] + [Rb[:, i] for i in range(3)] + \
+        [np.cross(Ra[:, i], Rb[:, j]) for i in range(3) for j in range(3)]
+    gaps = [abs((cb - ca) @ L) - np.abs(Ra.T @ L) @ ha - np.abs(Rb.T @ L) @ hb
+            for L in (v / np.linalg.norm(v) for v in axes if np.linalg.norm(v) >= 1e-9)]
+    return max(gaps), 1e-9
+
+
+def _parts_clearance(pairs, clearance) -> dict:
+    """{part pair: (clearance, tolerance)}: the widest of its pairings' clearances, each the least
+    of its shape pairs' (`clearance(a, b)` → (clearance, tolerance))."""
+    pairings: dict = {}
+    for a, b, pp, pairing in pairs:
+        c, tol = clearance(int(a), int(b))
+        held = pairings.get((int(pp), int(pairing)))
+        if held is None or c < held[0]:
+            pairings[int(pp), int(pairing)] = (c, tol)
+    parts: dict = {}
+    for (pp, _), (c, tol) in pairings.items():
+        if pp not in parts or c > parts[pp][0]:
+            parts[pp] = (c, tol)
+    return parts
+
+
+def test_the_clearance_is_the_closest_pair_of_shapes(puma, humanoid):
+    """info's clearance and pair slots against an independent computation of every checked pair
+    at the FK's poses (capsules: segment distance less both radii; boxes: see
+    `_clearance_reference`), the least of them and which pair it is."""
     rng = np.random.default_rng(3)
+    kinds = set()
     for model, checker in (puma, humanoid):
         for _ in range(40):
             q = rng.uniform(model.lower, model.upper)
             checker.check(q)
-            F = model.fk_frames(q)
-            ends = [(F[1 + int(c[0])][:3, :3] @ c[1:4] + F[1 + int(c[0])][:3, 3],
-                     F[1 + int(c[0])][:3, :3] @ c[4:7] + F[1 + int(c[0])][:3, 3]) for c in checker.caps]
-            clear = [math.sqrt(_seg_dist_reference(*ends[a], *ends[b])) - checker.caps[a, 7] - checker.caps[b, 7]
-                     for a, b in checker.pairs]
-            assert checker.info[SK.I_CLEARANCE] == pytest.approx(min(clear), abs=1e-9)
-            assert int(checker.info[SK.I_PAIR]) == int(np.argmin(clear))
-            assert bool(checker.check(q).flags & COLLISION) == (min(clear) < 0)
+            world = _world_shapes(checker, q)
+            kinds |= {(world[a][0], world[b][0]) for a, b, *_ in checker.pairs}
+            parts = _parts_clearance(checker.pairs, lambda a, b: _clearance_reference(world[a], world[b]))
+            best = min(parts, key=lambda pp: parts[pp][0])
+            clear, tol = parts[best]
+            assert checker.info[SK.I_CLEARANCE] == pytest.approx(clear, abs=tol)
+            named = checker.pairs[int(checker.info[SK.I_PAIR]), SK.P_PARTS]
+            assert int(checker.info[SK.I_PAIR]) == int(np.flatnonzero(checker.pairs[:, SK.P_PARTS] == named)[0])
+            assert parts[named][0] <= clear + tol + parts[named][1]
+            assert bool(checker.check(q).flags & COLLISION) == (checker.info[SK.I_CLEARANCE] < 0)
+    assert {("capsule", "capsule"), ("capsule", "box"), ("box", "box")} <= kinds | {(b, a) for a, b in kinds}
 
 
 def test_a_capsule_resting_exactly_on_the_floor_is_not_below_it(puma):
@@ -714,16 +774,16 @@ def test_a_check_left_out_says_so_in_its_info_slot(puma):
     assert info[SK.I_WS] == -1.0 and info[SK.I_COM_MARGIN] == math.inf
 
 
-def test_the_floor_check_looks_at_every_capsule_of_a_many_linked_robot(humanoid):
+def test_the_floor_check_looks_at_every_shape_of_a_many_linked_robot(humanoid):
     model, checker = humanoid
-    assert len(checker.caps) > checker.caps.shape[1]      # more capsules than a capsule row has numbers
+    # more shapes than a row of the table has numbers: the humanoid's, twice over
+    caps = np.vstack([checker.caps, checker.caps])
+    assert len(caps) > caps.shape[1] and len(caps) > SK.W_WIDTH
     q = leaning(model, 5)
-    F = model.fk_frames(q)
-    bottoms = [min((F[1 + int(c[0])][:3, :3] @ c[1 + 3 * e:4 + 3 * e] + F[1 + int(c[0])][:3, 3])[2]
-                   for e in (0, 1)) - c[7] for c in checker.caps if c[0] >= 0]
+    bottoms = [_lowest_reference(w) for w, sh in zip(_world_shapes(checker, q), check_shapes(model)) if sh.link >= 0]
     ws = checker.ws.copy()
-    ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, min(bottoms) + 1e-3   # only the lowest capsule is under it
-    flags, info = _pose_check(checker, q, ws=ws)
+    ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, min(bottoms) + 1e-3   # only the lowest shape is under it
+    flags, info = _pose_check(checker, q, ws=ws, caps=caps, wpts=np.zeros((len(caps), SK.W_WIDTH)))
     assert flags & FLOOR and info[SK.I_FLOOR] == pytest.approx(-1e-3, abs=1e-9)
 
 
@@ -732,7 +792,7 @@ def test_capsules_exactly_touching_do_not_collide(puma):
     assert checker.check(PUMA_COLLISION).flags & COLLISION
     pair = checker.pairs[[int(checker.info[SK.I_PAIR])]]
     caps = checker.caps.copy()
-    caps[pair[0, 1], 7] += checker.info[SK.I_CLEARANCE]     # one radius shrunk until the two just touch
+    caps[pair[0, 1], SK.C_RADIUS] += checker.info[SK.I_CLEARANCE]     # one radius shrunk until the two just touch
     flags, info = _pose_check(checker, PUMA_COLLISION, caps=caps, pairs=pair)
     assert info[SK.I_CLEARANCE] == 0.0 and not flags & COLLISION
 
@@ -822,3 +882,124 @@ def test_the_path_check_takes_each_rows_own_compensation(humanoid):
     assert checker.check_path(Q, lean[None, :])[0] == -1        # one row for all (the upright row stands as it is)
     with pytest.raises(ValueError, match="3 rows for 2 poses"):
         checker.check_path(Q, np.zeros((3, model.n)))
+
+
+# ------------------------------------------------------------------ boxes
+def _random_rotation(rng) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    return q * np.sign(np.diag(r))
+
+
+def _shape_rows(shapes) -> tuple[np.ndarray, np.ndarray]:
+    """(caps, wpts) for shapes placed in the base frame: ("capsule", p0, p1, r) or ("box", c, R, half)."""
+    caps = np.zeros((len(shapes), SK.C_WIDTH))
+    wpts = np.zeros((len(shapes), SK.W_WIDTH))
+    for i, sh in enumerate(shapes):
+        caps[i, SK.C_LINK] = 0
+        if sh[0] == "capsule":
+            _, p0, p1, r = sh
+            caps[i, SK.C_P0:SK.C_P0 + 3], caps[i, SK.C_P1:SK.C_P1 + 3], caps[i, SK.C_RADIUS] = p0, p1, r
+            wpts[i, :3], wpts[i, 3:6] = p0, p1
+        else:
+            _, c, R, half = sh
+            caps[i, SK.C_KIND] = SK.SHAPE_BOX
+            caps[i, SK.C_P0:SK.C_P0 + 3] = caps[i, SK.C_P1:SK.C_P1 + 3] = c
+            caps[i, SK.C_AXES:SK.C_AXES + 9] = R.ravel()
+            caps[i, SK.C_HALF:SK.C_HALF + 3] = half
+            wpts[i, :3] = wpts[i, 3:6] = c
+            wpts[i, SK.W_AXES:] = R.ravel()
+    return caps, wpts
+
+
+def _box_distance(points: np.ndarray, c, R, half) -> np.ndarray:
+    """Distance from each point to the box (0 inside) and its depth inside (0 outside)."""
+    u = (points - c) @ R
+    out = np.linalg.norm(np.maximum(np.abs(u) - half, 0.0), axis=1)
+    depth = np.maximum(np.min(half - np.abs(u), axis=1), 0.0)
+    return out, depth
+
+
+def test_a_capsule_s_clearance_to_a_box_is_their_distance_or_how_deep_it_reaches_in():
+    rng = np.random.default_rng(7)
+    s = np.linspace(0.0, 1.0, 20001)[:, None]
+    for _ in range(300):
+        R = _random_rotation(rng)
+        c, half = rng.normal(0, 0.02, 3), rng.uniform(0.002, 0.04, 3)
+        p0, p1, r = rng.normal(0, 0.05, 3), rng.normal(0, 0.05, 3), rng.uniform(0.001, 0.02)
+        caps, wpts = _shape_rows([("capsule", p0, p1, r), ("box", c, R, half)])
+        got = SK.pair_clearance(caps, wpts, 0, 1)
+        assert SK.pair_clearance(caps, wpts, 1, 0) == got
+        dist, depth = _box_distance(p0 + s * (p1 - p0), c, R, half)
+        want = dist.min() - r if dist.min() > 0 else -depth.max() - r
+        step = np.linalg.norm(p1 - p0) / (len(s) - 1)   # the samples' spacing bounds their error
+        assert got <= want + 1e-9 and got == pytest.approx(want, abs=step + 1e-9), (got, want)
+
+
+def test_two_boxes_clearance_is_minus_their_least_overlap_and_at_most_their_distance():
+    rng = np.random.default_rng(11)
+    grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, 13)] * 3), -1).reshape(-1, 3)
+    touching = apart = 0
+    for _ in range(300):
+        Ra, Rb = _random_rotation(rng), _random_rotation(rng)
+        ha, hb = rng.uniform(0.005, 0.03, 3), rng.uniform(0.005, 0.03, 3)
+        ca, cb = np.zeros(3), rng.normal(0, 0.035, 3)
+        caps, wpts = _shape_rows([("box", ca, Ra, ha), ("box", cb, Rb, hb)])
+        got = SK.pair_clearance(caps, wpts, 0, 1)
+        # points of box a (its surface and inside, on a grid), measured against box b
+        pts = ca + (grid * ha) @ Ra.T
+        dist, _ = _box_distance(pts, cb, Rb, hb)
+        if dist.min() == 0.0:                      # a grid point of a inside b: they overlap
+            touching += 1
+            assert got < 0.0, got
+        elif got > 0:
+            apart += 1
+            assert got <= dist.min() + 1e-12      # a separating axis's gap never exceeds the distance
+    assert touching > 30 and apart > 30, (touching, apart)
+    # face to face, turned about the axis between them: the gap is the distance, the overlap the depth
+    spin = np.array([[1, 0, 0], [0, math.cos(0.3), -math.sin(0.3)], [0, math.sin(0.3), math.cos(0.3)]])
+    for dx, want in ((0.050, 0.010), (0.037, -0.003)):
+        caps, wpts = _shape_rows([("box", np.zeros(3), np.eye(3), np.array([0.02, 0.01, 0.01])),
+                                  ("box", np.array([dx, 0.004, 0.0]), spin, np.array([0.02, 0.01, 0.01]))])
+        assert SK.pair_clearance(caps, wpts, 0, 1) == pytest.approx(want, abs=1e-12)
+
+
+def test_a_box_s_lowest_point_is_its_lowest_corner():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        R, c, half = _random_rotation(rng), rng.normal(0, 0.1, 3), rng.uniform(0.001, 0.05, 3)
+        caps, wpts = _shape_rows([("box", c, R, half)])
+        corners = c + (np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * half) @ R.T
+        assert SK.lowest_point(caps, wpts, 0) == pytest.approx(corners[:, 2].min(), abs=1e-12)
+
+
+def test_a_part_bounded_two_ways_is_as_far_as_the_farther_of_its_bounds_says():
+    """A mesh lies inside its box and inside its capsules: two parts are apart when any pairing of
+    their bounds is. A slab's capsule reaches into its neighbour while its box stays clear: no
+    collision, and the clearance is the box's; the closest part pair is named by its first row."""
+    R = np.eye(3)
+    slab_box = ("box", np.zeros(3), R, np.array([0.005, 0.03, 0.04]))
+    slab_capsule = ("capsule", np.array([0.0, 0.0, -0.03]), np.array([0.0, 0.0, 0.03]), 0.031)
+    other = ("capsule", np.array([0.03, -0.02, 0.0]), np.array([0.03, 0.02, 0.0]), 0.01)
+    far = ("capsule", np.array([0.5, 0.0, 0.0]), np.array([0.6, 0.0, 0.0]), 0.01)
+    caps, wpts = _shape_rows([slab_box, slab_capsule, other, far])
+    # part pairs: (slab, other) pairings box–other, capsule–other; then (slab, far) likewise
+    pairs = np.array([[0, 2, 0, 0], [1, 2, 0, 1], [0, 3, 1, 0], [1, 3, 1, 1]], dtype=np.int64)
+    info = np.full(SK.INFO_LEN, 0.0)
+    info[SK.I_CLEARANCE], info[SK.I_PAIR] = math.inf, -1.0
+    SK.closest_parts(caps, pairs, wpts, info)
+    assert SK.pair_clearance(caps, wpts, 1, 2) < 0 < SK.pair_clearance(caps, wpts, 0, 2)
+    assert info[SK.I_CLEARANCE] == pytest.approx(0.03 - 0.005 - 0.01, abs=1e-12)
+    assert info[SK.I_PAIR] == 0.0
+    # the slab's box moved into the other capsule as well: both bounds say they touch
+    caps[0, SK.C_HALF] = caps[0, SK.C_HALF + 1] = 0.025
+    info[SK.I_CLEARANCE], info[SK.I_PAIR] = math.inf, -1.0
+    SK.closest_parts(caps, pairs, wpts, info)
+    assert info[SK.I_CLEARANCE] == pytest.approx(max(SK.pair_clearance(caps, wpts, 0, 2),
+                                                     SK.pair_clearance(caps, wpts, 1, 2)), abs=1e-12)
+    assert info[SK.I_CLEARANCE] < 0 and info[SK.I_PAIR] == 0.0
+    # the far part alone: its own clearance, named by its first row
+    info[SK.I_CLEARANCE], info[SK.I_PAIR] = math.inf, -1.0
+    SK.closest_parts(caps, pairs[2:], wpts, info)
+    assert info[SK.I_CLEARANCE] == pytest.approx(max(SK.pair_clearance(caps, wpts, 0, 3),
+                                                     SK.pair_clearance(caps, wpts, 1, 3)), abs=1e-12)
+    assert info[SK.I_PAIR] == 0.0

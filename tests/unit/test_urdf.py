@@ -4,9 +4,9 @@ the refusals of malformed files, side files, the cache, and the meshes' bounding
 from __future__ import annotations
 
 import json
-import re
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -156,9 +156,9 @@ def test_humanoid_soles_are_at_the_bottom_of_the_feet():
     assert np.allclose(l[:3, :3], np.eye(3), atol=1e-9)         # flat, axes of the base
     assert l[2, 3] == pytest.approx(r[2, 3]) and l[1, 3] == pytest.approx(-r[1, 3], abs=1e-6)
     # every point of every foot shape is above its sole
-    from hil.safety import _capsules
+    from hil.safety import _collision_shapes
 
-    caps, _ = _capsules(m)
+    caps, _ = _collision_shapes(m)
     poses = m.fk_frames(zero)
     for c in caps:
         if int(c[0]) == m.frame_link[m.frame_index("l_sole")]:
@@ -429,10 +429,10 @@ def _box_stl(path: Path, half: tuple[float, float, float]) -> None:
     path.write_bytes(b"\0" * 80 + struct.pack("<I", len(faces)) + body)
 
 
-def test_a_collision_of_capsules_around_meshes_says_so_and_where_to_look(tmp_path):
-    """A flat bracket's mesh is checked as the capsules around it, which reach past its faces: a
-    collision between such capsules says so, names `hil twin --shapes` and the side file's
-    allowance; one between the file's own boxes says nothing of the kind."""
+def test_a_collision_of_shapes_around_meshes_says_so_and_where_to_look(tmp_path):
+    """A mesh is checked as the shapes around it, which can reach past its faces: a collision
+    between such shapes says so, names `hil twin --shapes` and the side file's allowance; one
+    between the file's own boxes says nothing of the kind."""
     from hil.safety import COLLISION, SafetyChecker
 
     _box_stl(tmp_path / "slab.stl", (0.04, 0.03, 0.01))
@@ -448,6 +448,50 @@ def test_a_collision_of_capsules_around_meshes_says_so_and_where_to_look(tmp_pat
         assert res.flags & COLLISION, res.reasons
         said = " ".join(res.reasons)
         assert re.search(r"self-collision: base(\.\d)? and arm(\.\d)? overlap", said), said
-        assert ("capsules around their meshes" in said and "--shapes" in said
+        assert ("shapes around their meshes" in said and "--shapes" in said
                 and "[collision] allowed" in said) == hinted, said
         assert not checker.check(np.zeros(2)).flags & COLLISION
+
+
+BRACKETS = """<robot name="brackets"><link name="base"><collision><origin xyz="-0.017 0 0.05"/><geometry>{g}
+</geometry></collision></link><link name="hub"><inertial><mass value="0.1"/><inertia ixx="0.001" iyy="0.001"
+izz="0.001" ixy="0" ixz="0" iyz="0"/></inertial></link><link name="arm"><collision><origin xyz="0.017 0 0.05"
+rpy="0 0 0.4"/><geometry>{g}</geometry></collision><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01"
+izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link><joint name="swing" type="revolute"><parent link="base"/>
+<child link="hub"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="1" velocity="1"/></joint>
+<joint name="lift" type="revolute"><parent link="hub"/><child link="arm"/><axis xyz="0 1 0"/>
+<limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>"""
+
+
+def test_flat_brackets_are_checked_as_their_boxes_not_as_capsules_that_reach_past_their_faces(tmp_path):
+    """Two servo brackets' meshes (1 cm thick, 6 × 8 cm) face to face 24 mm apart, the way a
+    humanoid's knees stand: each is checked as the box around it, turned as the mesh is (the
+    arm's is turned 0.4 rad), and they are clear of each other; the capsules around such a slab
+    reach 25 mm past its faces, and would overlap."""
+    from hil.robots.urdf import bounding_capsules
+    from hil.safety import COLLISION, SafetyChecker, check_shapes
+
+    _box_stl(tmp_path / "slab.stl", (0.005, 0.03, 0.04))
+    path = tmp_path / "brackets.urdf"
+    path.write_text(BRACKETS.format(g='<mesh filename="slab.stl"/>'))
+    model = robots.load(str(path))
+    shapes = [s for s in check_shapes(model) if s.kind == "box"]   # each mesh: its box, and its capsules
+    assert len(shapes) == 2
+    slab = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * [0.005, 0.03, 0.04]
+    turn = np.array([[math.cos(0.4), -math.sin(0.4), 0], [math.sin(0.4), math.cos(0.4), 0], [0, 0, 1]])
+    for sh, placed in zip(shapes, (slab + [-0.017, 0, 0.05], slab @ turn.T + [0.017, 0, 0.05])):
+        assert sorted(sh.half) == pytest.approx([0.005, 0.03, 0.04], abs=1e-6)   # the slab itself
+        gaps = np.linalg.norm(sh.corners()[:, None, :] - placed[None, :, :], axis=2)
+        assert gaps.min(axis=0).max() < 1e-6 and gaps.min(axis=1).max() < 1e-6   # its corners are the slab's
+    checker = SafetyChecker(model)
+    from hil.safety import _kernel as SK
+    assert len(np.unique(checker.pairs[:, SK.P_PARTS])) == 1   # base and arm: checked against each other
+    for q in ([0.0, 0.0], [0.1, 0.0], [-0.1, 0.2]):
+        assert not checker.check(np.array(q)).flags & COLLISION, checker.check(np.array(q)).reasons
+    assert checker.check(np.array([2.0, 0.0])).flags & COLLISION   # swung through the other: caught
+    # the capsules around such a slab (a mesh's many vertices on its faces) reach past its broad faces
+    g = np.linspace(-1, 1, 7)
+    grid = np.array([[x, y, z] for x in g for y in g for z in g if max(abs(x), abs(y), abs(z)) == 1])
+    capsules = bounding_capsules(grid * [0.005, 0.03, 0.04])
+    reach = max(max(abs(p0[0]), abs(p1[0])) + r for p0, p1, r in capsules) - 0.005
+    assert reach > 0.012, reach                         # by more than half the gap

@@ -366,7 +366,7 @@ class _Writer:
         file disables it): a body with several joints is several links here, and its parent's
         shapes meet its own about them as about one joint (a shin and a foot at an ankle's pitch
         and roll)."""
-        import mujoco   # loaded already: it compiled the file
+        import mujoco   # lazy: an optional extra, loaded already (it compiled the file)
 
         m = self.m
         out = []

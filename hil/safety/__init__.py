@@ -38,23 +38,29 @@ def check_shapes(model) -> list:
     --shapes` draws): capsules, and boxes with their axes."""
     table, names = _collision_shapes(model)
     out = []
-    for c, name in zip(table, names):
+    for c, name, sh in zip(table, names, model.shapes):
         if c[SK.C_KIND] == SK.SHAPE_BOX:
             out.append(Shape(int(c[SK.C_LINK]), "box", tuple(map(float, c[SK.C_P0:SK.C_P0 + 3])),
                              half=tuple(map(float, c[SK.C_HALF:SK.C_HALF + 3])), name=name,
-                             axes=tuple(map(float, c[SK.C_AXES:SK.C_AXES + 9]))))
+                             axes=tuple(map(float, c[SK.C_AXES:SK.C_AXES + 9])), group=sh.group))
         else:
             out.append(Shape(int(c[SK.C_LINK]), "capsule", tuple(map(float, c[SK.C_P0:SK.C_P0 + 3])),
-                             tuple(map(float, c[SK.C_P1:SK.C_P1 + 3])), float(c[SK.C_RADIUS]), name=name))
+                             tuple(map(float, c[SK.C_P1:SK.C_P1 + 3])), float(c[SK.C_RADIUS]), name=name,
+                             group=sh.group))
     return out
 
 
 def _collision_shapes(model) -> tuple[np.ndarray, list[str]]:
     """The kernel's shape table (`caps`, C_* columns) and each row's name."""
     rows, names = [], []
+    part, held = -1, None
     for sh in model.shapes:
         row = np.zeros(SK.C_WIDTH)
         row[SK.C_LINK] = sh.link
+        if not sh.group or (sh.link, sh.group) != held:
+            part += 1
+            held = (sh.link, sh.group) if sh.group else None
+        row[SK.C_PART] = part
         if sh.kind == "capsule":
             row[SK.C_P0:SK.C_P0 + 3], row[SK.C_P1:SK.C_P1 + 3] = sh.p0, sh.p1
             row[SK.C_RADIUS], row[SK.C_KIND] = sh.radius, SK.SHAPE_CAPSULE

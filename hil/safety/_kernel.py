@@ -63,7 +63,8 @@ C_RADIUS = 7        # a capsule's radius (0 for a box)
 C_KIND = 8          # SHAPE_CAPSULE or SHAPE_BOX
 C_AXES = 9          # a box's axes in the link frame: rotation matrix, row-major (9 columns)
 C_HALF = 18         # a box's half extents along its axes (3 columns)
-C_WIDTH = 21
+C_PART = 21         # the part it bounds (a part's rows are consecutive: a mesh's box and capsules)
+C_WIDTH = 22
 SHAPE_CAPSULE, SHAPE_BOX = 0.0, 1.0
 # `wpts` (one row per shape, filled per pose): the segment's ends in the base frame (6 columns),
 # then a box's axes in the base frame (rotation matrix, row-major, 9 columns)
@@ -343,6 +344,28 @@ def pair_clearance(caps, wpts, a, b):
 
 
 @kernel()
+def lowest_part(caps, wpts):
+    """Height (m, base frame z) of the lowest point of any part off the base (the pedestal stands on
+    the floor by design): a part lies inside each of its bounds, so its lowest point is no lower
+    than the highest of its bounds' lowest points (their rows are consecutive, C_PART)."""
+    lowest = math.inf
+    part = -1.0
+    here = -math.inf
+    for i in range(caps.shape[0]):
+        if caps[i, C_PART] != part:
+            if here > -math.inf:   # (-inf: the part had no bound off the base)
+                lowest = min(lowest, here)
+            part = caps[i, C_PART]
+            here = -math.inf
+        if caps[i, C_LINK] < 0.0:
+            continue
+        here = max(here, lowest_point(caps, wpts, i))
+    if here > -math.inf:
+        lowest = min(lowest, here)
+    return lowest
+
+
+@kernel()
 def closest_parts(caps, pairs, wpts, info):
     """The clearance of the two parts that come closest (info's I_CLEARANCE), and the first row of
     their pair (I_PAIR). A part is bounded one way or more (a mesh: by its box, and by its
@@ -460,15 +483,9 @@ def check_pose_core(q, sag, kin, mt, caps, pairs, ws, bal, poses, wpts, info, sc
     info[I_FLOOR] = math.inf
     info[I_COM_MARGIN] = math.inf
     info[I_WS] = -1.0
-    # floor: every shape stays above it
+    # floor: every part stays above it
     if ws[WS_FLOOR_ON] != 0.0:
-        fz = ws[WS_FLOOR_Z]
-        for i in range(caps.shape[0]):
-            if caps[i, C_LINK] < 0.0:
-                continue  # base geometry (the pedestal) stands on the floor by design
-            h = lowest_point(caps, wpts, i) - fz
-            if h < info[I_FLOOR]:
-                info[I_FLOOR] = h
+        info[I_FLOOR] = lowest_part(caps, wpts) - ws[WS_FLOOR_Z]
         if info[I_FLOOR] < 0.0:
             flags |= FLOOR
     # workspace of the wrist centre (Zhao et al. 2007, eqs. 2-6)

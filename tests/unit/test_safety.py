@@ -384,18 +384,32 @@ def _lowest_reference(shape) -> float:
     return float(corners[:, 2].min())
 
 
+def _lowest_part_reference(checker, q) -> float:
+    """The lowest point of any part off the base at q: per part (a mesh's box and capsules), the
+    highest of its bounds' lowest points."""
+    parts: dict = {}
+    for w, sh in zip(_world_shapes(checker, q), check_shapes(checker.model)):
+        if sh.link >= 0:
+            key = (sh.link, sh.group) if sh.group else id(sh)
+            parts[key] = max(parts.get(key, -math.inf), _lowest_reference(w))
+    return min(parts.values())
+
+
 def test_the_floor_margin_is_the_lowest_shape_above_the_floor(puma, humanoid):
-    """info's floor slot: the lowest point of any link's shape (a capsule's axis end minus its
-    radius, a box's lowest corner) over the floor, the base's (the pedestal) left out; below zero
-    is FLOOR."""
-    for (model, checker), poses in ((puma, (puma[0].home, np.asarray(PUMA_FLOOR))), (humanoid, (leaning(humanoid[0], 20),))):
+    """info's floor slot: the lowest point of any link's part (a capsule's axis end minus its
+    radius, a box's lowest corner; a mesh's part no lower than the higher of its bounds' lowest
+    points) over the floor, the base's (the pedestal) left out; below zero is FLOOR."""
+    so101 = robots.load("so101")   # meshes: each bounded by its box and its capsules
+    low = so101.home.copy()
+    low[1] = so101.upper[1] if abs(so101.upper[1]) > abs(so101.lower[1]) else so101.lower[1]
+    for (model, checker), poses in ((puma, (puma[0].home, np.asarray(PUMA_FLOOR))), (humanoid, (leaning(humanoid[0], 20),)),
+                                    ((so101, SafetyChecker(so101)), (so101.home, low))):
         floor_z = float(model.meta.get("floor_z_m", 0.0))
         ws = checker.ws.copy()
         ws[SK.WS_FLOOR_ON], ws[SK.WS_FLOOR_Z] = 1.0, floor_z
         for q in poses:
             flags, info = _pose_check(checker, q, ws=ws)
-            lowest = min(_lowest_reference(w) for w, sh in zip(_world_shapes(checker, q), check_shapes(model))
-                         if sh.link >= 0) - floor_z
+            lowest = _lowest_part_reference(checker, q) - floor_z
             assert info[SK.I_FLOOR] == pytest.approx(lowest, abs=1e-9)
             assert bool(flags & FLOOR) == (lowest < 0)
 
@@ -895,7 +909,7 @@ def _shape_rows(shapes) -> tuple[np.ndarray, np.ndarray]:
     caps = np.zeros((len(shapes), SK.C_WIDTH))
     wpts = np.zeros((len(shapes), SK.W_WIDTH))
     for i, sh in enumerate(shapes):
-        caps[i, SK.C_LINK] = 0
+        caps[i, SK.C_LINK], caps[i, SK.C_PART] = 0, i
         if sh[0] == "capsule":
             _, p0, p1, r = sh
             caps[i, SK.C_P0:SK.C_P0 + 3], caps[i, SK.C_P1:SK.C_P1 + 3], caps[i, SK.C_RADIUS] = p0, p1, r

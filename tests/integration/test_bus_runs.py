@@ -370,14 +370,15 @@ def test_a_knee_powered_up_outside_its_range_is_brought_in_slowly_when_asked(tmp
     data, meta = load_recording(str(rec))
     # from the ramp-in's first command (the cycles before send holds, which a board does not apply)
     ramping = np.flatnonzero((data["board_state"] == 2) & (data["q_cmd"][:, k] < MODEL.lower[k] - 1e-3))[0]
-    cmd, meas, t = data["q_cmd"][ramping:, k], data["q_meas"][ramping:, k], data["t"][ramping:]
+    cmd, meas = data["q_cmd"][ramping:, k], data["q_meas"][ramping:, k]
     ramp = MODEL.velocity_limit[k] * 0.25        # the ramp-in speed
     assert cmd.min() >= start - np.radians(0.5) and np.all(np.diff(cmd) >= -1e-9)   # inward only
     assert np.diff(cmd).max() <= ramp / meta["rate_hz"] * 1.001    # a cycle's step at the ramp-in speed
     assert cmd[-1] == pytest.approx(MODEL.lower[k], abs=1e-6) and meas[-1] == pytest.approx(MODEL.lower[k], abs=0.01)
-    # the servo went no faster than the command it was given (a goal at the range's end would be its full speed)
-    moving = np.abs(meas[10:] - meas[:-10]) / (t[10:] - t[:-10])     # over ten cycles: the recording's clock jitters
-    assert moving.max() <= ramp * 1.25, np.degrees(moving.max())
+    # the servo went no faster than the command it was given: never ahead of it (a goal at the range's
+    # end would take it there at its full speed, 15° ahead). Its speed over a few cycles is no measure
+    # on a busy machine: a reading delayed for a while comes in all at once
+    assert np.all(meas <= cmd + np.radians(1.0)), np.degrees((meas - cmd).max())
 
 
 def test_a_joint_outside_its_servos_own_limits_is_never_enabled_even_when_brought_in():

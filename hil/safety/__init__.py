@@ -21,8 +21,9 @@ from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, I_S
 
 WORKSPACE_BOUNDS = ("z < a2+d4", "|y| < a2+d4", "x < a2+d4", "y²+z² < (a2+d4)²+a3²", "x > -(a2+d4)·cos 20°",
                     "the reach sphere")
-# said after a self-collision between capsules that bound a URDF mesh: they hold every vertex, so a
-# bracket's flat face is overshot by up to a centimetre where its corners are covered
+# said after a self-collision between the shapes that bound a URDF mesh: they hold every vertex, so
+# each reaches past the part somewhere (a capsule past a bracket's flat face, a box's corner past a
+# rounded casting)
 MESH_SHAPES_HINT = (" (the shapes around their meshes, which can reach past the parts themselves: `hil twin --shapes` "
                     "draws them; links that come this close by design go in a side file's [collision] allowed)")
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from hil.errors import InputError
 from hil.kinematics.rotations import matrix_quaternion
-from hil.robots.model import SOLE_FRAMES
+from hil.robots.model import SOLE_FRAMES, one_bound_each
 from hil.robots.servos import servo_table
 
 TIMESTEP_S = 0.0005
@@ -253,10 +253,7 @@ def _spec(mujoco, robot, servo, floor):
     masses, coms = robot.masses, robot.tables[1][:, 1:4]
     _add_inertial(base, masses[0], coms[0], robot.inertias[0])
     by_link: dict[int, list] = {}
-    boxed = {(sh.link, sh.group) for sh in robot.shapes if sh.group and sh.kind == "box"}
-    for sh in robot.shapes:
-        if sh.group and sh.kind == "capsule" and (sh.link, sh.group) in boxed:
-            continue   # a mesh bounded both ways touches the world with its box alone
+    for sh in one_bound_each(robot.shapes):   # a mesh bounded both ways touches the world with its box
         by_link.setdefault(sh.link, []).append(sh)
     soles = {name for name in ("l_foot", "r_foot")}
     sole_of_link = _fitted_soles(robot, by_link) if floating else {}

@@ -77,6 +77,14 @@ class Joint:
 _NDARRAY = np.ndarray
 
 
+def one_bound_each(shapes) -> list:
+    """The shapes with each part bounded once: a mesh bounded both ways (a `group` with a box and
+    capsules) keeps its box. What a simulator or another tool takes as the part's geometry (they
+    would take the two bounds together as one larger part)."""
+    boxed = {(sh.link, sh.group) for sh in shapes if sh.group and sh.kind == "box"}
+    return [sh for sh in shapes if not (sh.group and sh.kind == "capsule" and (sh.link, sh.group) in boxed)]
+
+
 def _shape_extent(shapes) -> tuple[np.ndarray, np.ndarray] | None:
     """The box (min, max corners, link frame) around a link's shapes."""
     pts = []

@@ -15,6 +15,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from hil.kinematics.rotations import rpy_angles
+from hil.robots.model import one_bound_each
 
 EFFORT_NM = 10.0   # URDF's <limit> needs an effort; the model has none
 # MuJoCo refuses a moving body without mass or inertia: a massless link (the PUMA's first, a
@@ -81,7 +82,7 @@ def to_urdf(model) -> str:
     """The URDF text of `model` (SI units, the model's joint and frame names)."""
     masses, coms = model.tables[1][:, 0], model.tables[1][:, 1:4]
     by_link: dict[int, list] = {}
-    for s in model.shapes:
+    for s in one_bound_each(model.shapes):   # a mesh bounded both ways is written as its box
         by_link.setdefault(s.link, []).append(s)
     note = f"{model.name}, written by hil's urdf command from {model.spec}".replace("--", "- -")  # (XML comments)
     lines = ['<?xml version="1.0"?>', f"<!-- {note} -->",

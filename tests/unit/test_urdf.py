@@ -495,3 +495,24 @@ def test_flat_brackets_are_checked_as_their_boxes_not_as_capsules_that_reach_pas
     capsules = bounding_capsules(grid * [0.005, 0.03, 0.04])
     reach = max(max(abs(p0[0]), abs(p1[0])) + r for p0, p1, r in capsules) - 0.005
     assert reach > 0.012, reach                         # by more than half the gap
+
+
+def test_a_mesh_bounded_both_ways_is_written_as_its_box_and_read_back_the_same(tmp_path):
+    """`hil urdf` writes each part once (a tool reading the file would take two bounds as one larger
+    part): a mesh's box, turned as it was fitted, which reads back corner for corner."""
+    from hil.robots.model import one_bound_each
+    from hil.robots.urdf_export import to_urdf
+
+    _box_stl(tmp_path / "slab.stl", (0.005, 0.03, 0.04))
+    path = tmp_path / "brackets.urdf"
+    path.write_text(BRACKETS.format(g='<mesh filename="slab.stl"/>'))
+    model = robots.load(str(path))
+    once = one_bound_each(model.shapes)
+    assert [s.kind for s in once] == ["box", "box"] and len(model.shapes) > 2
+    out = tmp_path / "written.urdf"
+    out.write_text(to_urdf(model))
+    again = robots.load(str(out))
+    assert [s.kind for s in again.shapes] == ["box", "box"]
+    for a, b in zip(once, again.shapes):
+        gaps = np.linalg.norm(a.corners()[:, None, :] - b.corners()[None, :, :], axis=2)
+        assert gaps.min(axis=0).max() < 1e-9 and gaps.min(axis=1).max() < 1e-9

@@ -255,11 +255,18 @@ BOX_TURN_STEP_DEG = 1.0   # the turns about each candidate axis tried when fitti
 BOX_FIT_POINTS = 2000     # points the orientation is chosen on (the extents hold every point)
 
 
+def _turned_area(x: np.ndarray, y: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """For each turn (rad) of the plane, the area of the rectangle along the turned axes that holds
+    the points (x, y)."""
+    cs, sn = np.cos(turns)[:, None], np.sin(turns)[:, None]
+    return np.ptp(cs * x + sn * y, axis=1) * np.ptp(cs * y - sn * x, axis=1)
+
+
 def bounding_box(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(centre, axes (3, 3): columns, right-handed; half extents) of a close box around every point
     of v (k, 3): about each of the link's axes and the points' principal directions, the turn of
-    the other two that encloses the points in the least area (every `BOX_TURN_STEP_DEG`); of
-    those, the box of least volume."""
+    the other two that encloses the points in the least area (every `BOX_TURN_STEP_DEG`, then
+    refined between the neighbouring steps); of those, the box of least volume."""
     c = v.mean(axis=0)
     d = v - c
     sample = d if len(d) <= BOX_FIT_POINTS else d[np.random.default_rng(0).choice(len(d), BOX_FIT_POINTS, False)]
@@ -271,15 +278,11 @@ def bounding_box(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         u /= np.linalg.norm(u)
         w = np.cross(a, u)
         x, y = sample @ u, sample @ w
-        def area(th):
-            cs, sn = np.cos(th)[:, None], np.sin(th)[:, None]
-            return np.ptp(cs * x + sn * y, axis=1) * np.ptp(cs * y - sn * x, axis=1)
-
-        th = float(turns[int(np.argmin(area(turns)))])
+        th = float(turns[int(np.argmin(_turned_area(x, y, turns)))])
         lo_th, hi_th = th - math.radians(BOX_TURN_STEP_DEG), th + math.radians(BOX_TURN_STEP_DEG)
         for _ in range(40):   # the least area between the neighbouring steps (golden section)
             m1, m2 = lo_th + 0.382 * (hi_th - lo_th), hi_th - 0.382 * (hi_th - lo_th)
-            if area(np.array([m1]))[0] < area(np.array([m2]))[0]:
+            if _turned_area(x, y, np.array([m1]))[0] < _turned_area(x, y, np.array([m2]))[0]:
                 hi_th = m2
             else:
                 lo_th = m1

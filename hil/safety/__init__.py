@@ -75,20 +75,16 @@ def _collision_shapes(model) -> tuple[np.ndarray, list[str]]:
     return np.array(rows, dtype=np.float64).reshape(-1, SK.C_WIDTH), names
 
 
-def _parts(model) -> tuple[list[list[list[int]]], list[str]]:
-    """The parts the shapes bound: per part, its bounds (each a list of rows of the shape table:
-    a mesh's capsules, its box), and per shape row the name of its part. A shape of no group is a
-    part with one bound."""
+def _parts(model, caps: np.ndarray) -> tuple[list[list[list[int]]], list[str]]:
+    """The parts the shapes bound (the table's C_PART): per part, its bounds (each a list of rows
+    of the shape table: a mesh's capsules, its box), and per shape row the name of its part. A
+    shape of no group is a part with one bound."""
     parts: list[list[list[int]]] = []
-    index: dict[tuple[int, str], int] = {}
-    names = []
     for i, sh in enumerate(model.shapes):
-        key = (sh.link, sh.group) if sh.group else (sh.link, f"#{i}")
-        if key not in index:
-            index[key] = len(parts)
+        if int(caps[i, SK.C_PART]) == len(parts):
             parts.append([[], []])          # its capsules, its boxes: the cheaper measured first
-        parts[index[key]][1 if sh.kind == "box" else 0].append(i)
-        names.append(sh.group or sh.name)
+        parts[-1][1 if sh.kind == "box" else 0].append(i)
+    names = [sh.group or sh.name for sh in model.shapes]
     return [[b for b in bounds if b] for bounds in parts], names
 
 
@@ -182,7 +178,7 @@ class SafetyChecker:
         self.kin, self.mt = model.tables
         caps, self.shape_names = _collision_shapes(model)
         self.caps = caps
-        self.parts, self.part_names = _parts(model)
+        self.parts, self.part_names = _parts(model, caps)
         self.pairs = _part_pairs(model, caps, self.parts)
         self.ws = _workspace_settings(model, floor)
         self.bal = _balance_settings(model, balance)

@@ -1,8 +1,10 @@
-"""The loop's spin before each deadline: CPU and timing with the spin sized as the loop runs (the
-default) against a fixed 500 µs (`--spin-us 500`, the earlier default), in the same run, rounds
-alternating. Each round is a PUMA demo motion on the emulator (`hil run --dry-run`); the CPU of
-each process of the run (the command, its loop, the port process, the emulator) is read from
-/proc/PID/stat just before it ends, so the figures include each process's start.
+"""The loop's spin before each deadline: CPU and timing with no spin (a dry run's default,
+`--spin-us 0`), the spin sized as the loop runs (the default on a board's port) and a fixed 500 µs
+(`--spin-us 500`, the earlier default), in the same run, rounds alternating. Each round is a PUMA
+demo motion on the board emulator, started here on its pty and given to `hil run --port` as a
+board would be; the CPU of each process of the run (the command, its loop, the port process, the
+emulator) is read from /proc/PID/stat just before it ends, so the figures include each process's
+start.
 
 Run: `python benchmarks/bench_spin.py [--rounds 3] [--seconds 10] [--rate 500]`.
 """
@@ -59,16 +61,28 @@ def _role(cmd: str, pid: int, root: int, first_child: int | None) -> str:
 
 
 def one_run(seconds: float, rate: float, spin: list[str]) -> dict:
+    from hil import robots
+    from hil.emulator_launch import start_emulator
+
+    emu = start_emulator(robots.load("puma560"))
+    try:
+        return _run_on(emu, seconds, rate, spin)
+    finally:
+        emu.stop()
+
+
+def _run_on(emu, seconds: float, rate: float, spin: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as d:
         stats_path = os.path.join(d, "stats.json")
-        proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--enable", "--motion",
-                                       "demo", "--duration", str(seconds), "--rate", str(rate), "--stats-json",
-                                       stats_path, *spin], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--port", emu.path, "--headless", "--enable",
+                                       "--motion", "demo", "--duration", str(seconds), "--rate", str(rate),
+                                       "--stats-json", stats_path, *spin],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen: dict[int, tuple[float, str]] = {}
         order: list[int] = []
         while proc.poll() is None:
             procs = _processes()
-            for pid in _family(proc.pid, procs):
+            for pid in _family(proc.pid, procs) | {emu.proc.pid}:
                 if pid in procs and procs[pid][2].strip():
                     if pid not in seen:
                         order.append(pid)
@@ -91,10 +105,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rate", type=float, default=500.0)
     args = ap.parse_args()
-    rows = {"sized as it runs": [], "fixed 500 µs": []}
+    spins = {"none (a dry run's default)": ["--spin-us", "0"], "sized as it runs": [],
+             "fixed 500 µs": ["--spin-us", "500"]}
+    rows: dict[str, list] = {name: [] for name in spins}
     for _ in range(args.rounds):
-        rows["sized as it runs"].append(one_run(args.seconds, args.rate, []))
-        rows["fixed 500 µs"].append(one_run(args.seconds, args.rate, ["--spin-us", "500"]))
+        for name, spin in spins.items():
+            rows[name].append(one_run(args.seconds, args.rate, spin))
     print(f"PUMA demo, {args.seconds:g} s at {args.rate:g} Hz, {args.rounds} rounds each (CPU-s per run, mean)")
     print("| spin | spin at the end (µs) | loop | command | port | emulator | all | missed deadlines | p99 jitter (µs) |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -108,7 +124,8 @@ def main() -> int:
               f"{mean(lambda r: r['cpu'].get('emulator', 0)):.2f} | {means[name]:.2f} | "
               f"{' '.join(str(r['missed']) for r in runs)} of {runs[0]['cycles']} | "
               f"{mean(lambda r: r['jitter_p99_us']):.1f} |")
-    print(f"all processes' CPU, sized / fixed: {means['sized as it runs'] / means['fixed 500 µs']:.2f}")
+    print(f"all processes' CPU, sized / fixed: {means['sized as it runs'] / means['fixed 500 µs']:.2f}, "
+          f"none / sized: {means[next(iter(spins))] / means['sized as it runs']:.2f}")
     return 0
 
 

@@ -75,6 +75,10 @@ def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> float | N
 SPIN_MIN_S = 150e-6    # never less: the loop rehearses its kernels in the spin when 100 µs are left
 SPIN_MAX_S = 500e-6    # the most it grows to by itself (--spin-us may ask for more)
 SPIN_SLEEPS = 512      # the sleeps the spin is sized on (about a second at 500 Hz)
+# a dry run's loop does not spin: the emulated board moves its servos once a millisecond, so a
+# cycle a few tens of microseconds late changes nothing it does, and the CPU a spin burns is the
+# emulator's and the twin's (--spin-us still sets one)
+DRY_RUN_SPIN_S = 0.0
 
 
 class SpinWindow:

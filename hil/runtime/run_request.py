@@ -11,7 +11,7 @@ from firmware_protocol import BOARD_IMPLEMENTATIONS
 from firmware_protocol.buses import bus_list
 from firmware_protocol.messages import CMD_TIMEOUT_MS_DEFAULT, CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
 from hil.options import option
-from hil.runtime.realtime import SPIN_MAX_S, SPIN_MIN_S
+from hil.runtime.realtime import DRY_RUN_SPIN_S, SPIN_MAX_S, SPIN_MIN_S
 
 RECORD_ERRORS = ("stop", "continue")
 PORT_IO = ("process", "thread", "inline")   # the first is the default
@@ -57,7 +57,8 @@ class RunRequest:
     spin_us: float | None = option(
         None, "--spin-us", "busy-wait this long before each deadline instead of sleeping (less saves CPU, more "
                            "absorbs late wake-ups; at most one cycle; default: sized as the loop runs to how late "
-                           f"its sleeps end, {SPIN_MIN_S * 1e6:g} … {SPIN_MAX_S * 1e6:g} µs)", unit="µs")
+                           f"its sleeps end, {SPIN_MIN_S * 1e6:g} … {SPIN_MAX_S * 1e6:g} µs; in a dry run "
+                           f"{DRY_RUN_SPIN_S * 1e6:g} µs)", unit="µs")
     port_io: str = option(
         PORT_IO[0], "--port-io", "where the serial port's reads and writes run: a process of their own (the loop "
                                  "shares no GIL with them), a thread of the loop's process, or the loop itself",

@@ -23,7 +23,7 @@ from hil.remote.session import control_refusal, load_config
 from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime import loop_process
 from hil.runtime.loop import LoopConfig
-from hil.runtime.realtime import check_a_loop_cpu_is_free
+from hil.runtime.realtime import DRY_RUN_SPIN_S, check_a_loop_cpu_is_free
 from hil.options import check_options
 from hil.runtime.run_request import RunRequest
 from hil.runtime.shared import (BOARD_STATES, ERROR_PREFIX, LoopClient, LoopStatus, LoopWord, SharedState,
@@ -68,6 +68,14 @@ def watchdog_ms(req: RunRequest) -> int | None:
         return None
     return round(number(req.watchdog_ms, "--watchdog-ms", CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms"))
 
+
+
+def spin_us(req: RunRequest) -> float | None:
+    """The loop's busy-wait before each deadline: --spin-us as given; without it none in a dry run
+    (DRY_RUN_SPIN_S), else None: sized as the loop runs."""
+    if req.spin_us is not None or not req.dry_run:
+        return req.spin_us
+    return DRY_RUN_SPIN_S * 1e6
 
 def check(req: RunRequest, model, bus=None) -> float:
     """Refuse a request that cannot run, before anything starts; returns the loop rate (Hz)."""
@@ -193,7 +201,7 @@ def run(req: RunRequest, twin: TwinStarter | None = None, bridge: Callable[[list
         headless = True
     cfg = LoopConfig.from_request(req, robot=model.spec, port=emu.path if emu else req.port, shm_name=name,
                                   rate_hz=rate, headless=headless, parent_pid=os.getpid(), bus=bus,
-                                  watchdog_ms=None if bus is not None else watchdog_ms(req))
+                                  watchdog_ms=None if bus is not None else watchdog_ms(req), spin_us=spin_us(req))
     session = _Run(shared, req, model, headless, twin, bridge)
     try:
         session.supervise(cfg)

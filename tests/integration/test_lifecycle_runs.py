@@ -17,6 +17,7 @@ import pytest
 import hil.robots as robots
 from firmware_protocol.link import Link
 from hil.emulator_launch import emulator_args
+from hil.runtime.realtime import DRY_RUN_SPIN_S, SPIN_MIN_S
 from hil.runtime.shared import LoopClient, LoopRequest, LoopWord, runtime_dir
 from tests.conftest import dma_latency_before, dma_latency_given_back, process_tree, wait_for
 from tests.integration.test_runtime import HIL, attach, finish, start_run
@@ -173,7 +174,9 @@ def test_a_signal_to_hil_alone_ends_the_run_like_ctrl_c(tmp_path, sig):
     assert f"E-STOP from {signal.Signals(sig).name}" in out, out
     r = np.load(rec)
     assert (r["board_state"][-20:] == ESTOP).any(), out
-    assert json.loads(stats.read_text())["stop_reason"] == f"{signal.Signals(sig).name} received"
+    s = json.loads(stats.read_text())
+    assert s["stop_reason"] == f"{signal.Signals(sig).name} received"
+    assert s["spin_us"] == DRY_RUN_SPIN_S * 1e6, s   # a dry run: no spin before the deadlines
     assert wait_for(lambda: not any(alive(p) for p in helpers + [loop_pid]), timeout_s=10), out
 
 
@@ -318,6 +321,7 @@ def test_a_crc_valid_state_with_the_wrong_joint_count_is_counted_and_dropped(emu
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(stats.read_text())
     assert s["rejected_frames"] >= 1 and s["link_errors"] == 0, s
+    assert s["spin_us"] >= SPIN_MIN_S * 1e6, s   # a board on a port: the spin sized as the loop runs
 
 
 def test_loop_client_refuses_to_guess_between_two_loops():

@@ -70,3 +70,10 @@ def test_a_bad_watchdog_in_the_environment_is_one_line_before_anything_starts(tm
         err = r.stderr.strip().splitlines()
         assert r.returncode == 2 and "HIL_WATCHDOG_MS: 'fast' is not a number" in err[-1], r.stdout + r.stderr
         assert "Traceback" not in r.stderr and "connected" not in r.stdout + r.stderr
+
+
+def test_a_dry_run_does_not_spin_unless_asked_and_a_board_s_loop_sizes_its_spin():
+    assert supervisor.spin_us(RunRequest(robot="puma560", dry_run=True)) == 0.0
+    assert supervisor.spin_us(RunRequest(robot="puma560", dry_run=True, spin_us=300.0)) == 300.0
+    assert supervisor.spin_us(RunRequest(robot="puma560", port="/dev/ttyUSB0")) is None
+    assert supervisor.spin_us(RunRequest(robot="puma560", port="/dev/ttyUSB0", spin_us=80.0)) == 80.0

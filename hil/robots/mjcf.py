@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 6             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 7             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -220,7 +220,8 @@ class _Writer:
         m = self.m
         root_body = self._root_body()
         model_name = bytes(m.names).split(b"\0", 1)[0].decode("utf-8", "replace")
-        robot = ET.Element("robot", name=model_name or self.stem)
+        # a file without <mujoco model="…"> is named "MuJoCo Model" by MuJoCo: it is named after its file here
+        robot = ET.Element("robot", name=self.stem if model_name in ("", "MuJoCo Model") else model_name)
         frame_of: dict[int, tuple[str, np.ndarray]] = {}   # body → (its last link, body frame in that link)
         order = [b for b in range(1, m.nbody) if self._under(b, root_body)]
         for b in order:
@@ -259,7 +260,10 @@ class _Writer:
         name = _name(m, "body", b, f"body{b}")
         first = int(m.body_jntadr[b])
         hinges = [j for j in range(first, first + int(m.body_jntnum[b])) if m.jnt_type[j] == HINGE]
-        if b == root:
+        if b == root and hinges:   # the root turns on a hinge of its own: it hangs from the world (a massless link)
+            ET.SubElement(robot, "link", name="world")
+            parent, placed = "world", _pose(m.body_pos[b], m.body_quat[b])
+        elif b == root:
             parent, placed = None, np.eye(4)
         else:
             parent, in_parent = frame_of[int(m.body_parentid[b])]

@@ -69,6 +69,31 @@ def test_an_mjcf_robot_moves_as_mujoco_moves_it():
     assert np.allclose(com, d.subtree_com[mm.body("pelvis").id], atol=1e-6)
 
 
+
+def test_a_root_body_turning_on_a_hinge_of_its_own_hangs_from_the_world(tmp_path):
+    """MuJoCo lets the first body turn on its own hinge (a pendulum, a turntable): it hangs from
+    the world at its place; a file without a model name is named after the file."""
+    path = tmp_path / "pendulum.xml"
+    path.write_text("<mujoco><worldbody><body name='arm' pos='0.1 0.2 0.5' quat='0.9 0.1 0.3 0.2'>"
+                    "<joint name='swing' axis='0.3 1 0.2' pos='0 0 0.05' range='-90 90'/>"
+                    "<geom type='capsule' fromto='0 0 0 0 0 -0.3' size='0.02' mass='1'/>"
+                    "<body name='tip' pos='0 0 -0.3'><joint name='wrist' axis='1 0 0'/>"
+                    "<geom type='sphere' size='0.03' mass='0.2'/></body></body></worldbody></mujoco>")
+    m = robots.load(str(path))
+    assert m.name == "pendulum" and list(m.joint_names) == ["swing", "wrist"] and not m.floating
+    for q in ([0.0, 0.0], [0.7, -1.1], [-1.3, 2.0]):
+        q = np.array(q)
+        mm, d = _mujoco_at(str(path), m, q)
+        for body in ("arm", "tip"):
+            b = mm.body(body).id
+            T = m.fk_frame(q, body)   # a link's frame sits at its hinge: the body's is that less the anchor
+            pos = T[:3, 3] - T[:3, :3] @ mm.jnt_pos[mm.body_jntadr[b]]
+            assert np.allclose(pos, d.xpos[b], atol=1e-8) and np.allclose(T[:3, :3], d.xmat[b].reshape(3, 3),
+                                                                          atol=1e-8), (body, q)
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "walk", "--robot", str(path)], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "has no <freejoint/>" in r.stderr, r.stderr
+
 def test_the_feet_are_found_by_the_tree():
     m = robots.load(BIPED)
     assert any("feet found by the tree: l_foot (left), r_foot (right)" in n for n in m.meta["notes"])

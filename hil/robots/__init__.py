@@ -88,7 +88,12 @@ def _from_mjcf(path: Path) -> RobotModel:
     allowed = mjcf.allowed_collisions_of(str(path))
     if allowed:   # the bodies its makers let touch
         side["collision"] = {"allowed": allowed}
-    return _with_its_file(urdf.build(mjcf.to_urdf(str(path)), side, str(path), legs_by_tree=False), str(path))
+    written = mjcf.to_urdf(str(path))
+    try:
+        model = urdf.build(written, side, str(path), legs_by_tree=False)
+    except ConfigError as e:   # about the URDF written from it: said of the file the user gave
+        raise ConfigError(str(e).replace(written, str(path)).replace("the URDF's <limit>", "the MJCF's <joint range>")) from None
+    return _with_its_file(model, str(path))
 
 
 def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:

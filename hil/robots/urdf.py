@@ -974,6 +974,11 @@ def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zer
     halves = []
     if not table:
         table = _found_feet(parts, shapes, boxes, zero, meta)
+    if not table:   # a floating base (a free joint, or a side file's kind) on no two feet found by the tree
+        raise ConfigError(f"{side_path}: a humanoid (its base floats) with no two feet hil can find (the lowest "
+                          "links at zero, one on each side): name them in a side file's [soles] left and right, or "
+                          "give [robot] kind = \"arm\" to drive it fixed at its base "
+                          f"(links: {', '.join(parts.order[:12])}…; docs/robots.md)")
     for side, frame in (("left", "l_sole"), ("right", "r_sole")):
         link = table.get(side)
         if not isinstance(link, str) or link not in parts.placed:

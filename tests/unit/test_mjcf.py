@@ -145,6 +145,15 @@ def test_an_mjcf_is_compiled_once(tmp_path):
     (b"<mujoco><worldbody><body name='b' pos='nan 0 0'><joint name='j' range='0 1'/><geom size='0.1'/></body>"
      b"</worldbody></mujoco>", "not finite"),
     (b"<mujoco><worldbody/></mujoco>", "no body"),
+    # said of the file given, not of the URDF written from it
+    (b"<mujoco><worldbody><body name='a'><joint name='j' type='ball'/><geom size='0.1' mass='1'/></body>"
+     b"</worldbody></mujoco>", "nothing for hil to drive"),
+    (b"<mujoco><compiler angle='radian'/><worldbody><body name='a'><joint name='j' range='-1e9 1e9' "
+     b"limited='true'/><geom size='0.1' mass='1'/></body></worldbody></mujoco>", "the MJCF's <joint range>"),
+    # a floating base on one leg (a free joint makes a humanoid): no feet to find
+    (b"<mujoco><worldbody><body name='b' pos='0 0 1'><freejoint/><geom type='box' size='.1 .1 .1' mass='1'/>"
+     b"<body name='c' pos='0 0 -.2'><joint name='k' axis='0 1 0' range='-1 1'/><geom type='box' size='.05 .05 .05' "
+     b"mass='.2'/></body></body></worldbody></mujoco>", "no two feet hil can find"),
 ])
 def test_a_bad_mjcf_is_one_clear_error(tmp_path, text, said):
     path = tmp_path / "bad.xml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import stat
+import tempfile
 from typing import BinaryIO
 
 from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
@@ -85,6 +86,23 @@ def writable_file(path: str | None, what: str) -> None:
         raise InputError(f"{what} {path}: the folder {folder} does not exist; create it or choose another path")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise InputError(f"{what} {path}: cannot write there (permission denied)")
+    # what the permission bits do not say (a read-only mount, /proc; root passes every access
+    # check): tried, leaving nothing behind and the file as it was
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):
+                pass
+        else:
+            can_create_in(folder)
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot write there ({e.strerror or e}); choose another path") from None
+
+
+def can_create_in(folder: str) -> None:
+    """OSError unless a file can be made in `folder` (tried: one made and removed at once)."""
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".hil-write-check-")
+    os.close(fd)
+    os.unlink(probe)
 
 
 def number(value, name: str, lo: float | None = None, hi: float | None = None, unit: str = "") -> float:

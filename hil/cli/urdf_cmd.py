@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from hil.cli.common import ROBOT_HELP, add_command
+from hil.errors import InputError
 from hil.inputs import writable_file
 
 
@@ -30,7 +31,10 @@ def run(args) -> int:
     if not args.out:
         sys.stdout.write(text)
         return 0
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:   # the disk filled, the folder went away
+        raise InputError(f"--out {args.out}: not written ({e.strerror or e})") from None
     print(f"wrote {args.out}")
     return 0

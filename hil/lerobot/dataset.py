@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from hil.errors import InputError
-from hil.inputs import open_regular, parse_json, read_text
+from hil.inputs import can_create_in, open_regular, parse_json, read_text
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000          # files per chunk folder, as LeRobot's default
@@ -115,6 +115,10 @@ def check_append(root: str, ep: Episode) -> None:
         parent = parent.parent
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"{root}: {parent} cannot be written (permissions): record elsewhere")
+    try:   # what the permission bits do not say (a read-only mount, /proc; root passes them all)
+        can_create_in(str(parent))
+    except OSError as e:
+        raise InputError(f"{root}: {parent} cannot be written ({e.strerror or e}): record elsewhere") from None
 
 
 def append_episode(root: str, ep: Episode) -> int:

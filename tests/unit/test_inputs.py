@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -207,3 +209,21 @@ def test_numbers_a_command_cannot_use_are_refused_not_ignored(argv, expect, caps
 
     assert main(argv) == 2
     assert expect in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc: a folder no file can be made in")
+def test_an_output_where_no_file_can_be_made_is_refused_before_anything_runs(tmp_path):
+    """Permission bits do not say it (root passes them all): a file is tried there, and nothing is
+    left behind where one can be made."""
+    from hil.inputs import writable_file
+    from hil.lerobot import dataset
+
+    with pytest.raises(InputError, match=r"--out /proc/x\.urdf: cannot write there"):
+        writable_file("/proc/x.urdf", "--out")
+    with pytest.raises(InputError, match="/proc cannot be written"):
+        dataset.check_append("/proc/episodes", dataset.Episode(["a"], 30, np.zeros((2, 1)), np.zeros((2, 1)), "t", "r"))
+    writable_file(str(tmp_path / "ok.urdf"), "--out")
+    assert list(tmp_path.iterdir()) == []
+    r = subprocess.run([sys.executable, "-m", "hil.cli", "urdf", "--robot", "puma560", "--out", "/proc/x.urdf"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot write there" in r.stderr, r.stderr

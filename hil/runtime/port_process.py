@@ -22,6 +22,7 @@ go over a pipe and are answered there; the loop calls them from helper threads a
 from __future__ import annotations
 
 import errno
+import functools
 import mmap
 import os
 import select
@@ -46,8 +47,10 @@ PORT_WORDS = K_DROPPED + 1
 REASON_BYTES = 512
 
 
+@functools.lru_cache(maxsize=None)
 def state_record(n: int) -> np.dtype:
-    """The state slot's one record, every field a float64 (the seqlock copies the slot as floats)."""
+    """The state slot's one record, every field a float64 (the seqlock copies the slot as floats);
+    made once per joint count (a dtype takes longer to build than a STATE to pack)."""
     return np.dtype([("t_host", "f8"), ("t_board_us", "f8"), ("seq", "f8"), ("echo_seq", "f8"), ("state", "f8"),
                      ("faults", "f8"), ("supply_mV", "f8"), ("imu_valid", "f8"), ("quat", "f8", 4),
                      ("gyro", "f8", 3), ("acc", "f8", 3), ("q", "f8", n), ("qd", "f8", n),

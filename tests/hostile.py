@@ -65,6 +65,7 @@ def _valid_sources() -> dict[str, bytes]:
         "robot.toml": (ROOT / "hil/robots/data/puma560.toml").read_bytes(),
         "board.toml": (ROOT / "hil/robots/data/boards/so101-feetech.toml").read_bytes(),
         "robot.urdf": so101_urdf,
+        "robot.xml": (ROOT / "tests/unit/mjcf/op3like.xml").read_bytes(),
         "lerobot.json": json.dumps({name: {"id": i + 1, "drive_mode": 0, "homing_offset": 0, "range_min": 1000,
                                            "range_max": 3000}
                                     for i, name in enumerate(("shoulder_pan", "shoulder_lift", "elbow_flex",
@@ -87,6 +88,7 @@ def _command(kind: str, path: str, scratch: str) -> list[str]:
         "trajectory": ["play", path, "--robot", "humanoid17"],
         "gcode": ["path", path],
         "urdf": ["robots", "--robot", path],
+        "mjcf": ["robots", "--robot", path],
         "robot": ["robots", "--robot", path],
         "board": ["calibrate", "--robot", "so101", "--bus", "feetech", "--board-config", path, "--export-lerobot",
                   os.path.join(scratch, "out.json")],
@@ -234,7 +236,8 @@ def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
     valid = _valid_sources()
     out: list[Case] = []
     text_kinds = [("motion", "motion.toml", ".toml"), ("gcode", "program.nc", ".nc"), ("robot", "robot.toml", ".toml"),
-                  ("board", "board.toml", ".toml"), ("urdf", "robot.urdf", ".urdf"), ("lerobot", "lerobot.json", ".json")]
+                  ("board", "board.toml", ".toml"), ("urdf", "robot.urdf", ".urdf"), ("mjcf", "robot.xml", ".xml"),
+                  ("lerobot", "lerobot.json", ".json")]
     for kind, source, suffix in text_kinds:
         if not valid[source]:
             continue

@@ -55,6 +55,49 @@ class Result:
 
 
 # ---------------------------------------------------------------- what valid files look like
+# a side file over an MJCF with every table it may hold (the MJCF is written beside each case)
+SIDE_FILE = """[robot]
+name = "sidebiped"
+mjcf = "biped6.xml"
+kind = "humanoid"
+description = "the six-joint biped, every side-file table"
+default_rate_hz = 250
+
+[joints.l_knee]
+lower_deg = 0
+upper_deg = 120
+velocity_deg_s = 300
+acceleration_deg_s2 = 3000
+
+[poses]
+home = { l_hip_pitch = -20, l_knee = 40, l_ankle = -20, r_hip_pitch = -20, r_knee = 40, r_ankle = -20 }
+crouch = { l_hip_pitch = -30, l_knee = 60, l_ankle = -30, r_hip_pitch = -30, r_knee = 60, r_ankle = -30 }
+
+[soles]
+left = "l_foot"
+right = "r_foot"
+
+[[frame]]
+name = "camera"
+link = "head"
+translation = [0.02, 0.0, 0.03]
+rpy_deg = [0, 10, 0]
+
+[balance]
+margin_m = 0.005
+
+[collision]
+allowed = [["l_thigh", "r_thigh"]]
+
+[servo]
+preset = "XL430-W250"
+compensation_margin = 1.5
+
+[servo.joint.l_knee]
+torque_limit_nm = 2.0
+"""
+
+
 def _valid_sources() -> dict[str, bytes]:
     """A valid file of each text kind, the seed the mutations start from."""
     erd = _example_robot_data()
@@ -66,6 +109,7 @@ def _valid_sources() -> dict[str, bytes]:
         "board.toml": (ROOT / "hil/robots/data/boards/so101-feetech.toml").read_bytes(),
         "robot.urdf": so101_urdf,
         "robot.xml": (ROOT / "tests/unit/mjcf/op3like.xml").read_bytes(),
+        "side.toml": SIDE_FILE.encode(),
         "lerobot.json": json.dumps({name: {"id": i + 1, "drive_mode": 0, "homing_offset": 0, "range_min": 1000,
                                            "range_max": 3000}
                                     for i, name in enumerate(("shoulder_pan", "shoulder_lift", "elbow_flex",
@@ -89,6 +133,7 @@ def _command(kind: str, path: str, scratch: str) -> list[str]:
         "gcode": ["path", path],
         "urdf": ["robots", "--robot", path],
         "mjcf": ["robots", "--robot", path],
+        "side": ["robots", "--robot", path],
         "robot": ["robots", "--robot", path],
         "board": ["calibrate", "--robot", "so101", "--bus", "feetech", "--board-config", path, "--export-lerobot",
                   os.path.join(scratch, "out.json")],
@@ -237,13 +282,16 @@ def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
     out: list[Case] = []
     text_kinds = [("motion", "motion.toml", ".toml"), ("gcode", "program.nc", ".nc"), ("robot", "robot.toml", ".toml"),
                   ("board", "board.toml", ".toml"), ("urdf", "robot.urdf", ".urdf"), ("mjcf", "robot.xml", ".xml"),
-                  ("lerobot", "lerobot.json", ".json")]
+                  ("side", "side.toml", ".toml"), ("lerobot", "lerobot.json", ".json")]
     for kind, source, suffix in text_kinds:
         if not valid[source]:
             continue
         for k, (name, data, invalid) in enumerate(_mutations(valid[source], rng, per)):
             path = os.path.join(folder, f"{kind}-{k}{suffix}")
-            out.append(Case(kind, name, _command(kind, path, folder), invalid, {path: data}))
+            files = {path: data}
+            if kind == "side":   # the MJCF it names, beside it
+                files[os.path.join(folder, "biped6.xml")] = (ROOT / "tests/unit/mjcf/biped6.xml").read_bytes()
+            out.append(Case(kind, name, _command(kind, path, folder), invalid, files))
     for k, (name, data, invalid) in enumerate(_trajectories(rng, per)):
         path = os.path.join(folder, f"trajectory-{k}.npz")
         out.append(Case("trajectory", name, _command("trajectory", path, folder), invalid, {path: data}))

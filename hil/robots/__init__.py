@@ -183,6 +183,14 @@ def _vec(v, n: int, where: str) -> np.ndarray:
     return a
 
 
+def _lengths(a: np.ndarray, where: str) -> np.ndarray:
+    """Lengths (m) within urdf.MAX_LENGTH_M: one past it is a unit mistake (millimetres given as metres)."""
+    if np.any(np.abs(a) > urdf.MAX_LENGTH_M):
+        raise ConfigError(f"{where}: {np.abs(a).max():g} m is past {urdf.MAX_LENGTH_M:g} m: a unit mistake? "
+                          "lengths are in metres (SI)")
+    return a
+
+
 def _transform(rows, scale: float, where: str) -> np.ndarray:
     try:
         a = np.asarray(rows, dtype=np.float64)
@@ -195,7 +203,7 @@ def _transform(rows, scale: float, where: str) -> np.ndarray:
         raise ConfigError(f"{where}: rotation part is not a proper rotation (det = {np.linalg.det(R):+.6f})")
     T = np.eye(4)
     T[:3, :3] = R
-    T[:3, 3] = a[:, 3] * scale
+    T[:3, 3] = _lengths(a[:, 3] * scale, where)
     return T
 
 
@@ -204,7 +212,7 @@ def _offset(entry: dict, scale: float, where: str) -> np.ndarray:
         return _transform(entry["offset"], scale, where)
     T = np.eye(4)
     if "translation" in entry:
-        T[:3, 3] = _vec(entry["translation"], 3, where + ".translation") * scale
+        T[:3, 3] = _lengths(_vec(entry["translation"], 3, where + ".translation") * scale, where + ".translation")
     if "rpy_deg" in entry:
         r, p, y = np.radians(_vec(entry["rpy_deg"], 3, where + ".rpy_deg"))
         T[:3, :3] = rpy_matrix(r, p, y)
@@ -277,8 +285,8 @@ class _Builder:
         dh, w = self.data["dh"], self.where + " [dh]"
         jn = _get(dh, "joints", w, list)
         n = len(jn)
-        a = _vec(_get(dh, "a_m", w), n, w + ".a_m")
-        d = _vec(_get(dh, "d_m", w), n, w + ".d_m")
+        a = _lengths(_vec(_get(dh, "a_m", w), n, w + ".a_m"), w + ".a_m")
+        d = _lengths(_vec(_get(dh, "d_m", w), n, w + ".d_m"), w + ".d_m")
         alpha = np.radians(_vec(_get(dh, "alpha_deg", w), n, w + ".alpha_deg"))
         lo = np.radians(_vec(_get(dh, "lower_deg", w), n, w + ".lower_deg"))
         hi = np.radians(_vec(_get(dh, "upper_deg", w), n, w + ".upper_deg"))

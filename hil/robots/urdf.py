@@ -673,7 +673,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 12   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 13   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -898,6 +898,9 @@ def _side_frame(item, parts: _Parts, side_path: str) -> tuple[str, str, np.ndarr
                                                              and math.isfinite(x) for x in v)):
             raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: {key} must be {n} finite numbers")
         if key == "translation":
+            if max(abs(x) for x in v) > MAX_LENGTH_M:
+                raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: translation {max(abs(x) for x in v):g} m is "
+                                  f"past {MAX_LENGTH_M:g} m: a unit mistake? lengths are in metres (SI)")
             T[:3, 3] = v
         else:
             T[:3, :3] = rpy_matrix(*np.radians(v))

@@ -20,8 +20,8 @@ def test_hostile_inputs_of_every_kind_get_one_clean_line_each(tmp_path):
     fig, results = data["figures"], data["results"]
     assert fig["failures"] == [] and r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     kinds = {res["kind"] for res in results}
-    assert kinds >= {"motion", "trajectory", "gcode", "urdf", "mjcf", "robot", "board", "lerobot", "recording",
-                     "numbers"}
+    assert kinds >= {"motion", "trajectory", "gcode", "urdf", "mjcf", "side", "robot", "board", "lerobot",
+                     "recording", "numbers"}
     for res in results:
         assert res["code"] in (0, 2), res
         if res["code"] == 2:   # one line, naming what (a file's path, an option, or a robot's part)

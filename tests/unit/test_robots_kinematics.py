@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -455,6 +456,17 @@ def test_bad_data_file_is_rejected(tmp_path):
         robots.load(str(p))
     p.write_text("[robot\nname=")
     with pytest.raises(ConfigError, match="bad.toml"):
+        robots.load(str(p))
+    # a length past 10 km is a unit mistake, not a robot: in a placement, a frame's translation, a DH length
+    puma = (Path(robots.__file__).parent / "data" / "puma560.toml").read_text()
+    assert "a_m = [0.0, 0.5," in puma
+    p.write_text(puma.replace("a_m = [0.0, 0.5,", "a_m = [0.0, 500e3,"))
+    with pytest.raises(ConfigError, match=r"\.a_m: 500000 m is past 10000 m: a unit mistake"):
+        robots.load(str(p))
+    p.write_text('[robot]\nname = "x"\ntool_frame = "t"\n[[joint]]\nname = "j"\nparent = "base"\n'
+                 'placement = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1e20]]\naxis = [0, 0, 1]\n'
+                 'lower_deg = -10\nupper_deg = 10\nvelocity_deg_s = 1\nacceleration_deg_s2 = 1\n')
+    with pytest.raises(ConfigError, match="joint 'j'.*past 10000 m"):
         robots.load(str(p))
 
 

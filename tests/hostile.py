@@ -277,7 +277,7 @@ def _numbers(count: int) -> list[Case]:
 def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
     """About `total` cases of every kind, their files to be written under `folder`."""
     rng = np.random.default_rng(seed)
-    per = max(1, total // 10)
+    per = max(1, total // 11)   # the text kinds, trajectories, recordings and numbers; the special files besides
     valid = _valid_sources()
     out: list[Case] = []
     text_kinds = [("motion", "motion.toml", ".toml"), ("gcode", "program.nc", ".nc"), ("robot", "robot.toml", ".toml"),

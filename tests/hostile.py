@@ -180,11 +180,11 @@ def _mutations(data: bytes, rng: np.random.Generator, count: int) -> list[tuple[
 
 def _number_spans(text: str) -> list[tuple[int, int]]:
     """Where the numbers are that a reader reads: not in a comment (TOML's #, G-code's ( ) and ;,
-    XML's <!-- -->), where a changed number changes nothing."""
+    XML's <!-- -->), where a changed number changes nothing, nor inside a name ("3d_printed")."""
     import re
 
     blank = re.sub(r"<!--.*?-->|\(.*?\)|[#;][^\n]*", lambda m: " " * len(m.group(0)), text, flags=re.S)
-    return [m.span() for m in re.finditer(r"(?<![\w.])-?\d+(\.\d+)?([eE][-+]?\d+)?", blank)]
+    return [m.span() for m in re.finditer(r"(?<![\w.])-?\d+(\.\d+)?([eE][-+]?\d+)?(?![A-Za-z_])", blank)]
 
 
 # ---------------------------------------------------------------- binary kinds

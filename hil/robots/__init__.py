@@ -92,7 +92,8 @@ def _from_mjcf(path: Path) -> RobotModel:
     try:
         model = urdf.build(written, side, str(path), legs_by_tree=False)
     except ConfigError as e:   # about the URDF written from it: said of the file the user gave
-        raise ConfigError(str(e).replace(written, str(path)).replace("the URDF's <limit>", "the MJCF's <joint range>")) from None
+        said = str(e).replace(written, str(path)).replace("the URDF's <limit>", "the MJCF's <joint range>")
+        raise ConfigError(said) from None
     return _with_its_file(model, str(path))
 
 
@@ -183,14 +184,6 @@ def _vec(v, n: int, where: str) -> np.ndarray:
     return a
 
 
-def _lengths(a: np.ndarray, where: str) -> np.ndarray:
-    """Lengths (m) within urdf.MAX_LENGTH_M: one past it is a unit mistake (millimetres given as metres)."""
-    if np.any(np.abs(a) > urdf.MAX_LENGTH_M):
-        raise ConfigError(f"{where}: {np.abs(a).max():g} m is past {urdf.MAX_LENGTH_M:g} m: a unit mistake? "
-                          "lengths are in metres (SI)")
-    return a
-
-
 def _transform(rows, scale: float, where: str) -> np.ndarray:
     try:
         a = np.asarray(rows, dtype=np.float64)
@@ -203,7 +196,7 @@ def _transform(rows, scale: float, where: str) -> np.ndarray:
         raise ConfigError(f"{where}: rotation part is not a proper rotation (det = {np.linalg.det(R):+.6f})")
     T = np.eye(4)
     T[:3, :3] = R
-    T[:3, 3] = _lengths(a[:, 3] * scale, where)
+    T[:3, 3] = urdf.checked_lengths(a[:, 3] * scale, where)
     return T
 
 
@@ -212,7 +205,8 @@ def _offset(entry: dict, scale: float, where: str) -> np.ndarray:
         return _transform(entry["offset"], scale, where)
     T = np.eye(4)
     if "translation" in entry:
-        T[:3, 3] = _lengths(_vec(entry["translation"], 3, where + ".translation") * scale, where + ".translation")
+        w = where + ".translation"
+        T[:3, 3] = urdf.checked_lengths(_vec(entry["translation"], 3, w) * scale, w)
     if "rpy_deg" in entry:
         r, p, y = np.radians(_vec(entry["rpy_deg"], 3, where + ".rpy_deg"))
         T[:3, :3] = rpy_matrix(r, p, y)
@@ -285,8 +279,8 @@ class _Builder:
         dh, w = self.data["dh"], self.where + " [dh]"
         jn = _get(dh, "joints", w, list)
         n = len(jn)
-        a = _lengths(_vec(_get(dh, "a_m", w), n, w + ".a_m"), w + ".a_m")
-        d = _lengths(_vec(_get(dh, "d_m", w), n, w + ".d_m"), w + ".d_m")
+        a = urdf.checked_lengths(_vec(_get(dh, "a_m", w), n, w + ".a_m"), w + ".a_m")
+        d = urdf.checked_lengths(_vec(_get(dh, "d_m", w), n, w + ".d_m"), w + ".d_m")
         alpha = np.radians(_vec(_get(dh, "alpha_deg", w), n, w + ".alpha_deg"))
         lo = np.radians(_vec(_get(dh, "lower_deg", w), n, w + ".lower_deg"))
         hi = np.radians(_vec(_get(dh, "upper_deg", w), n, w + ".upper_deg"))

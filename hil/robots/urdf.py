@@ -114,6 +114,14 @@ def _element_problem(root) -> str | None:
 MAX_LENGTH_M = 1e4   # a length, a size or a scale past this (10 km) in a robot's file is a unit mistake
 
 
+def checked_lengths(a: np.ndarray, where: str) -> np.ndarray:
+    """Lengths (m) within MAX_LENGTH_M, else ConfigError: one past it is a unit mistake."""
+    if np.any(np.abs(a) > MAX_LENGTH_M):
+        raise ConfigError(f"{where}: {np.abs(a).max():g} m is past {MAX_LENGTH_M:g} m: a unit mistake? "
+                          "lengths are in metres (SI)")
+    return a
+
+
 def _bad_numbers(text: str, n: int, bound: float | None = None) -> str | None:
     parts = text.split()
     try:
@@ -898,10 +906,7 @@ def _side_frame(item, parts: _Parts, side_path: str) -> tuple[str, str, np.ndarr
                                                              and math.isfinite(x) for x in v)):
             raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: {key} must be {n} finite numbers")
         if key == "translation":
-            if max(abs(x) for x in v) > MAX_LENGTH_M:
-                raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: translation {max(abs(x) for x in v):g} m is "
-                                  f"past {MAX_LENGTH_M:g} m: a unit mistake? lengths are in metres (SI)")
-            T[:3, 3] = v
+            T[:3, 3] = checked_lengths(np.array(v, dtype=float), f"{side_path}: [[frame]] {item['name']!r}: translation")
         else:
             T[:3, :3] = rpy_matrix(*np.radians(v))
     return item["name"], item["link"], T

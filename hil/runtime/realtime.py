@@ -72,7 +72,7 @@ def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> float | N
     return end - start - sleep_for
 
 
-SPIN_MIN_S = 150e-6    # never less: the loop rehearses its kernels in the spin when 100 µs are left
+SPIN_MIN_S = 150e-6    # the sized spin's floor: the loop rehearses its kernels in it when 100 µs are left
 SPIN_MAX_S = 500e-6    # the most it grows to by itself (--spin-us may ask for more)
 SPIN_SLEEPS = 512      # the sleeps the spin is sized on (about a second at 500 Hz)
 # a dry run's loop does not spin: the emulated board moves its servos once a millisecond, so a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from hil.errors import HilError, InputError
 
@@ -32,7 +33,8 @@ def zenoh_module():
 
 def load_config(path: str | None, connect: str | None = None):
     """A zenoh.Config: the user's file (JSON5, Zenoh's own format) or Zenoh's defaults (peer mode,
-    multicast scouting), plus `connect` (a locator such as tcp/192.168.1.20:7447) when given."""
+    multicast scouting), without Zenoh's shared-memory transport unless the file names it, plus
+    `connect` (a locator such as tcp/192.168.1.20:7447) when given."""
     zenoh = zenoh_module()
     if path is not None:
         if not os.path.isfile(path):
@@ -43,6 +45,11 @@ def load_config(path: str | None, connect: str | None = None):
             raise InputError(f"--zenoh-config {path}: not a Zenoh config ({e})") from None
     else:
         config = zenoh.Config()
+    if path is None or "shared_memory" not in Path(path).read_text(encoding="utf-8", errors="replace"):
+        # Zenoh's shared-memory transport keeps segment files in /dev/shm that a process killed
+        # outright leaves behind; hil's messages are small and its links fast enough without it
+        # (a config file that names shared_memory decides)
+        config.insert_json5("transport/shared_memory/enabled", "false")
     if connect:
         if "/" not in connect:
             raise InputError(f"{connect!r} is not a Zenoh locator (e.g. tcp/192.168.1.20:7447)")

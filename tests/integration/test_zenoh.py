@@ -41,6 +41,22 @@ def config(tmp_path, name: str, **endpoints) -> str:
     return str(path)
 
 
+
+def test_sessions_go_without_zenoh_s_shared_memory_unless_a_config_names_it(tmp_path):
+    """Its segment files in /dev/shm outlive a process killed outright: hil's sessions open without
+    it, with Zenoh's defaults and with a config file that does not name it."""
+    import json
+
+    from hil.remote.session import load_config
+
+    def shm(config) -> bool:
+        return json.loads(config.get_json("transport/shared_memory/enabled"))
+
+    named = tmp_path / "shm.json5"
+    named.write_text("{ transport: { shared_memory: { enabled: true } } }")
+    assert not shm(load_config(None)) and not shm(load_config(config(tmp_path, "plain.json5")))
+    assert shm(load_config(str(named)))
+
 def test_the_bridge_ends_with_the_run(tmp_path):
     from tests.integration.test_lifecycle_runs import child_named
 

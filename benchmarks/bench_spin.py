@@ -64,7 +64,7 @@ def one_run(seconds: float, rate: float, spin: list[str]) -> dict:
     from hil import robots
     from hil.emulator_launch import start_emulator
 
-    emu = start_emulator(robots.load("puma560"))
+    emu = start_emulator(robots.load("puma560"), parent_pid=os.getpid())   # it ends with this process
     try:
         return _run_on(emu, seconds, rate, spin)
     finally:

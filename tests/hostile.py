@@ -277,12 +277,13 @@ def _numbers(count: int) -> list[Case]:
 def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
     """About `total` cases of every kind, their files to be written under `folder`."""
     rng = np.random.default_rng(seed)
-    per = max(1, total // 11)   # the text kinds, trajectories, recordings and numbers; the special files besides
-    valid = _valid_sources()
-    out: list[Case] = []
     text_kinds = [("motion", "motion.toml", ".toml"), ("gcode", "program.nc", ".nc"), ("robot", "robot.toml", ".toml"),
                   ("board", "board.toml", ".toml"), ("urdf", "robot.urdf", ".urdf"), ("mjcf", "robot.xml", ".xml"),
                   ("side", "side.toml", ".toml"), ("lerobot", "lerobot.json", ".json")]
+    # as many of each kind: the text kinds, trajectories, recordings and numbers (the special files besides)
+    per = max(1, total // (len(text_kinds) + 3))
+    valid = _valid_sources()
+    out: list[Case] = []
     for kind, source, suffix in text_kinds:
         if not valid[source]:
             continue

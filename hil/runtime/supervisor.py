@@ -69,13 +69,13 @@ def watchdog_ms(req: RunRequest) -> int | None:
     return round(number(req.watchdog_ms, "--watchdog-ms", CMD_TIMEOUT_MS_MIN, CMD_TIMEOUT_MS_MAX, "ms"))
 
 
-
 def spin_us(req: RunRequest) -> float | None:
     """The loop's busy-wait before each deadline: --spin-us as given; without it none in a dry run
     (DRY_RUN_SPIN_S), else None: sized as the loop runs."""
     if req.spin_us is not None or not req.dry_run:
         return req.spin_us
     return DRY_RUN_SPIN_S * 1e6
+
 
 def check(req: RunRequest, model, bus=None) -> float:
     """Refuse a request that cannot run, before anything starts; returns the loop rate (Hz)."""

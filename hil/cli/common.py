@@ -258,6 +258,9 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
             from hil.runtime.shared import runtime_dir
 
             runtime_dir()
+        check = getattr(args, "check_before_loading", None)
+        if check is not None:   # what needs no robot model is refused before the loop's start (a second of CPU)
+            check(args)
         if command in COMPILING_COMMANDS:
             from hil.warmup import warm_if_cold
 

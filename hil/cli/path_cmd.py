@@ -37,7 +37,17 @@ def register(sub) -> None:
     add_run_options(s, "rate_hz")
     s.add_argument("--out", metavar="TRAJ.npz", help="write t, q, p_prog, line to this file")
     add_run_target(s)
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, check_before_loading=check_before_loading)
+
+
+def check_before_loading(args) -> None:
+    """What needs no robot model: the numbers given, the file to write, --speed."""
+    number(args.chord_mm, "--chord-mm", 0.001, 10, "mm")
+    number(args.scale, "--scale", 1e-3, 1e3)
+    if args.rate_hz is not None:
+        number(args.rate_hz, "--rate", 10, 1000, "Hz")
+    writable_file(args.out, "--out")
+    speed_of(args)
 
 
 def run(args) -> int:
@@ -49,11 +59,9 @@ def run(args) -> int:
     model = robots.load(args.robot)
     if model.kind != "arm":
         raise InputError(f"hil path plans a contour for an arm; {model.name} is a {model.kind} (hil walk, hil play)")
-    number(args.chord_mm, "--chord-mm", 0.001, 10, "mm")
-    scale = number(args.scale, "--scale", 1e-3, 1e3)
+    scale = float(args.scale)
     rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
-    writable_file(args.out, "--out")
     prog = gcode.parse(read_text(args.file, "G-code program"), args.file)
     if scale != 1.0:
         prog = prog.scaled(scale)

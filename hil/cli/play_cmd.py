@@ -22,17 +22,22 @@ def register(sub) -> None:
     add_run_options(s, "rate_hz")
     add_run_target(s)
     add_predict_options(s)
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, check_before_loading=check_before_loading)
+
+
+def check_before_loading(args) -> None:
+    """What needs no robot model: the rate, the file's kind, --speed."""
+    if args.rate_hz is not None:
+        number(args.rate_hz, "--rate", 10, 1000, "Hz")
+    if not args.file.endswith((".toml", ".json", ".npz")):
+        raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
+    speed_of(args)
 
 
 def run(args) -> int:
     from hil import robots
     from hil.runtime.motion_sources import make_motion
 
-    if args.rate_hz is not None:
-        number(args.rate_hz, "--rate", 10, 1000, "Hz")
-    if not args.file.endswith((".toml", ".json", ".npz")):
-        raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
     model = robots.load(args.robot or _robot_named_in(args.file))
     # validates the file (errors name keyframe and joint), plans its torques and compensation
     speed = speed_of(args)

@@ -6,7 +6,7 @@ from firmware_protocol.buses import FIRST_BUS
 from hil.cli.common import ROBOT_HELP, add_command, servo_for, speed_of
 from hil.cli.running import twin_beside_a_run
 from hil.errors import InputError
-from hil.options import add_options, from_args
+from hil.options import add_options, check_options, from_args
 from hil.runtime.run_request import RunRequest
 
 
@@ -30,7 +30,17 @@ def register(sub) -> None:
                                 "bus", "board_config", "watchdog_ms", "bring_in", "emulator", "physics", "faults"))
     add_options(s.add_argument_group("Zenoh (pip install -e '.[zenoh]'): the run seen from other machines"),
                 RunRequest, ("zenoh", "zenoh_config", "zenoh_rate_hz", "zenoh_control"))
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, check_before_loading=check_before_loading)
+
+
+def check_before_loading(args) -> RunRequest:
+    """The run's options, checked where they need no robot model."""
+    req = from_args(RunRequest, args, speed=speed_of(args))
+    check_options(req)   # each value against what its option declares (again with the robot: supervisor.check)
+    if req.exit_when_done and req.duration_s is None and (req.motion or "hold") in ("hold", "jog", "demo"):
+        raise InputError(f"--exit-when-done: the motion {req.motion or 'hold'!r} never finishes (it runs until "
+                         "stopped), so the run would not end: give --duration S, or a motion file or trajectory")
+    return req
 
 
 def run(args) -> int:
@@ -38,12 +48,9 @@ def run(args) -> int:
     from hil.runtime import supervisor
     from hil.runtime.motion_sources import make_motion
 
-    req = from_args(RunRequest, args, speed=speed_of(args))
+    req = check_before_loading(args)
     model = robots.load(args.robot)
     supervisor.check(req, model, supervisor.bus_config(req, model))
-    if req.exit_when_done and req.duration_s is None and (req.motion or "hold") in ("hold", "jog", "demo"):
-        raise InputError(f"--exit-when-done: the motion {req.motion or 'hold'!r} never finishes (it runs until "
-                         "stopped), so the run would not end: give --duration S, or a motion file or trajectory")
     if req.motion:
         # a bad motion file is refused before anything starts
         motion = make_motion(req.motion, model, servo_for(args, model), req.compensate, req.speed, req.strict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hil.cli.common import ROBOT_HELP, add_command
 from hil.cli.running import twin_beside_a_run
 from hil.options import add_options, declared, from_args
-from hil.runtime.teleop_request import TeleopRequest
+from hil.runtime.teleop_request import TeleopRequest, check_request
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
                      "--task 'pick up the cube'"])
     s.add_argument("--robot", required=True, help=ROBOT_HELP)
     add_options(s, TeleopRequest, [name for name in declared(TeleopRequest)])
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, check_before_loading=lambda args: check_request(from_args(TeleopRequest, args)))
 
 
 def run(args) -> int:

@@ -43,7 +43,7 @@ def register(sub) -> None:
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
     add_run_target(s)
     add_predict_options(s)
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, check_before_loading=check_before_loading)
 
 
 def _progress_printer(after_s: float = 2.0):
@@ -72,6 +72,27 @@ def _gait_for_the_legs(args, model) -> None:
           + " (" + ", ".join(f"--{k}" for k in missing) + " to choose)")
 
 
+def _check_gait(args) -> None:
+    for name, value, lo, hi, unit in (("--stride", args.stride, -0.2, 0.2, "m"), ("--side", args.side, -0.1, 0.1, "m"),
+                                      ("--turn", args.turn, -45, 45, "°"), ("--period", args.period, 0.2, 10, "s"),
+                                      ("--lift", args.lift, 0.0, 0.1, "m")):
+        if value is not None:
+            number(value, name, lo, hi, unit)
+
+
+def check_before_loading(args) -> None:
+    """What needs no robot model: the numbers given, the files to write, --speed."""
+    if args.rate_hz is not None:
+        number(args.rate_hz, "--rate", 10, 1000, "Hz")
+    number(args.steps, "--steps", 1, 100)
+    _check_gait(args)
+    if args.width is not None:
+        number(args.width, "--width", 0.02, 0.5, "m")
+    writable_file(args.out, "--out")
+    writable_file(args.motion_out, "--motion-out")
+    speed_of(args)
+
+
 def run(args) -> int:
     from hil import robots
     from hil.motion import keyframes, walking
@@ -86,17 +107,9 @@ def run(args) -> int:
                             "(docs/robots.md)"))
     rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
-    number(args.steps, "--steps", 1, 100)
     walking.check_legs(model)   # a leg that cannot walk is said before anything else
     _gait_for_the_legs(args, model)
-    for name, value, lo, hi, unit in (("--stride", args.stride, -0.2, 0.2, "m"), ("--side", args.side, -0.1, 0.1, "m"),
-                                      ("--turn", args.turn, -45, 45, "°"), ("--period", args.period, 0.2, 10, "s"),
-                                      ("--lift", args.lift, 0.0, 0.1, "m")):
-        number(value, name, lo, hi, unit)
-    if args.width is not None:
-        number(args.width, "--width", 0.02, 0.5, "m")
-    writable_file(args.out, "--out")
-    writable_file(args.motion_out, "--motion-out")
+    _check_gait(args)   # the gait scaled to the legs, as the numbers given were
     check_predict_options(args, model)
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
                                 turn_deg=args.turn, period=args.period / speed_of(args), lift=args.lift,

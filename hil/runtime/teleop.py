@@ -19,14 +19,13 @@ from hil import board_config, emulator_launch, robots
 from hil.errors import HilError, InputError
 from hil.lerobot import dataset, motor_calibration
 from hil.lerobot.units import LeRobotUnits
-from hil.options import check_options
 from hil.runtime import leader as leader_arm
 from hil.runtime import supervisor
 from hil.runtime.helpers import TwinStarter
 from hil.process_life import start_helper
 from hil.runtime.recorder import load_recording, motion_rows
 from hil.runtime.shared import runtime_dir
-from hil.runtime.teleop_request import TeleopRequest
+from hil.runtime.teleop_request import TeleopRequest, check_request
 
 FIRST_READING_S = 15.0   # the leader's connect and first whole reading (a busy machine, a slow bus)
 
@@ -42,7 +41,7 @@ class Setup:
 
 def prepare(req: TeleopRequest) -> Setup:
     """Everything checked before anything starts: the options, the robot, both maps, the ports, the dataset."""
-    check_options(req)
+    check_request(req)
     model = robots.load(req.robot)
     bus = req.bus or (None if req.board_config else motor_calibration.bus_for(model, None))
     follower = board_config.resolve(model, bus, req.board_config)
@@ -52,20 +51,6 @@ def prepare(req: TeleopRequest) -> Setup:
     if leader.bus != follower.bus:
         raise InputError(f"the leader's map ({leader.source}) is for a {leader.bus} bus, the follower's for "
                          f"{follower.bus}: give both for one kit")
-    if req.dry_run and (req.leader or req.follower):
-        raise InputError("--dry-run emulates both arms: leave out --leader and --follower")
-    if not req.dry_run:
-        if not (req.leader and req.follower):
-            raise InputError("hil teleop needs --leader PORT and --follower PORT (see `hil ports --probe`), or "
-                             "--dry-run")
-        if os.path.realpath(req.leader) == os.path.realpath(req.follower):
-            raise InputError(f"--leader and --follower are the same port ({req.leader}): each arm has its own")
-    if (req.hands or req.leader_faults or req.faults) and not req.dry_run:
-        raise InputError("--hand, --leader-fault and --fault act on the emulated arms: use them with --dry-run")
-    for h in req.hands:
-        emulator_launch.check_hand(h)
-    for f in req.leader_faults + req.faults:
-        emulator_launch.check_bus_fault(f)
     units = None
     if req.record and not req.record.endswith(".npy"):
         units = LeRobotUnits(follower, req.degrees)

@@ -4,10 +4,12 @@ from it before it knows which command runs. Units SI."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
-from hil.options import option
+from hil.errors import InputError
+from hil.options import check_options, option
 
 
 @dataclass(frozen=True)
@@ -50,3 +52,25 @@ class TeleopRequest:
         None, "--watchdog-ms", f"the follower's command watchdog ({CMD_TIMEOUT_MS_MIN} … {CMD_TIMEOUT_MS_MAX} ms; "
                                "default: its bus config's; or the environment's HIL_WATCHDOG_MS)", unit="ms",
         metavar="MS", lo=CMD_TIMEOUT_MS_MIN, hi=CMD_TIMEOUT_MS_MAX)
+
+
+def check_request(req: TeleopRequest) -> None:
+    """What needs no robot model: each option against its declaration, the ports asked for, the
+    emulated arms' hands and faults. The command checks this before its loop starts, the run again."""
+    check_options(req)
+    if req.dry_run and (req.leader or req.follower):
+        raise InputError("--dry-run emulates both arms: leave out --leader and --follower")
+    if not req.dry_run:
+        if not (req.leader and req.follower):
+            raise InputError("hil teleop needs --leader PORT and --follower PORT (see `hil ports --probe`), or "
+                             "--dry-run")
+        if os.path.realpath(req.leader) == os.path.realpath(req.follower):
+            raise InputError(f"--leader and --follower are the same port ({req.leader}): each arm has its own")
+    if (req.hands or req.leader_faults or req.faults) and not req.dry_run:
+        raise InputError("--hand, --leader-fault and --fault act on the emulated arms: use them with --dry-run")
+    from hil import emulator_launch   # lazy: NumPy, only once the options have passed
+
+    for h in req.hands:
+        emulator_launch.check_hand(h)
+    for f in req.leader_faults + req.faults:
+        emulator_launch.check_bus_fault(f)

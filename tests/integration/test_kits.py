@@ -72,14 +72,6 @@ def test_the_op3_side_file_loads_plans_a_walk_and_walks_it_in_physics(op3, tmp_p
     assert physics["base_travel_m"][0] > 0.8 * 5 * stride
 
 
-def test_a_kit_side_file_without_its_makers_file_says_where_it_goes():
-    r = subprocess.run(HIL + ["robots", "--robot", str(ROOT / "examples" / "robots" / "op3.toml")],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
-    assert "[robot] mjcf = 'robotis_op3/op3.xml'" in r.stderr and "does not exist" in r.stderr
-    assert "side file's comments say where they come from" in r.stderr and "Traceback" not in r.stderr
-
-
 @pytest.mark.slow
 def test_the_op3_side_file_for_robotis_urdf_loads_and_plans_the_walk_the_mjcf_one_does(op3_from_urdf, op3):
     """ROBOTIS's own description, as a URDF: the same joints, stops, home and servos as the MJCF's

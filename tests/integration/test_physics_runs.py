@@ -92,34 +92,6 @@ def _attached(name: str):
         return None
 
 
-def test_physics_asks_for_the_dry_run_and_for_mujoco(tmp_path):
-    r = subprocess.run(HIL + ["walk", "--physics", "--port", "/dev/null"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "--physics" in r.stderr and "--dry-run" in r.stderr, r.stderr
-    # a Python whose MuJoCo cannot be imported: one line saying what to install, nothing started
-    shim = tmp_path / "shim" / "mujoco"
-    shim.mkdir(parents=True)
-    (shim / "__init__.py").write_text("raise ImportError('no MuJoCo here')\n")
-    r = subprocess.run(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--physics", "--headless"],
-                       capture_output=True, text=True, timeout=120, env={**_env(), "PYTHONPATH": str(shim.parent)})
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "pip install -e '.[physics]'" in r.stderr and "Traceback" not in r.stderr
-    assert r.stderr.count("\n") == 1
-
-
-def _env() -> dict:
-    import os
-
-    return dict(os.environ)
-
-
-def test_a_world_file_that_cannot_be_written_is_said_before_the_pty(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "hil.physics.emulate", "--robot", "humanoid17", "--world",
-                        str(tmp_path / "missing" / "x.world"), "--", "--kind", "humanoid17"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and not r.stdout, r.stdout + r.stderr
-    assert "--world" in r.stderr and "cannot write it" in r.stderr and "Traceback" not in r.stderr, r.stderr
-
-
 @pytest.mark.slow
 def test_an_mjcf_robot_walks_in_physics_simulated_from_its_own_file(tmp_path):
     """A six-joint-leg biped written in MJCF walks in --physics as its file says (its contacts, its

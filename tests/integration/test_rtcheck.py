@@ -77,18 +77,6 @@ def test_a_stall_is_measured_as_missed_deadlines():
     assert not rtcheck.meets_goal(floor)
 
 
-@pytest.mark.parametrize("args, what", [(["--rate", "0"], "--rate 0 is outside"),
-                                        (["--rate", "nan"], "--rate nan is outside"),
-                                        (["--seconds", "-1"], "--seconds -1 is outside"),
-                                        (["--json", "/nonexistent/dir/x.json"], "--json /nonexistent/dir/x.json: "
-                                                                               "cannot write there"),
-                                        (["--dry-run", "--robot", "nosuch"], "unknown robot 'nosuch'")])
-def test_bad_settings_are_refused(args, what):
-    r = subprocess.run(HIL + ["rt-check", "--seconds", "30", *args], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and what in r.stderr, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr and "timing floor" not in r.stdout  # refused before measuring
-
-
 def floor_with(**changes) -> dict:
     base = {"rate_hz": 1000.0, "seconds": 5.0, "deadlines": 5000, "missed_deadlines": 0, "missed_fraction": 0.0,
             "jitter_p50_us": 1.0, "jitter_p99_us": 50.0, "jitter_max_us": 400.0, "sched_fifo": True, "cpu": 3,
@@ -154,15 +142,6 @@ def test_the_port_check_times_round_trips_and_names_a_slow_adapter(emulator, tmp
     port = json.loads(out_json.read_text())["port"]
     assert port["board"].startswith("HUMANOID17") and min(port["round_trip_ms"]) >= 16.0
     assert "longer than one 500 Hz cycle" in port["warning"] and port["warning"] in r.stdout
-
-
-def test_a_port_that_cannot_be_opened_is_named_before_the_timing_is_measured(tmp_path):
-    r = subprocess.run(HIL + ["rt-check", "--seconds", "30", "--port", str(tmp_path / "ttyNONE")],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.startswith(f"hil rt-check: error: cannot open {tmp_path / 'ttyNONE'}: no such port")
-    assert "Traceback" not in r.stderr
-    assert "timing floor" not in r.stdout  # failed at once, not after 30 s of measuring
 
 
 CAUSED_MISSES = r"""

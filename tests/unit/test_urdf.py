@@ -519,3 +519,25 @@ def test_a_mesh_bounded_both_ways_is_written_as_its_box_and_read_back_the_same(t
     for a, b in zip(once, again.shapes):
         gaps = np.linalg.norm(a.corners()[:, None, :] - b.corners()[None, :, :], axis=2)
         assert gaps.min(axis=0).max() < 1e-9 and gaps.min(axis=1).max() < 1e-9
+
+
+def test_a_mesh_is_bounded_by_its_points_however_often_its_triangles_list_them(tmp_path):
+    """An STL lists each triangle's corners: a square pyramid's apex four times, its base corners three
+    or four. The shapes fitted to it are those of its five points, each once."""
+    import struct
+
+    apex, base = (0.02, 0.01, 0.09), [(0, 0, 0), (0.06, 0, 0), (0.06, 0.03, 0), (0, 0.03, 0)]
+    faces = [(base[0], base[2], base[1]), (base[0], base[3], base[2])]
+    faces += [(base[k], base[(k + 1) % 4], apex) for k in range(4)]
+    stl = tmp_path / "pyramid.stl"
+    stl.write_bytes(b"\0" * 80 + struct.pack("<I", len(faces))
+                    + b"".join(struct.pack("<12fH", 0, 0, 0, *(c for p in f for c in p), 0) for f in faces))
+    shapes, lo, hi = urdf.mesh_bounds(stl, np.ones(3), np.eye(4))
+    points = np.array([apex, *base], dtype=np.float32).astype(float)
+    once = urdf.bounding_shapes(points)
+    assert len(shapes) == len(once)
+    for got, want in zip(shapes, once):
+        assert got[0] == want[0]
+        for a, b in zip(got[1:], want[1:]):
+            assert np.allclose(a, b, atol=1e-12), (got, want)
+    assert np.allclose(lo, points.min(axis=0)) and np.allclose(hi, points.max(axis=0))

@@ -46,11 +46,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     if extra:   # said by the command's own parser: its usage, and the option that was meant
         sub = args.subcommands.get(args.command) if args.command else None
-        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        (sub or parser).error(f"unrecognized arguments: {' '.join(a or repr(a) for a in extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    sub = args.subcommands[args.command]
+    empty = _given_empty(sub, args)
+    if empty:   # `--record "$OUT"` with OUT unset: said, not taken for the option left out
+        sub.error(f"{empty} '': an empty value (an unset shell variable?); give one"
+                  + (", or leave the option out" if empty.startswith("-") else ""))
     return run_command(args.command, args.func, args)
+
+
+def _given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The first option given as an empty string whose absence means something else (its default
+    None: no file, no recording, the default robot map); None when there is none."""
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.default is None and (value == "" or (isinstance(value, list) and "" in value)):
+            return action.option_strings[-1] if action.option_strings else (action.metavar or action.dest)
+    return None
 
 
 if __name__ == "__main__":

@@ -201,3 +201,23 @@ def test_a_mistyped_command_option_robot_pose_or_joint_is_answered_with_what_was
 
     r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["run", "--robot", "puma560", "--dry-run", "--duration", "1", "--record", ""], "--record ''"),
+    (["run", "--robot", "puma560", "--dry-run", "--duration", "1", "--calibration", ""], "--calibration ''"),
+    (["walk", "--steps", "1", "--out", ""], "--out ''"),
+    (["export", "run.npy", "--lerobot", ""], "--lerobot ''"),
+    (["urdf", "--robot", "puma560", "--out", ""], "--out ''"),
+    (["play", ""], "FILE ''"),
+    (["run", "--robot", "puma560", "--dry-run", "--zenoh", ""], "unrecognized arguments: ''"),
+])
+def test_an_empty_value_is_said_not_taken_for_the_option_left_out(argv, named):
+    """`--record "$OUT"` with OUT unset ran without a recording and said nothing; `export --lerobot ''`
+    was a traceback."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "board emulator" not in r.stdout and "<robot" not in r.stdout, r.stdout

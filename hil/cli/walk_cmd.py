@@ -56,11 +56,11 @@ def _progress_printer(after_s: float = 2.0):
     return say
 
 
-def _gait_for_the_legs(args, model) -> None:
-    """--stride, --period and --lift not given: scaled to the robot's legs (said)."""
+def _gait_for_the_legs(args, model) -> list[str]:
+    """--stride, --period and --lift not given: scaled to the robot's legs (said); which they were."""
     missing = [k for k in ("stride", "period", "lift") if getattr(args, k) is None]
     if not missing:
-        return
+        return missing
     from hil.motion.walking import default_gait
 
     gait = default_gait(model)
@@ -70,6 +70,34 @@ def _gait_for_the_legs(args, model) -> None:
               "lift": f"lift {1000 * args.lift:.0f} mm"}
     print(f"walk: for legs {100 * gait['leg_m']:.1f} cm long: " + ", ".join(chosen[k] for k in missing)
           + " (" + ", ".join(f"--{k}" for k in missing) + " to choose)")
+    return missing
+
+
+SMALLER_STEPS = (0.6, 0.36)   # a default stride and lift the legs cannot reach: tried at these shares
+
+
+def _plan_smaller_if_chosen(plan, params, chosen: list[str]):
+    """`plan(params)`; where the legs cannot reach the step and its stride or lift was the default
+    (`_gait_for_the_legs`), planned again with those smaller (said), before the error is given."""
+    from hil.motion import walking
+
+    shrinkable = [k for k in ("stride", "lift") if k in chosen]
+    try:
+        return plan(params)
+    except walking.StepOutOfReach as e:
+        if not shrinkable:
+            raise
+        first = last = e
+    for share in SMALLER_STEPS:
+        smaller = replace(params, **{k: getattr(params, k) * share for k in shrinkable})
+        print(f"walk: {str(last).split(';')[0].removeprefix('walk: ')}; planned again with "
+              + ", ".join(f"{k} {getattr(smaller, k) * (100 if k == 'stride' else 1000):.1f} "
+                          f"{'cm' if k == 'stride' else 'mm'}" for k in shrinkable))
+        try:
+            return plan(smaller)
+        except walking.StepOutOfReach as e:
+            last = e
+    raise first   # names the default step, which the user's own numbers replace
 
 
 def _check_gait(args) -> None:
@@ -108,7 +136,7 @@ def run(args) -> int:
     rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
                   "--rate", 10, 1000, "Hz")
     walking.check_legs(model)   # a leg that cannot walk is said before anything else
-    _gait_for_the_legs(args, model)
+    chosen = _gait_for_the_legs(args, model)
     _check_gait(args)   # the gait scaled to the legs, as the numbers given were
     check_predict_options(args, model)
     params = walking.WalkParams(steps=args.steps, stride=args.stride, width=args.width, side=args.side,
@@ -117,8 +145,10 @@ def run(args) -> int:
     servo = servo_for(args, model)
 
     def plan_at(pace: float):
-        res = walking.plan(model, replace(params, period=params.period / pace), _progress_printer(), servo=servo,
-                           compensate=args.compensate, strict=args.strict)
+        res = _plan_smaller_if_chosen(lambda p: walking.plan(model, replace(p, period=p.period / pace),
+                                                             _progress_printer(), servo=servo,
+                                                             compensate=args.compensate, strict=args.strict),
+                                      params, chosen)
         print(res.summary())
         print(res.torques.summary())
         return res, res.t, res.q_cmd, res.com_w[-1] - res.com_w[0]

@@ -243,12 +243,17 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
                                    f"a home pose with the knees more bent{stretched}")
         step = (f"stride (now {p.stride * 100:.1f} cm)" if p.stride or not p.side
                 else f"side step (now {p.side * 100:.1f} cm)")
-        raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}{stop}); use a "
-                               f"shorter {step}, a lower --lift or a longer period{stretched}")
+        raise StepOutOfReach(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}{stop}); use a "
+                             f"shorter {step}, a lower --lift or a longer period{stretched}")
     res = check_walk(model, t, Q, gait.support, gait.zmp_ref, p, hl, hw, worst, _label(p))
     res.com_ref = gait.com
     res.params = p
     return res
+
+
+class StepOutOfReach(UnreachableError):
+    """The legs cannot reach what this step asks (a joint at its stop), where a shorter step or a
+    lower lift may hold: the default gait is tried smaller before this is said (`hil walk`)."""
 
 
 def _first_stop(model, Q: np.ndarray, t: np.ndarray) -> tuple[int | None, str]:

@@ -430,3 +430,28 @@ def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, cap
     out, err = capsys.readouterr()
     assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "walk: for legs" not in out and "planning" not in out, out
+
+
+def test_a_default_step_the_legs_cannot_reach_is_planned_smaller_and_said(tmp_path, capsys):
+    """biped6 with its ankles stopped at −27°: the default 4 cm stride takes an ankle to its stop. Chosen
+    by hil, the step is tried smaller (said) before any error; chosen by the user, it is the user's
+    stride the error names."""
+    import shutil
+    from pathlib import Path
+
+    from hil.cli import main
+
+    here = Path(__file__).parent / "mjcf"
+    shutil.copy(here / "biped6.xml", tmp_path / "biped6.xml")
+    side = (here / "biped6.toml").read_text().replace("acceleration_deg_s2 = 2750",
+                                                      "acceleration_deg_s2 = 2750\nlower_deg = -27")
+    (tmp_path / "narrow.toml").write_text(side)
+    out = tmp_path / "walk.npz"
+    assert main(["walk", "--robot", str(tmp_path / "narrow.toml"), "--steps", "4", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "r_ankle at its lower stop (-27°)" in said and "planned again with stride" in said, said
+    plan = next(line for line in said.splitlines() if line.startswith("plan: 4 steps of "))
+    assert float(plan.split("steps of ")[1].split(" cm")[0]) < 4.0, plan
+    assert main(["walk", "--robot", str(tmp_path / "narrow.toml"), "--steps", "4", "--stride", "0.04"]) == 2
+    err = capsys.readouterr().err
+    assert "shorter stride (now 4.0 cm)" in err and "Traceback" not in err, err

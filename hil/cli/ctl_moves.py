@@ -50,7 +50,11 @@ def joint_target(model, base: np.ndarray, pairs: list[str], absolute: bool) -> n
     if len(pairs) % 2:
         raise InputError(f"jog: give joint names and angles in pairs (JOINT DEG …); got {' '.join(pairs)}")
     q = base.copy()
-    for name, value in zip(pairs[::2], pairs[1::2]):
+    names = pairs[::2]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:   # by 5 then by 6: 11, or 6? neither is said, so neither is guessed
+        raise InputError(f"jog: {twice[0]} is given twice; give each joint once")
+    for name, value in zip(names, pairs[1::2]):
         if name not in model.joint_names:
             raise InputError(f"jog: {model.name} has no joint {name!r}{did_you_mean(name, model.joint_names)}; "
                              f"its joints: {', '.join(model.joint_names)}")

@@ -61,7 +61,7 @@ def parse_joint_values(model, text: str | None, what: str) -> np.ndarray | None:
                 raise InputError(f"{what}: {name.strip()!r} is not a joint of {model.name}"
                                  f"{did_you_mean(name.strip(), model.joint_names)} ({', '.join(model.joint_names)})") \
                     from None
-            out[j] = number(val, f"{what} {name.strip()}=", -180, 180, "deg")
+            out[j] = number(val, f"{what}: {name.strip()}", -180, 180, "deg")
         return out
     try:
         vals = [float(t) for t in items]

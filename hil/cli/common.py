@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 
 from hil.errors import InputError, did_you_mean
@@ -31,12 +32,16 @@ class Parser(argparse.ArgumentParser):
 
     argv: list[str] = []   # the command line being parsed (set by the CLI's main)
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # a value, not an option: -1e-3 and -inf too (argparse's own takes -5 and -0.5 only, and says
+        # `--stride: expected one argument` for the rest); no hil option looks like a number
+        self._negative_number_matcher = re.compile(r"^-(\d+|\d*\.\d+|\d*\.?\d+[eE][-+]?\d+|inf|nan)$", re.I)
+
     def error(self, message: str):
         self.exit(2, f"{self.format_usage()}{self.prog}: error: {message}{self._suggestion(message)}\n")
 
     def _suggestion(self, message: str) -> str:
-        import re   # lazy: only an error needs it
-
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if choice:
             return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))

@@ -221,3 +221,24 @@ def test_an_empty_value_is_said_not_taken_for_the_option_left_out(argv, named):
     r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert "board emulator" not in r.stdout and "<robot" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["walk", "--steps", "1", "--stride", "-inf"], "--stride -inf: must be a finite number"),
+    (["walk", "--steps", "1", "--side", "-1e400"], "--side -inf: must be a finite number"),
+    (["run", "--robot", "puma560", "--dry-run", "--duration", "-1e-3"], "--duration -0.001 s is outside"),
+])
+def test_a_negative_number_in_any_notation_is_a_value_not_an_option(argv, said):
+    """argparse takes -5 and -0.5 for values but -1e-3 and -inf for options (`expected one argument`)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and said in r.stderr and "expected one argument" not in r.stderr, r.stderr
+
+
+def test_a_walk_sideways_in_metres_written_with_an_exponent_plans():
+    from hil.cli import build_parser
+
+    args = build_parser().parse_args(["walk", "--side", "-1e-2", "--stride", "0"])
+    assert args.side == -0.01

@@ -116,6 +116,8 @@ def check(req: RunRequest, model, bus=None) -> float:
             raise InputError(f"--physics runs the Python board model with MuJoCo behind it; leave out --emulator "
                              f"{req.emulator}")
         emulator_launch.check_physics()
+    if req.dry_run and bus is None:   # a board the emulator cannot be is the request's, said before the CPUs
+        emulator_launch.board_kind(model)
     _check_zenoh(req)
     writable_file(req.record, "--record")
     if req.record:

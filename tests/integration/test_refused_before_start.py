@@ -60,6 +60,16 @@ def test_a_robot_too_big_for_our_protocol_is_refused_before_anything_starts():
         pytest.skip("g1 needs example-robot-data")
     assert r.returncode == 2 and "29 joints" in r.stderr and "--bus" in r.stderr
     assert "board emulator" not in r.stdout and "Traceback" not in r.stderr
+    # the request's own refusal, before the CPUs are looked at: with two other tests' loops on the
+    # CPUs it said `every CPU already runs a hil loop` instead
+    from hil import robots
+    from hil.errors import InputError
+    from hil.runtime import supervisor
+    from hil.runtime.run_request import RunRequest
+
+    g1 = "examples/robots/g1.toml"
+    with pytest.raises(InputError, match="has 29 joints; our protocol carries up to 22"):
+        supervisor.check(RunRequest(robot=g1, dry_run=True), robots.load(g1))
 
 
 @pytest.mark.parametrize("args, what", [(["--rate", "0"], "--rate 0 is outside"),

@@ -14,6 +14,8 @@ from typing import Any, Iterable
 from hil.errors import InputError
 from hil.inputs import number
 
+LOOP_RATE_RANGE_HZ = (10.0, 1000.0)   # the rates a loop runs at (--rate, and a robot file's own)
+
 
 @dataclass(frozen=True)
 class Option:

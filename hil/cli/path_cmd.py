@@ -7,6 +7,7 @@ from hil.cli.common import (add_command, add_run_options, add_run_target, floats
 from hil.cli.running import run_planned
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
+from hil.options import LOOP_RATE_RANGE_HZ
 
 PLACE_HELP = "workpiece frame in the robot's base: x,y,z (mm),roll,pitch,yaw (deg)"
 
@@ -45,7 +46,7 @@ def check_before_loading(args) -> None:
     number(args.chord_mm, "--chord-mm", 0.001, 10, "mm")
     number(args.scale, "--scale", 1e-3, 1e3)
     if args.rate_hz is not None:
-        number(args.rate_hz, "--rate", 10, 1000, "Hz")
+        number(args.rate_hz, "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
     writable_file(args.out, "--out")
     speed_of(args)
 
@@ -61,7 +62,7 @@ def run(args) -> int:
         raise InputError(f"hil path plans a contour for an arm; {model.name} is a {model.kind} (hil walk, hil play)")
     scale = float(args.scale)
     rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
-                  "--rate", 10, 1000, "Hz")
+                  "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
     prog = gcode.parse(read_text(args.file, "G-code program"), args.file)
     if scale != 1.0:
         prog = prog.scaled(scale)

@@ -7,6 +7,7 @@ from hil.cli.common import (add_command, add_predict_options, add_run_options, a
 from hil.cli.running import run_planned
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
+from hil.options import LOOP_RATE_RANGE_HZ
 
 
 def register(sub) -> None:
@@ -28,7 +29,7 @@ def register(sub) -> None:
 def check_before_loading(args) -> None:
     """What needs no robot model: the rate, the file's kind, --speed."""
     if args.rate_hz is not None:
-        number(args.rate_hz, "--rate", 10, 1000, "Hz")
+        number(args.rate_hz, "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
     if not args.file.endswith((".toml", ".json", ".npz")):
         raise InputError(f"{args.file}: hil play takes a motion file (.toml, .json) or a trajectory (.npz)")
     speed_of(args)

@@ -11,6 +11,7 @@ from hil.cli.common import (add_command, add_predict_options, add_run_options, a
 from hil.cli.running import run_planned
 from hil.errors import InputError
 from hil.inputs import number, writable_file
+from hil.options import LOOP_RATE_RANGE_HZ
 
 
 def register(sub) -> None:
@@ -111,7 +112,7 @@ def _check_gait(args) -> None:
 def check_before_loading(args) -> None:
     """What needs no robot model: the numbers given, the files to write, --speed."""
     if args.rate_hz is not None:
-        number(args.rate_hz, "--rate", 10, 1000, "Hz")
+        number(args.rate_hz, "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
     number(args.steps, "--steps", 1, 100)
     _check_gait(args)
     if args.width is not None:
@@ -134,7 +135,7 @@ def run(args) -> int:
                             "For a URDF humanoid, a side file with [robot] kind = \"humanoid\" and its [soles] "
                             "(docs/robots.md)"))
     rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
-                  "--rate", 10, 1000, "Hz")
+                  "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
     walking.check_legs(model)   # a leg that cannot walk is said before anything else
     chosen = _gait_for_the_legs(args, model)
     _check_gait(args)   # the gait scaled to the legs, as the numbers given were

@@ -15,12 +15,50 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from hil._jit import entry_point
-from hil.errors import InputError, did_you_mean
+from hil.errors import ConfigError, InputError, did_you_mean
 from hil.kinematics import kernels as K
 from hil.kinematics.ik import solve_ik
+from hil.options import LOOP_RATE_RANGE_HZ
 
 DEFAULT_RATE_HZ = 200.0   # a robot whose file names no loop rate runs at this one
 SOLE_FRAMES = ("l_sole", "r_sole")   # the frames every robot with feet names its soles by (left, right)
+
+
+# the numbers a robot file (ours, or a side file) may give besides its joints: (section, key) →
+# (lowest, highest, unit); each is checked when the model is built, whichever loader built it
+META_NUMBERS = {
+    ("robot", "default_rate_hz"): (*LOOP_RATE_RANGE_HZ, "Hz"),
+    ("robot", "floor_z_m"): (-10.0, 10.0, "m"),
+    ("workspace", "reach_m"): (1e-3, 100.0, "m"),
+    ("workspace", "lower_x_angle_deg"): (0.0, 180.0, "°"),
+    ("balance", "margin_m"): (0.0, 0.1, "m"),
+}
+
+
+def check_meta_numbers(meta: Mapping[str, object], where: str) -> None:
+    """Refuse a robot file's number that is not one, or outside what hil can use, naming its
+    section, key and the range; and a key [workspace] or [balance] does not have (a typo there
+    would be ignored, the check it meant silently left at its default)."""
+    for section in ("workspace", "balance"):
+        table = meta.get(section)
+        if table is None:
+            continue
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: [{section}] must be a table")
+        known = sorted(k for s, k in META_NUMBERS if s == section)
+        for key in table:
+            if (section, key) not in META_NUMBERS:
+                raise ConfigError(f"{where}: [{section}] has no key {key!r}{did_you_mean(str(key), known)}; "
+                                  f"its keys are {', '.join(known)}")
+    for (section, key), (lo, hi, unit) in META_NUMBERS.items():
+        table = meta if section == "robot" else (meta.get(section) or {})
+        if key not in table:
+            continue
+        v = table[key]
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= float(v) <= hi   # NaN fails too
+        if not ok:
+            shown = str(v).lower() if isinstance(v, bool) else repr(v)   # as the TOML wrote it
+            raise ConfigError(f"{where}: [{section}] {key} = {shown} must be a number from {lo:g} to {hi:g} {unit}")
 
 
 def base_floats(kind: str) -> bool:
@@ -310,6 +348,7 @@ class RobotModel:
         self.shapes: tuple[Shape, ...] = tuple(shapes)
         self.meta: dict[str, object] = dict(meta or {})
         self.tool_offset = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float).copy()
+        check_meta_numbers(self.meta, source or name)
 
         for i, j in enumerate(self.joints):
             if not -1 <= j.parent < i:

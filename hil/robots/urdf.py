@@ -703,7 +703,9 @@ def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree
     The result is kept in the user's cache, keyed by the files' contents and the meshes' sizes and
     times: the loop, the twin and each command load the robot, and reading the meshes (trimesh
     takes half a second to import) and bounding them are needed once."""
-    key = _cache_key(path, {"side": side or {}, "legs_by_tree": legs_by_tree})
+    # the side file's place too: the model names it (`source`), and a copy elsewhere is another file
+    key = _cache_key(path, {"side": side or {}, "side_path": str(Path(side_path).resolve()) if side_path else "",
+                            "legs_by_tree": legs_by_tree})
     cached = _cache_read(key)
     if cached is not None:
         return RobotModel(**cached)
@@ -820,7 +822,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if notes:
         meta["notes"] = notes
     if "floor_z_m" in cfg:
-        meta["floor_z_m"] = float(cfg["floor_z_m"])
+        meta["floor_z_m"] = cfg["floor_z_m"]   # checked with the model's other numbers
     if "path" in side:
         meta["path"] = path_section(side["path"], side_path)
     meta["visual_meshes"] = _visual_meshes(robot, parts, path)
@@ -849,7 +851,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if allowed:
         meta["allowed_collisions"] = allowed
     ws = _table(side, "workspace", side_path)
-    meta["workspace"] = {"reach_m": float(ws.get("reach_m", _reach(parts.joints, frames[tool], zero)))}
+    meta["workspace"] = {"reach_m": max(_reach(parts.joints, frames[tool], zero), 1e-3), **ws}
     if "balance" in side:
         meta["balance"] = _table(side, "balance", side_path)
     if "servo" in side:

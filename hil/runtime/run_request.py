@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from firmware_protocol import BOARD_IMPLEMENTATIONS
 from firmware_protocol.buses import bus_list
 from firmware_protocol.messages import CMD_TIMEOUT_MS_DEFAULT, CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
-from hil.options import option
+from hil.options import LOOP_RATE_RANGE_HZ, option
 from hil.runtime.realtime import DRY_RUN_SPIN_S, SPIN_MAX_S, SPIN_MIN_S
+
+_RATES = f"{LOOP_RATE_RANGE_HZ[0]:g} … {LOOP_RATE_RANGE_HZ[1]:g}"
 
 RECORD_ERRORS = ("stop", "continue")
 PORT_IO = ("process", "thread", "inline")   # the first is the default
@@ -24,9 +26,9 @@ class RunRequest:
     port: str | None = option(None, "--port", "the board's serial port or pyserial URL (see `hil ports`)")
     dry_run: bool = option(False, "--dry-run", "start the built-in board emulator on a pty and use it")
     rate_hz: float | None = option(
-        None, "--rate", "the loop's rate (a planned motion's sample rate too), 10 … 1000 Hz (default: the robot's "
+        None, "--rate", f"the loop's rate (a planned motion's sample rate too), {_RATES} Hz (default: the robot's "
                         "own, which `hil robots` shows)", unit="Hz",
-        lo=10, hi=1000)
+        lo=LOOP_RATE_RANGE_HZ[0], hi=LOOP_RATE_RANGE_HZ[1])
     duration_s: float | None = option(
         None, "--duration", "stop after this many seconds of the control loop, counted from its first cycle "
                             "(default: run until stopped)", unit="s", lo=0.001, hi=1e7)

@@ -24,7 +24,7 @@ from hil.runtime.lifecycle import Activity, Mode
 from hil.runtime import loop_process
 from hil.runtime.loop import LoopConfig
 from hil.runtime.realtime import DRY_RUN_SPIN_S, check_a_loop_cpu_is_free
-from hil.options import check_options
+from hil.options import LOOP_RATE_RANGE_HZ, check_options
 from hil.runtime.run_request import RunRequest
 from hil.runtime.shared import (BOARD_STATES, ERROR_PREFIX, LoopClient, LoopStatus, LoopWord, SharedState,
                                 loop_name, progress_text, runtime_dir)
@@ -90,7 +90,7 @@ def check(req: RunRequest, model, bus=None) -> float:
     if bus is not None and req.port_io == "inline":
         raise InputError("--port-io inline cannot drive a servo bus (each poll waits for the servos' replies); "
                          "use process (the default) or thread")
-    rate = number(default if req.rate_hz is None else req.rate_hz, "--rate", 10, 1000, "Hz")
+    rate = number(default if req.rate_hz is None else req.rate_hz, "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
     watchdog = watchdog_ms(req)
     if watchdog is not None and watchdog < 3e3 / rate:
         raise InputError(f"--watchdog-ms {watchdog}: shorter than three cycles at {rate:g} Hz "

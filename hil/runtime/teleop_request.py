@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from firmware_protocol.messages import CMD_TIMEOUT_MS_MAX, CMD_TIMEOUT_MS_MIN
 from hil.errors import InputError
-from hil.options import check_options, option
+from hil.options import LOOP_RATE_RANGE_HZ, check_options, option
+
+_RATES = f"{LOOP_RATE_RANGE_HZ[0]:g} … {LOOP_RATE_RANGE_HZ[1]:g}"
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,8 @@ class TeleopRequest:
     duration_s: float | None = option(None, "--duration", "stop after this many seconds (default: until Ctrl-C)",
                                       unit="s", lo=0.001, hi=1e7)
     headless: bool = option(False, "--headless", "no twin window; print a live status line")
-    rate_hz: float | None = option(None, "--rate", "the follower's loop rate, 10 … 1000 Hz (default: the robot's, no "
-                                                   "faster than its bus)", unit="Hz", lo=10, hi=1000)
+    rate_hz: float | None = option(None, "--rate", f"the follower's loop rate, {_RATES} Hz (default: the robot's, no "
+                                                   "faster than its bus)", unit="Hz", lo=LOOP_RATE_RANGE_HZ[0], hi=LOOP_RATE_RANGE_HZ[1])
     watchdog_ms: float | None = option(
         None, "--watchdog-ms", f"the follower's command watchdog ({CMD_TIMEOUT_MS_MIN} … {CMD_TIMEOUT_MS_MAX} ms; "
                                "default: its bus config's; or the environment's HIL_WATCHDOG_MS)", unit="ms",

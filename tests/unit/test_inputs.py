@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,6 +200,31 @@ def test_a_robot_file_with_a_bool_or_an_absurd_limit_is_refused(tmp_path):
                     'effort="1" velocity="1"/></joint></robot>')
     with pytest.raises(HilError, match=r"joint 'j': its range .* goes past ±3600° \(ten turns\)"):
         robots.load(str(urdf))
+
+
+@pytest.mark.parametrize("was,now,said", [
+    ("default_rate_hz = 500", "default_rate_hz = inf", r"\[robot\] default_rate_hz = inf must be a number from 10 to 1000 Hz"),
+    ("default_rate_hz = 500", 'default_rate_hz = "fast"', r"\[robot\] default_rate_hz = 'fast' must be a number"),
+    ("default_rate_hz = 500", "default_rate_hz = 5", r"\[robot\] default_rate_hz = 5 must be a number from 10 to 1000 Hz"),
+    ("reach_m = 1.0", "reach_m = nan", r"\[workspace\] reach_m = nan must be a number from 0.001 to 100 m"),
+    ("reach_m = 1.0", "reach = 1.0", r"\[workspace\] has no key 'reach' \(did you mean reach_m\?\)"),
+    ("floor_z_m = -0.72", "floor_z_m = true", r"\[robot\] floor_z_m = true must be a number from -10 to 10 m"),
+])
+def test_a_robot_files_numbers_besides_its_joints_are_checked_where_they_are_read(tmp_path, was, now, said):
+    """Our robot TOML and a side file over a URDF or MJCF go through the same check: a loop rate, a
+    reach or a floor that is not a usable number, or a key its section does not have (a typo would
+    leave the check it meant at its default), named with its section."""
+    text = (robots.DATA_DIR / "puma560.toml").read_text()
+    assert was in text
+    p = tmp_path / "p.toml"
+    p.write_text(text.replace(was, now, 1))
+    with pytest.raises(HilError, match=rf"{re.escape(str(p))}: {said}"):
+        robots.load(str(p))
+    side = tmp_path / "side.toml"
+    side.write_text('[robot]\nmjcf = "biped6.xml"\n[balance]\nmargin_m = 0.5\n')
+    (tmp_path / "biped6.xml").write_bytes((Path(__file__).parent / "mjcf" / "biped6.xml").read_bytes())
+    with pytest.raises(HilError, match=r"side.toml: \[balance\] margin_m = 0.5 must be a number from 0 to 0.1 m"):
+        robots.load(str(side))
 
 
 @pytest.mark.parametrize("argv,expect", [

@@ -282,6 +282,10 @@ def test_the_model_is_cached_and_rebuilt_when_the_file_changes(tmp_path):
     for f in (tmp_path / "cache" / "hil" / "robots").glob("*.json"):
         f.write_text(json.dumps({"name": 3}))
     assert np.array_equal(urdf.build(str(src), side).fk_frames(q), changed.fk_frames(q))
+    # the same side file in two places: each model names its own (a copy is another user's file)
+    here, there = tmp_path / "a" / "side.toml", tmp_path / "b" / "side.toml"
+    assert urdf.build(str(src), side, side_path=str(here)).source == str(here)
+    assert urdf.build(str(src), side, side_path=str(there)).source == str(there)
 
 
 def test_bounding_capsules_hold_every_point():

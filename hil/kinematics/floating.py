@@ -39,6 +39,16 @@ def inverse_transform(T: np.ndarray) -> np.ndarray:
     return out
 
 
+def inverse_transforms(T: np.ndarray) -> np.ndarray:
+    """`inverse_transform` of each of a stack of rigid transforms (..., 4, 4), at once."""
+    Rt = np.swapaxes(T[..., :3, :3], -1, -2)
+    out = np.zeros(T.shape)
+    out[..., :3, :3] = Rt
+    out[..., :3, 3] = -np.matmul(Rt, T[..., :3, 3:4])[..., 0]
+    out[..., 3, 3] = 1.0
+    return out
+
+
 class FloatingBase:
     """World pose of a tree robot standing on one of its frames (the support).
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from hil.dynamics import GRAVITY, rnea_batch
 from hil.errors import InputError
-from hil.kinematics.floating import FloatingBase, inverse_transform
+from hil.kinematics.floating import FloatingBase, inverse_transform, inverse_transforms
 from hil.motion import contacts, progress
 from hil.motion.contacts import AIR, FLAT
 from hil.robots.model import SOLE_FRAMES
@@ -90,19 +90,31 @@ def _log_rotations(R: np.ndarray) -> np.ndarray:
     return w * scale[:, None]
 
 
-def body_poses(model, Q: np.ndarray, feet: list[tuple[int, int]]) -> np.ndarray:
+def body_poses(model, Q: np.ndarray, feet: list[tuple[int, int]], soles: np.ndarray | None = None) -> np.ndarray:
     """The body's world pose per sample (N, 4, 4): rooted at a sole the plan has flat on the ground
-    (the left when both are), switching where the flat sole changes (hil.motion.contacts codes)."""
-    base = FloatingBase(model, "l_sole", Q[0])
+    (the left when both are), switching where the flat sole changes (hil.motion.contacts codes) —
+    `FloatingBase`'s rule, for all samples at once. `soles`: both soles' poses in the body
+    (N, 2, 4, 4), if the caller has them."""
+    if soles is None:
+        soles = np.stack([model.fk_batch(Q, s) for s in SOLE_FRAMES], axis=1)
+    inv_soles = inverse_transforms(soles)
+    W = FloatingBase(model, SOLE_FRAMES[0], Q[0]).world_T_support
+    root, start = 0, 0
     out = np.empty((len(Q), 4, 4))
     tick = progress.reporting_every("the body's poses", len(Q))
-    for k in range(len(Q)):
+    for k, (left, right) in enumerate(feet):
         tick(k)
-        left, right = feet[k]
-        want = "l_sole" if left == FLAT and right != FLAT else "r_sole" if right == FLAT and left != FLAT else None
-        if want and want != base.support:
-            base.switch(want, Q[max(k - 1, 0)])
-        out[k] = base.body_pose(Q[k])
+        want = 0 if left == FLAT and right != FLAT else 1 if right == FLAT and left != FLAT else None
+        if want is None or want == root:
+            continue
+        # the new root's world pose: where it is at the sample before (then both were flat)
+        out[start:k] = np.matmul(W, inv_soles[start:k, root])
+        j = max(k - 1, 0)
+        W = W @ inv_soles[j, root] @ soles[j, want]
+        if not np.all(np.isfinite(W)):
+            raise InputError(f"cannot switch support to {SOLE_FRAMES[want]!r}: its pose is not finite")
+        root, start = want, k
+    out[start:] = np.matmul(W, inv_soles[start:, root])
     return out
 
 

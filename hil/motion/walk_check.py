@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hil.errors import UnreachableError
-from hil.kinematics.floating import FloatingBase
 from hil.motion import contacts
 from hil.motion.contacts import AIR, FLAT
 from hil.motion.gait import FEET, WalkParams
 from hil.motion.plan_check import check_commands, check_plan
 from hil.motion.preview import G
-from hil.motion.torques import TorquePlan
+from hil.motion.torques import TorquePlan, body_poses
 from hil.robots.legs import legs
+from hil.robots.model import SOLE_FRAMES
 from hil.safety import support_hull_margin
 
 
@@ -96,23 +96,13 @@ def refuse_unsafe(model, res: WalkResult) -> None:
 def check_walk(model, t, Q, support, zmp_ref, p: WalkParams, hl, hw, worst, label) -> WalkResult:
     """The checks, from the joint angles alone (FK through the root-switching floating base) and
     what the plan says touches the ground (`support`, codes of hil.motion.contacts)."""
-    N = len(t)
     dt = t[1] - t[0]
     feet_contacts = [contacts.decode(int(c)) for c in support]
-    base = FloatingBase(model, "l_sole", Q[0])
-    feet = np.zeros((N, 2, 4, 4))
-    com = np.zeros((N, 3))
-    li, ri = model.frame_index("l_sole"), model.frame_index("r_sole")
-    for k in range(N):
-        left, right = feet_contacts[k]
-        want = "l_sole" if left == FLAT and right != FLAT else "r_sole" if right == FLAT and left != FLAT else None
-        if want and want != base.support:
-            # the new root sole's world pose is where it stood at the last sample it was flat
-            # beside the other: in this sample the other foot has already begun to roll or lift
-            base.switch(want, Q[max(k - 1, 0)])
-        body = base.body_pose(Q[k])
-        feet[k] = body @ model.fk_frames(Q[k])[[li, ri]]
-        com[k] = base.com(Q[k], body)
+    soles = np.stack([model.fk_batch(Q, s) for s in SOLE_FRAMES], axis=1)
+    body = body_poses(model, Q, feet_contacts, soles)
+    feet = np.matmul(body[:, None], soles)
+    com_body = np.array([model.com(q) for q in Q])
+    com = np.matmul(body[:, :3, :3], com_body[:, :, None])[..., 0] + body[:, :3, 3]
     # COM acceleration by the finest central second difference the samples allow
     h = 1
     acc = np.zeros_like(com)
@@ -138,30 +128,29 @@ def _sole_contacts(feet: np.ndarray, feet_contacts: list, zmp: np.ndarray, hl: f
     corners down)."""
     names = [[nm for nm, _, _ in contacts.corners(side, FLAT, hl, hw)] for side in FEET]
     corners = np.array([[x, y, 0, 1] for _, x, y in contacts.corners("l", FLAT, hl, hw)]).T
-    down = {(f, c): [(nm, names[f].index(nm)) for nm, _, _ in contacts.corners(FEET[f], c, hl, hw)]
-            for f in range(2) for c in range(4)}
+    # which of a foot's four corners each contact code has down
+    down = np.zeros((2, 4, 4), dtype=bool)
+    for f in range(2):
+        for c in range(4):
+            for nm, _, _ in contacts.corners(FEET[f], c, hl, hw):
+                down[f, c, names[f].index(nm)] = True
     # every corner of both soles at every sample at once: (samples, foot, corner, xyz)
     at = np.matmul(feet, corners)[:, :, :3, :].transpose(0, 1, 3, 2)
     lowest = at[..., 2].min(axis=(1, 2))
     N = len(feet)
-    margin = np.zeros(N)
-    contact_error = 0.0
-    slide = 0.0
-    anchor: dict[str, tuple] = {}
-    for k in range(N):
-        pts = []
-        held = set()
-        corners_k = at[k].tolist()   # Python floats: this loop reads them one by one
-        for f in range(2):
-            for nm, i in down[f, feet_contacts[k][f]]:
-                c = corners_k[f][i]
-                contact_error = max(contact_error, abs(c[2]))
-                pts.append(c[:2])
-                held.add(nm)
-                slide = max(slide, math.dist(c, anchor.setdefault(nm, c)))
-        for nm in [nm for nm in anchor if nm not in held]:
-            del anchor[nm]
-        margin[k] = support_hull_margin(np.array(pts), zmp[k]) if len(pts) >= 3 else -math.inf
+    codes = np.array(feet_contacts, dtype=np.int64)               # (samples, foot)
+    held = down[np.arange(2)[None, :], codes]                     # (samples, foot, corner)
+    contact_error = float(np.abs(at[..., 2][held]).max(initial=0.0))
+    # a corner held down stays where it was put down: its distance from there, while it stays down
+    k = np.arange(N)[:, None, None]
+    began = held & ~np.concatenate([np.zeros((1, 2, 4), dtype=bool), held[:-1]])
+    since = np.maximum.accumulate(np.where(began, k, 0), axis=0)
+    anchor = np.take_along_axis(at, since[..., None], axis=0)
+    slide = float(np.linalg.norm(at - anchor, axis=-1)[held].max(initial=0.0))
+    margin = np.full(N, -math.inf)
+    for i, (pts, z) in enumerate(zip(at[..., :2], zmp)):
+        if held[i].sum() >= 3:
+            margin[i] = support_hull_margin(pts[held[i]], z)
     return margin, lowest, contact_error, slide
 
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from hil.kinematics.floating import inverse_transform
+from hil.kinematics.floating import inverse_transform, inverse_transforms
 from hil.kinematics.ik import LMSolver, Task
 from hil.motion import contacts
 from hil.motion.contacts import HEEL, TOE
@@ -164,6 +164,22 @@ def _set_targets(s: LMSolver, gait: Gait, k: int, root: str) -> None:
     s.set_target(2, inv_root @ gait.task_pose(k))
 
 
+def _root_targets(gait: Gait) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every sample at once, what `_set_targets` computes sample by sample but the other
+    foot's task (which a rolling walk's lift-off changes as it goes): the root sole's inverse, and
+    the COM and the body's attitude in the root sole's frame."""
+    N = len(gait.t)
+    inv_root = inverse_transforms(gait.sole[np.arange(N), gait.root])
+    com = np.matmul(inv_root[:, :3, :3], gait.com[:, :, None])[..., 0] + inv_root[:, :3, 3]
+    heading = np.arctan2(np.sin(gait.yaw[:, 0]) + np.sin(gait.yaw[:, 1]), np.cos(gait.yaw[:, 0]) + np.cos(gait.yaw[:, 1]))
+    attitude = np.zeros((N, 4, 4))
+    attitude[:, 0, 0] = attitude[:, 1, 1] = np.cos(heading)
+    attitude[:, 1, 0] = np.sin(heading)
+    attitude[:, 0, 1] = -attitude[:, 1, 0]
+    attitude[:, 2, 2] = attitude[:, 3, 3] = 1.0
+    return inv_root, com, np.matmul(inv_root, attitude)
+
+
 def solve_samples(model, p: WalkParams, gait: Gait, knees: KneeStretch | None, progress=None):
     """The joint angles, sample by sample, continuing from the previous sample, rooted at the
     sole `gait.root` names (Sun et al. 2007: the root changes when the support does); (Q, worst
@@ -171,6 +187,7 @@ def solve_samples(model, p: WalkParams, gait: Gait, knees: KneeStretch | None, p
     solvers: dict = {}
     q = gait.q0.copy()
     N = len(gait.t)
+    inv_root, com_target, attitude_target = _root_targets(gait)
     Q = np.zeros((N, model.n))
     worst = 0.0
     tick = max(N // 10, 1)
@@ -189,7 +206,9 @@ def solve_samples(model, p: WalkParams, gait: Gait, knees: KneeStretch | None, p
             heel = [_world_point(model, gait, Q, kk, root, f"{FEET[1 - gait.root[k]]}_heel_contact")
                     for kk in (k - 1, k - 2)]
             gait.begin_swing(k, *heel)
-        _set_targets(s, gait, k, root)
+        s.set_target(0, com_target[k])
+        s.set_target(1, attitude_target[k])
+        s.set_target(2, inv_root[k] @ gait.task_pose(k))
         res = s.solve(np.clip(q, s.lower, s.upper))
         q = res.q
         Q[k] = q

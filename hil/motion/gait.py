@@ -189,22 +189,21 @@ class Gait:
 
     # ------------------------------------------------------------------ feet
     def _feet(self) -> None:
-        """Soles flat where they stand; the swing foot in the air on `_swing` (lifted, pitched)."""
+        """Soles flat where they stand; the swing foot in the air on `_swings` (lifted, pitched)."""
         p = self.p
-        for k, tk in enumerate(self.t):
-            i = self.ph_of[k]
-            kind, info, dur = self.phases[i]
+        for i, (kind, info, dur) in enumerate(self.phases):
+            ks = np.flatnonzero(self.ph_of == i)
             held = self.held_at_phase[i]
             for f, side in enumerate(FEET):
-                self.sole[k, f] = held[side]
-                self.yaw[k, f] = _heading(held[side])
+                self.sole[ks, f] = held[side]
+                self.yaw[ks, f] = _heading(held[side])
             if kind == "single":
                 sw, T_new = info
                 f = FEET.index(sw)
-                u = min(1.0, max(0.0, (tk - self.times[i]) / dur))
-                self.contact[k, f] = AIR
-                self.sole[k, f] = _swing(held[sw], T_new, u, p.lift, math.radians(p.toe_heel_deg), self.hl)
-                self.yaw[k, f] = _heading(self.sole[k, f])
+                u = np.clip((self.t[ks] - self.times[i]) / dur, 0.0, 1.0)
+                self.contact[ks, f] = AIR
+                self.sole[ks, f] = _swings(held[sw], T_new, u, p.lift, math.radians(p.toe_heel_deg), self.hl)
+                self.yaw[ks, f] = np.arctan2(self.sole[ks, f, 1, 0], self.sole[ks, f, 0, 0])
 
     def _rolling_feet(self) -> None:
         """Toe-off at the end of the double support before each swing (the foot turns up about its
@@ -229,19 +228,21 @@ class Gait:
                           (t_td, contacts.edge_roll(side, HEEL), 0.0), (t_b, 0.0, 0.0)]
             toe = corner_pose(side, TOE, self.hl, self.hw)
             heel = corner_pose(side, HEEL, self.hl, self.hw)
-            for k in np.flatnonzero((t >= t_a) & (t < t_b)):
-                pitch_k = _hermite(knots_pitch, t[k])
-                if abs(pitch_k) < FLAT_PITCH and not t_lo <= t[k] < t_td:
-                    continue   # at either end of the roll the sole lies flat (within the numbers' precision)
-                R = _pitch_roll(pitch_k, _hermite(knots_roll, t[k]))
-                if t[k] < t_lo:      # on the toe: turned about the toe corner
-                    self.contact[k, f] = TOE
-                    self.sole[k, f] = T_lift @ toe @ R @ inverse_transform(toe)
-                elif t[k] < t_td:    # in the air: the heel corner's path is made at lift-off
-                    self.sole[k, f] = yaw_pose(0, 0, self.yaw[k, f]) @ R
-                else:                # on the heel: turned about the heel corner
-                    self.contact[k, f] = HEEL
-                    self.sole[k, f] = T_land @ heel @ R @ inverse_transform(heel)
+            ks = np.flatnonzero((t >= t_a) & (t < t_b))
+            pitch_k = _hermites(knots_pitch, t[ks])
+            # at either end of the roll the sole lies flat (within the numbers' precision)
+            ks_ = (np.abs(pitch_k) >= FLAT_PITCH) | ((t[ks] >= t_lo) & (t[ks] < t_td))
+            ks, pitch_k = ks[ks_], pitch_k[ks_]
+            R = _pitch_rolls(pitch_k, _hermites(knots_roll, t[ks]))
+            on_toe, on_heel = t[ks] < t_lo, t[ks] >= t_td
+            in_air = ~on_toe & ~on_heel
+            # on the toe: turned about the toe corner; on the heel: about the heel corner; in the
+            # air: the heel corner's path is made at lift-off
+            self.contact[ks[on_toe], f] = TOE
+            self.sole[ks[on_toe], f] = np.matmul(T_lift @ toe, R[on_toe]) @ inverse_transform(toe)
+            self.sole[ks[in_air], f] = np.matmul(_yaw_poses(self.yaw[ks[in_air], f]), R[in_air])
+            self.contact[ks[on_heel], f] = HEEL
+            self.sole[ks[on_heel], f] = np.matmul(T_land @ heel, R[on_heel]) @ inverse_transform(heel)
             k_lift = int(np.searchsorted(t, t_lo))
             self._landing[k_lift] = (f, T_land @ heel, int(np.searchsorted(t, t_td)))
 
@@ -363,21 +364,36 @@ def corner_pose(side: str, kind: int, hl: float, hw: float) -> np.ndarray:
     return yaw_pose(x, y, 0.0)
 
 
-def _pitch_roll(pitch: float, roll: float) -> np.ndarray:
-    """Ry(pitch) · Rx(roll) as a (4, 4): + pitch lowers the toe, + roll lowers the right side."""
-    cp, sp, cr, sr = math.cos(pitch), math.sin(pitch), math.cos(roll), math.sin(roll)
-    T = np.eye(4)
-    T[:3, :3] = [[cp, sp * sr, sp * cr], [0, cr, -sr], [-sp, cp * sr, cp * cr]]
+def _pitch_rolls(pitch: np.ndarray, roll: np.ndarray) -> np.ndarray:
+    """Ry(pitch) · Rx(roll) as (N, 4, 4): + pitch lowers the toe, + roll lowers the right side."""
+    cp, sp, cr, sr = np.cos(pitch), np.sin(pitch), np.cos(roll), np.sin(roll)
+    T = np.zeros((len(pitch), 4, 4))
+    T[:, 0, 0], T[:, 0, 1], T[:, 0, 2] = cp, sp * sr, sp * cr
+    T[:, 1, 1], T[:, 1, 2] = cr, -sr
+    T[:, 2, 0], T[:, 2, 1], T[:, 2, 2] = -sp, cp * sr, cp * cr
+    T[:, 3, 3] = 1.0
     return T
 
 
-def _hermite(knots, t: float) -> float:
-    """A piecewise quintic through knots (time, value, rate), zero accelerations at each knot."""
-    for (t0, p0, v0), (t1, p1, v1) in zip(knots, knots[1:]):
-        if t <= t1:
-            break
+def _yaw_poses(yaw: np.ndarray) -> np.ndarray:
+    """`yaw_pose(0, 0, yaw)` for each of yaw (N,): (N, 4, 4)."""
+    T = np.zeros((len(yaw), 4, 4))
+    T[:, 0, 0] = T[:, 1, 1] = np.cos(yaw)
+    T[:, 1, 0] = np.sin(yaw)
+    T[:, 0, 1] = -T[:, 1, 0]
+    T[:, 2, 2] = T[:, 3, 3] = 1.0
+    return T
+
+
+def _hermites(knots, t: np.ndarray) -> np.ndarray:
+    """A piecewise quintic through knots (time, value, rate), zero accelerations at each knot, at
+    each of the times t."""
+    ends = np.array([k[0] for k in knots[1:]])
+    seg = np.minimum(np.searchsorted(ends, t, side="left"), len(ends) - 1)   # the first whose end is ≥ t
+    t0, p0, v0 = (np.array([k[j] for k in knots[:-1]])[seg] for j in range(3))
+    t1, p1, v1 = (np.array([k[j] for k in knots[1:]])[seg] for j in range(3))
     T = t1 - t0
-    u = min(1.0, max(0.0, (t - t0) / T))
+    u = np.clip((t - t0) / T, 0.0, 1.0)
     h00, h10 = 1 - 10 * u**3 + 15 * u**4 - 6 * u**5, u - 6 * u**3 + 8 * u**4 - 3 * u**5
     h01, h11 = 10 * u**3 - 15 * u**4 + 6 * u**5, -4 * u**3 + 7 * u**4 - 3 * u**5
     return h00 * p0 + h10 * v0 * T + h01 * p1 + h11 * v1 * T
@@ -387,23 +403,26 @@ def _heading(T: np.ndarray) -> float:
     return math.atan2(T[1, 0], T[0, 0])
 
 
-def _swing(T0: np.ndarray, T1: np.ndarray, u: float, lift: float, pitch: float, hl: float) -> np.ndarray:
-    """Swing sole pose at phase u ∈ [0, 1]: smooth in x/y/yaw, lifted, toe-off then heel-strike."""
+def _swings(T0: np.ndarray, T1: np.ndarray, u: np.ndarray, lift: float, pitch: float, hl: float) -> np.ndarray:
+    """Swing sole poses (N, 4, 4) at phases u (N,) ∈ [0, 1]: smooth in x/y/yaw, lifted, toe-off
+    then heel-strike."""
     s = u * u * u * (10 - 15 * u + 6 * u * u)  # quintic: zero speed and acceleration at both ends
-    p = T0[:3, 3] + s * (T1[:3, 3] - T0[:3, 3])
+    p = T0[:3, 3] + s[:, None] * (T1[:3, 3] - T0[:3, 3])
     y0 = math.atan2(T0[1, 0], T0[0, 0])
     y1 = math.atan2(T1[1, 0], T1[0, 0])
     dy = (y1 - y0 + math.pi) % (2 * math.pi) - math.pi
     yaw = y0 + s * dy
-    z = lift * math.sin(math.pi * u) ** 2
+    z = lift * np.sin(math.pi * u) ** 2
     # toe-off (heel up, rotate about the toe) early, heel-strike (toe up) late; zero at both ends.
     # Pitched about the sole centre, a toe or heel dips by hl·sin θ while the lift rises: near
     # both ends lift·sin²(πu) stays above it while sin(pitch) ≤ lift / (2 hl), so the pitch is
     # held under that (with a tenth to spare)
     pitch = min(pitch, 0.9 * math.asin(min(1.0, lift / (2 * hl))))
-    theta = pitch * math.sin(2 * math.pi * u) * math.sin(math.pi * u)
-    T = yaw_pose(p[0], p[1], yaw)
-    c, sn = math.cos(theta), math.sin(theta)
-    T = T @ np.array([[c, 0, sn, 0], [0, 1, 0, 0], [-sn, 0, c, 0], [0, 0, 0, 1.0]])
-    T[2, 3] += z
+    theta = pitch * np.sin(2 * math.pi * u) * np.sin(math.pi * u)
+    c, sn, ct, st = np.cos(yaw), np.sin(yaw), np.cos(theta), np.sin(theta)
+    T = np.zeros((len(u), 4, 4))   # yaw_pose(x, y, yaw) · Ry(theta), lifted by z
+    T[:, 0, 0], T[:, 0, 1], T[:, 0, 2], T[:, 0, 3] = c * ct, -sn, c * st, p[:, 0]
+    T[:, 1, 0], T[:, 1, 1], T[:, 1, 2], T[:, 1, 3] = sn * ct, c, sn * st, p[:, 1]
+    T[:, 2, 0], T[:, 2, 2], T[:, 2, 3] = -st, ct, z
+    T[:, 3, 3] = 1.0
     return T

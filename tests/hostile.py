@@ -86,6 +86,9 @@ rpy_deg = [0, 10, 0]
 [balance]
 margin_m = 0.005
 
+[workspace]
+reach_m = 1.0
+
 [collision]
 allowed = [["l_thigh", "r_thigh"]]
 

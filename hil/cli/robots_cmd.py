@@ -58,6 +58,10 @@ def run(args) -> int:
         print(f"  poses: {', '.join(m.poses)}")
         for note in m.meta.get("locked_joints", []):
             print(f"  not driven: {note}")
+        passive = m.meta.get("unactuated_joints", [])
+        if passive:
+            print(f"  moved by no actuator of its MJCF: {', '.join(passive)} (a linkage's passive joints, or joints "
+                  "left free: hil plans and commands them as if servos moved them; a walk is not planned through them)")
         table = servos.servo_table(m)
         if table.declared:
             kinds = sorted({s.preset or "custom" for s in table.servos})

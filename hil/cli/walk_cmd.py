@@ -91,14 +91,24 @@ def _plan_smaller_if_chosen(plan, params, chosen: list[str]):
         first = last = e
     for share in SMALLER_STEPS:
         smaller = replace(params, **{k: getattr(params, k) * share for k in shrinkable})
-        print(f"walk: {str(last).split(';')[0].removeprefix('walk: ')}; planned again with "
-              + ", ".join(f"{k} {getattr(smaller, k) * (100 if k == 'stride' else 1000):.1f} "
-                          f"{'cm' if k == 'stride' else 'mm'}" for k in shrinkable))
+        sizes = ", ".join(f"{k} {getattr(smaller, k) * (100 if k == 'stride' else 1000):.1f} "
+                          f"{'cm' if k == 'stride' else 'mm'}" for k in shrinkable)
+        print(f"walk: {_cause(last)}; planned again with {sizes}")
         try:
             return plan(smaller)
         except walking.StepOutOfReach as e:
             last = e
-    raise first   # names the default step, which the user's own numbers replace
+    if "stride" not in shrinkable:
+        raise first   # names the user's stride, which a shorter one may still help
+    # the default step's own error would ask for a shorter step: those were just tried
+    shares = " and ".join(f"{s:.0%}" for s in SMALLER_STEPS)
+    raise walking.StepOutOfReach(f"walk: {_cause(last)}, also at {shares} of the default step (down to {sizes}): "
+                                 "a shorter step does not help; what stops the walk is what this names")
+
+
+def _cause(error: Exception) -> str:
+    """What an error of the walk's planner says is wrong, without its advice."""
+    return str(error).split(";")[0].removeprefix("walk: ")
 
 
 def _check_gait(args) -> None:

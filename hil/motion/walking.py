@@ -176,7 +176,14 @@ def check_legs(model) -> None:
     """This walk keeps the body upright and the soles flat while down: a leg carries the body over
     its foot by rolling at the hip and back at the ankle. A leg with one roll joint or none cannot
     (its sole would tilt), whatever the stride: said before any IK is tried."""
+    passive = set(model.meta.get("unactuated_joints", ()))
     for side, leg in legs(model).items():
+        moved_by_none = [model.joint_names[j] for j in leg.joints if model.joint_names[j] in passive]
+        if moved_by_none:
+            raise InputError(f"walk: {model.name}'s {'left' if side == 'l' else 'right'} leg has joints no actuator of "
+                             f"its MJCF moves ({', '.join(moved_by_none)}: a linkage's passive joints, as a knee "
+                             "turned by rods): hil plans a walk through joints its servos drive, and does not compute "
+                             "a linkage's joints from them (docs/robots.md)")
         if len(leg.roll) < 2:
             names = ", ".join(model.joint_names[j] for j in leg.joints)
             has = {0: "no joint that rolls", 1: f"one joint that rolls ({model.joint_names[leg.roll[0]]})"}[len(leg.roll)]

@@ -98,8 +98,13 @@ def _from_mjcf(path: Path) -> RobotModel:
 
 
 def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
-    """An MJCF robot remembers its file: physics simulates it from there (hil.physics.build)."""
+    """An MJCF robot remembers its file: physics simulates it from there (hil.physics.build); and
+    which of its joints no actuator moves (said by `hil robots`; a walk is not planned through
+    them)."""
     model.meta["mjcf"] = str(Path(mjcf_path).resolve())
+    passive = [j for j in mjcf.unactuated_of(mjcf_path) if j in model.joint_names]
+    if passive:
+        model.meta["unactuated_joints"] = passive
     return model
 
 

@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 7             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 8             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -38,6 +38,8 @@ FREE, BALL, SLIDE, HINGE = range(4)
 MAX_SERVO_TORQUE_NM = 1e4         # a force range past this is a file's way of saying "unlimited"
 BIAS_AFFINE = 1                   # mjBIAS_AFFINE: a position (or velocity) servo's bias
 EQ_JOINT = 2
+TRN_JOINT, TRN_JOINT_IN_PARENT, TRN_TENDON = 0, 1, 3   # mjtTrn: what an actuator pulls on
+WRAP_JOINT = 1   # mjtWrap: a fixed tendon's joint
 FINITE_FIELDS = ("body_pos", "body_quat", "body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_pos",
                  "jnt_axis", "jnt_range", "geom_pos", "geom_quat", "geom_size", "site_pos", "site_quat", "mesh_vert",
                  "eq_data", "actuator_forcerange", "actuator_gear")
@@ -86,6 +88,7 @@ def to_urdf(path: str) -> str:
         (tmp / "servo.json").write_text(json.dumps(writer.servo_table()))
         (tmp / "poses.json").write_text(json.dumps(writer.keyframe_poses()))
         (tmp / "collision.json").write_text(json.dumps(writer.excluded_contacts()))
+        (tmp / "unactuated.json").write_text(json.dumps(writer.unactuated()))
         try:
             os.replace(tmp, folder)
         except OSError:   # another process wrote it meanwhile: theirs is the same
@@ -112,6 +115,14 @@ def poses_of(path: str) -> dict:
         return json.loads((Path(to_urdf(path)).parent / "poses.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def unactuated_of(path: str) -> list:
+    """The MJCF's joints that no actuator moves (`_Writer.unactuated`)."""
+    try:
+        return json.loads((Path(to_urdf(path)).parent / "unactuated.json").read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def allowed_collisions_of(path: str) -> list:
@@ -384,6 +395,26 @@ class _Writer:
                 if p > 0:
                     out.append([_name(m, "body", p, f"body{p}"), _name(m, "body", b, f"body{b}")])
         return out
+
+    def unactuated(self) -> list[str]:
+        """The hinges hil writes as joints that no actuator of the file moves and no equality
+        constraint ties to another: a linkage's passive joints (a knee turned by rods), or joints
+        left free. [] for a file with no actuators at all (a kinematic model: its joints are taken
+        as servos, as a URDF's are)."""
+        m = self.m
+        if m.nu == 0:
+            return []
+        driven = set()
+        for a in range(m.nu):
+            if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT):
+                driven.add(int(m.actuator_trnid[a][0]))
+            elif m.actuator_trntype[a] == TRN_TENDON:   # a fixed tendon's joints move with it
+                t = int(m.actuator_trnid[a][0])
+                for w in range(int(m.tendon_adr[t]), int(m.tendon_adr[t]) + int(m.tendon_num[t])):
+                    if m.wrap_type[w] == WRAP_JOINT:
+                        driven.add(int(m.wrap_objid[w]))
+        followers = {int(m.eq_obj1id[e]) for e in range(m.neq) if m.eq_type[e] == EQ_JOINT and m.eq_obj2id[e] >= 0}
+        return [name for j, name in self.joint_name.items() if j not in driven and j not in followers]
 
     def _effort(self, j: int) -> float:
         """The most torque an actuator on joint j gives (its force range times its gear), 0 if none."""

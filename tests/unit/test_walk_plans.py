@@ -409,10 +409,12 @@ def test_hil_walk_says_the_gait_it_chose_and_keeps_what_it_was_told(capsys):
     ("broken", "MuJoCo cannot read it: XML Error: bad format in attribute 'size' Element 'geom', line"),
     ("no_ankle_roll", "left leg (l_hip_roll, l_hip_pitch, l_knee, l_ankle) has one joint that rolls"),
     ("bad_soles", "a humanoid needs [soles] left"),
+    ("passive_knee", "left leg has joints no actuator of its MJCF moves (l_knee: a linkage's passive joints"),
 ])
 def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, capsys, case, said):
     """An MJCF without a free joint, one MuJoCo cannot compile, legs without an ankle roll, a side
-    file naming a foot that is not there: one line each, before any gait is chosen or planned."""
+    file naming a foot that is not there, a knee no actuator moves (a linkage's, as ToddlerBot's):
+    one line each, before any gait is chosen or planned."""
     from pathlib import Path
 
     from hil.cli import main
@@ -420,7 +422,9 @@ def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, cap
     here = Path(__file__).parent / "mjcf"
     text = (here / "biped6.xml").read_text()
     robot = {"nofree": tmp_path / "nofree.xml", "broken": tmp_path / "broken.xml",
-             "no_ankle_roll": here / "biped.xml", "bad_soles": tmp_path / "soles.toml"}[case]
+             "no_ankle_roll": here / "biped.xml", "bad_soles": tmp_path / "soles.toml",
+             "passive_knee": tmp_path / "passive.xml"}[case]
+    (tmp_path / "passive.xml").write_text(text.replace('<position name="l_knee" joint="l_knee"/>', ""))
     (tmp_path / "nofree.xml").write_text(text.replace("<freejoint/>", ""))
     (tmp_path / "broken.xml").write_text(text.replace('size="0.05 0.07 0.03"', 'size="0.05 abc 0.03"'))
     (tmp_path / "biped6.xml").write_text(text)
@@ -430,6 +434,10 @@ def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, cap
     out, err = capsys.readouterr()
     assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "walk: for legs" not in out and "planning" not in out, out
+    if case == "passive_knee":   # `hil robots` says it too; a joint an equality ties to another is not one
+        assert main(["robots", "--robot", str(robot)]) == 0
+        line = next(s for s in capsys.readouterr().out.splitlines() if "moved by no actuator" in s)
+        assert "l_knee" in line and "neck_follow" not in line and "r_knee" not in line, line
 
 
 def test_a_default_step_the_legs_cannot_reach_is_planned_smaller_and_said(tmp_path, capsys):
@@ -455,3 +463,10 @@ def test_a_default_step_the_legs_cannot_reach_is_planned_smaller_and_said(tmp_pa
     assert main(["walk", "--robot", str(tmp_path / "narrow.toml"), "--steps", "4", "--stride", "0.04"]) == 2
     err = capsys.readouterr().err
     assert "shorter stride (now 4.0 cm)" in err and "Traceback" not in err, err
+    # stopped at −22°, no smaller step walks either: the error says so, and asks for no shorter step
+    (tmp_path / "narrower.toml").write_text(side.replace("lower_deg = -27", "lower_deg = -22"))
+    assert main(["walk", "--robot", str(tmp_path / "narrower.toml"), "--steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "r_ankle at its lower stop (-22°)" in err and "also at 60% and 36% of the default step" in err, err
+    assert "a shorter step does not help" in err and "use a shorter stride" not in err, err
+    assert len(err.strip().splitlines()) == 1, err

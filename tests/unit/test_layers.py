@@ -4,10 +4,17 @@ of hil: read from the source, every import statement including those inside func
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once for all the tests here (each walks every file)."""
+    return ast.parse(path.read_text())
 
 
 def documented_layers() -> list[tuple[str, ...]]:
@@ -59,7 +66,7 @@ def modules():
 def imports(path: Path):
     """Every module a file imports, and every module it starts as a program (`-m MODULE` in a
     command line it builds): a process started by name is a dependency all the same."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -103,7 +110,7 @@ def test_no_private_name_is_used_outside_its_package():
     bad = []
     for name, path in modules():
         home = ".".join(name.split(".")[:2]) if not name.startswith(("calibration", "twin")) else name.split(".")[0]
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         for node in ast.walk(tree):
             if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES):
                 continue
@@ -122,7 +129,7 @@ def test_no_private_name_is_used_outside_its_package():
 
 def top_level_imports(path: Path):
     """The project modules a module imports when it is imported (its top-level statements)."""
-    for node in ast.parse(path.read_text()).body:
+    for node in _tree(path).body:
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -171,7 +178,7 @@ def test_imports_inside_functions_say_why():
             continue
         src = path.read_text()
         lines = src.split("\n")
-        for fn in ast.walk(ast.parse(src)):
+        for fn in ast.walk(_tree(path)):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
@@ -219,7 +226,7 @@ def _what_the_tests_reach() -> tuple[set[str], set[str]]:
     """(modules some test imports, or starts with -m; commands some test runs as `hil COMMAND`)."""
     imported, commands = set(), set()
     for path in (ROOT / "tests").rglob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         for name, _ in imports(path):
             imported.add(name)
         for node in ast.walk(tree):
@@ -263,7 +270,7 @@ def test_one_name_one_meaning_across_the_packages():
             rel = str(path.relative_to(ROOT))
             if path.name not in ("__init__.py", "__main__.py"):
                 modules.setdefault(path.stem, []).append(rel)
-            for node in ast.parse(path.read_text()).body:
+            for node in _tree(path).body:
                 if isinstance(node, ast.ClassDef):
                     classes.setdefault(node.name, []).append(rel)
     assert not {k: v for k, v in modules.items() if len(v) > 1}, "module names used twice"

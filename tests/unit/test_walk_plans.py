@@ -26,6 +26,24 @@ def test_support_switches_leave_the_feet_flat_and_still(walk6):
     assert walk6.slide <= 1e-8, walk6.slide
 
 
+def test_a_foot_the_plan_has_down_that_moves_or_sinks_is_measured(hum, walk6):
+    """The checks measure, from the joint angles alone: a right hip pitch that drifts while both
+    soles are down moves one of them (the other is the root the body is placed from), which slides
+    and leaves the floor."""
+    from hil.motion import contacts
+
+    p, (hl, hw) = walking.WalkParams(steps=6, stride=0.03), hum.sole_half
+    both = np.flatnonzero([contacts.decode(int(c)) == (contacts.FLAT, contacts.FLAT) for c in walk6.support])
+    first = both[np.flatnonzero(np.diff(both) > 1)[0] + 1]   # the first double support after a step
+    window = np.arange(first, first + 20)
+    assert all(k in both for k in window)
+    Q = walk6.q.copy()
+    Q[window, hum.joint_index("r_hip_pitch")] += np.linspace(0.0, 0.01, len(window))   # 0.01 rad: a few mm
+    drifted = walking.check_walk(hum, walk6.t, Q, walk6.support, walk6.zmp_ref, p, hl, hw, 0.0, "drift")
+    assert 1e-3 < drifted.slide < 1e-2 and walk6.slide <= 1e-8, drifted.slide
+    assert drifted.contact_error > 1e-4 and walk6.contact_error <= 1e-8, drifted.contact_error
+
+
 def test_the_zmp_comes_from_the_finest_central_difference(walk6):
     com, dt = walk6.com_w, walk6.t[1] - walk6.t[0]
     acc = (com[2:] - 2 * com[1:-1] + com[:-2]) / dt ** 2

@@ -1017,28 +1017,3 @@ def test_a_part_bounded_two_ways_is_as_far_as_the_farther_of_its_bounds_says():
     assert info[SK.I_CLEARANCE] == pytest.approx(max(SK.pair_clearance(caps, wpts, 0, 3),
                                                      SK.pair_clearance(caps, wpts, 1, 3)), abs=1e-12)
     assert info[SK.I_PAIR] == 0.0
-
-
-def test_the_step_gives_the_same_for_arrays_of_any_layout_or_type(humanoid):
-    """The loop's plain float64 arrays go through the step's compiled entry, unchecked; a strided
-    view or a read-only array through Numba's typing: the same command and flags, nothing written
-    past a view."""
-    m, checker = humanoid
-    rng = np.random.default_rng(4)
-    for _ in range(20):
-        prev = np.clip(m.home + rng.normal(scale=0.2, size=m.n), m.lower, m.upper)
-        target = prev + rng.normal(scale=0.3, size=m.n)   # past the rate limit and some ranges
-        meas = prev + rng.normal(scale=0.01, size=m.n)
-        plain = np.empty(m.n)
-        flags = checker.step(target, prev, 0.005, 1.0, plain, meas)
-        wide = np.zeros((m.n, 2))
-        wide[:, 0] = target
-        frozen = prev.copy()
-        frozen.flags.writeable = False
-        other = np.empty(m.n)
-        assert checker.step(wide[:, 0], frozen, 0.005, 1.0, other, meas) == flags
-        np.testing.assert_array_equal(other, plain)
-        strided_out = np.zeros((m.n, 2))
-        assert checker.step(target, prev, 0.005, 1.0, strided_out[:, 1], meas) == flags
-        np.testing.assert_array_equal(strided_out[:, 1], plain)
-        assert not strided_out[:, 0].any()   # nothing written past the view

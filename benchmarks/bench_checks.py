@@ -4,9 +4,7 @@
 cycle and the planners on every sample) at random poses within each robot's ranges, µs per pose
 (median of the rounds), with its shape table as loaded (a mesh bounded by its box and by its
 capsules) against the same robot with each mesh bounded by its capsules alone (the baseline, in
-the same run): what the boxes cost. Then the loop's own call, `SafetyChecker.step` (the pose check
-with the limits, the rate and the stall watch), µs per call through its compiled entry, against the
-same kernel called through Numba's dispatcher (which types each of its 22 arguments per call)."""
+the same run): what the boxes cost."""
 
 from __future__ import annotations
 
@@ -65,27 +63,6 @@ def main() -> None:
             row.append((len(checker.caps), parts, len(checker.pairs), per_pose_us(checker, Q, args.rounds)))
         (n, pp, rows, us), (_, pp0, rows0, us0) = row
         print(f"| {spec} | {n} | {pp} ({rows}) | {us:.1f} | {pp0} ({rows0}), {us0:.1f} | {us / us0:.2f} |")
-    print()
-    print("| robot | `step` through its compiled entry, µs | through Numba's dispatcher, µs | ratio |")
-    print("|---|---|---|---|")
-    for spec in ("puma560", "humanoid17"):
-        model = robots.load(spec)
-        checker = SafetyChecker(model)
-        q, prev, meas, out = model.home.copy(), model.home.copy(), model.home.copy(), np.empty(model.n)
-        kernel_args = (q, prev, meas, checker.no_sag[0], model.lower, model.upper, model.velocity_limit, 0.002, 1.0,
-                checker.kin, checker.mt, checker.caps, checker.pairs, checker.ws, checker.bal, out, checker.poses,
-                checker.wpts, checker.info, checker.scratch, checker.q_loaded, checker.tried)
-        figures = []
-        for call in (lambda: checker.step(q, prev, 0.002, 1.0, out, meas), lambda: SK.safety_step(*kernel_args)):
-            call()
-            times = []
-            for _ in range(args.rounds):
-                t = time.perf_counter()
-                for _ in range(20000):
-                    call()
-                times.append((time.perf_counter() - t) / 20000 * 1e6)
-            figures.append(float(np.median(times)))
-        print(f"| {spec} | {figures[0]:.1f} | {figures[1]:.1f} | {figures[0] / figures[1]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hil._jit import entry_point
 from hil.robots.model import Shape
 from hil.safety import _kernel as SK
 from hil.safety._kernel import (BALANCE, COLLISION, FLAG_NAMES, FLOOR, HELD, I_STEP, I_TO_TARGET,  # noqa: F401
@@ -160,14 +159,6 @@ def _balance_settings(model, balance: bool | None) -> np.ndarray:
     return bal
 
 
-_F64 = np.dtype(np.float64)
-
-
-def _plain(a, n: int) -> bool:
-    """A C-contiguous (n,) array of native float64: what a compiled entry takes without checking."""
-    return a.__class__ is np.ndarray and a.dtype is _F64 and a.shape == (n,) and a.flags.c_contiguous
-
-
 @dataclass
 class Verdict:
     """Outcome of checking one pose: flag bits and a sentence per problem."""
@@ -208,10 +199,6 @@ class SafetyChecker:
             keep = [rows for rows in _split(self.pairs, SK.P_PARTS)
                     if all(self._home_clearance(pairing) > 0.0 for pairing in _split(rows, SK.P_PAIRING))]
             self.pairs = np.concatenate(keep) if keep else np.zeros((0, SK.P_WIDTH), dtype=np.int64)
-        q = np.zeros(model.n)   # `step`'s compiled entry, for plain (n,) float64 arrays: see `step`
-        self._step_entry = entry_point(SK.safety_step, q, q, q, q, model.lower, model.upper, model.velocity_limit, 0.0,
-                                       1.0, self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal, q, self.poses,
-                                       self.wpts, self.info, self.scratch, self.q_loaded, self.tried)
 
     def _home_clearance(self, rows: np.ndarray) -> float:
         """The clearance of one pairing's shape pairs at the pose `wpts` holds (home)."""
@@ -237,17 +224,11 @@ class SafetyChecker:
         `info` then holds the largest step, tracking error and distance to the target. `sag`: the
         compliance compensation inside q_target (balance is also judged at q − sag)."""
         m = self.model
-        q_meas = q_prev if q_meas is None else q_meas
-        sag = self.no_sag[0] if sag is None else sag
-        n = m.n
-        # the loop's call, each cycle: its arrays as the entry was compiled for, passed without
-        # Numba's typing of each (a fifth of the call: benchmarks/README.md); anything else is
-        # typed by Numba as usual
-        kernel = self._step_entry if (_plain(q_target, n) and _plain(q_prev, n) and _plain(q_meas, n) and
-                                      _plain(sag, n) and _plain(q_cmd, n) and q_cmd.flags.writeable) else SK.safety_step
-        return kernel(q_target, q_prev, q_meas, sag, m.lower, m.upper, m.velocity_limit, float(dt), float(rate_scale),
-                      self.kin, self.mt, self.caps, self.pairs, self.ws, self.bal, q_cmd, self.poses, self.wpts,
-                      self.info, self.scratch, self.q_loaded, self.tried)
+        return SK.safety_step(q_target, q_prev, q_prev if q_meas is None else q_meas,
+                              self.no_sag[0] if sag is None else sag, m.lower, m.upper,
+                              m.velocity_limit, dt, rate_scale, self.kin,
+                              self.mt, self.caps, self.pairs, self.ws, self.bal, q_cmd, self.poses, self.wpts,
+                              self.info, self.scratch, self.q_loaded, self.tried)
 
     # ---------------------------------------------------------------- checks
     def check(self, q, sag: np.ndarray | None = None) -> Verdict:

@@ -105,6 +105,9 @@ def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
     passive = [j for j in mjcf.unactuated_of(mjcf_path) if j in model.joint_names]
     if passive:
         model.meta["unactuated_joints"] = passive
+        # a range to set in a side file means nothing for a joint no servo turns (a linkage's rod)
+        notes = [n for n in model.meta.get("notes", []) if not any(n.startswith(f"{j}: ") for j in passive)]
+        model.meta["notes"] = notes
     return model
 
 

@@ -305,18 +305,20 @@ class Gait:
         # where a robot standing still has its ZMP: under its COM (between the soles if not known)
         first = (self.com0[:2] if self.com0 is not None
                  else (self.held_at_phase[0]["l"][:2, 3] + self.held_at_phase[0]["r"][:2, 3]) / 2)
-        for k, tk in enumerate(self.t):
-            i = self.ph_of[k]
-            kind, info, dur = self.phases[i]
+        for i, (kind, info, dur) in enumerate(self.phases):
+            ks = np.flatnonzero(self.ph_of == i)
             lead = p.stand if i == 0 else 0.0   # the first shift waits while the robot stands
             tail = p.stand if i == len(self.phases) - 1 and i > 0 else 0.0   # the last shift is over before it
-            u = min(1.0, max(0.0, (tk - self.times[i] - lead) / (dur - lead - tail)))
+            u = np.clip((self.t[ks] - self.times[i] - lead) / (dur - lead - tail), 0.0, 1.0)
             start = ends[i - 1] if i > 0 else first
             if kind == "both":
-                ref[k] = start + hand_over(u) * (ends[i] - start)
+                ref[ks] = start + hand_over(u)[:, None] * (ends[i] - start)
             else:
                 st = "l" if info[0] == "r" else "r"
-                ref[k] = self._sole_point(self.held_at_phase[i][st], heel + (toe - heel) * along(u), st)
+                T = self.held_at_phase[i][st]
+                dy = -p.zmp_inset if st == "l" else p.zmp_inset   # as `_sole_point` places it
+                ref[ks] = (T[:2, 0][None, :] * (heel + (toe - heel) * along(u))[:, None] + T[:2, 1] * dy
+                           + T[:2, 3])
         return ref
 
     # ------------------------------------------------------------------ the other foot's task

@@ -180,13 +180,26 @@ def _with_contacts(model, Q, T_wb, tau0, wrench, down) -> tuple[np.ndarray, np.n
     rest = M - np.cross(soles[0][:, :3, 3], forces[0]) - np.cross(soles[1][:, :3, 3], forces[1])
     tau = tau0.copy()
     for i, frame in enumerate(SOLE_FRAMES):
+        progress.report(f"the {'left' if i == 0 else 'right'} foot's forces", 0.0)
         w = np.concatenate([forces[i], shares[i][:, None] * rest], axis=1)
-        rows = np.flatnonzero(shares[i] > 0.0)
-        tick = progress.reporting_every(f"the {'left' if i == 0 else 'right'} foot's forces", len(rows))
-        for m, k in enumerate(rows):
-            tick(m)
-            tau[k] -= model.jacobian(Q[k], frame).T @ w[k]
+        tau -= jacobian_transpose_times(model, Q, frame, w)
     return tau, zmp, shares[0]
+
+
+def jacobian_transpose_times(model, Q: np.ndarray, frame: str, w: np.ndarray) -> np.ndarray:
+    """J(q)ᵀ w for every sample at once (N, n): the joint torques a wrench w (N, 6: force, then
+    moment, base frame) at `frame` takes, J the frame's geometric Jacobian (`RobotModel.jacobian`)
+    — joint i's column (a × (p − o); a) from its axis a and origin o, along the frame's chain."""
+    f = model.frame_index(frame)
+    p = model.fk_batch(Q, f)[:, :3, 3]
+    out = np.zeros((len(Q), model.n))
+    i = int(model.frame_link[f])
+    while i >= 0:
+        T = model.fk_batch(Q, i + 1)   # link i's frame: on joint i's axis, turning with it
+        a = T[:, :3, :3] @ model.joints[i].axis
+        out[:, i] = np.einsum("kj,kj->k", np.cross(a, p - T[:, :3, 3]), w[:, :3]) + np.einsum("kj,kj->k", a, w[:, 3:])
+        i = model.joints[i].parent
+    return out
 
 
 def servo_torques(servo, Q: np.ndarray, tau: np.ndarray, dt: float) -> np.ndarray:

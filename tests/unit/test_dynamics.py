@@ -80,3 +80,19 @@ def test_a_robot_s_measured_inertias_are_the_model_s_and_the_export_s(tmp_path):
     assert 'ixx="0.13"' in text and 'iyy="0.524"' in text and 'izz="0.539"' in text
     h17 = hil.robots.load("humanoid17")
     assert all(np.linalg.eigvalsh(h17.inertias[i]).min() > 0 for i in range(h17.n + 1) if h17.masses[i] > 0)
+
+
+@pytest.mark.parametrize("name, frame", [("humanoid17", "l_sole"), ("examples/robots/g1.toml", "r_sole"),
+                                         ("puma560", None)])
+def test_a_wrench_at_a_frame_takes_the_torques_its_jacobian_says_for_every_sample_at_once(name, frame):
+    """`jacobian_transpose_times` (the feet's forces in a plan's torques) is Jᵀ w sample by sample,
+    J the model's own geometric Jacobian of the frame."""
+    from hil.motion.torques import jacobian_transpose_times
+
+    m = hil.robots.load(name)
+    frame = frame or m.tool_frame
+    rng = np.random.default_rng(3)
+    Q = rng.uniform(m.lower, m.upper, (40, m.n))
+    w = rng.normal(size=(40, 6))
+    expected = np.array([m.jacobian(q, frame).T @ wk for q, wk in zip(Q, w)])
+    np.testing.assert_allclose(jacobian_transpose_times(m, Q, frame, w), expected, rtol=0, atol=1e-12)

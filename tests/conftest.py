@@ -283,6 +283,11 @@ def loop_cpus(request):
 # feature fails all four runs; `-p no:rerunfailures` (or `--reruns 0`) shows every first failure.
 LOOP_TEST_RERUNS = 3
 LOOP_TEST_RERUN_DELAY_S = 5   # a noisy spell of the host passes: the next run starts after it
+# tests outside the loop files whose subject is timing a busy host also upsets: the board emulator
+# stopped 30 ms by the test, which beside CPU-bound jobs the scheduler also stops at moments the
+# test does not choose (once in about 90 runs, two STATEs dropped); an emulator that drops STATEs
+# after a stop fails every run
+TIMING_TESTS = {"test_a_board_emulator_that_was_not_scheduled_still_answers_every_command"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -292,7 +297,7 @@ def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("rerunfailures"):
         return
     for item in items:
-        if _module_of(item.nodeid) in LOOP_MODULES:
+        if _module_of(item.nodeid) in LOOP_MODULES or item.originalname in TIMING_TESTS:
             item.add_marker(pytest.mark.flaky(reruns=LOOP_TEST_RERUNS, reruns_delay=LOOP_TEST_RERUN_DELAY_S))
 
 

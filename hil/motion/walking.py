@@ -238,11 +238,12 @@ def _generate(model, params: WalkParams, progress=None) -> WalkResult:
         held, stop = _first_stop(model, Q, t)
         if held in {j for leg in legs(model).values() for j in leg.roll}:
             # the sway over each foot, not the step, takes a roll joint to its stop
+            name = model.joint_names[held]
             raise UnreachableError(f"walk: the IK cannot keep contact and balance (residual {worst:.3g}{stop}): "
-                                   f"carrying the body over each foot takes {model.joint_names[held]} past its stop, "
-                                   "whatever the stride; stand the feet closer together at home ([poses] home in a "
-                                   f"side file), or give [joints.{model.joint_names[held]}] the robot's own stops if "
-                                   "they reach further (docs/robots.md)")
+                                   f"carrying the body over each foot takes {name} past its stop, whatever the "
+                                   f"stride; a shorter --period sways the body less (now {p.period:g} s), a stance "
+                                   f"at home ([poses] home in a side file) or a --width may need less of {name}, or "
+                                   f"give [joints.{name}] the robot's own stops if they reach further (docs/robots.md)")
         if not (p.stride or p.side or p.turn_deg):   # a shorter step cannot help a step that goes nowhere
             raise UnreachableError(f"walk: the IK cannot keep contact and balance even stepping in place (residual "
                                    f"{worst:.3g}{stop}): the legs cannot carry the centre of mass over one foot from "

@@ -488,3 +488,27 @@ def test_a_default_step_the_legs_cannot_reach_is_planned_smaller_and_said(tmp_pa
     assert "r_ankle at its lower stop (-22°)" in err and "also at 60% and 36% of the default step" in err, err
     assert "a shorter step does not help" in err and "use a shorter stride" not in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_roll_joint_the_sway_takes_to_its_stop_is_named_with_what_helps(tmp_path, capsys):
+    """biped6 with its hip rolls stopped 2° inward (as the Booster T1's stop 11.5° in): the sway over
+    each foot, whatever the stride, takes one to its stop; the error says so and what helps — a
+    shorter period sways the body less, and does here — not a shorter stride."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    from hil.cli import main
+
+    here = Path(__file__).parent / "mjcf"
+    shutil.copy(here / "biped6.xml", tmp_path / "biped6.xml")
+    (tmp_path / "stopped.toml").write_text((here / "biped6.toml").read_text() + "[joints.l_hip_roll]\nlower_deg = -2\n"
+                                           "[joints.r_hip_roll]\nupper_deg = 2\n")
+    residual = {}
+    for period in ("0.9", "0.5"):
+        assert main(["walk", "--robot", str(tmp_path / "stopped.toml"), "--steps", "4", "--period", period]) == 2
+        err = capsys.readouterr().err
+        assert "l_hip_roll at its lower stop (-2°)" in err and "whatever the stride" in err, err
+        assert f"a shorter --period sways the body less (now {period} s)" in err and "shorter stride" not in err, err
+        residual[period] = float(re.search(r"residual ([0-9.e-]+)", err).group(1))
+    assert residual["0.5"] < residual["0.9"], residual

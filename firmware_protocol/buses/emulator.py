@@ -159,6 +159,10 @@ class Hand:
     start: float | None = None
     t_heard: float | None = None
 
+    # a hand rests this share of the way's time at A and at B each, as one pushing a joint to its
+    # stop does (a host reading the servo a few times a second still sees the end)
+    REST_SHARE = 0.05
+
     def move(self, s: SimServo, now: float) -> None:
         if self.t_heard is None:
             if s.heard_once:
@@ -171,12 +175,19 @@ class Hand:
             self.start = s.position
         stops = (self.start, self.a, self.b) + ((self.start,) if self.repeat else ())
         legs = [abs(q - p) for p, q in zip(stops, stops[1:])]
-        d = (t % (self.t1 - self.t0)) / (self.t1 - self.t0) * sum(legs)   # one speed along the whole way
-        for p, q, length in zip(stops, stops[1:], legs):
+        rest = self.REST_SHARE * sum(legs)   # a rest, as the distance covered in its time
+        # one speed along the whole way, a rest at A and at B (after the first and second legs)
+        d = (t % (self.t1 - self.t0)) / (self.t1 - self.t0) * (sum(legs) + 2 * rest)
+        for k, (p, q, length) in enumerate(zip(stops, stops[1:], legs)):
             if d <= length:
-                s.position = p + (q - p) * (d / length)
+                s.position = p + (q - p) * (d / length if length else 1.0)
                 return
             d -= length
+            if k < 2:
+                if d <= rest:
+                    s.position = q
+                    return
+                d -= rest
         s.position = stops[-1]
 
 
@@ -988,8 +999,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fault", action="append", default=[],
                    help="silent:ID[@T[-T2]] overload:ID@T overheat:ID@T voltage:ID@T blocked:ID@T disconnect@T")
     p.add_argument("--hand", action="append", default=[],
-                   help="ID:A:B@T0-T1[*]: a hand moves servo ID (torque off) to tick A, then B, from T0 to T1 s after "
-                        "the host first spoke to it (*: back to the start, and again every T1 - T0 s)")
+                   help="ID:A:B@T0-T1[*]: a hand moves servo ID (torque off) to tick A, then B, resting a moment at "
+                        "each, from T0 to T1 s after the host first spoke to it (*: back to the start, and again every "
+                        "T1 - T0 s)")
     p.add_argument("--any-baud", action="store_true",
                    help="answer whatever baud rate the host set (default: only at --baud, as real servos do)")
     p.add_argument("--factory", action="store_true",

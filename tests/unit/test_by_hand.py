@@ -99,6 +99,32 @@ def test_the_emulators_hand_moves_a_servo_only_with_its_torque_off():
     assert s.position == before
 
 
+def test_the_emulators_hand_rests_at_each_end_as_a_hand_pushing_a_joint_to_its_stop_does():
+    """A range is recorded from readings a few times a second on a busy machine: the hand rests at
+    A and at B (REST_SHARE of the way's time each), so a reader every 0.1 s sees both ends exactly,
+    and it still moves at one speed between them."""
+    s = SimServo(1, 1020, 2000.0, 2000.0, 2000.0)
+    s.heard()
+    hand = Hand(1, 1000.0, 3000.0, 0.0, 6.0, repeat=True)
+    hand.move(s, 0.0)
+    seen = []
+    for t in np.arange(0.0, 12.0, 0.1) + 0.037:   # a reader out of step with the hand
+        hand.move(s, t)
+        seen.append(s.position)
+    assert min(seen) == 1000.0 and max(seen) == 3000.0, (min(seen), max(seen))
+    at_ends = sum(p in (1000.0, 3000.0) for p in seen) / len(seen)
+    assert 2 * Hand.REST_SHARE / (1 + 2 * Hand.REST_SHARE) * 0.6 < at_ends < 0.2, at_ends
+    steps = np.abs(np.diff([p for p in seen if p not in (1000.0, 3000.0)]))
+    # the way (4000 ticks) in the cycle less the rests: 4000 (1 + 2 REST_SHARE) / 6 ticks a second
+    assert np.median(steps) == pytest.approx(4000.0 * (1 + 2 * Hand.REST_SHARE) / 6.0 * 0.1, rel=0.05)
+    still = SimServo(2, 1020, 1000.0, 1000.0, 1000.0)   # a hand that starts at A: no step of zero length divides
+    still.heard()
+    at_a = Hand(2, 1000.0, 3000.0, 0.0, 6.0, repeat=True)
+    for t in (0.0, 0.0, 1.0):
+        at_a.move(still, t)
+        assert np.isfinite(still.position)
+
+
 @pytest.mark.parametrize("spec", ["1:2:3", "x:1:2@0-1", "1:2:3@2-1", "1:2:3@0-1e9"])
 def test_a_bad_hand_is_one_line(spec):
     with pytest.raises(SystemExit, match="--hand"):

@@ -167,11 +167,17 @@ def _protocol1(wire: Wire, bauds, full: bool) -> Found | None:
         again = set(range(QUICK_IDS)) | set(range(min(ids), max(ids)))
         ids = sorted(set(ids) | {i for i in sorted(again) if i not in ids and answers(i)})
         bus.reply_timeout_s = 0.02
-        dxl = [bus.ping(i) for i in ids]
-        if all(d is not None and d.model in dynamixel1.MODELS for d in dxl):
-            return Found("dynamixel1", baud, dxl)
+        dxl = {i: bus.ping(i) for i in ids}
+        if all(d is not None and d.model in dynamixel1.MODELS for d in dxl.values()):
+            return Found("dynamixel1", baud, list(dxl.values()))
         ft = feetech.FeetechBus(wire, reply_timeout_s=0.02, return_delay_s=FACTORY_RETURN_DELAY_S)
-        found = [ft.ping(i) or Identity(i, None, "unknown model") for i in ids]
+        fts = {i: ft.ping(i) for i in ids}
+        # a servo answers when asked again; one that does not was a stray reply (the port's own
+        # echo, bytes of another bus's answer arriving late after a change of baud rate)
+        ids = [i for i in ids if dxl[i] is not None or fts[i] is not None]
+        if not ids:
+            continue
+        found = [fts[i] or Identity(i, None, "unknown model") for i in ids]
         if all(f.model in feetech.MODELS for f in found):
             return Found("feetech", baud, found)
         return Found("dynamixel1 or feetech", baud, found, note="models not known to hil")

@@ -83,6 +83,44 @@ def test_directions_by_hand_turn_the_servos_mounted_the_other_way_round(tmp_path
     assert "l_knee" in r.stdout and "reversed: direction turned" in r.stdout
 
 
+# a port that answers one Protocol 1.0 PING once, with the PING's own bytes (an echo, or another
+# bus's late bytes that happen to frame), and never again
+STRAY_ECHO = """
+import os, select, sys
+fd, buf, done = int(sys.argv[1]), b"", False
+ping9 = bytes([0xFF, 0xFF, 0x09, 0x02, 0x01, 0xF3])
+while True:
+    if not select.select([fd], [], [], 0.5)[0]:
+        continue
+    try:
+        buf = (buf + os.read(fd, 4096))[-64:]
+    except OSError:
+        break
+    if not done and ping9 in buf:
+        os.write(fd, ping9)
+        done = True
+"""
+
+
+def test_a_reply_that_never_comes_again_is_not_a_servo():
+    """`hil ports --probe` asks each id it heard from again: one stray reply (seen on a Kondo bus's
+    pty while the baud rate changed: `dynamixel1 or feetech at 1000000 baud: 1 servo (unknown model
+    ids 9)`) finds nothing."""
+    import os
+
+    master, slave = os.openpty()
+    port = subprocess.Popen([sys.executable, "-c", STRAY_ECHO, str(master)], pass_fds=[master])
+    try:
+        r = subprocess.run(HIL + ["ports", "--probe", os.ttyname(slave)], capture_output=True, text=True,
+                           timeout=120)
+    finally:
+        port.kill()
+        port.wait()
+        os.close(master)
+        os.close(slave)
+    assert "no answer from a hil board or any servo bus" in r.stdout and "ids 9" not in r.stdout, r.stdout
+
+
 def test_a_range_swept_by_hand_narrows_the_limits_and_the_servos_limits(tmp_path):
     """The emulator's hand sweeps l_knee over -10 … 90° and r_elbow over -30 … 10° (the robot allows
     -26 … 130° and -5 … 150°), the rest over their whole ranges, again and again. The config keeps

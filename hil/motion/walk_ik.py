@@ -12,7 +12,7 @@ from hil.kinematics.floating import inverse_transform, inverse_transforms
 from hil.kinematics.ik import LMSolver, Task
 from hil.motion import contacts
 from hil.motion.contacts import HEEL, TOE
-from hil.motion.gait import FEET, Gait, WalkParams, corner_pose, feet_roll, yaw_pose
+from hil.motion.gait import FEET, Gait, WalkParams, _yaw_poses, corner_pose, feet_roll
 from hil.robots.legs import legs
 
 
@@ -160,7 +160,7 @@ def _set_targets(s: LMSolver, gait: Gait, k: int, root: str) -> None:
     W_root = gait.sole[k, FEET.index(root[0])]
     inv_root = inverse_transform(W_root)
     s.set_target(0, (inv_root @ np.append(gait.com[k], 1.0))[:3])
-    s.set_target(1, inv_root @ _body_attitude(gait.yaw[k]))
+    s.set_target(1, inv_root @ _body_attitudes(gait.yaw[k:k + 1])[0])
     s.set_target(2, inv_root @ gait.task_pose(k))
 
 
@@ -171,13 +171,7 @@ def _root_targets(gait: Gait) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     N = len(gait.t)
     inv_root = inverse_transforms(gait.sole[np.arange(N), gait.root])
     com = np.matmul(inv_root[:, :3, :3], gait.com[:, :, None])[..., 0] + inv_root[:, :3, 3]
-    heading = np.arctan2(np.sin(gait.yaw[:, 0]) + np.sin(gait.yaw[:, 1]), np.cos(gait.yaw[:, 0]) + np.cos(gait.yaw[:, 1]))
-    attitude = np.zeros((N, 4, 4))
-    attitude[:, 0, 0] = attitude[:, 1, 1] = np.cos(heading)
-    attitude[:, 1, 0] = np.sin(heading)
-    attitude[:, 0, 1] = -attitude[:, 1, 0]
-    attitude[:, 2, 2] = attitude[:, 3, 3] = 1.0
-    return inv_root, com, np.matmul(inv_root, attitude)
+    return inv_root, com, np.matmul(inv_root, _body_attitudes(gait.yaw))
 
 
 def solve_samples(model, p: WalkParams, gait: Gait, knees: KneeStretch | None, progress=None):
@@ -223,9 +217,7 @@ def _world_point(model, gait: Gait, Q: np.ndarray, k: int, root: str, frame: str
     return (body @ F[model.frame_index(frame)])[:3, 3]
 
 
-def _body_attitude(yaws: np.ndarray) -> np.ndarray:
-    """The body upright, turned to the mean heading of the two feet."""
-    R = np.eye(4)
-    R[:3, :3] = yaw_pose(0, 0, math.atan2(math.sin(yaws[0]) + math.sin(yaws[1]),
-                                        math.cos(yaws[0]) + math.cos(yaws[1])))[:3, :3]
-    return R
+def _body_attitudes(yaws: np.ndarray) -> np.ndarray:
+    """The body upright, turned to the mean heading of the two feet, for each row of yaws (N, 2):
+    (N, 4, 4)."""
+    return _yaw_poses(np.arctan2(np.sin(yaws[:, 0]) + np.sin(yaws[:, 1]), np.cos(yaws[:, 0]) + np.cos(yaws[:, 1])))

@@ -260,9 +260,11 @@ class Gait:
         return root
 
     # ------------------------------------------------------------------ ZMP reference
-    def _sole_point(self, T: np.ndarray, dx: float, side: str | None = None) -> np.ndarray:
+    def _sole_point(self, T: np.ndarray, dx, side: str | None = None) -> np.ndarray:
+        """The ground point dx along sole T (a number: (2,); an array of them: (N, 2)), set in by
+        zmp_inset toward the inner edge of `side`'s sole."""
         dy = 0.0 if side is None else (-self.p.zmp_inset if side == "l" else self.p.zmp_inset)
-        return (T @ [dx, dy, 0, 1])[:2]
+        return np.multiply.outer(dx, T[:2, 0]) + dy * T[:2, 1] + T[:2, 3]
 
     def _zmp_reference(self) -> np.ndarray:
         """In single support along the stance sole from a heel point to a toe point, in double
@@ -315,10 +317,7 @@ class Gait:
                 ref[ks] = start + hand_over(u)[:, None] * (ends[i] - start)
             else:
                 st = "l" if info[0] == "r" else "r"
-                T = self.held_at_phase[i][st]
-                dy = -p.zmp_inset if st == "l" else p.zmp_inset   # as `_sole_point` places it
-                ref[ks] = (T[:2, 0][None, :] * (heel + (toe - heel) * along(u))[:, None] + T[:2, 1] * dy
-                           + T[:2, 3])
+                ref[ks] = self._sole_point(self.held_at_phase[i][st], heel + (toe - heel) * along(u), st)
         return ref
 
     # ------------------------------------------------------------------ the other foot's task

@@ -1,7 +1,5 @@
 """`python -m hil` is the `hil` command."""
 
-import sys
+from hil.cli import entry
 
-from hil.cli import main
-
-sys.exit(main())
+entry()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 import hil
 from hil.cli import (calibrate_cmd, ctl_cmd, emulate_cmd, export_cmd, fk_cmd, path_cmd, play_cmd, ports_cmd, replay_cmd,
                      robots_cmd, rtcheck_cmd, run_cmd, teleop_cmd, twin_cmd, urdf_cmd, walk_cmd, warmup_cmd)
 from hil.cli.common import HelpFormatter, Parser, run_command
+from hil.process_life import end_command_process, start_command_process
 
 # in the order `hil --help` lists them
 COMMANDS = (run_cmd, ctl_cmd, twin_cmd, play_cmd, walk_cmd, path_cmd, teleop_cmd, calibrate_cmd, robots_cmd, fk_cmd,
@@ -34,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.register(sub)
     return p
+
+
+def entry() -> NoReturn:
+    """The `hil` script and `python -m hil`: `main`, in a process of its own."""
+    start_command_process()
+    end_command_process(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

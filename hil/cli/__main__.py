@@ -1,5 +1,3 @@
-import sys
+from hil.cli import entry
 
-from hil.cli import main
-
-sys.exit(main())
+entry()

@@ -53,6 +53,7 @@ def freeze_heap(collect: bool = True) -> None:
     if collect:
         gc.collect()
     gc.freeze()
+    gc.set_threshold(700, 10, 10)   # Python's own: each young pass walks few objects (a command's are rarer and longer)
 
 
 def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> float | None:

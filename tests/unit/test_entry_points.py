@@ -26,3 +26,30 @@ def test_the_parser_is_built_without_the_kernels():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_a_command_s_process_ends_having_kept_everything_its_teardown_would_have(tmp_path):
+    """`end_command_process` skips the interpreter's teardown, nothing else: a thread still writing
+    is waited for, the atexit handlers run, a file a module still holds open is written and closed
+    (a text file over a buffer over a raw file, each layer with its own buffer), the standard
+    output is flushed, and the exit status is the command's."""
+    code = f"""
+import atexit, pathlib, sys, threading, time
+from hil.process_life import end_command_process
+out = pathlib.Path({str(tmp_path)!r})
+def late():
+    time.sleep(0.3)
+    (out / "thread").write_text("done")
+threading.Thread(target=late).start()
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+held = open(out / "held", "w"); held.write("buffered")
+raw = open(out / "raw", "wb", buffering=0); buffered = open(out / "buffered", "wb"); buffered.write(b"bytes")
+sys.stdout.write("no newline yet")
+end_command_process(3)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout == "no newline yet"
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"thread": "done", "atexit": "ran",
+                                                                   "held": "buffered", "raw": "",
+                                                                   "buffered": "bytes"}

@@ -31,7 +31,7 @@ COMMAND_GC_THRESHOLD = (20_000, 10, 10)
 def die_with_parent(sig: int = signal.SIGTERM, parent_pid: int | None = None) -> bool:
     """Ask for `sig` when the parent dies; True if `parent_pid` (when given) is already gone.
     Off Linux nothing is asked and False is returned."""
-    import ctypes   # lazy (20 ms): the command line imports this module before anything heavy
+    import ctypes   # lazy: the command line imports this module before anything heavy
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -155,32 +155,16 @@ LOOP_SLOTS_ENV = "HIL_TEST_LOOP_SLOTS"
 def _wait_for_free_loop_cpus(every: bool, timeout_s: float = 30.0) -> None:
     """Until a CPU (`every`: each CPU) has no hil loop's reservation (an flock, seen in /proc/locks
     without taking it): the loop of a test that just ended may still be on its way out, a busy
-    machine slows that down.
-
-    The locks are matched by inode number alone, so a lock on another file with the same number
-    counts too: the lock a run holds on /dev/pts/0 (inode 3, as the first CPU's lock file) holds a
-    loop test back while the other chain's run is on that port. That takes turns the CPUs need:
-    matched exactly (`firmware_protocol.serial_port.flock_holders`), the two chains' loops ran side by side far more often and
-    the suite ran slower and failed more beside two CPU-bound jobs (benchmarks/README.md, "The
-    test suite"). A deliberate rule for how many loop tests run at once would replace it."""
+    machine slows that down. Locks are matched by device and inode: a lock on another file with
+    the same inode number (a pty's) is no loop's."""
+    from firmware_protocol.serial_port import flock_holders
     from hil.runtime.realtime import _lock_path, _loop_cpus
 
     cpus = _loop_cpus()
     deadline = time.monotonic() + timeout_s
     while cpus and time.monotonic() < deadline:
-        inodes = set()
-        for cpu in cpus:
-            try:
-                inodes.add(os.stat(_lock_path(cpu)).st_ino)
-            except OSError:
-                pass
-        try:
-            with open("/proc/locks") as f:
-                held = {int(r[5].rsplit(":", 1)[1]) for r in (line.split() for line in f)
-                        if len(r) > 5 and r[1] == "FLOCK"} & inodes
-        except (OSError, ValueError):
-            return
-        if len(cpus) - len(held) >= (len(cpus) if every else 1):
+        held = sum(1 for cpu in cpus if flock_holders(_lock_path(cpu)))
+        if len(cpus) - held >= (len(cpus) if every else 1):
             return
         time.sleep(0.05)
 

@@ -58,6 +58,12 @@ def start_command_process() -> None:
     gc.set_threshold(*COMMAND_GC_THRESHOLD)
 
 
+def real_time_gc() -> None:
+    """A process about to run in real time collects as Python does by default: each young pass
+    walks few objects (a command's rarer passes walk more at once)."""
+    gc.set_threshold(700, 10, 10)
+
+
 def end_command_process(code: int) -> NoReturn:
     """End this process as `sys.exit(code)` does, less the interpreter's teardown of its modules:
     with Numba's compiled kernels loaded, that teardown alone takes a fifth of a second of CPU and

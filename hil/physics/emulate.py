@@ -25,6 +25,7 @@ from hil.errors import HilError, message
 from hil.physics.build import build
 from hil.physics.physics_plant import PhysicsPlant
 from hil.physics.world import WorldBlock
+from hil.process_life import end_command_process, real_time_gc, start_command_process
 
 
 def _made(plant: PhysicsPlant, made: list, world: WorldBlock | None) -> PhysicsPlant:
@@ -67,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    start_command_process()   # loading the robot and building its MuJoCo model: rarer collections
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, theirs = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     args = parser().parse_args(ours)
@@ -85,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
               "that exists and is writable", file=sys.stderr)
         return 2
     made: list[PhysicsPlant] = []
+    real_time_gc()   # loaded: from here on it answers the loop in real time
     try:
         if bus is not None:
             return bus_emulator.main(theirs, bridge_for=_bus_bridge(model, servo, bus, made, world))
@@ -98,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_command_process(main())

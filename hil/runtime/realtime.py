@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from hil.errors import HilError
+from hil.process_life import real_time_gc
 from hil.runtime.cpu_idle import hold_cpu_awake
 from hil.runtime.misses import MissTracer
 
@@ -53,7 +54,7 @@ def freeze_heap(collect: bool = True) -> None:
     if collect:
         gc.collect()
     gc.freeze()
-    gc.set_threshold(700, 10, 10)   # Python's own: each young pass walks few objects (a command's are rarer and longer)
+    real_time_gc()
 
 
 def sleep_before(wake_at: float, spin_s: float, tracer: MissTracer) -> float | None:

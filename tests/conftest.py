@@ -93,7 +93,11 @@ def pytest_configure(config):
     """Once, in the process that starts the test workers (or runs the tests itself): compile every
     kernel before any test starts `hil` subprocesses (on a fresh machine the cache is empty and a
     subprocess compiling it would outlast the tests' waits), write the bytecode, build the C
-    firmware's host programs."""
+    firmware's host programs. In every process, workers too: a command's rarer garbage collections
+    (they import the test modules and with them as much as a command does)."""
+    from hil.process_life import start_command_process
+
+    start_command_process()
     if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("HIL_TESTS_NO_WARMUP"):
         return   # a worker, or a mutation pass's runner (tests/mutation), whose tests start no processes
     os.environ[LOOP_SLOTS_ENV] = os.environ["HIL_RUNTIME_DIR"] + "-loop-slots"

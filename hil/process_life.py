@@ -65,20 +65,23 @@ def real_time_gc() -> None:
 
 
 def end_command_process(code: int) -> NoReturn:
-    """End this process as `sys.exit(code)` does, less the interpreter's teardown of its modules:
-    with Numba's compiled kernels loaded, that teardown alone takes a fifth of a second of CPU and
-    of wall time, after the command has said everything. What teardown would keep is kept first:
+    """End this process as `sys.exit(code)` does, less the interpreter's teardown of its modules,
+    slow with Numba's compiled kernels loaded and coming after the command has said everything
+    (benchmarks/README.md, "Start-up cost of a run"). What teardown would keep is kept first:
     threads that are not daemons are waited for, the `atexit` handlers run (children joined,
     temporary folders removed, logs flushed), what only a reference cycle holds is finalised, every
     file still open is closed (its buffer written), and the standard streams are flushed (a reader
-    gone away is exit status 120, as Python says it)."""
-    main = threading.main_thread()
-    for thread in threading.enumerate():
-        if thread is not main and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    gc.collect()
-    _close_open_files()
+    gone away is exit status 120, as Python says it). A Ctrl-C meanwhile ends it at once (130)."""
+    try:
+        main = threading.main_thread()
+        for thread in threading.enumerate():
+            if thread is not main and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+        gc.collect()
+        _close_open_files()
+    except KeyboardInterrupt:   # asked twice: what is left goes with the process, without a traceback
+        code = 130
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 
 import hil
 
@@ -53,3 +55,24 @@ end_command_process(3)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"thread": "done", "atexit": "ran",
                                                                    "held": "buffered", "raw": "",
                                                                    "buffered": "bytes"}
+
+
+def test_a_ctrl_c_while_a_command_s_process_ends_ends_it_at_once_without_a_traceback():
+    """Waiting for a thread at its end, the process takes a second Ctrl-C as Python would at exit,
+    but quietly: exit status 130, no traceback, the thread not waited for."""
+    code = """
+import sys, threading, time
+from hil.process_life import end_command_process
+threading.Thread(target=time.sleep, args=(60,)).start()
+print("ending", flush=True)
+end_command_process(0)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ending"
+        time.sleep(0.3)   # into the thread's join
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import tempfile
@@ -246,6 +247,10 @@ LOOP_COMMANDS = {"run", "path", "walk", "play", "replay"}
 RUNTIME_COMMANDS = {"run", "ctl", "twin", "path", "walk", "play", "teleop", "replay", "calibrate", "rt-check"}
 
 
+# errors of a write that found no room for it
+OUT_OF_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
 def run_command(command: str, func, args: argparse.Namespace) -> int:
     """Run one command's `run(args)` as every `hil` command runs: its runtime folder checked and
     its kernels compiled (said) first; an expected error one line naming the command, never a
@@ -291,6 +296,15 @@ def run_command(command: str, func, args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader went away (`hil robots | head`): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:
+        if e.errno not in OUT_OF_ROOM:
+            raise
+        # a write no command names itself failed for want of room: its output (a full disk under a
+        # redirect) or a file it writes; said once, instead of a traceback
+        where = f"{e.filename}" if e.filename else "its output"
+        print(f"hil {command}: error: cannot write {where}: {e.strerror}; free some space on that disk or write "
+              "elsewhere", file=sys.stderr)
+        return 1
     finally:
         if "hil.runtime.loop_process" in sys.modules:   # a loop process started early and never given a run
             sys.modules["hil.runtime.loop_process"].cancel_early()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 import hil
 
@@ -76,3 +79,14 @@ end_command_process(0)
     finally:
         proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_output_that_finds_no_room_is_one_line_not_a_traceback():
+    """`hil robots > file` on a full disk: what could not be written is said, once, exit 1."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "hil", "robots"], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip() == ("hil robots: error: cannot write its output: No space left on device; free some space "
+                                "on that disk or write elsewhere"), r.stderr

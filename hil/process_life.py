@@ -8,8 +8,8 @@ started by is still there (it may have died before the request was made).
 
 from __future__ import annotations
 
-import atexit
 import _io
+import atexit
 import gc
 import io
 import multiprocessing as mp
@@ -96,7 +96,7 @@ def _close_open_files() -> None:
     another order, a wrapper's buffer is lost)."""
     streams = (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__)
     kept = {id(layer) for s in streams if s is not None for layer in (s, *_layers(s))}
-    # _io's concrete base: an isinstance against io.IOBase (an ABC) over every object takes 70 ms
+    # _io's concrete base: io.IOBase is an ABC, whose isinstance over every object is far slower
     files = [f for f in gc.get_objects() if isinstance(f, _io._IOBase) and id(f) not in kept]
     for kind in (io.TextIOBase, io.BufferedIOBase, io.IOBase):
         for f in files:

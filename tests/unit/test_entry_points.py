@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -66,14 +65,26 @@ def test_a_ctrl_c_while_a_command_s_process_ends_ends_it_at_once_without_a_trace
     code = """
 import sys, threading, time
 from hil.process_life import end_command_process
-threading.Thread(target=time.sleep, args=(60,)).start()
-print("ending", flush=True)
+
+def waited_for():
+    main = threading.main_thread()
+    while True:   # say so once the main thread waits for this one inside end_command_process
+        frame, names = sys._current_frames().get(main.ident), set()
+        while frame is not None:
+            names.add(frame.f_code.co_name)
+            frame = frame.f_back
+        if {"end_command_process", "join"} <= names:
+            break
+        time.sleep(0.01)
+    print("waiting", flush=True)
+    time.sleep(60)
+
+threading.Thread(target=waited_for).start()
 end_command_process(0)
 """
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "ending"
-        time.sleep(0.3)   # into the thread's join
+        assert proc.stdout.readline().strip() == "waiting"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:

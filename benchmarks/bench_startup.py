@@ -44,7 +44,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     rounds = ap.parse_args().rounds
-    os.chdir(tempfile.mkdtemp(prefix="hil-bench-startup-"))   # where a command's default output files land
+    with tempfile.TemporaryDirectory(prefix="hil-bench-startup-") as where:   # a command's default output files
+        os.chdir(where)
+        table(rounds)
+        os.chdir("/")
+
+
+def table(rounds: int) -> None:
     print("| command | CPU: entry / baseline (ratio) | wall: entry / baseline |")
     print("|---|---|---|")
     for name, argv in COMMANDS.items():

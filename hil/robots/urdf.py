@@ -17,6 +17,7 @@ say: the robot's kind and soles, its tool frame, poses, missing limits, the work
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import json
@@ -241,6 +242,11 @@ def mesh_bounds(file: Path, scale: np.ndarray, origin: np.ndarray) -> tuple:
     except Exception as e:   # noqa: BLE001 - a third-party reader: whatever it raises, the file is the cause
         raise ValueError(f"not a mesh trimesh can read as {kind or 'its kind'} ({type(e).__name__}: {e})") from None
     v = np.asarray(mesh.vertices, dtype=float) * scale
+    # a trimesh mesh and its cache refer to each other: freed only by a collection, each mesh's
+    # arrays would pile up until the next one (a command's process collects rarely:
+    # hil.process_life), so its young objects are collected now, before the next mesh is read
+    del mesh
+    gc.collect(1)
     if v.ndim != 2 or v.shape[0] == 0 or not np.all(np.isfinite(v)):
         raise ValueError("no finite vertices")
     # an STL lists each triangle's corners: a vertex shared by six triangles six times. The shapes

@@ -525,17 +525,26 @@ def test_a_mesh_bounded_both_ways_is_written_as_its_box_and_read_back_the_same(t
         assert gaps.min(axis=0).max() < 1e-9 and gaps.min(axis=1).max() < 1e-9
 
 
+PYRAMID_APEX, PYRAMID_BASE = (0.02, 0.01, 0.09), [(0, 0, 0), (0.06, 0, 0), (0.06, 0.03, 0), (0, 0.03, 0)]
+
+
+def _pyramid_stl(path: Path) -> Path:
+    """A square pyramid as a binary STL: each triangle lists its corners (the apex four times)."""
+    import struct
+
+    apex, base = PYRAMID_APEX, PYRAMID_BASE
+    faces = [(base[0], base[2], base[1]), (base[0], base[3], base[2])]
+    faces += [(base[k], base[(k + 1) % 4], apex) for k in range(4)]
+    path.write_bytes(b"\0" * 80 + struct.pack("<I", len(faces))
+                     + b"".join(struct.pack("<12fH", 0, 0, 0, *(c for p in f for c in p), 0) for f in faces))
+    return path
+
+
 def test_a_mesh_is_bounded_by_its_points_however_often_its_triangles_list_them(tmp_path):
     """An STL lists each triangle's corners: a square pyramid's apex four times, its base corners three
     or four. The shapes fitted to it are those of its five points, each once."""
-    import struct
-
-    apex, base = (0.02, 0.01, 0.09), [(0, 0, 0), (0.06, 0, 0), (0.06, 0.03, 0), (0, 0.03, 0)]
-    faces = [(base[0], base[2], base[1]), (base[0], base[3], base[2])]
-    faces += [(base[k], base[(k + 1) % 4], apex) for k in range(4)]
-    stl = tmp_path / "pyramid.stl"
-    stl.write_bytes(b"\0" * 80 + struct.pack("<I", len(faces))
-                    + b"".join(struct.pack("<12fH", 0, 0, 0, *(c for p in f for c in p), 0) for f in faces))
+    apex, base = PYRAMID_APEX, PYRAMID_BASE
+    stl = _pyramid_stl(tmp_path / "pyramid.stl")
     shapes, lo, hi = urdf.mesh_bounds(stl, np.ones(3), np.eye(4))
     points = np.array([apex, *base], dtype=np.float32).astype(float)
     once = urdf.bounding_shapes(points)
@@ -545,3 +554,24 @@ def test_a_mesh_is_bounded_by_its_points_however_often_its_triangles_list_them(t
         for a, b in zip(got[1:], want[1:]):
             assert np.allclose(a, b, atol=1e-12), (got, want)
     assert np.allclose(lo, points.min(axis=0)) and np.allclose(hi, points.max(axis=0))
+
+
+def test_a_mesh_read_leaves_nothing_behind_for_a_rare_collection(tmp_path):
+    """trimesh's meshes are reference cycles: in a command's process, which collects rarely, each
+    read mesh's arrays would stay until a collection came; they are gone when mesh_bounds returns."""
+    import gc
+
+    import trimesh
+
+    from hil.process_life import COMMAND_GC_THRESHOLD
+
+    stl = _pyramid_stl(tmp_path / "pyramid.stl")
+    before = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(*COMMAND_GC_THRESHOLD)
+    try:
+        urdf.mesh_bounds(stl, np.ones(3), np.eye(4))
+        left = [o for o in gc.get_objects() if isinstance(o, trimesh.Trimesh)]
+    finally:
+        gc.set_threshold(*before)
+    assert not left, left

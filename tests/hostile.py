@@ -375,6 +375,9 @@ def run_all(total: int, seed: int = 1) -> list[Result]:
     """Every case, after the kernels are compiled (or loaded from the cache) and the shipped robots
     loaded once here: each case then measures what it does itself, not the first run's compile."""
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache"))
+    from hil.process_life import start_command_process
+
+    start_command_process()   # each case is a command's process (forked from this one): collected as one
     from hil import robots
     from hil.cli import main
     from hil.warmup import compile_all

@@ -3,6 +3,7 @@ test process's own; kernels and bytecode made once before the tests (and their w
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -89,14 +90,24 @@ def board_port(request):
     return port
 
 
+_PYTHON_GC_THRESHOLD: list[int] = []
+
+
+def pytest_collection_finish(session):
+    if _PYTHON_GC_THRESHOLD:
+        gc.set_threshold(*_PYTHON_GC_THRESHOLD)
+
+
 def pytest_configure(config):
     """Once, in the process that starts the test workers (or runs the tests itself): compile every
     kernel before any test starts `hil` subprocesses (on a fresh machine the cache is empty and a
     subprocess compiling it would outlast the tests' waits), write the bytecode, build the C
     firmware's host programs. In every process, workers too: a command's rarer garbage collections
-    (they import the test modules and with them as much as a command does)."""
+    while the test modules are imported (with them as much as a command imports), Python's own
+    again for the tests (`pytest_collection_finish`: some drive a bus from this process, on time)."""
     from hil.process_life import start_command_process
 
+    _PYTHON_GC_THRESHOLD[:] = gc.get_threshold()
     start_command_process()
     if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("HIL_TESTS_NO_WARMUP"):
         return   # a worker, or a mutation pass's runner (tests/mutation), whose tests start no processes

@@ -109,8 +109,11 @@ def pytest_configure(config):
 
     _PYTHON_GC_THRESHOLD[:] = gc.get_threshold()
     start_command_process()
-    if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("HIL_TESTS_NO_WARMUP"):
-        return   # a worker, or a mutation pass's runner (tests/mutation), whose tests start no processes
+    if os.environ.get("HIL_TESTS_NO_WARMUP"):
+        return   # a mutation pass's runner (tests/mutation), whose tests start no processes
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _start_fork_server()
+        return
     os.environ[LOOP_SLOTS_ENV] = os.environ["HIL_RUNTIME_DIR"] + "-loop-slots"
     os.makedirs(os.environ[LOOP_SLOTS_ENV], mode=0o700, exist_ok=True)
     from hil.emulator_launch import c_emulator_binary
@@ -123,6 +126,26 @@ def pytest_configure(config):
             c_emulator_binary()
         except Exception:
             pass   # the tests of the C board report the build's error themselves
+    if not config.getoption("numprocesses", None):
+        _start_fork_server()   # the tests run in this process
+
+
+_FORK_SERVER: list[subprocess.Popen] = []
+
+
+def _start_fork_server() -> None:
+    """The worker's fork server (tests/fork_server.py), started now and ready a few seconds later;
+    the commands started before that run in fresh interpreters."""
+    from tests.fork_client import SOCKET_ENV
+
+    if os.environ.get("HIL_TESTS_FRESH_COMMANDS"):
+        return   # every command in a fresh interpreter, as a user starts it (and to compare)
+    folder = os.environ["HIL_RUNTIME_DIR"] + "-fork"
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.environ[SOCKET_ENV] = os.path.join(folder, "server")
+    _FORK_SERVER.append(subprocess.Popen([sys.executable, "-m", "tests.fork_server", os.environ[SOCKET_ENV]],
+                                         cwd=Path(__file__).resolve().parent.parent, start_new_session=True,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
 
 
 # test files whose tests start real-time loops (`hil run`, `play`, `walk`, `rt-check`, port
@@ -315,7 +338,11 @@ def _module_of(nodeid: str) -> str:
 
 
 def pytest_unconfigure(config):
+    for server in _FORK_SERVER:
+        server.kill()
+        server.wait()
     shutil.rmtree(os.environ["HIL_RUNTIME_DIR"], ignore_errors=True)
+    shutil.rmtree(os.environ["HIL_RUNTIME_DIR"] + "-fork", ignore_errors=True)
     if not os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(LOOP_SLOTS_ENV):
         shutil.rmtree(os.environ[LOOP_SLOTS_ENV], ignore_errors=True)
 

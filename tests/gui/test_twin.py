@@ -15,7 +15,7 @@ from tests.gui.png import read_png
 
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 PAD = 8  # DearPyGui window padding: drawlist pixel (0, 0) is at image (8, 8)
 
 

@@ -17,6 +17,7 @@ from tests.conftest import wait_for
 from tests.gui.png import read_png
 from tests.gui.test_twin import HIL, PAD, close_twin, near, projector, robot_mask
 from tests.integration.test_runtime import attach, finish, start_run
+from tests.launch import command_pid
 
 pytestmark = [pytest.mark.slow, pytest.mark.gui]
 
@@ -108,7 +109,7 @@ def test_a_twin_that_dies_fails_the_run(tmp_path, xdisplay):
     proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--duration", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     client = attach(proc, "puma560")
-    pid = wait_for(lambda: child_named(proc.pid, "hil-twin"), timeout_s=30, step_s=0.1)
+    pid = wait_for(lambda: child_named(command_pid(proc), "hil-twin"), timeout_s=30, step_s=0.1)
     assert pid, "no twin process"
     client.close()
     os.kill(pid, 9)
@@ -458,7 +459,7 @@ def test_calibration_by_eye_draws_the_reference_and_the_nudged_servos_over_it(tm
     try:
         from hil.runtime.shared import loop_name
 
-        name = loop_name("humanoid17", proc.pid)
+        name = loop_name("humanoid17", command_pid(proc))
         proc.stdin.write("\nl_knee 25\n")   # go ahead, then bend the left knee 25° further
         proc.stdin.flush()
         from hil.runtime.shared import runtime_dir

@@ -16,7 +16,7 @@ from hil import board_config, robots
 from tests.conftest import bus_emulator
 
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 MODEL = robots.load("humanoid17")
 
 

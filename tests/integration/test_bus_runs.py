@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import time
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from hil.runtime.recorder import load_recording
 from tests.conftest import bus_emulator, motion_clock, played_motion, wait_for
 
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 MODEL = robots.load("humanoid17")
 
 

@@ -5,7 +5,6 @@ port process and the C board, each in its own process). It starts a real-time lo
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from hil.robots import load
 from hil.runtime.recorder import load_recording
 from tests.conftest import HAVE_C_TOOLS, motion_clock, played_motion
+from tests.launch import HIL
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not HAVE_C_TOOLS, reason="the C firmware's host build needs make and gcc "
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow,
 def test_a_motion_plays_to_the_end_on_the_c_board(tmp_path):
     """`--dry-run --emulator c`: the whole run (loop, port process, twin-less) on the C firmware."""
     rec = tmp_path / "wave.npy"
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "play", "examples/wave.toml", "--robot", "humanoid17",
+    r = subprocess.run([*HIL, "play", "examples/wave.toml", "--robot", "humanoid17",
                         "--dry-run", "--emulator", "c", "--headless", "--record", str(rec)],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -5,7 +5,6 @@ start a run with the calibration are in test_calibration_runs.py (they start rea
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from hil.errors import ConfigError
 
 pytestmark = pytest.mark.slow
 
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 UID = "CA1B0A2D0000000000000017"
 
 
@@ -124,7 +123,7 @@ def test_a_pose_fit_that_leaves_offsets_undetermined_is_not_saved(tmp_path):
     f.write_text("\n".join(",".join(f"{v:.9f}" for v in np.degrees(q)) + "," + ",".join(f"{v * 1e3:.6f}" for v in pp)
                            for q, pp in zip(q_read, p)))
     out = tmp_path / "cal.toml"
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "calibrate", "--robot", "puma560", "--method", "poses",
+    r = subprocess.run([*HIL, "calibrate", "--robot", "puma560", "--method", "poses",
                         "--poses", str(f), "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "not saved" in r.stderr and not out.exists(), r.stdout + r.stderr
     assert "not determined by these points" in r.stdout and "inf" not in r.stdout

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -19,7 +18,7 @@ from hil.errors import HilError
 from tests.integration.test_buses import start
 
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 MODEL = robots.load("humanoid17")
 
 

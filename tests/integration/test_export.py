@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from tests.conftest import loop_slot
 from tests.gui.png import read_png
 
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 mcap_reader = pytest.importorskip("mcap.reader")
 
 

@@ -21,6 +21,7 @@ from hil.runtime.realtime import DRY_RUN_SPIN_S, SPIN_MIN_S
 from hil.runtime.shared import LoopClient, LoopRequest, LoopWord, runtime_dir
 from tests.conftest import dma_latency_before, dma_latency_given_back, process_tree, wait_for
 from tests.integration.test_runtime import HIL, attach, finish, start_run
+from tests.launch import FRESH_HIL, command_pid
 
 pytestmark = pytest.mark.slow
 ENABLED, ESTOP = 2, 4
@@ -166,7 +167,7 @@ def test_a_signal_to_hil_alone_ends_the_run_like_ctrl_c(tmp_path, sig):
     client = attach(proc, "puma560")
     assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=10)
     loop_pid = client.pid
-    helpers = children_of(proc.pid) + children_of(loop_pid)
+    helpers = children_of(command_pid(proc)) + children_of(loop_pid)
     client.close()
     proc.send_signal(sig)  # the process alone, not its group
     out = finish(proc, timeout_s=30)
@@ -185,8 +186,8 @@ def test_a_signal_to_the_run_s_whole_process_group_ends_it_as_asked(tmp_path, si
     """`timeout`, a service manager or `kill -- -PGID` signal every process of the run: the port
     process died of it under the loop, and the run ended on "link lost …, without anyone asking"."""
     stats = tmp_path / "s.json"
-    proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--enable",
-                                   "--motion", "demo", "--stats-json", str(stats)],
+    proc = subprocess.Popen(FRESH_HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--enable",
+                                         "--motion", "demo", "--stats-json", str(stats)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     client = attach(proc, "puma560")
     assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=10)
@@ -213,7 +214,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
     time.sleep(0.5)
     name, loop_pid = client.name, client.pid
     helpers = children_of(loop_pid)
-    run_pids = process_tree(proc.pid)
+    run_pids = process_tree(command_pid(proc))
     client.close()
     proc.kill()
     proc.wait(timeout=10)
@@ -230,7 +231,7 @@ def test_killing_hil_run_outright_stops_the_board_and_leaves_nothing(emulator, t
     # and a dry run's own emulator goes with it
     proc = start_run("--robot", "puma560", "--dry-run", "--headless")
     client = attach(proc, "puma560")
-    emulators = [p for p in children_of(proc.pid) if p != client.pid]
+    emulators = [p for p in children_of(command_pid(proc)) if p != client.pid]
     assert emulators
     client.close()
     proc.kill()
@@ -245,7 +246,7 @@ def test_a_motion_run_ends_with_the_reason_when_the_board_faults(tmp_path):
                      "--exit-when-done", "--fault", "stall:0.15@usr1", "--watchdog-ms", "50")  # the board's own
     client = attach(proc, "humanoid17")
     assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=20)
-    emulators = [p for p in children_of(proc.pid) if p != client.pid]
+    emulators = [p for p in children_of(command_pid(proc)) if p != client.pid]
     client.close()
     # the board freezes for 0.15 s: its watchdog latches (again every 0.5 s until the run ends: on
     # a busy machine one freeze can come after the motion was already done)

@@ -14,6 +14,7 @@ import firmware_protocol.messages as M
 from firmware_protocol.protocol_errors import DeviceError, HandshakeError, LinkLostError
 from firmware_protocol.link import Link, probe
 from tests.conftest import wait_for
+from tests.launch import HIL
 
 pytestmark = pytest.mark.slow
 
@@ -301,10 +302,9 @@ def test_transactions_params_and_time_sync(emulator):
 
 def test_hil_ports_probe_names_the_board(emulator):
     import subprocess
-    import sys
 
     emu = emulator("--kind", "humanoid17", "--uid", "00112233445566778899AABB")
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "ports", "--probe", emu.path], capture_output=True, text=True,
+    r = subprocess.run([*HIL, "ports", "--probe", emu.path], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith(emu.path))

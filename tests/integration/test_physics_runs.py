@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from tests.conftest import wait_for
 
 pytest.importorskip("mujoco")
 
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL, command_pid  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def _stats(path) -> dict:
@@ -67,7 +66,7 @@ def test_a_robot_that_falls_ends_the_run_with_exit_1_and_says_when(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # its own loop (named by the run's pid), however long a busy machine takes to start it
-        client = wait_for(lambda: _attached(f"hil_humanoid17_{proc.pid}"), timeout_s=180, step_s=0.1)
+        client = wait_for(lambda: _attached(f"hil_humanoid17_{command_pid(proc)}"), timeout_s=180, step_s=0.1)
         assert client is not None, "no loop started"
         assert client.wait(lambda s: int(s.mode) == 4, timeout_s=60), "never active"
         time.sleep(1.0)   # off the stand (its servos held for half a second)

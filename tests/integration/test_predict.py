@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -17,7 +16,7 @@ from tests.conftest import process_tree, wait_for
 
 pytest.importorskip("mujoco")
 
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import FRESH_HIL, HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def hil(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -79,7 +78,7 @@ def test_rollouts_vary_the_robot_and_are_the_same_for_the_same_seed():
 def test_the_rollout_processes_end_with_the_command_however_it_ends():
     """SIGKILL leaves a process no cleanup: its rollout workers still end at once (they asked the
     kernel), not when their rollout is done (a 30-step walk: several seconds each)."""
-    proc = subprocess.Popen(HIL + ["walk", "--steps", "30", "--predict", "64"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(FRESH_HIL + ["walk", "--steps", "30", "--predict", "64"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         line = wait_for(lambda: (lambda s: s if "rolled out" in s else None)(proc.stdout.readline()), timeout_s=300)

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not HAVE_QEMU_TOOLS, reason="needs arm-none-eabi-gcc and qemu-system-arm (apt-get "
                                                              "install -y gcc-arm-none-eabi libnewlib-arm-none-eabi "
                                                              "qemu-system-arm)")]
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 STREAMS = int(os.environ.get("HIL_QEMU_DIFF_STREAMS", 50_000))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def test_bad_teleop_requests_are_refused_before_anything_starts(tmp_path):

@@ -15,7 +15,7 @@ from hil.runtime import rtcheck
 
 pytestmark = pytest.mark.slow
 
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def fifo_permitted() -> bool:

@@ -22,7 +22,7 @@ from tests.conftest import (dma_latency_before, dma_latency_given_back, dma_late
 
 pytestmark = pytest.mark.slow
 
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import FRESH_HIL, HIL, command_pid  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def start_run(*args: str) -> subprocess.Popen:
@@ -31,7 +31,7 @@ def start_run(*args: str) -> subprocess.Popen:
 
 def attach(proc: subprocess.Popen, robot: str, timeout_s: float = 60.0) -> LoopClient:
     """Attach to the loop started by `proc`; on failure the process is stopped (no leaks)."""
-    name = f"hil_{robot}_{proc.pid}"
+    name = f"hil_{robot}_{command_pid(proc)}"
     client = wait_for(lambda: _try_attach(name), timeout_s=timeout_s, step_s=0.05)
     started = client is not None and wait_for(lambda: client.status() == 1, timeout_s=timeout_s, step_s=0.02)
     if not started:
@@ -115,7 +115,7 @@ def test_the_cpus_are_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp
                      str(stats))
     client = attach(proc, "puma560")
     assert cpu_idle.dma_latency_us() == 0, "not held while the loop runs"
-    run_pids = process_tree(proc.pid)
+    run_pids = process_tree(command_pid(proc))
     assert client.pid in dma_latency_holders() & run_pids, "the loop does not hold it"
     os.kill(client.pid, signal.SIGKILL)  # no finally runs in the loop: the kernel gives it back
     out = finish(proc)
@@ -130,7 +130,7 @@ def test_the_cpus_are_kept_awake_and_given_back_even_when_the_loop_is_killed(tmp
                      str(stats))
     try:
         client = attach(proc, "puma560")
-        run_pids = process_tree(proc.pid)
+        run_pids = process_tree(command_pid(proc))
         time.sleep(0.5)
         os.kill(client.pid, signal.SIGSTOP)  # well under the link's 0.25 s timeout, even on a busy machine
         time.sleep(0.1)
@@ -268,8 +268,8 @@ def test_slow_adapter_round_trip_is_warned_about(emulator, tmp_path):
 def test_sigint_leaves_a_complete_recording(tmp_path):
     rec = tmp_path / "sigint.npy"
     stats = tmp_path / "sigint.json"
-    proc = subprocess.Popen(HIL + ["run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable", "--motion",
-                                   "demo", "--record", str(rec), "--stats-json", str(stats)],
+    proc = subprocess.Popen(FRESH_HIL + ["run", "--robot", "humanoid17", "--dry-run", "--headless", "--enable", "--motion",
+                                         "demo", "--record", str(rec), "--stats-json", str(stats)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     client = attach(proc, "humanoid17")
     assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=6)
@@ -338,12 +338,13 @@ def test_replay_plays_a_recording(tmp_path):
         proc = subprocess.Popen(HIL + ["replay", str(rec), "--headless", "--loop"], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         client = attach(proc, "puma560")
+        pid = command_pid(proc)
         client.close()
         proc.send_signal(sig)
         out = finish(proc)
         assert proc.returncode == 128 + sig, out
         assert f"replay stopped by {sig.name}" in out and "replay done" not in out, out
-        assert not os.path.exists(os.path.join(runtime_dir(), f"hil_puma560_{proc.pid}")), "the block was left"
+        assert not os.path.exists(os.path.join(runtime_dir(), f"hil_puma560_{pid}")), "the block was left"
 
 
 def test_a_replay_pauses_scrubs_and_changes_speed_when_asked(tmp_path):

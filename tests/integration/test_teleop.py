@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from hil.runtime.shared import runtime_dir
 from hil.runtime.recorder import load_recording
 
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def _teleop(*args, timeout=180):

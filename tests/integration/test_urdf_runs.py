@@ -5,7 +5,6 @@ too big for our protocol refused before anything starts."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from hil.robots import urdf
 from hil.runtime.recorder import load_recording
 
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def so101():

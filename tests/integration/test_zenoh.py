@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from tests.integration.test_runtime import attach, finish
 
 pytest.importorskip("zenoh")
 pytestmark = pytest.mark.slow
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL, command_pid  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 RATE = 40
 
 
@@ -64,7 +63,7 @@ def test_the_bridge_ends_with_the_run(tmp_path):
     cfg = config(tmp_path, "b.json5", listen=locator)
     proc = subprocess.Popen(HIL + ["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "4", "--zenoh",
                                    "--zenoh-config", cfg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    pid = wait_for(lambda: child_named(proc.pid, "hil-zenoh"), timeout_s=60, step_s=0.05)
+    pid = wait_for(lambda: child_named(command_pid(proc), "hil-zenoh"), timeout_s=60, step_s=0.05)
     out = finish(proc, timeout_s=120)
     assert proc.returncode == 0 and "zenoh bridge: hil/" in out, out
     assert pid, "no bridge process beside the run"

@@ -22,6 +22,7 @@ from hil.motion import gcode
 from hil.motion.keyframes import load_motion
 from hil.runtime.motion_sources import make_motion
 from hil.runtime.recorder import load_recording
+from tests.launch import HIL
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HUMANOID = robots.load("humanoid17")
@@ -197,9 +198,8 @@ def test_a_loop_folder_that_is_not_private_is_refused_naming_the_variable(kind, 
 ])
 def test_a_mistyped_command_option_robot_pose_or_joint_is_answered_with_what_was_meant(argv, said):
     import subprocess
-    import sys
 
-    r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*HIL, *argv], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
@@ -216,9 +216,8 @@ def test_an_empty_value_is_said_not_taken_for_the_option_left_out(argv, named):
     """`--record "$OUT"` with OUT unset ran without a recording and said nothing; `export --lerobot ''`
     was a traceback."""
     import subprocess
-    import sys
 
-    r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*HIL, *argv], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert "board emulator" not in r.stdout and "<robot" not in r.stdout, r.stdout
 
@@ -231,9 +230,8 @@ def test_an_empty_value_is_said_not_taken_for_the_option_left_out(argv, named):
 def test_a_negative_number_in_any_notation_is_a_value_not_an_option(argv, said):
     """argparse takes -5 and -0.5 for values but -1e-3 and -inf for options (`expected one argument`)."""
     import subprocess
-    import sys
 
-    r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*HIL, *argv], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and said in r.stderr and "expected one argument" not in r.stderr, r.stderr
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import pytest
 import hil.robots as robots
 from hil.motion import gcode, path
 from hil.motion.gcode import GCodeError
+from tests.launch import HIL
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_cli_writes_the_trajectory_file(tmp_path):
     out = tmp_path / "t.npz"
     prog = tmp_path / "p.nc"
     prog.write_text("G21 G90\nG0 X0 Y0 Z0\nG1 X40 F3000\nG3 X0 Y40 R40\nM30\n")
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "path", str(prog), "--robot", "puma560", "--out", str(out)],
+    r = subprocess.run([*HIL, "path", str(prog), "--robot", "puma560", "--out", str(out)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "branch" in r.stdout and "min wrist" in r.stdout
@@ -167,7 +167,7 @@ def test_cli_writes_the_trajectory_file(tmp_path):
         assert set(np.unique(f["line"])) <= {3, 4}
     bad = tmp_path / "bad.nc"
     bad.write_text("G21\nG1 X10 F100\nG2 X20 Y10\n")
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "path", str(bad)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*HIL, "path", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "line 3, column 1: G2 needs I/J/K or R" in r.stderr
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from hil.motion import bounds, gcode, path
 from hil.motion.keyframes import motion_from_dict
 from hil.runtime.motion_sources import make_motion
 from hil.runtime.recorder import open_run
+from tests.launch import HIL
 
 HUMANOID = robots.load("humanoid17")
 PUMA = robots.load("puma560")
@@ -251,6 +251,6 @@ def test_an_output_where_no_file_can_be_made_is_refused_before_anything_runs(tmp
         dataset.check_append("/proc/episodes", dataset.Episode(["a"], 30, np.zeros((2, 1)), np.zeros((2, 1)), "t", "r"))
     writable_file(str(tmp_path / "ok.urdf"), "--out")
     assert list(tmp_path.iterdir()) == []
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "urdf", "--robot", "puma560", "--out", "/proc/x.urdf"],
+    r = subprocess.run([*HIL, "urdf", "--robot", "puma560", "--out", "/proc/x.urdf"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot write there" in r.stderr, r.stderr

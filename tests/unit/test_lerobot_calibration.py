@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from hil import board_config, robots
 from hil.lerobot import motor_calibration as lerobot_calibration
 from hil.errors import InputError
+from tests.launch import HIL
 
 SO101 = robots.load("so101")
 TPR = 4096 / (2 * math.pi)
@@ -183,7 +183,7 @@ def _toml_without(text: str, *keys) -> dict:
 
 
 def _hil(*args):
-    return subprocess.run([sys.executable, "-m", "hil.cli", "calibrate", "--robot", "so101", *args],
+    return subprocess.run([*HIL, "calibrate", "--robot", "so101", *args],
                           capture_output=True, text=True, timeout=120)
 
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from firmware_protocol.serial_port import flock_holders
+from tests.launch import HIL
 
 # its tests take the CPUs' reservations themselves: run while no other test's loop holds one (the
 # slots held once for all of them)
@@ -81,14 +82,14 @@ def test_a_loop_with_no_cpu_of_its_own_left_is_refused_before_anything_starts(tm
             if cpu is None:
                 break
         pids = [p.pid for p in holders if p.poll() is None]
-        r = subprocess.run([sys.executable, "-m", "hil.cli", "run", "--robot", "puma560", "--dry-run", "--headless",
+        r = subprocess.run([*HIL, "run", "--robot", "puma560", "--dry-run", "--headless",
                             "--duration", "1"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "every CPU already runs a hil loop" in r.stderr and "--no-realtime" in r.stderr
         assert all(f"pid {pid}" in r.stderr for pid in pids), (pids, r.stderr)
         assert "board emulator" not in r.stdout          # refused before the emulator started
         # without a CPU of its own it may run
-        r = subprocess.run([sys.executable, "-m", "hil.cli", "run", "--robot", "puma560", "--dry-run", "--headless",
+        r = subprocess.run([*HIL, "run", "--robot", "puma560", "--dry-run", "--headless",
                             "--duration", "1", "--no-realtime"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 
 import hil.robots as robots
 from hil.errors import ConfigError
+from tests.launch import HIL
 
 mujoco = pytest.importorskip("mujoco")
 BIPED = str(Path(__file__).parent / "mjcf" / "biped.xml")
@@ -90,7 +90,7 @@ def test_a_root_body_turning_on_a_hinge_of_its_own_hangs_from_the_world(tmp_path
             pos = T[:3, 3] - T[:3, :3] @ mm.jnt_pos[mm.body_jntadr[b]]
             assert np.allclose(pos, d.xpos[b], atol=1e-8) and np.allclose(T[:3, :3], d.xmat[b].reshape(3, 3),
                                                                           atol=1e-8), (body, q)
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "walk", "--robot", str(path)], capture_output=True,
+    r = subprocess.run([*HIL, "walk", "--robot", str(path)], capture_output=True,
                        text=True, timeout=120, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert r.returncode == 2 and "Traceback" not in r.stderr and "has no <freejoint/>" in r.stderr, r.stderr
 
@@ -165,7 +165,7 @@ def test_a_bad_mjcf_is_one_clear_error(tmp_path, text, said):
 
 def test_the_cli_takes_an_mjcf_robot(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "robots", "--robot", BIPED], capture_output=True, text=True,
+    r = subprocess.run([*HIL, "robots", "--robot", BIPED], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 0 and "testbiped: from biped.xml (MJCF, compiled by MuJoCo)" in r.stdout, r.stdout + r.stderr
     assert "not driven: neck_follow" in r.stdout
@@ -226,7 +226,7 @@ def test_a_joint_without_a_range_is_said(tmp_path):
                     "<joint name='spin' axis='0 0 1' limited='false'/><geom type='capsule' fromto='0 0 0 0.2 0 0' "
                     "size='0.02' mass='0.2'/></body></body></worldbody></mujoco>")
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "robots", "--robot", str(path)], capture_output=True,
+    r = subprocess.run([*HIL, "robots", "--robot", str(path)], capture_output=True,
                        text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "note: spin: the file gives no range (continuous): ±360° assumed" in r.stdout, r.stdout

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from hil import robots
 from hil.errors import InputError
 from hil.motion.limits import check_limits
 from hil.runtime.motion_sources import make_motion
+from tests.launch import HIL
 
 MODEL = robots.load("humanoid17")
 
@@ -61,7 +61,7 @@ def test_a_trajectory_over_the_limits_is_refused_naming_where(tmp_path):
 @pytest.mark.slow
 def test_a_walk_is_planned_again_until_the_joints_can_follow_it(tmp_path):
     out = tmp_path / "walk.npz"
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "walk", "--steps", "6", "--stride", "0.03", "--out", str(out)],
+    r = subprocess.run([*HIL, "walk", "--steps", "6", "--stride", "0.03", "--out", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     with np.load(out) as f:
@@ -117,7 +117,7 @@ def test_a_walk_is_refused_by_strict_and_slowed_by_speed():
                                      ["run", "--robot", "humanoid17", "--motion", "examples/bow.toml"]])
 @pytest.mark.parametrize("speed", ["0", "1.5", "nan", "-0.5"])
 def test_a_speed_that_is_not_a_fraction_is_refused_before_anything_starts(command, speed):
-    r = subprocess.run([sys.executable, "-m", "hil.cli", *command, "--dry-run", "--headless", "--speed", speed],
+    r = subprocess.run([*HIL, *command, "--dry-run", "--headless", "--speed", speed],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and f"--speed {speed}" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert "board emulator" not in r.stdout

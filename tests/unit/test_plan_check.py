@@ -5,7 +5,6 @@ which the compliance compensation's own clamp used to hide."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from hil.runtime.motion_sources import make_motion
 from hil.safety import BALANCE, SafetyChecker
 
 HUMANOID = robots.load("humanoid17")
-HIL = [sys.executable, "-m", "hil.cli"]
+from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 
 
 def _smooth_to(joint: str, deg: float, seconds: float = 2.0, rate: float = 200.0) -> tuple[np.ndarray, np.ndarray]:

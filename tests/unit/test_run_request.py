@@ -8,6 +8,7 @@ from hil import robots
 from hil.errors import InputError
 from hil.runtime import supervisor
 from hil.runtime.supervisor import RunRequest
+from tests.launch import HIL
 
 
 @pytest.mark.parametrize("ms,rate,says", [
@@ -59,13 +60,12 @@ def test_the_environment_gives_the_watchdog_a_command_names_none(monkeypatch):
 def test_a_bad_watchdog_in_the_environment_is_one_line_before_anything_starts(tmp_path):
     import os
     import subprocess
-    import sys
 
     env = dict(os.environ, HIL_WATCHDOG_MS="fast")
     for argv in (["run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "1"],
                  ["walk", "--robot", "humanoid17", "--dry-run", "--headless", "--steps", "2"],
                  ["calibrate", "--robot", "puma560", "--dry-run", "--method", "directions", "--out", str(tmp_path / "c.toml")]):
-        r = subprocess.run([sys.executable, "-m", "hil.cli", *argv], capture_output=True, text=True, env=env,
+        r = subprocess.run([*HIL, *argv], capture_output=True, text=True, env=env,
                            timeout=120)
         err = r.stderr.strip().splitlines()
         assert r.returncode == 2 and "HIL_WATCHDOG_MS: 'fast' is not a number" in err[-1], r.stdout + r.stderr

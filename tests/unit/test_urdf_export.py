@@ -4,7 +4,6 @@ frame where the model has it, the same joints, limits, masses and centres of mas
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from hil import robots
 from hil.robots import urdf
 from hil.robots.urdf_export import to_urdf
+from tests.launch import HIL
 
 pin = pytest.importorskip("pinocchio")
 
@@ -59,7 +59,7 @@ def test_a_urdf_robot_goes_round_and_the_command_writes_it(tmp_path):
     except Exception as e:   # noqa: BLE001 - the package is a test extra
         pytest.skip(f"so101 needs example-robot-data ({e})")
     out = tmp_path / "so101.urdf"
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "urdf", "--robot", "so101", "--out", str(out)],
+    r = subprocess.run([*HIL, "urdf", "--robot", "so101", "--out", str(out)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     back = urdf.build(str(out))
@@ -67,7 +67,7 @@ def test_a_urdf_robot_goes_round_and_the_command_writes_it(tmp_path):
     rows = [back.frame_index(f) for f in model.frame_names]
     for qq in q:
         assert np.abs(back.fk_frames(qq)[rows] - model.fk_frames(qq)).max() <= 1e-9
-    r = subprocess.run([sys.executable, "-m", "hil.cli", "urdf", "--robot", "so101", "--out", "/no/such/dir/x.urdf"],
+    r = subprocess.run([*HIL, "urdf", "--robot", "so101", "--out", "/no/such/dir/x.urdf"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--out" in r.stderr and "Traceback" not in r.stderr
 

@@ -17,8 +17,8 @@ itself use a fresh interpreter (tests/launch.py: FRESH_HIL).
 
 from __future__ import annotations
 
+import gc
 import importlib
-import io
 import json
 import os
 import pkgutil
@@ -75,17 +75,12 @@ def _shadows(folder: str, package: str) -> bool:
 
 
 def _streams(env: dict) -> None:
-    """Standard streams as a fresh interpreter makes them for these descriptors."""
+    """The standard streams buffered as a fresh interpreter buffers them for these descriptors.
+    The same objects as before the fork: a default argument `out=sys.stdout` taken when a module
+    was imported writes through the same buffer as `print`, in order."""
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
-    made = []
-    for fd, mode, errors in ((0, "rb", "strict"), (1, "wb", "strict"), (2, "wb", "backslashreplace")):
-        raw = io.FileIO(fd, mode[0], closefd=False)
-        tty = raw.isatty()
-        buffer = (io.BufferedReader if fd == 0 else io.BufferedWriter)(raw)
-        made.append(io.TextIOWrapper(buffer, encoding="utf-8", errors=errors,
-                                     line_buffering=tty or fd == 2, write_through=unbuffered and fd != 0))
-    sys.stdin, sys.stdout, sys.stderr = made
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        stream.reconfigure(line_buffering=os.isatty(fd) or fd == 2, write_through=unbuffered)
 
 
 def _become_the_command(request: dict, fds: list[int], own_fds: list[int]) -> None:
@@ -196,6 +191,8 @@ class Server:
             conn.sendall(b"fresh\n")
             conn.close()
             return
+        sys.stdout.flush()
+        sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             _become_the_command(request, fds, self._own_fds() + [conn.fileno()])
@@ -260,6 +257,8 @@ def main(path: str) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG: ends with its worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # a Ctrl-C to the test run is the worker's to handle
     _preload()
+    gc.collect()
+    gc.freeze()   # what the imports made: out of every command's collections, which would touch (and copy) its pages
     if threading.active_count() != 1:
         return   # a Python thread would be missing from the forks, its locks perhaps held: clients start afresh
     Server(path).serve()

@@ -19,7 +19,7 @@ from hil.runtime.recorder import load_recording
 from tests.conftest import bus_emulator, motion_clock, played_motion, wait_for
 
 pytestmark = pytest.mark.slow
-from tests.launch import HIL  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
+from tests.launch import HIL, command_pid  # noqa: E402 - the tests' way to start `hil` (tests/launch.py)
 MODEL = robots.load("humanoid17")
 
 
@@ -155,10 +155,10 @@ def test_a_shadow_that_was_not_run_for_a_while_starts_over_instead_of_blaming_th
     try:
         client = attach(proc, "humanoid17")
         assert client.wait(lambda s: s.motion_running == 1.0, timeout_s=30)
-        shadow = wait_for(lambda: child_named(proc.pid, "hil-shadow"), timeout_s=10)
+        shadow = wait_for(lambda: child_named(command_pid(proc), "hil-shadow"), timeout_s=10)
         # stopped once it steps (on a busy machine, building its model takes seconds: a stop before
         # its first step is no gap in its stepping)
-        assert wait_for(lambda: _shadow_time(proc.pid) > 0.0, timeout_s=30)
+        assert wait_for(lambda: _shadow_time(command_pid(proc)) > 0.0, timeout_s=30)
         time.sleep(0.2)
         os.kill(shadow, signal.SIGSTOP)
         time.sleep(0.3)

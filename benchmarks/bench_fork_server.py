@@ -1,0 +1,94 @@
+"""What the tests' fork server (tests/fork_server.py) saves a command: CPU and wall time of short
+commands forked from it, against the same commands in a fresh interpreter (`python -m hil.cli`,
+the baseline) in the same run, interleaved. CPU counts every process of the command: the client's
+own and, for a forked one, what the server's child and everything it waited for used (the
+server's reaped children's time in /proc).
+
+    python benchmarks/bench_fork_server.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_startup import COMMANDS  # noqa: E402 - the same commands as the start-up figures
+from tests.fork_client import SOCKET_ENV  # noqa: E402
+from tests.launch import CLIENT, FRESH_HIL  # noqa: E402
+
+FORKED = [sys.executable, "-I", "-S", CLIENT]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _reaped_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / TICK   # cutime, cstime
+
+
+def measured(argv: list[str], server: int | None) -> tuple[float, float]:
+    """(CPU s of the command's processes, wall s)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reaped = _reaped_cpu(server) if server else 0.0
+    t0 = time.monotonic()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if server:
+        time.sleep(0.05)   # the server reaps its child once the client has its status: both counted
+        cpu += _reaped_cpu(server) - reaped
+    return cpu, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    rounds = ap.parse_args().rounds
+    with tempfile.TemporaryDirectory(prefix="hil-bench-fork-") as where:   # a command's default output files
+        socket_path = os.path.join(where, "server")
+        server = subprocess.Popen([sys.executable, "-m", "tests.fork_server", socket_path], cwd=ROOT,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        try:
+            while not os.path.exists(socket_path):
+                if server.poll() is not None:
+                    raise SystemExit("the fork server ended before it listened")
+                time.sleep(0.05)
+            os.environ[SOCKET_ENV] = socket_path
+            os.chdir(where)
+            table(rounds, server.pid)
+            os.chdir("/")
+        finally:
+            server.kill()
+            server.wait()
+
+
+def table(rounds: int, server: int) -> None:
+    print("| command | CPU: forked / fresh (ratio) | wall: forked / fresh |")
+    print("|---|---|---|")
+    for name, argv in COMMANDS.items():
+        measured(FRESH_HIL + argv, None)   # its kernels' cache warm before the first figure
+        runs = {"forked": [], "fresh": []}
+        for _ in range(rounds):   # interleaved: a busy moment falls on both
+            runs["forked"].append(measured(FORKED + argv, server))
+            runs["fresh"].append(measured(FRESH_HIL + argv, None))
+        cpu = {k: statistics.median(c for c, _ in v) for k, v in runs.items()}
+        wall = {k: statistics.median(w for _, w in v) for k, v in runs.items()}
+        print(f"| {name} | {cpu['forked']:.2f} / {cpu['fresh']:.2f} s ({cpu['forked'] / cpu['fresh']:.2f}×) | "
+              f"{wall['forked']:.2f} / {wall['fresh']:.2f} s |")
+
+
+if __name__ == "__main__":
+    main()

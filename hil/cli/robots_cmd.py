@@ -58,6 +58,8 @@ def run(args) -> int:
         print(f"  poses: {', '.join(m.poses)}")
         for note in m.meta.get("locked_joints", []):
             print(f"  not driven: {note}")
+        for note in m.meta.get("narrowed_by_followers", []):
+            print(f"  {note}")
         passive = m.meta.get("unactuated_joints", [])
         if passive:
             print(f"  moved by no actuator of its MJCF: {', '.join(passive)} (a linkage's passive joints, or joints "

@@ -17,6 +17,7 @@ say: the robot's kind and soles, its tool frame, poses, missing limits, the work
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import io
@@ -24,7 +25,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -505,6 +506,7 @@ class _Parts:
     locked: list[str]
     order: list[str]                  # URDF links in depth-first order
     floating: bool = False            # the file floats its base (a floating joint from a massless world link)
+    narrowed: list[str] = field(default_factory=list)   # leaders' ranges narrowed for their mimic followers
 
 
 def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
@@ -536,10 +538,45 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
             placed[j.child] = (parent, origin)
     if not joints:
         raise ConfigError(f"{path}: no revolute or continuous joint: nothing for hil to drive")
+    narrowed = _narrowed_by_followers(order, joints, path)
     unknown = set(overrides) - {j.name for j in joints}
     if unknown:
         raise ConfigError(f"{side_path}: [joints.{sorted(unknown)[0]}] is not a driven joint of {path}")
-    return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order], floating)
+    return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order], floating, narrowed)
+
+
+def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[str]:
+    """A mimic joint follows its leader (follower = multiplier · leader + offset) where the robot's
+    mechanism moves it, whatever hil computes: the leader's range is narrowed in `joints` to what
+    keeps each follower within its own <limit>, so that no plan, jog or bound moves a follower past
+    its range. Returns a note per narrowing (`hil robots` shows them)."""
+    index = {jt.name: k for k, jt in enumerate(joints)}
+    notes = []
+    for j in urdf_joints:
+        lim = j.limit
+        if j.mimic is None or j.mimic.joint not in index or j.type == "continuous" or lim is None \
+                or lim.lower is None or lim.upper is None or lim.lower == lim.upper == 0.0:
+            continue
+        k = index[j.mimic.joint]
+        leader, m, o = joints[k], j.mimic.multiplier, j.mimic.offset
+        where = f"joint {j.name!r} (mimic of {leader.name!r}: {m:g} · {leader.name} + {o:g})"
+        if not (math.isfinite(m) and math.isfinite(o)):
+            raise _fail(path, where, "its <mimic> multiplier and offset must be finite numbers")
+        if m == 0.0:
+            if not lim.lower <= o <= lim.upper:
+                raise _fail(path, where, f"stands at {o:g}, outside its own <limit> {lim.lower:g} … {lim.upper:g}")
+            continue
+        a, b = sorted(((lim.lower - o) / m, (lim.upper - o) / m))
+        lo, hi = max(leader.lower, a), min(leader.upper, b)
+        if not lo < hi:
+            raise _fail(path, where, f"leaves its own <limit> {lim.lower:g} … {lim.upper:g} wherever {leader.name!r} "
+                                     f"stands in its range {math.degrees(leader.lower):.1f}° … "
+                                     f"{math.degrees(leader.upper):.1f}°: fix one of the two ranges")
+        if (lo, hi) != (leader.lower, leader.upper):
+            joints[k] = dataclasses.replace(leader, lower=lo, upper=hi)
+            notes.append(f"{leader.name}: range narrowed to {math.degrees(lo):.1f}° … {math.degrees(hi):.1f}° "
+                         f"to keep its follower {j.name} within {lim.lower:g} … {lim.upper:g}")
+    return notes
 
 
 def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]], list[str]]:
@@ -698,7 +735,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 14   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 15   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -814,7 +851,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     notes = [f"{j.name}: the file gives no range (continuous): ±{CONTINUOUS_RANGE_DEG:g}° assumed; set its "
              f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
              for j in robot.joints if j.type == "continuous" and j.name not in overrides]
-    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
+    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked, "narrowed_by_followers": parts.narrowed,
                             "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             # a floating base, or a tree that stands on two legs, is a humanoid's

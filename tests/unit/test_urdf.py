@@ -124,6 +124,42 @@ def test_limits_come_from_the_file_and_the_side_file():
     assert np.allclose(np.degrees(c.upper), urdf.CONTINUOUS_RANGE_DEG)
 
 
+_MIMIC_ARM = """<robot name="mimic_arm">
+  <link name="base"/><link name="upper"/><link name="lower"/><link name="hand"/>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/><axis xyz="0 1 0"/>
+    <limit lower="-1.5" upper="1.5" effort="5" velocity="3"/></joint>
+  <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/><origin xyz="0 0 0.3"/>
+    <axis xyz="0 1 0"/><limit lower="{lo}" upper="{hi}" effort="5" velocity="3"/>
+    <mimic joint="shoulder" multiplier="{m}" offset="{o}"/></joint>
+  <joint name="wrist" type="revolute"><parent link="lower"/><child link="hand"/><origin xyz="0 0 0.3"/>
+    <axis xyz="0 1 0"/><limit lower="-1.5" upper="1.5" effort="5" velocity="3"/></joint>
+</robot>"""
+
+
+@pytest.mark.parametrize("m, o, lo, hi, want", [
+    (2.0, 0.1, -1.5, 1.5, (-0.8, 0.7)),       # the follower turns twice as far: the leader half its range
+    (-2.0, 0.0, -1.0, 0.5, (-0.25, 0.5)),     # a follower turning the other way bounds the other side
+    (1.0, 0.0, -2.0, 2.0, (-1.5, 1.5)),       # a follower with room to spare narrows nothing
+])
+def test_a_leader_moves_only_as_far_as_its_mimic_follower_can(tmp_path, m, o, lo, hi, want):
+    path = tmp_path / "arm.urdf"
+    path.write_text(_MIMIC_ARM.format(m=m, o=o, lo=lo, hi=hi))
+    model = urdf.build(str(path))
+    i = model.joint_index("shoulder")
+    assert (model.lower[i], model.upper[i]) == pytest.approx(want)
+    assert model.joint_names == ("shoulder", "wrist")   # the follower is never commanded
+    assert bool(model.meta["narrowed_by_followers"]) == (want != (-1.5, 1.5))
+
+
+@pytest.mark.parametrize("m, o, said", [(1.0, 4.0, "wherever 'shoulder' stands"), (0.0, 2.0, "stands at 2")])
+def test_a_mimic_follower_that_cannot_stay_in_its_range_is_refused(tmp_path, m, o, said):
+    path = tmp_path / "arm.urdf"
+    path.write_text(_MIMIC_ARM.format(m=m, o=o, lo=-1.5, hi=1.5))
+    with pytest.raises(ConfigError) as e:
+        urdf.build(str(path))
+    assert "joint 'elbow' (mimic of 'shoulder'" in str(e.value) and said in str(e.value)
+
+
 def test_a_missing_limit_is_named_with_how_to_supply_it():
     with pytest.raises(ConfigError) as e:
         urdf.build(erd(CONTINUOUS))

@@ -96,6 +96,7 @@ _PYTHON_GC_THRESHOLD: list[int] = []
 def pytest_collection_finish(session):
     if _PYTHON_GC_THRESHOLD:
         gc.set_threshold(*_PYTHON_GC_THRESHOLD)
+    _start_fork_server()
 
 
 def pytest_configure(config):
@@ -112,7 +113,7 @@ def pytest_configure(config):
     if os.environ.get("HIL_TESTS_NO_WARMUP"):
         return   # a mutation pass's runner (tests/mutation), whose tests start no processes
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        _start_fork_server()
+        _name_fork_server()
         return
     os.environ[LOOP_SLOTS_ENV] = os.environ["HIL_RUNTIME_DIR"] + "-loop-slots"
     os.makedirs(os.environ[LOOP_SLOTS_ENV], mode=0o700, exist_ok=True)
@@ -127,15 +128,17 @@ def pytest_configure(config):
         except Exception:
             pass   # the tests of the C board report the build's error themselves
     if not config.getoption("numprocesses", None):
-        _start_fork_server()   # the tests run in this process
+        _name_fork_server()   # the tests run in this process
 
 
 _FORK_SERVER: list[subprocess.Popen] = []
 
 
-def _start_fork_server() -> None:
-    """The worker's fork server (tests/fork_server.py), started now and ready a few seconds later;
-    the commands started before that run in fresh interpreters."""
+def _name_fork_server() -> None:
+    """Where this process's fork server (tests/fork_server.py) will listen: named before the test
+    modules are imported (tests/launch.py decides how they start `hil` then), started once they
+    are (its imports would slow the collection down; the commands started before it listens run
+    in fresh interpreters)."""
     from tests.fork_client import SOCKET_ENV
 
     if os.environ.get("HIL_TESTS_FRESH_COMMANDS"):
@@ -143,6 +146,13 @@ def _start_fork_server() -> None:
     folder = os.environ["HIL_RUNTIME_DIR"] + "-fork"
     os.makedirs(folder, mode=0o700, exist_ok=True)
     os.environ[SOCKET_ENV] = os.path.join(folder, "server")
+
+
+def _start_fork_server() -> None:
+    from tests.fork_client import SOCKET_ENV
+
+    if os.environ.get(SOCKET_ENV) is None or _FORK_SERVER:
+        return
     _FORK_SERVER.append(subprocess.Popen([sys.executable, "-m", "tests.fork_server", os.environ[SOCKET_ENV]],
                                          cwd=Path(__file__).resolve().parent.parent, start_new_session=True,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))

@@ -560,23 +560,30 @@ def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[
         k = index[j.mimic.joint]
         leader, m, o = joints[k], j.mimic.multiplier, j.mimic.offset
         where = f"joint {j.name!r} (mimic of {leader.name!r}: {m:g} · {leader.name} + {o:g})"
-        if not (math.isfinite(m) and math.isfinite(o)):
-            raise _fail(path, where, "its <mimic> multiplier and offset must be finite numbers")
+        shown = _follower_units(j.type)
         if m == 0.0:
             if not lim.lower <= o <= lim.upper:
-                raise _fail(path, where, f"stands at {o:g}, outside its own <limit> {lim.lower:g} … {lim.upper:g}")
+                raise _fail(path, where, f"stands at {shown(o)}, outside its own <limit> {shown(lim.lower)} … "
+                                         f"{shown(lim.upper)}")
             continue
         a, b = sorted(((lim.lower - o) / m, (lim.upper - o) / m))
         lo, hi = max(leader.lower, a), min(leader.upper, b)
         if not lo < hi:
-            raise _fail(path, where, f"leaves its own <limit> {lim.lower:g} … {lim.upper:g} wherever {leader.name!r} "
-                                     f"stands in its range {math.degrees(leader.lower):.1f}° … "
+            raise _fail(path, where, f"leaves its own <limit> {shown(lim.lower)} … {shown(lim.upper)} wherever "
+                                     f"{leader.name!r} stands in its range {math.degrees(leader.lower):.1f}° … "
                                      f"{math.degrees(leader.upper):.1f}°: fix one of the two ranges")
         if (lo, hi) != (leader.lower, leader.upper):
             joints[k] = dataclasses.replace(leader, lower=lo, upper=hi)
             notes.append(f"{leader.name}: range narrowed to {math.degrees(lo):.1f}° … {math.degrees(hi):.1f}° "
-                         f"to keep its follower {j.name} within {lim.lower:g} … {lim.upper:g}")
+                         f"to keep its follower {j.name} within {shown(lim.lower)} … {shown(lim.upper)}")
     return notes
+
+
+def _follower_units(joint_type: str):
+    """How a follower's position is shown: degrees for a revolute joint, millimetres for a prismatic."""
+    if joint_type == "prismatic":
+        return lambda x: f"{x * 1000:.1f} mm"
+    return lambda x: f"{math.degrees(x):.1f}°"
 
 
 def _placed_shapes(robot, parts: _Parts, path: str) -> tuple[list[Shape], list[tuple[np.ndarray, np.ndarray]], list[str]]:
@@ -735,7 +742,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 15   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 16   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:

@@ -33,7 +33,8 @@ import types
 PACKAGES = ("hil", "firmware_protocol", "twin", "calibration")
 IMPORT_TIME_ENV = ("NUMBA_", "PYTHON", "LD_", "MUJOCO_")
 PID_FILE_SUFFIX = ".pid"
-LOG_ENV = "HIL_TEST_FORK_LOG"   # a file: each command the server declined, and why
+REQUEST_TIMEOUT_S = 5.0
+LOG_ENV = "HIL_TEST_FORK_LOG"   # a file: each command the server declined or could not answer, and why
 
 
 def _preload() -> None:
@@ -178,11 +179,13 @@ class Server:
 
     def _accept(self, _key) -> None:
         conn, _ = self.listener.accept()
+        conn.settimeout(REQUEST_TIMEOUT_S)   # a client stopped before it asked holds no one else up
         try:
             request, fds = _read_request(conn)
         except (OSError, ValueError):
             conn.close()
             return
+        conn.settimeout(None)
         why = "not three standard streams" if len(fds) != 3 else _declined(request, self.base_env)
         if why:
             self._log(f"fresh interpreter for {request.get('argv')}: {why}")
@@ -248,7 +251,10 @@ class Server:
     def serve(self) -> None:
         while True:
             for key, _ in self.selector.select():
-                key.data(key)
+                try:
+                    key.data(key)
+                except OSError as e:   # a client gone while it was answered: the others go on being served
+                    self._log(f"{key.data.__name__}: {e}")
 
 
 def main(path: str) -> None:

@@ -20,6 +20,7 @@ import threading
 from typing import Callable, NoReturn
 
 PR_SET_PDEATHSIG = 1
+JOIN_WAKE_S = 0.1   # how soon a process ending sees a Ctrl-C delivered to a thread it waits for
 PR_SET_NAME = 15
 
 # A command's process imports some 750 modules and keeps over a hundred thousand objects; at
@@ -76,7 +77,8 @@ def end_command_process(code: int) -> NoReturn:
         main = threading.main_thread()
         for thread in threading.enumerate():
             if thread is not main and not thread.daemon:
-                thread.join()
+                while thread.is_alive():   # awake now and then: a Ctrl-C the kernel gave that thread is
+                    thread.join(JOIN_WAKE_S)   # seen here only between waits
         atexit._run_exitfuncs()
         gc.collect()
         _close_open_files()

@@ -163,10 +163,10 @@ def _start_fork_server() -> None:
 # every CPU; the rest run beside them. Each file is in one of two chains (about equal in time: the
 # figures of `pytest --durations=0`): a chain's files run on one worker, one test after another
 LOOP_CHAINS = (
-    ("test_bus_runs", "test_teleop", "test_physics_runs", "test_urdf_runs", "test_zenoh", "test_calibration_runs",
+    ("test_bus_runs", "test_teleop", "test_physics_runs", "test_urdf_runs", "test_calibration_runs",
      "test_qemu_firmware", "test_rtcheck", "test_readme", "test_c_board_runs"),
     ("test_runtime", "test_twin_live", "test_lifecycle_runs", "test_ctl", "test_export", "test_recorder_runs",
-     "test_predict", "test_kits", "test_port_process", "test_loop_cpu"),
+     "test_predict", "test_kits", "test_port_process", "test_loop_cpu", "test_zenoh"),
 )
 LOOP_MODULES = {m for chain in LOOP_CHAINS for m in chain}
 
@@ -181,6 +181,14 @@ def pytest_xdist_make_scheduler(config, log):
     chain_of = {m: i for i, chain in enumerate(LOOP_CHAINS) for m in chain}
 
     class LoopsInChains(LoadScopeScheduling):
+        def _assign_work_unit(self, node) -> None:
+            # a chain first, while one waits: each is its worker's first work (the longest path of
+            # the run), not taken up after a unit test file the size of the queue put before it
+            chain = next((scope for scope in self.workqueue if scope.startswith("loops-")), None)
+            if chain is not None:
+                self.workqueue.move_to_end(chain, last=False)
+            super()._assign_work_unit(node)
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             if "hardware/" in path:   # the hardware tests share one real board: one after another

@@ -858,7 +858,8 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     notes = [f"{j.name}: the file gives no range (continuous): ±{CONTINUOUS_RANGE_DEG:g}° assumed; set its "
              f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
              for j in robot.joints if j.type == "continuous" and j.name not in overrides]
-    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked, "narrowed_by_followers": parts.narrowed,
+    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
+                            "narrowed_by_followers": parts.narrowed,
                             "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             # a floating base, or a tree that stands on two legs, is a humanoid's

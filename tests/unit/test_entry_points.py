@@ -64,10 +64,15 @@ def test_a_ctrl_c_while_a_command_s_process_ends_ends_it_at_once_without_a_trace
     """Waiting for a thread at its end, the process takes a second Ctrl-C as Python would at exit,
     but quietly: exit status 130, no traceback, the thread not waited for — also when the kernel
     gives the signal to the thread waited for, which Python's main thread, blocked in a join, would
-    not see until that thread ended (a busy machine did that to this test)."""
+    not see until that thread ended."""
     code = """
 import signal, sys, threading, time
 from hil.process_life import end_command_process
+
+# Ctrl-C as a terminal's foreground process has it, whatever this one inherited from the test's
+# process: SIGINT ignored (a background job without job control) or blocked
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 def waited_for():
     main = threading.main_thread()
@@ -93,10 +98,22 @@ end_command_process(0)
         assert proc.stdout.readline().strip() == "waiting"
         if to == "process":
             proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the Ctrl-C did not end it; its threads' signals: " + _signals_of(proc.pid)) from None
     finally:
         proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err, err
+
+
+def _signals_of(pid: int) -> str:
+    out = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            out.append(tid + " " + " ".join(ln.split()[0] + ln.split()[1] for ln in f
+                                             if ln.startswith(("SigPnd", "SigBlk", "SigIgn", "SigCgt", "State"))))
+    return "; ".join(out)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")

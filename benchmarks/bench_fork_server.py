@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_startup import COMMANDS  # noqa: E402 - the same commands as the start-up figures
+from benchmarks.bench_startup import interleaved  # noqa: E402 - the same commands and table as the start-up figures
 from tests.fork_client import SOCKET_ENV  # noqa: E402
 from tests.launch import CLIENT, FRESH_HIL  # noqa: E402
 
@@ -76,18 +75,9 @@ def main() -> None:
 
 
 def table(rounds: int, server: int) -> None:
-    print("| command | CPU: forked / fresh (ratio) | wall: forked / fresh |")
-    print("|---|---|---|")
-    for name, argv in COMMANDS.items():
-        measured(FRESH_HIL + argv, None)   # its kernels' cache warm before the first figure
-        runs = {"forked": [], "fresh": []}
-        for _ in range(rounds):   # interleaved: a busy moment falls on both
-            runs["forked"].append(measured(FORKED + argv, server))
-            runs["fresh"].append(measured(FRESH_HIL + argv, None))
-        cpu = {k: statistics.median(c for c, _ in v) for k, v in runs.items()}
-        wall = {k: statistics.median(w for _, w in v) for k, v in runs.items()}
-        print(f"| {name} | {cpu['forked']:.2f} / {cpu['fresh']:.2f} s ({cpu['forked'] / cpu['fresh']:.2f}×) | "
-              f"{wall['forked']:.2f} / {wall['fresh']:.2f} s |")
+    interleaved(rounds, ("forked", lambda argv: measured(FORKED + argv, server)),
+                ("fresh", lambda argv: measured(FRESH_HIL + argv, None)),
+                warm=lambda argv: measured(FRESH_HIL + argv, None))
 
 
 if __name__ == "__main__":

@@ -51,18 +51,27 @@ def main() -> None:
 
 
 def table(rounds: int) -> None:
-    print("| command | CPU: entry / baseline (ratio) | wall: entry / baseline |")
+    interleaved(rounds, ("entry", lambda argv: measured(ENTRY + argv)),
+                ("baseline", lambda argv: measured(BASELINE + argv)), warm=lambda argv: measured(ENTRY + argv))
+
+
+def interleaved(rounds: int, first, second, warm) -> None:
+    """A row per command of COMMANDS: `warm(argv)` once (its kernels' cache warm before the first
+    figure), then `rounds` of each way, interleaved (a busy moment falls on both); the medians of
+    CPU and wall time. `first`, `second`: (label, run(argv) -> (CPU s, wall s))."""
+    (a, run_a), (b, run_b) = first, second
+    print(f"| command | CPU: {a} / {b} (ratio) | wall: {a} / {b} |")
     print("|---|---|---|")
     for name, argv in COMMANDS.items():
-        measured(ENTRY + argv)   # its kernels' cache warm before the first figure
-        runs = {"entry": [], "baseline": []}
-        for _ in range(rounds):   # interleaved: a busy moment falls on both
-            runs["entry"].append(measured(ENTRY + argv))
-            runs["baseline"].append(measured(BASELINE + argv))
+        warm(argv)
+        runs = {a: [], b: []}
+        for _ in range(rounds):
+            runs[a].append(run_a(argv))
+            runs[b].append(run_b(argv))
         cpu = {k: statistics.median(c for c, _ in v) for k, v in runs.items()}
         wall = {k: statistics.median(w for _, w in v) for k, v in runs.items()}
-        print(f"| {name} | {cpu['entry']:.2f} / {cpu['baseline']:.2f} s ({cpu['entry'] / cpu['baseline']:.2f}) "
-              f"| {wall['entry']:.2f} / {wall['baseline']:.2f} s |")
+        print(f"| {name} | {cpu[a]:.2f} / {cpu[b]:.2f} s ({cpu[a] / cpu[b]:.2f}×) | "
+              f"{wall[a]:.2f} / {wall[b]:.2f} s |")
 
 
 if __name__ == "__main__":

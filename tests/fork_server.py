@@ -117,31 +117,24 @@ def _become_the_command(request: dict, fds: list[int], own_fds: list[int]) -> No
     try:
         hil.cli.entry()   # ends the process itself (hil.process_life), unless something is raised past it
     except SystemExit as e:   # argparse's --help, --version and usage errors: as the interpreter ends
-        code = e.code
-    except KeyboardInterrupt:
-        code = -signal.SIGINT
+        code = e.code if isinstance(e.code, int) or e.code is None else _said(e.code)
+    except KeyboardInterrupt:   # as the interpreter: its traceback, then death by the signal
+        traceback.print_exc()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
     except BaseException:   # noqa: BLE001 - as the interpreter: the traceback, exit 1
         traceback.print_exc()
         code = 1
-    os._exit(_ended_as_the_interpreter_ends(code))
+    from hil.process_life import end_command_process
+
+    end_command_process(code or 0)
 
 
-def _ended_as_the_interpreter_ends(code) -> int:
-    import atexit
-
-    atexit._run_exitfuncs()
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            code = code or 120
-    if code is not None and code < 0:   # the interpreter's death by SIGINT after a KeyboardInterrupt
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code or 0
+def _said(message) -> int:
+    print(message, file=sys.stderr)
+    return 1
 
 
 def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_startup import interleaved  # noqa: E402 - the same commands and table as the start-up figures
+from benchmarks.bench_startup import interleaved, measured as measured_fresh  # noqa: E402 - its commands, table
 from tests.fork_client import SOCKET_ENV  # noqa: E402
 from tests.launch import CLIENT, FRESH_HIL  # noqa: E402
 
@@ -36,18 +35,12 @@ def _reaped_cpu(pid: int) -> float:
 
 
 def measured(argv: list[str], server: int | None) -> tuple[float, float]:
-    """(CPU s of the command's processes, wall s)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(CPU s of the command's processes, wall s): the client's and, forked, what the server's
+    child used (the server reaps it once the client has its status)."""
     reaped = _reaped_cpu(server) if server else 0.0
-    t0 = time.monotonic()
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    wall = time.monotonic() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu, wall = measured_fresh(argv)
     if server:
-        time.sleep(0.05)   # the server reaps its child once the client has its status: both counted
+        time.sleep(0.05)
         cpu += _reaped_cpu(server) - reaped
     return cpu, wall
 

@@ -153,8 +153,11 @@ def _start_fork_server() -> None:
 
     if os.environ.get(SOCKET_ENV) is None or _FORK_SERVER:
         return
+    # in the worker's session, as a command the worker started itself: the kernel shares the CPUs
+    # out by session (autogroups), and a session of its own would give its commands a share of
+    # their own beside the board emulators (which take a raised one: firmware_protocol.board_cpu)
     _FORK_SERVER.append(subprocess.Popen([sys.executable, "-m", "tests.fork_server", os.environ[SOCKET_ENV]],
-                                         cwd=Path(__file__).resolve().parent.parent, start_new_session=True,
+                                         cwd=Path(__file__).resolve().parent.parent,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
 
 

@@ -258,6 +258,10 @@ def main(path: str) -> None:
     _preload()
     gc.collect()
     gc.freeze()   # what the imports made: out of every command's collections, which would touch (and copy) its pages
+    try:   # each command's end is watched through a pidfd (Linux 5.3)
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return   # clients start afresh
     if threading.active_count() != 1:
         return   # a Python thread would be missing from the forks, its locks perhaps held: clients start afresh
     Server(path).serve()

@@ -25,8 +25,8 @@ def _as_a_fresh_interpreter(args: list) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "hil.cli", *args])
 
 
-def _request(args: list) -> bytes:
-    body = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+def _request(args: list, ignored: list) -> bytes:
+    body = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "ignored": ignored}).encode()
     return len(body).to_bytes(4, "big") + body
 
 
@@ -42,18 +42,22 @@ def main() -> None:
         else:
             pending.append(signum)
 
-    for sig in PASSED_ON:
+    # a signal this process was started ignoring (a background job's SIGINT) stays ignored, here
+    # and in the command, as across an exec
+    ignored = [int(sig) for sig in PASSED_ON if signal.getsignal(sig) == signal.SIG_IGN]
+    passed = [sig for sig in PASSED_ON if int(sig) not in ignored]
+    for sig in passed:
         signal.signal(sig, pass_on)
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(path)
-        conn.sendmsg([_request(args)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+        conn.sendmsg([_request(args, ignored)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
         replies = conn.makefile("rb")
         first = replies.readline().split()
     except (OSError, TypeError):
         first = []
     if len(first) != 2 or first[0] != b"pid":
-        for sig in PASSED_ON:
+        for sig in passed:
             signal.signal(sig, signal.SIG_DFL)
         _as_a_fresh_interpreter(args)
     child.append(int(first[1]))

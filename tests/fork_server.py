@@ -99,6 +99,8 @@ def _become_the_command(request: dict, fds: list[int], own_fds: list[int]) -> No
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in request.get("ignored", ()):   # as the client was started: ignored across its exec too
+            signal.signal(sig, signal.SIG_IGN)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

@@ -84,5 +84,3 @@ def test_an_environment_that_imports_differently_gets_a_fresh_interpreter(fork_s
     pid = command_pid(proc)
     out, _ = proc.communicate(timeout=60)
     assert pid == proc.pid and out.startswith("hil ")
-
-

@@ -29,6 +29,11 @@ import time  # noqa: E402
 
 import pytest  # noqa: E402
 
+# pytest keeps each test module as it rewrote its asserts (tests/**/__pycache__, as by default):
+# where PYTHONDONTWRITEBYTECODE is set, each worker would rewrite all of them again at every start
+# (a CPU-second each); `_write_bytecode` writes the project's own .pyc files the same way
+sys.dont_write_bytecode = False
+
 
 class EmulatorProcess:
     """A board emulator in its own process on a pty (python -m firmware_protocol.emulator, or

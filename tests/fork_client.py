@@ -42,11 +42,11 @@ def main() -> None:
         else:
             pending.append(signum)
 
-    # a signal this process was started ignoring (a background job's SIGINT) stays ignored, here
-    # and in the command, as across an exec
+    # a signal this process was started ignoring (a background job's SIGINT) starts ignored in the
+    # command too, as across an exec, and the command sets its own handling as `hil` does (a run's
+    # Ctrl-C): it is passed on all the same, as it reaches an exec'd `hil`
     ignored = [int(sig) for sig in PASSED_ON if signal.getsignal(sig) == signal.SIG_IGN]
-    passed = [sig for sig in PASSED_ON if int(sig) not in ignored]
-    for sig in passed:
+    for sig in PASSED_ON:
         signal.signal(sig, pass_on)
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -57,8 +57,8 @@ def main() -> None:
     except (OSError, TypeError):
         first = []
     if len(first) != 2 or first[0] != b"pid":
-        for sig in passed:
-            signal.signal(sig, signal.SIG_DFL)
+        for sig in PASSED_ON:
+            signal.signal(sig, signal.SIG_IGN if int(sig) in ignored else signal.SIG_DFL)
         _as_a_fresh_interpreter(args)
     child.append(int(first[1]))
     for signum in pending:

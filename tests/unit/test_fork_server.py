@@ -39,9 +39,15 @@ def test_a_forked_command_says_and_exits_as_a_fresh_one(fork_server, argv):
     assert (forked.returncode, out, err) == (fresh.returncode, fresh.stdout, fresh.stderr)
 
 
-def _emulate(argv: list[str]) -> subprocess.Popen:
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _emulate(argv: list[str], background: bool = False) -> subprocess.Popen:
+    """`hil emulate`; `background`: started with SIGINT ignored, as a shell without job control
+    starts a background job (`pytest … &` in a script), a command's tests then with it."""
     proc = subprocess.Popen(argv + ["emulate", "--robot", "puma560"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.DEVNULL, text=True, preexec_fn=_ignoring_sigint if background else None)
     assert proc.stdout.readline().startswith("/dev/")
     return proc
 
@@ -59,11 +65,14 @@ def _ended(proc: subprocess.Popen, pid: int) -> bool:
     return bool(gone)
 
 
-def test_a_signal_to_the_client_is_the_commands_and_so_is_its_end(fork_server):
-    fresh = _emulate(FRESH_HIL)
+@pytest.mark.parametrize("background", [False, True])
+def test_a_signal_to_the_client_is_the_commands_and_so_is_its_end(fork_server, background):
+    """Also where the client starts with SIGINT ignored: `hil` sets its own handling of it (a run's
+    Ctrl-C is an e-stop), so a SIGINT sent to it acts all the same; the client passes it on."""
+    fresh = _emulate(FRESH_HIL, background)
     fresh.send_signal(signal.SIGINT)
     assert _ended(fresh, fresh.pid)
-    proc = _emulate(HIL)
+    proc = _emulate(HIL, background)
     pid = command_pid(proc)
     proc.send_signal(signal.SIGINT)
     assert _ended(proc, pid), "the command did not end"

@@ -45,7 +45,7 @@ def _ignoring_sigint() -> None:
 
 def _emulate(argv: list[str], background: bool = False) -> subprocess.Popen:
     """`hil emulate`; `background`: started with SIGINT ignored, as a shell without job control
-    starts a background job (`pytest … &` in a script), a command's tests then with it."""
+    starts a background job (`pytest … &` in a script: the commands its tests start inherit it)."""
     proc = subprocess.Popen(argv + ["emulate", "--robot", "puma560"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, preexec_fn=_ignoring_sigint if background else None)
     assert proc.stdout.readline().startswith("/dev/")

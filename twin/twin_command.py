@@ -43,99 +43,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import os
-
-    from hil.errors import HilError, InputError
-    from hil.inputs import number, writable_file
     from hil.display import display_available
+    from hil.errors import HilError
 
-    # keep the loop's core free: the loop pins itself to the last CPU; llvmpipe would otherwise
-    # start a render thread per core and compete with it
-    os.environ.setdefault("LP_NUM_THREADS", "1")
-    if not args.screenshot:
-        try:
-            cpus = sorted(os.sched_getaffinity(0))
-            if len(cpus) > 1:
-                os.sched_setaffinity(0, set(cpus[:-1]))
-        except (AttributeError, OSError):
-            pass
-    if args.screenshot:
-        writable_file(args.screenshot, "--screenshot")
-    if args.frame_times:
-        writable_file(args.frame_times, "--frame-times")
-    if args.duration is not None:
-        number(args.duration, "--duration", 0, 1e7, "s")
-    number(args.max_fps, "--max-fps", 1, 1000, "frames/s")
+    path, workpiece = _checked(args)
+    _off_the_loops_cpu(args)
     if not display_available(wait_s=3.0):
         raise HilError("no display: the twin needs an X display. Set DISPLAY, run under `xvfb-run -a hil twin ...`, "
                        "or use `hil run --headless` for a status line instead")
-    from hil import robots
-
-    client = None
     if args.zenoh is not None:
-        if args.attach or args.pose_deg or args.ghost_deg:
-            raise InputError("--zenoh shows a remote robot's own state: not with --attach, --pose-deg or --ghost-deg")
         from hil.remote.zenoh_client import ZenohClient
 
         client = ZenohClient(args.zenoh or None, args.zenoh_config, args.board)
-        model = _remote_model(client, args.robot)
-        return _show(model, client, args)
+        return _show_remote(_remote_model(client, args.robot), client, args)
     live_shot = bool(args.screenshot and args.attach)
-    if live_shot and (args.pose_deg or args.ghost_deg):
-        raise InputError("--screenshot --attach shows the loop's own poses; leave out --pose-deg/--ghost-deg")
-    if args.screenshot and not live_shot:
-        if not args.robot:
-            raise InputError("--screenshot needs --robot (or --attach NAME for a running loop's state)")
-        model = robots.load(args.robot)
-    else:
-        from hil.runtime.shared import LoopClient
-        client = LoopClient(args.attach)
-        model = robots.load(args.robot or _loop_robot(client))
-        if model.n != client.n:
-            raise InputError(f"the loop {client.name} has {client.n} joints, {model.name} has {model.n}")
-    path = workpiece = None
-    if args.path:
-        with np.load(args.path) as f:
-            path = f["p_prog"] if "p_prog" in f else None
-            if "workpiece_T" in f and "workpiece_half" in f:
-                workpiece = (f["workpiece_T"], f["workpiece_half"])
-    from twin.app import TwinApp
-
-    app = TwinApp(model, client, path, workpiece, title=f"hil twin — {model.name}", view=args.view)
-    app.build()
-    app.set_frames(getattr(args, "frames", False))
-    app.set_names(getattr(args, "names", False))
-    app.set_shapes(getattr(args, "shapes", False))
+    model, client = _model_and_loop(args, live_shot)
+    app = _opened(model, client, args, f"hil twin — {model.name}", path, workpiece)
     if live_shot:
-        for _ in range(3):   # the loop's latest state, drawn
-            app.poll_loop()
-            app.update_scene()
-        app.screenshot(args.screenshot)
-        import json   # lazy: only a live screenshot writes what its panel shows beside it
-
-        with open(args.screenshot + ".json", "w") as f:
-            json.dump(app.panel_values(), f, indent=1)
-        app.close()
-        client.close()
-        print(f"wrote {args.screenshot} (and what its panel shows: {args.screenshot}.json)")
-        return 0
+        return _live_screenshot(app, client, args.screenshot)
     if args.screenshot:
-        def pose(vals, what):
-            if vals is None:
-                return model.home
-            if len(vals) != model.n:
-                raise InputError(f"{what}: {model.name} has {model.n} joints, got {len(vals)} values")
-            return np.radians(vals)
-        app.set_pose(pose(args.pose_deg, "--pose-deg"), pose(args.ghost_deg, "--ghost-deg") if args.ghost_deg
-                     else None)
-        if args.view:
-            app.fit()     # the view fitted to this pose
-        app.screenshot(args.screenshot)
-        app.close()
-        if not os.path.isfile(args.screenshot) or os.path.getsize(args.screenshot) == 0:
-            raise HilError(f"the screenshot {args.screenshot} was not written (DearPyGui reported no error)")
-        print(f"wrote {args.screenshot}")
-        return 0
+        return _screenshot(app, model, args)
     try:
         app.run(max_fps=args.max_fps, duration_s=args.duration)
     finally:
@@ -148,6 +75,131 @@ def main(args: argparse.Namespace) -> int:
         client.close()
     return 0
 
+
+def _checked(args: argparse.Namespace):
+    """Every option checked before a window opens or a loop is attached; the --path file read:
+    (its planned points, its workpiece) or (None, None)."""
+    from hil.errors import InputError
+    from hil.inputs import number, writable_file
+
+    if args.screenshot:
+        writable_file(args.screenshot, "--screenshot")
+    if args.frame_times:
+        writable_file(args.frame_times, "--frame-times")
+    if args.duration is not None:
+        number(args.duration, "--duration", 0, 1e7, "s")
+    number(args.max_fps, "--max-fps", 1, 1000, "frames/s")
+    if args.zenoh is not None and (args.attach or args.pose_deg or args.ghost_deg):
+        raise InputError("--zenoh shows a remote robot's own state: not with --attach, --pose-deg or --ghost-deg")
+    if args.screenshot and args.attach and (args.pose_deg or args.ghost_deg):
+        raise InputError("--screenshot --attach shows the loop's own poses; leave out --pose-deg/--ghost-deg")
+    if args.screenshot and not args.attach and args.zenoh is None and not args.robot:
+        raise InputError("--screenshot needs --robot (or --attach NAME for a running loop's state)")
+    return _planned_path(args.path)
+
+
+def _planned_path(path: str | None):
+    """(the program's points (N, 3), (the workpiece's pose, its half sizes) or None) of a trajectory
+    `hil path --out` wrote; (None, None) without one."""
+    if not path:
+        return None, None
+    from hil.errors import InputError
+    from hil.inputs import load_npz
+
+    f = load_npz(path, "--path")
+    points = f.get("p_prog")
+    if points is None or points.ndim != 2 or points.shape[1] != 3 or not np.isfinite(points).all():
+        raise InputError(f"--path {path}: holds no planned path (p_prog: N × 3 finite points, as `hil path --out` "
+                         "writes)")
+    T, half = f.get("workpiece_T"), f.get("workpiece_half")
+    if T is None or half is None:
+        return points, None
+    if T.shape != (4, 4) or half.shape != (3,) or not (np.isfinite(T).all() and np.isfinite(half).all()):
+        raise InputError(f"--path {path}: its workpiece is not a 4 × 4 pose and 3 half sizes of finite numbers")
+    return points, (T, half)
+
+
+def _off_the_loops_cpu(args: argparse.Namespace) -> None:
+    """Keep the loop's core free: the loop pins itself to the last CPU, and llvmpipe would otherwise
+    start a render thread per core and compete with it (a screenshot alone leaves it be)."""
+    import os
+
+    os.environ.setdefault("LP_NUM_THREADS", "1")
+    if args.screenshot:
+        return
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, set(cpus[:-1]))
+    except (AttributeError, OSError):
+        pass
+
+
+def _model_and_loop(args: argparse.Namespace, live_shot: bool):
+    """The robot's model, and the running loop's client (None for a screenshot of given poses)."""
+    from hil import robots
+    from hil.errors import InputError
+
+    if args.screenshot and not live_shot:
+        return robots.load(args.robot), None
+    from hil.runtime.shared import LoopClient
+
+    client = LoopClient(args.attach)
+    model = robots.load(args.robot or _loop_robot(client))
+    if model.n != client.n:
+        raise InputError(f"the loop {client.name} has {client.n} joints, {model.name} has {model.n}")
+    return model, client
+
+
+def _opened(model, client, args: argparse.Namespace, title: str, path=None, workpiece=None):
+    """The twin's window built, with the overlays the options ask for."""
+    from twin.app import TwinApp
+
+    app = TwinApp(model, client, path, workpiece, title=title, view=getattr(args, "view", None))
+    app.build()
+    app.set_frames(getattr(args, "frames", False))
+    app.set_names(getattr(args, "names", False))
+    app.set_shapes(getattr(args, "shapes", False))
+    return app
+
+
+def _live_screenshot(app, client, png: str) -> int:
+    """The loop's latest state drawn to `png`, and what the panel shows beside it (`png`.json)."""
+    import json
+
+    for _ in range(3):
+        app.poll_loop()
+        app.update_scene()
+    app.screenshot(png)
+    with open(png + ".json", "w") as f:
+        json.dump(app.panel_values(), f, indent=1)
+    app.close()
+    client.close()
+    print(f"wrote {png} (and what its panel shows: {png}.json)")
+    return 0
+
+
+def _screenshot(app, model, args: argparse.Namespace) -> int:
+    """--pose-deg (measured) and --ghost-deg (commanded) drawn to the PNG; home where not given."""
+    import os
+
+    from hil.errors import HilError, InputError
+
+    def pose(vals, what):
+        if vals is None:
+            return model.home
+        if len(vals) != model.n:
+            raise InputError(f"{what}: {model.name} has {model.n} joints, got {len(vals)} values")
+        return np.radians(vals)
+    app.set_pose(pose(args.pose_deg, "--pose-deg"), pose(args.ghost_deg, "--ghost-deg") if args.ghost_deg else None)
+    if args.view:
+        app.fit()     # the view fitted to this pose
+    app.screenshot(args.screenshot)
+    app.close()
+    if not os.path.isfile(args.screenshot) or os.path.getsize(args.screenshot) == 0:
+        raise HilError(f"the screenshot {args.screenshot} was not written (DearPyGui reported no error)")
+    print(f"wrote {args.screenshot}")
+    return 0
 
 
 def _loop_robot(client, wait_s: float = 15.0) -> str:
@@ -190,19 +242,14 @@ def _remote_model(client, robot: str | None):
     return urdf.build(path)
 
 
-def _show(model, client, args) -> int:
+def _show_remote(model, client, args) -> int:
     from hil.errors import InputError
-    from twin.app import TwinApp
 
     if model.n != client.n:
         raise InputError(f"the remote robot has {client.n} joints, {model.name} has {model.n}")
     import time
 
-    app = TwinApp(model, client, title=f"hil twin — {model.name} ({client.name})", view=getattr(args, "view", None))
-    app.build()
-    app.set_frames(getattr(args, "frames", False))
-    app.set_names(getattr(args, "names", False))
-    app.set_shapes(getattr(args, "shapes", False))
+    app = _opened(model, client, args, f"hil twin — {model.name} ({client.name})")
     t0 = time.monotonic()
     try:
         if args.screenshot:

@@ -240,3 +240,26 @@ def test_a_walk_sideways_in_metres_written_with_an_exponent_plans():
 
     args = build_parser().parse_args(["walk", "--side", "-1e-2", "--stride", "0"])
     assert args.side == -0.01
+
+
+def test_a_twin_path_file_that_is_not_a_planned_path_is_refused_before_any_window(tmp_path):
+    """`hil twin --path FILE` read the file with NumPy after its window had opened: a file of other
+    bytes, or one without a planned path, was a traceback (or nothing drawn, said nowhere)."""
+    import subprocess
+
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"\x93NUMPY not really")
+    walk = tmp_path / "walk.npz"
+    np.savez(walk, t=np.zeros(3), q=np.zeros((3, 6)))
+    nan = tmp_path / "nan.npz"
+    np.savez(nan, p_prog=np.array([[0.0, 0.0, np.nan]]))
+    tilted = tmp_path / "workpiece.npz"
+    np.savez(tilted, p_prog=np.zeros((2, 3)), workpiece_T=np.eye(3), workpiece_half=np.ones(3))
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}   # refused before it would look for one
+    for path, said in ((garbage, "not an .npz archive"), (tmp_path / "none.npz", "No such file"),
+                       (walk, "holds no planned path"), (nan, "holds no planned path"),
+                       (tilted, "its workpiece is not a 4 × 4 pose")):
+        r = subprocess.run([*HIL, "twin", "--robot", "puma560", "--screenshot", str(tmp_path / "x.png"), "--path",
+                            str(path)], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2 and f"--path {path}" in r.stderr and said in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "no display" not in r.stderr, r.stderr

@@ -121,126 +121,155 @@ def _strip_comments(text: str, lineno: int, source: str) -> str:
 def parse(text: str, source: str = "") -> Program:
     """Parse a program into segments (mm, workpiece frame). Raises GCodeError with line and column."""
     prog = Program(source=source)
-    pos = np.zeros(3)
-    motion = None
-    plane = 17
-    scale = 1.0
-    absolute = True
-    feed = None
-    ended = False
+    modal = _Modal()
     for lineno, raw in enumerate(text.splitlines(), 1):
         body = _strip_comments(raw, lineno, source)
-        if ended:
-            if body.strip() and body.strip() not in ("%",):
+        stripped = body.strip()
+        if modal.ended:
+            if stripped and stripped != "%":
                 raise GCodeError("text after the program end (M2/M30)", lineno, 1, source)
             continue
-        stripped = body.strip()
         if not stripped or stripped == "%":
             continue
-        words: list[tuple[str, float, int, str]] = []
-        i = 0
-        while i < len(body):
-            if body[i].isspace():
-                i += 1
-                continue
-            m = _WORD.match(body, i)
-            if not m:
-                bad = body[i]
-                what = (f"'{bad}' is not followed by a number" if bad.isalpha()
-                        else f"unexpected character {bad!r}")
-                raise GCodeError(what, lineno, i + 1, source)
-            words.append((m.group(1).upper(), float(m.group(2)), i + 1, m.group(2)))
-            i = m.end()
-        axes: dict[str, float] = {}
-        centre_words: dict[str, float] = {}
-        radius = None
-        new_motion = None
-        seen: dict[str, int] = {}
-        for letter, value, col, rawnum in words:
-            if letter in "XYZIJKRFN" and letter in seen:
-                raise GCodeError(f"{letter} appears twice on one line", lineno, col, source)
-            seen[letter] = col
-            if letter == "N":
-                continue
-            if letter in "XYZIJKR" and not abs(value) <= MAX_COORD:
-                raise GCodeError(f"{letter}{rawnum} is out of range: coordinates and radii are at most "
-                                 f"{MAX_COORD:g} (mm or inch)", lineno, col, source)
-            if letter == "F" and not value <= MAX_FEED:
-                raise GCodeError(f"feed rate F{rawnum} is out of range: at most {MAX_FEED:g} (mm/min or inch/min)",
-                                 lineno, col, source)
-            if letter == "G":
-                code = value
-                if code in (0, 1, 2, 3):
-                    new_motion = int(code)
-                elif code in (17, 18, 19):
-                    plane = int(code)
-                elif code == 20:
-                    scale = INCH
-                elif code == 21:
-                    scale = 1.0
-                elif code == 90:
-                    absolute = True
-                elif code == 91:
-                    absolute = False
-                else:
-                    raise GCodeError(f"G{rawnum} is not supported (supported: G0 G1 G2 G3 G17 G18 G19 G20 G21 G90 "
-                                     "G91)", lineno, col, source)
-            elif letter == "M":
-                if value in (2, 30):
-                    ended = True
-                else:
-                    raise GCodeError(f"M{rawnum} is not supported (supported: M2, M30)", lineno, col, source)
-            elif letter in "XYZ":
-                axes[letter] = value
-            elif letter in "IJK":
-                centre_words[letter] = value
-            elif letter == "R":
-                radius = value
-            elif letter == "F":
-                if value <= 0:
-                    raise GCodeError(f"feed rate F{rawnum} must be positive", lineno, col, source)
-                feed = value * scale
-            else:
-                raise GCodeError(f"word '{letter}' is not supported", lineno, col, source)
-        if new_motion is not None:
-            motion = new_motion
-        if not axes and not centre_words and radius is None:
-            if new_motion is not None and new_motion in (1, 2, 3) and not ended:
-                raise GCodeError(f"G{new_motion} without an end point (X, Y or Z)", lineno, seen.get("G", 1), source)
+        line = _Line(lineno, source)
+        for letter, value, col, rawnum in _words(body, lineno, source):
+            line.take(letter, value, col, rawnum, modal)
+        if line.new_motion is not None:
+            modal.motion = line.new_motion
+        if not line.axes and not line.centre_words and line.radius is None:
+            if line.new_motion in (1, 2, 3) and not modal.ended:
+                raise GCodeError(f"G{line.new_motion} without an end point (X, Y or Z)", lineno,
+                                 line.seen.get("G", 1), source)
             continue
-        if motion is None:
-            raise GCodeError("coordinates without a motion mode (G0, G1, G2 or G3) in force", lineno,
-                             min(seen.values()), source)
-        end = pos.copy()
-        for k, letter in enumerate("XYZ"):
-            if letter in axes:
-                v = axes[letter] * scale
-                end[k] = v if absolute else pos[k] + v
-        col0 = min(seen.values())
-        if motion == 0:
-            if centre_words or radius is not None:
-                raise GCodeError("I/J/K/R on a G0 move", lineno, col0, source)
-            if np.linalg.norm(end - pos) > 0:
-                prog.segments.append(Segment("rapid", pos.copy(), end, 0.0, lineno))
-        elif motion == 1:
-            if centre_words or radius is not None:
-                raise GCodeError("I/J/K/R on a G1 move", lineno, col0, source)
-            if feed is None:
-                raise GCodeError("G1 without a feed rate: give F (mm/min) first", lineno, col0, source)
-            if np.linalg.norm(end - pos) > 0:
-                prog.segments.append(Segment("line", pos.copy(), end, feed, lineno))
-        else:
-            if feed is None:
-                raise GCodeError(f"G{motion} without a feed rate: give F (mm/min) first", lineno, col0, source)
-            prog.segments.append(_arc(pos, end, centre_words, radius, plane, motion == 2, feed, scale, lineno,
-                                      seen, source))
-        pos = end
+        _move(prog, modal, line)
         if len(prog.segments) > MAX_MOVES:
             raise GCodeError(f"more than {MAX_MOVES} moves, the most hil plans in one program; split it into "
                              "several programs run one after another", lineno, 1, source)
     if not prog.segments:
         raise GCodeError("the program has no moves", max(1, len(text.splitlines())), 1, source)
     return prog
+
+
+@dataclass
+class _Modal:
+    """What stays in force from line to line: the motion mode, plane, units, absolute or
+    incremental coordinates, feed (mm/min), where the tool is (mm), and whether the program ended."""
+
+    motion: int | None = None
+    plane: int = 17
+    scale: float = 1.0
+    absolute: bool = True
+    feed: float | None = None
+    ended: bool = False
+    pos: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
+def _words(body: str, lineno: int, source: str) -> list[tuple[str, float, int, str]]:
+    """A line's words: (letter, value, 1-based column, the number as written)."""
+    words = []
+    i = 0
+    while i < len(body):
+        if body[i].isspace():
+            i += 1
+            continue
+        m = _WORD.match(body, i)
+        if not m:
+            bad = body[i]
+            what = f"'{bad}' is not followed by a number" if bad.isalpha() else f"unexpected character {bad!r}"
+            raise GCodeError(what, lineno, i + 1, source)
+        words.append((m.group(1).upper(), float(m.group(2)), i + 1, m.group(2)))
+        i = m.end()
+    return words
+
+
+G_SUPPORTED = "G0 G1 G2 G3 G17 G18 G19 G20 G21 G90 G91"
+
+
+class _Line:
+    """One line's words: its coordinates, arc centre or radius and motion code kept; the modal
+    words (planes, units, coordinates' mode, feed, program end) set in force as they come."""
+
+    def __init__(self, lineno: int, source: str) -> None:
+        self.lineno, self.source = lineno, source
+        self.axes: dict[str, float] = {}
+        self.centre_words: dict[str, float] = {}
+        self.radius: float | None = None
+        self.new_motion: int | None = None
+        self.seen: dict[str, int] = {}
+
+    def error(self, message: str, col: int) -> GCodeError:
+        return GCodeError(message, self.lineno, col, self.source)
+
+    def take(self, letter: str, value: float, col: int, rawnum: str, modal: _Modal) -> None:
+        if letter in "XYZIJKRFN" and letter in self.seen:
+            raise self.error(f"{letter} appears twice on one line", col)
+        self.seen[letter] = col
+        if letter == "N":
+            return
+        if letter in "XYZIJKR" and not abs(value) <= MAX_COORD:
+            raise self.error(f"{letter}{rawnum} is out of range: coordinates and radii are at most {MAX_COORD:g} (mm "
+                             "or inch)", col)
+        if letter == "F" and not value <= MAX_FEED:
+            raise self.error(f"feed rate F{rawnum} is out of range: at most {MAX_FEED:g} (mm/min or inch/min)", col)
+        if letter == "G":
+            self._g(value, col, rawnum, modal)
+        elif letter == "M":
+            if value not in (2, 30):
+                raise self.error(f"M{rawnum} is not supported (supported: M2, M30)", col)
+            modal.ended = True
+        elif letter in "XYZ":
+            self.axes[letter] = value
+        elif letter in "IJK":
+            self.centre_words[letter] = value
+        elif letter == "R":
+            self.radius = value
+        elif letter == "F":
+            if value <= 0:
+                raise self.error(f"feed rate F{rawnum} must be positive", col)
+            modal.feed = value * modal.scale
+        else:
+            raise self.error(f"word '{letter}' is not supported", col)
+
+    def _g(self, code: float, col: int, rawnum: str, modal: _Modal) -> None:
+        if code in (0, 1, 2, 3):
+            self.new_motion = int(code)
+        elif code in (17, 18, 19):
+            modal.plane = int(code)
+        elif code in (20, 21):
+            modal.scale = INCH if code == 20 else 1.0
+        elif code in (90, 91):
+            modal.absolute = code == 90
+        else:
+            raise self.error(f"G{rawnum} is not supported (supported: {G_SUPPORTED})", col)
+
+
+def _move(prog: Program, modal: _Modal, line: _Line) -> None:
+    """The line's move, in the mode in force, appended to the program; the tool is then at its end."""
+    lineno, source, seen = line.lineno, line.source, line.seen
+    col0 = min(seen.values())
+    if modal.motion is None:
+        raise GCodeError("coordinates without a motion mode (G0, G1, G2 or G3) in force", lineno, col0, source)
+    pos = modal.pos
+    end = pos.copy()
+    for k, letter in enumerate("XYZ"):
+        if letter in line.axes:
+            v = line.axes[letter] * modal.scale
+            end[k] = v if modal.absolute else pos[k] + v
+    arc_words = line.centre_words or line.radius is not None
+    if modal.motion in (0, 1):
+        if arc_words:
+            raise GCodeError(f"I/J/K/R on a G{modal.motion} move", lineno, col0, source)
+        if modal.motion == 1 and modal.feed is None:
+            raise GCodeError("G1 without a feed rate: give F (mm/min) first", lineno, col0, source)
+        if np.linalg.norm(end - pos) > 0:
+            kind, feed = ("rapid", 0.0) if modal.motion == 0 else ("line", modal.feed)
+            prog.segments.append(Segment(kind, pos.copy(), end, feed, lineno))
+    else:
+        if modal.feed is None:
+            raise GCodeError(f"G{modal.motion} without a feed rate: give F (mm/min) first", lineno, col0, source)
+        prog.segments.append(_arc(pos, end, line.centre_words, line.radius, modal.plane, modal.motion == 2,
+                                  modal.feed, modal.scale, lineno, seen, source))
+    modal.pos = end
 
 
 def _arc(pos, end, centre_words, radius, plane, cw, feed, scale, lineno, seen, source) -> Segment:

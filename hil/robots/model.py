@@ -301,6 +301,54 @@ def _com_call(model: "RobotModel", scratch: np.ndarray):
     return com
 
 
+def _kinematic_table(joints: Sequence[Joint], rows: list, tool: int) -> np.ndarray:
+    """The kernels' kinematic table (`hil.kinematics.kernels`): a header, a row per joint, a row per
+    frame."""
+    n, m = len(joints), len(rows)
+    kin = np.zeros((1 + n + m, K.K_WIDTH))
+    kin[0, K.HDR_N] = n
+    kin[0, K.HDR_M] = m
+    kin[0, K.HDR_TOOL] = tool
+    for i, j in enumerate(joints):
+        kin[1 + i, K.K_PARENT] = j.parent
+        kin[1 + i, K.K_A:K.K_A + 12] = _transform_rows(j.placement)
+        kin[1 + i, K.K_AXIS:K.K_AXIS + 3] = j.axis
+    for f, (link, off) in enumerate(rows):
+        kin[1 + n + f, K.K_LINK] = link
+        kin[1 + n + f, K.K_O:K.K_O + 12] = _transform_rows(off)
+    return kin
+
+
+def _mass_table(joints: Sequence[Joint], masses: np.ndarray, coms: np.ndarray) -> np.ndarray:
+    """The kernels' mass table: each link's mass and centre of mass (row 0 the base), and the mass of
+    each joint's subtree (the link it moves and everything beyond), for the COM Jacobian."""
+    n = len(joints)
+    mt = np.zeros((n + 1, K.MT_WIDTH))
+    mt[:, K.MT_MASS] = masses
+    mt[:, K.MT_COM:K.MT_COM + 3] = coms
+    for i in range(n - 1, -1, -1):
+        mt[1 + i, K.MT_SUBTREE] += mt[1 + i, K.MT_MASS]
+        parent = joints[i].parent
+        if parent >= 0:
+            mt[1 + parent, K.MT_SUBTREE] += mt[1 + i, K.MT_SUBTREE]
+    return mt
+
+
+def _link_inertias(name: str, inertias: np.ndarray | None, masses: np.ndarray, shapes: Sequence[Shape],
+                   n: int) -> np.ndarray:
+    """Each link's inertia about its centre of mass, link frame (kg·m²), the base first: as given,
+    else estimated from its shapes' boxes."""
+    if inertias is None:
+        by_link: dict[int, list] = {}
+        for sh in shapes:
+            by_link.setdefault(sh.link, []).append(sh)
+        inertias = np.array([box_inertia(float(masses[i]), by_link.get(i - 1, [])) for i in range(n + 1)])
+    inertias = np.asarray(inertias, dtype=np.float64)
+    if inertias.shape != (n + 1, 3, 3) or not np.all(np.isfinite(inertias)):
+        raise InputError(f"{name}: inertias must be {n + 1} finite (3, 3) tensors (the base, then each link)")
+    return inertias.copy()
+
+
 class RobotModel:
     """A robot as data plus fast kinematics.
 
@@ -354,12 +402,26 @@ class RobotModel:
             if not -1 <= j.parent < i:
                 raise InputError(f"{name}: joint {j.name!r} has parent {j.parent}; parents must come first")
 
-        # frame rows: base, one per link, then the named extra frames
-        names = [base_frame] + list(self.link_names)
+        rows = self._set_frames(frames, tool_frame)
+        self._kin = _kinematic_table(self.joints, rows, self._tool)
+        self.frame_link = np.array([link for link, _ in rows], dtype=np.int64)
+        self._mt = _mass_table(self.joints, masses, coms)
+        self.masses = self._mt[:, 0].copy()
+        self.total_mass = float(self.masses.sum())
+        self.inertias = _link_inertias(name, inertias, masses, self.shapes, self.n)
+        self._it = inertia_rows(self.inertias)
+        self._qshape = (self.n,)
+        data = ModelData(self)   # the model's own calls' scratch (see ModelData)
+        self.fk, self.fk_frames, self.jacobian, self.com = data.fk, data.fk_frames, data.jacobian, data.com
+
+    def _set_frames(self, frames: Mapping[str, tuple[int, np.ndarray]], tool_frame: str) -> list:
+        """The frames' names and rows (link, offset): the base, one per link, then the named extra
+        frames (the tool's offset applied to the tool frame)."""
+        names = [self.base_frame] + list(self.link_names)
         rows = [(-1, np.eye(4))] + [(i, np.eye(4)) for i in range(self.n)]
         for fname, (link, offset) in frames.items():
             if fname in names:
-                raise InputError(f"{name}: frame name {fname!r} is used twice")
+                raise InputError(f"{self.name}: frame name {fname!r} is used twice")
             off = np.asarray(offset, float)
             if fname == tool_frame:
                 off = off @ self.tool_offset
@@ -368,52 +430,11 @@ class RobotModel:
         self.frame_names: tuple[str, ...] = tuple(names)
         self._frame_index = {nm: i for i, nm in enumerate(names)}
         if tool_frame not in self._frame_index:
-            raise InputError(f"{name}: tool frame {tool_frame!r} is not a frame ({', '.join(names)})")
+            raise InputError(f"{self.name}: tool frame {tool_frame!r} is not a frame ({', '.join(names)})")
         self.tool_frame = tool_frame
         self._tool = self._frame_index[tool_frame]
         self._offsets = [off for _, off in rows]
-
-        m = len(rows)
-        kin = np.zeros((1 + self.n + m, K.K_WIDTH))
-        kin[0, K.HDR_N] = self.n
-        kin[0, K.HDR_M] = m
-        kin[0, K.HDR_TOOL] = self._tool
-        for i, j in enumerate(self.joints):
-            kin[1 + i, K.K_PARENT] = j.parent
-            kin[1 + i, K.K_A:K.K_A + 12] = _transform_rows(j.placement)
-            kin[1 + i, K.K_AXIS:K.K_AXIS + 3] = j.axis
-        for f, (link, off) in enumerate(rows):
-            kin[1 + self.n + f, K.K_LINK] = link
-            kin[1 + self.n + f, K.K_O:K.K_O + 12] = _transform_rows(off)
-        self._kin = kin
-        self.frame_link = np.array([link for link, _ in rows], dtype=np.int64)
-
-        mt = np.zeros((self.n + 1, K.MT_WIDTH))
-        mt[:, K.MT_MASS] = masses
-        mt[:, K.MT_COM:K.MT_COM + 3] = coms
-        # mass of each joint's subtree (the link it moves and everything beyond), for the COM Jacobian
-        for i in range(self.n - 1, -1, -1):
-            mt[1 + i, K.MT_SUBTREE] += mt[1 + i, K.MT_MASS]
-            parent = self.joints[i].parent
-            if parent >= 0:
-                mt[1 + parent, K.MT_SUBTREE] += mt[1 + i, K.MT_SUBTREE]
-        self._mt = mt
-        self.masses = mt[:, 0].copy()
-        self.total_mass = float(self.masses.sum())
-        # each link's inertia about its centre of mass, link frame (kg·m²): given, else the box estimate
-        if inertias is None:
-            by_link: dict[int, list] = {}
-            for sh in self.shapes:
-                by_link.setdefault(sh.link, []).append(sh)
-            inertias = np.array([box_inertia(float(masses[i]), by_link.get(i - 1, [])) for i in range(self.n + 1)])
-        inertias = np.asarray(inertias, dtype=np.float64)
-        if inertias.shape != (self.n + 1, 3, 3) or not np.all(np.isfinite(inertias)):
-            raise InputError(f"{name}: inertias must be {self.n + 1} finite (3, 3) tensors (the base, then each link)")
-        self.inertias = inertias.copy()
-        self._it = inertia_rows(inertias)
-        self._qshape = (self.n,)
-        data = ModelData(self)   # the model's own calls' scratch (see ModelData)
-        self.fk, self.fk_frames, self.jacobian, self.com = data.fk, data.fk_frames, data.jacobian, data.com
+        return rows
 
     _CALLS = ("fk", "fk_frames", "jacobian", "com")
 

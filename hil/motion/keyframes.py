@@ -149,6 +149,37 @@ def load_motion(path: str | Path, model) -> KeyframeMotion:
 
 def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion:
     name = str(data.get("name", Path(where).stem))
+    _check_header(data, model, where)
+    interp = data.get("interpolation", "cubic")
+    start_pose = data.get("start", "home")
+    swap = bool(data.get("mirror", False))
+    frames = data.get("keyframe")
+    q = model.poses[start_pose].copy()
+    t = 0.0
+    out = []
+    for k, kf in enumerate(frames, 1):
+        w = f"{where}: keyframe {k}"
+        if not isinstance(kf, dict):
+            raise ConfigError(f"{w}: must be a table")
+        dur = _duration(kf, t, w)
+        support = kf.get("support")
+        if support is not None:
+            try:
+                code = contacts.parse(support if isinstance(support, str) else repr(support))
+            except ValueError as e:
+                raise ConfigError(f"{w}: {e}") from None
+            support = contacts.name(contacts.mirror(code) if swap else code)
+        q = _keyframe_pose(kf, q, model, swap, w)
+        t += dur
+        out.append(Keyframe(t, q, support))
+    dynamic = bool(data.get("dynamic", False))
+    if dynamic and any(k.support is None for k in out):
+        raise ConfigError(f"{where}: a dynamic motion needs a support annotation in every keyframe")
+    return KeyframeMotion(name, model.name, interp, out, model.poses[start_pose].copy(), dynamic)
+
+
+def _check_header(data: dict, model, where: str) -> None:
+    """A motion for this robot (not a robot file), its interpolation, start pose and keyframes."""
     robot = data.get("robot", model.name)
     if isinstance(robot, dict) or "joint" in data or "dh" in data:
         raise ConfigError(f"{where} describes a robot (its [robot] table), not a motion: give it as --robot "
@@ -162,63 +193,52 @@ def motion_from_dict(data: dict, model, where: str = "motion") -> KeyframeMotion
     start_pose = data.get("start", "home")
     if start_pose not in model.poses:
         raise ConfigError(f"{where}: start pose {start_pose!r} unknown; poses: {', '.join(model.poses)}")
-    swap = bool(data.get("mirror", False))
     frames = data.get("keyframe")
     if not isinstance(frames, list) or not frames:
         raise ConfigError(f"{where}: needs at least one [[keyframe]]")
     check_count(len(frames), MAX_KEYFRAMES, "keyframes", where, "split it into several files")
-    q = model.poses[start_pose].copy()
-    t = 0.0
-    out = []
-    for k, kf in enumerate(frames, 1):
-        w = f"{where}: keyframe {k}"
-        if not isinstance(kf, dict):
-            raise ConfigError(f"{w}: must be a table")
-        dur = kf.get("duration_s")
-        if isinstance(dur, bool) or not isinstance(dur, (int, float)):
-            raise ConfigError(f"{w}: needs duration_s (seconds, a number), got {dur!r}")
-        if not dur > 0:
-            raise ConfigError(f"{w}: duration_s must be positive, got {kf.get('duration_s')!r}")
-        check_duration(t + dur, w, "split it into several files")
-        support = kf.get("support")
-        if support is not None:
-            try:
-                code = contacts.parse(support if isinstance(support, str) else repr(support))
-            except ValueError as e:
-                raise ConfigError(f"{w}: {e}") from None
-        joints = kf.get("joints", {})
-        if not isinstance(joints, dict):
-            raise ConfigError(f"{w}: joints must be a table of joint = degrees")
-        mirror_to = kf.get("mirror_to")
-        q = q.copy()
-        items = list(joints.items())
-        if mirror_to is not None:
-            if mirror_to not in ("left", "right"):
-                raise ConfigError(f"{w}: mirror_to must be 'left' or 'right'")
-            items += [(_mirror_name(n), v) for n, v in joints.items() if _mirror_name(n)]
-        for jname, deg in items:
-            if swap and _mirror_name(jname):
-                jname = _mirror_name(jname)
-            if jname not in model.joint_names:
-                raise ConfigError(f"{w}: unknown joint {jname!r}{did_you_mean(jname, model.joint_names)}; joints: "
-                                  f"{', '.join(model.joint_names)}")
-            if isinstance(deg, bool) or not isinstance(deg, (int, float)):
-                raise ConfigError(f"{w}: joint {jname} = {deg!r} is not a number (degrees)")
-            val = float(deg)
-            i = model.joint_index(jname)
-            rad = math.radians(val)
-            if not (math.isfinite(val) and model.lower[i] <= rad <= model.upper[i]):
-                raise ConfigError(f"{w}: joint {jname} = {val:g}° is outside its range "
-                                  f"[{math.degrees(model.lower[i]):.1f}, {math.degrees(model.upper[i]):.1f}]°")
-            q[i] = rad
-        if support is not None:
-            support = contacts.name(contacts.mirror(code) if swap else code)
-        t += dur
-        out.append(Keyframe(t, q, support))
-    dynamic = bool(data.get("dynamic", False))
-    if dynamic and any(k.support is None for k in out):
-        raise ConfigError(f"{where}: a dynamic motion needs a support annotation in every keyframe")
-    return KeyframeMotion(name, model.name, interp, out, model.poses[start_pose].copy(), dynamic)
+
+
+def _duration(kf: dict, t: float, w: str) -> float:
+    """A keyframe's duration_s: a positive number, the motion still within the longest hil plays."""
+    dur = kf.get("duration_s")
+    if isinstance(dur, bool) or not isinstance(dur, (int, float)):
+        raise ConfigError(f"{w}: needs duration_s (seconds, a number), got {dur!r}")
+    if not dur > 0:
+        raise ConfigError(f"{w}: duration_s must be positive, got {kf.get('duration_s')!r}")
+    check_duration(t + dur, w, "split it into several files")
+    return dur
+
+
+def _keyframe_pose(kf: dict, before: np.ndarray, model, swap: bool, w: str) -> np.ndarray:
+    """The pose a keyframe reaches: the one before it, with its joints (degrees, each in its range)
+    set; `mirror_to` copies them to the other side, the motion's `mirror` swaps the sides."""
+    joints = kf.get("joints", {})
+    if not isinstance(joints, dict):
+        raise ConfigError(f"{w}: joints must be a table of joint = degrees")
+    mirror_to = kf.get("mirror_to")
+    q = before.copy()
+    items = list(joints.items())
+    if mirror_to is not None:
+        if mirror_to not in ("left", "right"):
+            raise ConfigError(f"{w}: mirror_to must be 'left' or 'right'")
+        items += [(_mirror_name(n), v) for n, v in joints.items() if _mirror_name(n)]
+    for jname, deg in items:
+        if swap and _mirror_name(jname):
+            jname = _mirror_name(jname)
+        if jname not in model.joint_names:
+            raise ConfigError(f"{w}: unknown joint {jname!r}{did_you_mean(jname, model.joint_names)}; joints: "
+                              f"{', '.join(model.joint_names)}")
+        if isinstance(deg, bool) or not isinstance(deg, (int, float)):
+            raise ConfigError(f"{w}: joint {jname} = {deg!r} is not a number (degrees)")
+        val = float(deg)
+        i = model.joint_index(jname)
+        rad = math.radians(val)
+        if not (math.isfinite(val) and model.lower[i] <= rad <= model.upper[i]):
+            raise ConfigError(f"{w}: joint {jname} = {val:g}° is outside its range "
+                              f"[{math.degrees(model.lower[i]):.1f}, {math.degrees(model.upper[i]):.1f}]°")
+        q[i] = rad
+    return q
 
 
 def save_motion(path: str | Path, motion: KeyframeMotion, model) -> None:

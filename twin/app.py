@@ -115,7 +115,19 @@ class TwinApp:
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
+        self._build_window()
+        floor = self._build_static_scene()
+        self._build_drawings(None if self.humanoid else floor)
+        self._build_overlays()
+        self._bind_input()
+        self._drag_prev = None
+        if self.view is not None:
+            self.set_view(self.view)
+        self._apply_camera()
+        dpg.show_viewport()
 
+    def _build_window(self) -> None:
+        """The viewport, the 3-D view (its scene and world nodes) and the side panel."""
         dpg.create_context()
         dpg.create_viewport(title=self.title, width=W, height=H, x_pos=0, y_pos=0, vsync=False)
         dpg.setup_dearpygui()
@@ -141,26 +153,33 @@ class TwinApp:
         dpg.set_primary_window("main", True)
         dpg.configure_item("main", no_background=True)   # set after: the primary window brings its own
         dpg.set_clip_space("scene", 0, 0, VIEW_W, VIEW_H, -1.0, 1.0)
+
+    def _build_static_scene(self) -> float:
+        """What does not move: the floor's grid, the base's axes, an arm's reach, the workpiece and
+        the planned path; the floor's height."""
         floor = float(self.model.meta.get("floor_z_m", 0.0)) if not self.humanoid else 0.0
         step = S.grid_step(self.model)
         S.add_grid("world", half=10 * step if step < 0.1 else 6 * step, step=step, z=floor, seg=step)
         S.add_axes("world", 0.25 if step > 0.1 else 0.08, 0.0 if not self.humanoid else 0.001)
         if not self.humanoid and "workspace" in self.model.meta:
-            reach = self.intent.checker.reach_m
-            for z in (0.0,):
-                S.add_ring("world", (0, 0, z), reach, (0, 0, 1), (110, 110, 170, 255))
+            reach = self.intent.checker.reach_m   # its sphere, drawn as two great circles
+            S.add_ring("world", (0, 0, 0), reach, (0, 0, 1), (110, 110, 170, 255))
             S.add_ring("world", (0, 0, 0), reach, (1, 0, 0), (110, 110, 170, 255))
         if self.workpiece is not None:
             self._draw_workpiece()
         if self.path is not None and len(self.path) > 1:
             S.add_polyline("world", np.asarray(self.path), (255, 210, 80, 255), 2, 0.02)
+        return floor
+
+    def _build_drawings(self, fixed_floor: float | None) -> None:
+        """The robot as measured (solid), commanded (ghost), previewed, in the shadow twin's physics,
+        as the leader arm stands, and as the checks' shapes."""
         # the solid robot and the marks on the floor under it in a node of their own: painted in
         # depth order among themselves each frame (RobotDrawing.order_by_depth)
         dpg.add_draw_node(parent="world", tag="solid")
         if self.humanoid:
             with dpg.draw_node(tag="ground_marks", parent="solid"):
                 pass
-        fixed_floor = None if self.humanoid else floor
         self.meas = S.RobotDrawing(self.model, "solid", S.MEASURED, True, "meas", meshes=self.meshes,
                                    floor_z=fixed_floor)
         self.ghost = S.RobotDrawing(self.model, "world", S.GHOST, False, "ghost", floor_z=fixed_floor)
@@ -174,6 +193,9 @@ class TwinApp:
         self.shapes_drawing = S.RobotDrawing(self.model, "world", S.CHECK_SHAPES, False, "shapes", joins=False,
                                              shapes=check_shapes(self.model))
         self.shapes_drawing.show(self.show_shapes)
+
+    def _build_overlays(self) -> None:
+        """Each link's frame, and each joint's name on a plate (2-D, over the 3-D layer)."""
         size = 0.6 * S.grid_step(self.model)
         for i in range(self.model.n):   # each link's own frame: its joint turns about one of these axes
             node = dpg.add_draw_node(parent="world", tag=f"jframe{i}", show=self.show_frames)
@@ -184,6 +206,9 @@ class TwinApp:
             dpg.draw_text([0, 0], name, size=14, color=NAME_COLOR, parent="view", tag=f"jname{i}",
                           show=self.show_names)
         dpg.draw_text([0, 0], "", size=14, color=NAME_COLOR, parent="view", tag="hover_name", show=False)
+
+    def _bind_input(self) -> None:
+        """Mouse: pick, drag, pan, zoom; keys: space e-stops, F fits the view, R resets it."""
         with dpg.handler_registry():
             dpg.add_mouse_click_handler(button=dpg.mvMouseButton_Left, callback=self._on_click)
             dpg.add_mouse_drag_handler(button=dpg.mvMouseButton_Left, callback=self._on_drag)
@@ -193,11 +218,6 @@ class TwinApp:
             dpg.add_key_press_handler(key=dpg.mvKey_Spacebar, callback=lambda *a: self.estop())
             dpg.add_key_press_handler(key=dpg.mvKey_F, callback=lambda *a: self.fit())
             dpg.add_key_press_handler(key=dpg.mvKey_R, callback=lambda *a: self.set_view(self.view or "iso"))
-        self._drag_prev = None
-        if self.view is not None:
-            self.set_view(self.view)
-        self._apply_camera()
-        dpg.show_viewport()
 
     # --------------------------------------------------------------- the shadow twin
     def _show_shadow(self) -> None:

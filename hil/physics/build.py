@@ -245,7 +245,24 @@ def _spec(mujoco, robot, servo, floor):
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.gravity = [0.0, 0.0, -9.81]
     floating = robot.floating
-    world = spec.worldbody
+    bodies = _add_links(mujoco, spec.worldbody, robot, servo, floating)
+    sites = _add_frame_sites(robot, bodies)
+    _add_servos(mujoco, spec, robot, servo)
+    if floor if floor is not None else True:
+        ground = spec.worldbody.add_geom()
+        ground.name = "floor"
+        ground.type = mujoco.mjtGeom.mjGEOM_PLANE
+        ground.size = [0, 0, 0.05]
+        ground.pos = [0, 0, float(robot.meta.get("floor_z_m", 0.0)) if not floating else 0.0]
+        ground.contype, ground.conaffinity = FLOOR_GEOM, ROBOT_GEOM
+        ground.friction = list(FLOOR_FRICTION)
+    return spec, sites, floating
+
+
+def _add_links(mujoco, world, robot, servo, floating: bool) -> list:
+    """A body per link (the base first, free where it floats), each with its inertia, its joint
+    (range, the servo's damping, armature and friction) and its shapes; a floating robot's feet
+    stand on soles fitted to them. The bodies, base first."""
     base = world.add_body()
     base.name = robot.base_frame
     if floating:
@@ -255,7 +272,6 @@ def _spec(mujoco, robot, servo, floor):
     by_link: dict[int, list] = {}
     for sh in one_bound_each(robot.shapes):   # a mesh bounded both ways touches the world with its box
         by_link.setdefault(sh.link, []).append(sh)
-    soles = {name for name in ("l_foot", "r_foot")}
     sole_of_link = _fitted_soles(robot, by_link) if floating else {}
     for sh in by_link.get(-1, []):
         _add_shape(mujoco, base, sh, False)
@@ -278,10 +294,15 @@ def _spec(mujoco, robot, servo, floor):
         hinge.armature = s.armature_kgm2
         hinge.frictionloss = s.friction_nm
         for sh in by_link.get(i, []):
-            _add_shape(mujoco, b, sh, sh.name in soles, touches_floor=i not in sole_of_link)
+            _add_shape(mujoco, b, sh, sh.name in ("l_foot", "r_foot"), touches_floor=i not in sole_of_link)
         if i in sole_of_link:
             _add_sole_box(mujoco, b, robot, sole_of_link[i])
         bodies.append(b)
+    return bodies
+
+
+def _add_frame_sites(robot, bodies: list) -> dict:
+    """A site at each of the robot's named frames (its tool, its soles, …), by name."""
     sites = {}
     for f in range(robot.n + 1, len(robot.frame_names)):
         name = robot.frame_names[f]
@@ -291,6 +312,11 @@ def _spec(mujoco, robot, servo, floor):
         site.pos = [float(v) for v in offset[:3, 3]]
         site.quat = list(matrix_quaternion(offset[:3, :3]))
         sites[name] = site
+    return sites
+
+
+def _add_servos(mujoco, spec, robot, servo) -> None:
+    """A position actuator per joint: the servo's stiffness, its torque limit."""
     for i, j in enumerate(robot.joints):
         s = servo.joint(i)
         a = spec.add_actuator()
@@ -301,15 +327,6 @@ def _spec(mujoco, robot, servo, floor):
         a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         a.forcerange = [-s.torque_limit_nm, s.torque_limit_nm]
         a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
-    if floor if floor is not None else True:
-        ground = world.add_geom()
-        ground.name = "floor"
-        ground.type = mujoco.mjtGeom.mjGEOM_PLANE
-        ground.size = [0, 0, 0.05]
-        ground.pos = [0, 0, float(robot.meta.get("floor_z_m", 0.0)) if not floating else 0.0]
-        ground.contype, ground.conaffinity = FLOOR_GEOM, ROBOT_GEOM
-        ground.friction = list(FLOOR_FRICTION)
-    return spec, sites, floating
 
 
 def _standing_height(robot) -> float:

@@ -839,14 +839,7 @@ def _from_json(d: dict) -> dict:
 def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool = True) -> dict:
     side = side or {}
     side_path = side_path or path
-    unknown = set(side) - SIDE_SECTIONS
-    if unknown:
-        raise ConfigError(f"{side_path}: unknown section [{sorted(unknown)[0]}]; sections are "
-                          f"{', '.join(sorted(SIDE_SECTIONS))}")
-    cfg = _table(side, "robot", side_path)
-    bad = set(cfg) - SIDE_ROBOT_KEYS
-    if bad:
-        raise ConfigError(f"{side_path}: [robot] unknown key {sorted(bad)[0]!r}; keys are {', '.join(sorted(SIDE_ROBOT_KEYS))}")
+    cfg = _side_robot(side, side_path)
     overrides = _table(side, "joints", side_path)
     robot = parse(path)
     parts = _parts(robot, path, side_path, overrides)
@@ -855,25 +848,10 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     zero = _link_poses_at_zero(parts.joints)
     frames: dict[str, tuple[int, np.ndarray]] = {
         name: parts.placed[name] for name in parts.order if name != parts.base and name not in parts.link_names}
-    notes = [f"{j.name}: the file gives no range (continuous): ±{CONTINUOUS_RANGE_DEG:g}° assumed; set its "
-             f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
-             for j in robot.joints if j.type == "continuous" and j.name not in overrides]
-    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
-                            "narrowed_by_followers": parts.narrowed,
-                            "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
-                            "description": cfg.get("description", f"from {Path(path).name}"),
-                            # a floating base, or a tree that stands on two legs, is a humanoid's
-                            # unless the side file says otherwise
-                            "kind": cfg["kind"] if "kind" in cfg else ("humanoid" if parts.floating or (legs_by_tree and _biped(
-                                parts, shapes, boxes, zero, masses)) else "arm"),
-                            "board": cfg.get("board", "servos")}
-    if meta["kind"] == "humanoid" and not parts.floating and "kind" not in cfg:
-        notes.append("a humanoid: its tree stands on two legs (URDF files leave the base unattached to the "
-                     "world); a side file's [robot] kind = \"arm\" says otherwise")
-    if notes:
-        meta["notes"] = notes
-    if "floor_z_m" in cfg:
-        meta["floor_z_m"] = cfg["floor_z_m"]   # checked with the model's other numbers
+    # a floating base, or a tree that stands on two legs, is a humanoid's unless the side file says
+    # otherwise (the tree is not asked where it does)
+    humanoid = "kind" not in cfg and (parts.floating or (legs_by_tree and _biped(parts, shapes, boxes, zero, masses)))
+    meta = _meta(path, robot, parts, cfg, overrides, humanoid)
     if "path" in side:
         meta["path"] = path_section(side["path"], side_path)
     meta["visual_meshes"] = _visual_meshes(robot, parts, path)
@@ -890,6 +868,59 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
                    frames, meta, side_path)
     elif meta["kind"] != "arm":
         raise ConfigError(f"{side_path}: [robot] kind = {meta['kind']!r}; kinds are 'arm' and 'humanoid'")
+    tool = _tool_frame(cfg, meta, parts, frames, path, side_path)
+    allowed = _allowed_collisions(_table(side, "collision", side_path), parts, path, side_path)
+    if allowed:
+        meta["allowed_collisions"] = allowed
+    ws = _table(side, "workspace", side_path)
+    meta["workspace"] = {"reach_m": max(_reach(parts.joints, frames[tool], zero), 1e-3), **ws}
+    for section in ("balance", "servo"):
+        if section in side:
+            meta[section] = _table(side, section, side_path)
+    name = cfg.get("name", robot.name or Path(path).stem)
+    return dict(name=str(name), joints=parts.joints, frames=frames, tool_frame=tool, base_frame=parts.base,
+                link_names=parts.link_names, home=home, poses=poses, shapes=shapes, masses=masses, coms=coms,
+                meta=meta, source=side_path, inertias=inertias)
+
+
+def _side_robot(side: dict, side_path: str) -> dict:
+    """The side file's [robot] table, its sections and keys checked."""
+    unknown = set(side) - SIDE_SECTIONS
+    if unknown:
+        raise ConfigError(f"{side_path}: unknown section [{sorted(unknown)[0]}]; sections are "
+                          f"{', '.join(sorted(SIDE_SECTIONS))}")
+    cfg = _table(side, "robot", side_path)
+    bad = set(cfg) - SIDE_ROBOT_KEYS
+    if bad:
+        raise ConfigError(f"{side_path}: [robot] unknown key {sorted(bad)[0]!r}; keys are {', '.join(sorted(SIDE_ROBOT_KEYS))}")
+    return cfg
+
+
+def _meta(path: str, robot, parts, cfg: dict, overrides: dict, humanoid: bool) -> dict[str, Any]:
+    """What the model says of itself beside its tables: its file, the joints held or narrowed, its
+    rate, description, kind and board, and the notes `hil robots` prints."""
+    notes = [f"{j.name}: the file gives no range (continuous): ±{CONTINUOUS_RANGE_DEG:g}° assumed; set its "
+             f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
+             for j in robot.joints if j.type == "continuous" and j.name not in overrides]
+    meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
+                            "narrowed_by_followers": parts.narrowed,
+                            "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
+                            "description": cfg.get("description", f"from {Path(path).name}"),
+                            "kind": cfg.get("kind", "humanoid" if humanoid else "arm"),
+                            "board": cfg.get("board", "servos")}
+    if meta["kind"] == "humanoid" and not parts.floating and "kind" not in cfg:
+        notes.append("a humanoid: its tree stands on two legs (URDF files leave the base unattached to the "
+                     "world); a side file's [robot] kind = \"arm\" says otherwise")
+    if notes:
+        meta["notes"] = notes
+    if "floor_z_m" in cfg:
+        meta["floor_z_m"] = cfg["floor_z_m"]   # checked with the model's other numbers
+    return meta
+
+
+def _tool_frame(cfg: dict, meta: dict, parts, frames: dict, path: str, side_path: str) -> str:
+    """The frame `fk`, IK and the Cartesian tab use: the side file's, else a humanoid's left sole or
+    the end of an arm's longest chain; a link's own frame becomes an extra frame named "tool"."""
     link_frames = set(parts.link_names) | {parts.base}
     default_tool = "l_sole" if meta["kind"] == "humanoid" else _deepest(parts, frames)
     tool = cfg.get("tool_frame", default_tool)
@@ -898,19 +929,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if tool in link_frames:   # a link's own frame as the tool: an extra frame on it, named "tool"
         frames["tool"] = (parts.link_names.index(tool) if tool != parts.base else -1, np.eye(4))
         tool = "tool"
-    allowed = _allowed_collisions(_table(side, "collision", side_path), parts, path, side_path)
-    if allowed:
-        meta["allowed_collisions"] = allowed
-    ws = _table(side, "workspace", side_path)
-    meta["workspace"] = {"reach_m": max(_reach(parts.joints, frames[tool], zero), 1e-3), **ws}
-    if "balance" in side:
-        meta["balance"] = _table(side, "balance", side_path)
-    if "servo" in side:
-        meta["servo"] = _table(side, "servo", side_path)
-    name = cfg.get("name", robot.name or Path(path).stem)
-    return dict(name=str(name), joints=parts.joints, frames=frames, tool_frame=tool, base_frame=parts.base,
-                link_names=parts.link_names, home=home, poses=poses, shapes=shapes, masses=masses, coms=coms,
-                meta=meta, source=side_path, inertias=inertias)
+    return tool
 
 
 def _table(side: dict, key: str, side_path: str) -> dict:

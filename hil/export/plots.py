@@ -77,51 +77,16 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model, shadow: n
     fig = plt.figure(figsize=(3.0 * cols, 2.2 * joint_rows + 3.2 + (4.0 if humanoid else 0)), dpi=90)
     grid = fig.add_gridspec(joint_rows + 1 + (2 if humanoid else 0), cols)
     t = data["t"]
+    has_shadow = shadow is not None and len(shadow) > 0
     names = list(meta.get("joints") or model.joint_names)
-    for j in range(n):
-        ax = fig.add_subplot(grid[j // cols, j % cols])
-        cmd, meas = np.degrees(data["q_cmd"][:, j]), np.degrees(data["q_meas"][:, j])
-        ax.plot(t, meas, color="tab:blue", lw=0.8, label="measured")
-        ax.plot(t, cmd, color="tab:green", lw=1.2, label="commanded")
-        mid = 0.5 * (max(cmd.max(), meas.max()) + min(cmd.min(), meas.min()))
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(min(lo, mid - 1.0), max(hi, mid + 1.0))   # at least 2°: a still joint is not all noise
-        if shadow is not None and len(shadow):
-            ax.plot(shadow["t"], np.degrees(shadow["residual"][:, j]) + mid, color="tab:orange", lw=0.8,
-                    label="residual (+ mid)")
-        ax.set_title(names[j] if j < len(names) else f"joint {j}", fontsize=8)
-        ax.tick_params(labelsize=7)
-        if j == 0:
-            ax.set_ylabel("deg", fontsize=8)
-            ax.legend(fontsize=6, loc="best")
+    _joint_panels(fig, grid, cols, data, names, n, shadow if has_shadow else None)
     row = joint_rows
     third = max(cols // 3, 1)
-    ax = fig.add_subplot(grid[row, :third])
-    err = np.degrees(np.abs(data["q_cmd"] - data["q_meas"]).max(axis=1))
-    ax.plot(t, err, color="tab:red", lw=1)
-    ax.set_title("tracking error, worst joint (deg)", fontsize=9)
-    ax.set_xlabel("t (s)", fontsize=8)
-    ax = fig.add_subplot(grid[row, third:2 * third])
-    flags = data["safety_flags"].astype(np.int64)
-    for b, name in enumerate(FLAG_BITS):
-        on = (flags >> b) & 1 == 1
-        ax.plot(t[on], np.full(on.sum(), b), "|", ms=6, color="tab:purple")
-    faulted = data["faults"] != 0
-    ax.plot(t[faulted], np.full(faulted.sum(), len(FLAG_BITS)), "|", ms=6, color="tab:red")
-    ax.set_yticks(range(len(FLAG_BITS) + 1), [*FLAG_BITS, "board fault"], fontsize=7)
-    ax.set_ylim(-0.5, len(FLAG_BITS) + 0.5)
-    ax.set_title("safety flags and board faults", fontsize=9)
-    if len(t):
-        ax.set_xlim(t[0], t[-1] + 1e-3)
-    ax.set_xlabel("t (s)", fontsize=8)
-    ax = fig.add_subplot(grid[row, 2 * third:])
-    period = data["period_us"][1:].astype(float)
-    rate = float(meta.get("rate_hz") or (1e6 / np.median(period) if len(period) else 0))
-    if len(period):
-        ax.hist(period - 1e6 / rate, bins=60, color="tab:gray", log=True)
-    ax.set_title(f"loop period − {1e6 / rate:.0f} µs (µs)" if rate else "loop period", fontsize=9)
+    _tracking_panel(fig.add_subplot(grid[row, :third]), data)
+    _flags_panel(fig.add_subplot(grid[row, third:2 * third]), data)
+    rate = _period_panel(fig.add_subplot(grid[row, 2 * third:]), data, meta)
     panels = ["joints", "tracking error", "safety flags", "period histogram"]
-    if shadow is not None and len(shadow):
+    if has_shadow:
         panels.insert(1, "shadow residuals")
     if humanoid and set(SOLE_FRAMES) <= set(model.frame_names):
         ax = fig.add_subplot(grid[row + 1:, :])
@@ -138,3 +103,59 @@ def plot_recording(path_png: str, data: np.ndarray, meta: dict, model, shadow: n
     fig.savefig(path_png)
     plt.close(fig)
     return panels
+
+
+def _joint_panels(fig, grid, cols: int, data: np.ndarray, names: list, n: int, shadow) -> None:
+    """Per joint, commanded against measured (deg); the shadow's residual under it, where there is one."""
+    t = data["t"]
+    for j in range(n):
+        ax = fig.add_subplot(grid[j // cols, j % cols])
+        cmd, meas = np.degrees(data["q_cmd"][:, j]), np.degrees(data["q_meas"][:, j])
+        ax.plot(t, meas, color="tab:blue", lw=0.8, label="measured")
+        ax.plot(t, cmd, color="tab:green", lw=1.2, label="commanded")
+        mid = 0.5 * (max(cmd.max(), meas.max()) + min(cmd.min(), meas.min()))
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, mid - 1.0), max(hi, mid + 1.0))   # at least 2°: a still joint is not all noise
+        if shadow is not None:
+            ax.plot(shadow["t"], np.degrees(shadow["residual"][:, j]) + mid, color="tab:orange", lw=0.8,
+                    label="residual (+ mid)")
+        ax.set_title(names[j] if j < len(names) else f"joint {j}", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if j == 0:
+            ax.set_ylabel("deg", fontsize=8)
+            ax.legend(fontsize=6, loc="best")
+
+
+def _tracking_panel(ax, data: np.ndarray) -> None:
+    err = np.degrees(np.abs(data["q_cmd"] - data["q_meas"]).max(axis=1))
+    ax.plot(data["t"], err, color="tab:red", lw=1)
+    ax.set_title("tracking error, worst joint (deg)", fontsize=9)
+    ax.set_xlabel("t (s)", fontsize=8)
+
+
+def _flags_panel(ax, data: np.ndarray) -> None:
+    """Each safety flag and the board's faults, marked where they were up."""
+    t = data["t"]
+    flags = data["safety_flags"].astype(np.int64)
+    for b, name in enumerate(FLAG_BITS):
+        on = (flags >> b) & 1 == 1
+        ax.plot(t[on], np.full(on.sum(), b), "|", ms=6, color="tab:purple")
+    faulted = data["faults"] != 0
+    ax.plot(t[faulted], np.full(faulted.sum(), len(FLAG_BITS)), "|", ms=6, color="tab:red")
+    ax.set_yticks(range(len(FLAG_BITS) + 1), [*FLAG_BITS, "board fault"], fontsize=7)
+    ax.set_ylim(-0.5, len(FLAG_BITS) + 0.5)
+    ax.set_title("safety flags and board faults", fontsize=9)
+    if len(t):
+        ax.set_xlim(t[0], t[-1] + 1e-3)
+    ax.set_xlabel("t (s)", fontsize=8)
+
+
+def _period_panel(ax, data: np.ndarray, meta: dict) -> float:
+    """The loop period's histogram about its nominal; the loop's rate (Hz: the recording's, else
+    the median period's; 0 without periods)."""
+    period = data["period_us"][1:].astype(float)
+    rate = float(meta.get("rate_hz") or (1e6 / np.median(period) if len(period) else 0))
+    if len(period):
+        ax.hist(period - 1e6 / rate, bins=60, color="tab:gray", log=True)
+    ax.set_title(f"loop period − {1e6 / rate:.0f} µs (µs)" if rate else "loop period", fontsize=9)
+    return rate

@@ -135,93 +135,17 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
     block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
     freeze_heap(collect=False)   # (forked from the loop)
     conn.send(("info", link.info))
-    send_lock = threading.Lock()
-    exclusive = threading.Lock()  # held by calls that drive the port themselves (reconnect, timing)
-
-    def reply(req_id: int, ok: bool, value) -> None:
-        with send_lock:
-            try:
-                conn.send(("reply", req_id, ok, value))
-            except (OSError, ValueError):
-                pass
-
-    def call(req_id: int, name: str, args: tuple) -> None:
-        try:
-            if name == "set_joint_map":
-                link.joint_map = args[0]
-                value = None
-            else:
-                value = getattr(link, name)(*args)
-            if name == "reconnect":
-                block.ctrl[K_LOST] = 0
-            reply(req_id, True, value)
-        except BaseException as e:  # noqa: BLE001
-            reply(req_id, False, e)
-
-    cmd = np.zeros(1 + n)
-    state = np.zeros(_state_floats(n))
-    last_cmd_seq = int(block.ctrl[K_CMD_SEQ])
-    seen_estop = int(block.ctrl[K_ESTOP])
-    published = None
+    server = _PortServer(link, block, conn, n)
     orphaned = False
     try:
         while not block.ctrl[K_STOP] and os.getppid() == parent:
-            fds = [conn, efd]
-            if link.fileno() is not None and not block.ctrl[K_LOST] and not exclusive.locked():
-                fds.append(link.fileno())
-            try:
-                ready = select.select(fds, [], [], 0.002)[0]
-            except (OSError, ValueError):  # the port's fd closed under us by a reconnect
-                ready = []
-            if efd in ready:
-                try:
-                    os.eventfd_read(efd)
-                except BlockingIOError:
-                    pass
-            if int(block.ctrl[K_ESTOP]) != seen_estop:
-                seen_estop = int(block.ctrl[K_ESTOP])
-                try:
-                    link.estop()
-                except Exception:  # noqa: BLE001 - lost link: the board's watchdog stops it
-                    pass
-            if conn in ready:
-                try:
-                    msg = conn.recv()
-                except EOFError:  # the loop's end of the pipe closed: it is gone, or closing us
-                    orphaned = not block.ctrl[K_STOP]
-                    break
-                _, req_id, name, args = msg
-                if name in ("reconnect", "round_trips_ms", "set_joint_map"):
-                    def exclusive_call(req_id=req_id, name=name, args=args):
-                        with exclusive:
-                            call(req_id, name, args)
-                    threading.Thread(target=exclusive_call, daemon=True).start()
-                else:  # enable, disable, clear_faults: they wait for an ACK that poll() below delivers
-                    threading.Thread(target=call, args=(req_id, name, args), daemon=True).start()
+            ready = server.wait(efd)
+            server.estop_if_asked()
+            if conn in ready and not server.take_request():
+                orphaned = not block.ctrl[K_STOP]   # its end closed: the loop is gone, or closing us
+                break
             block.ctrl[K_HEARTBEAT_NS] = time.monotonic_ns()
-            if block.ctrl[K_LOST] or not exclusive.acquire(blocking=False):
-                continue
-            try:
-                s = int(block.ctrl[K_CMD_SEQ])
-                if s != last_cmd_seq:
-                    got = block.read(K_CMD_SEQ, block.cmd, cmd)
-                    if got < 0:  # the loop died while writing: the parent check above ends us
-                        continue
-                    last_cmd_seq = got
-                    link.send_positions(cmd[1:], hold=bool(cmd[0]))
-                sample = link.poll()
-                if sample is not None and sample is not published:
-                    published = sample
-                    _pack(sample, state, n)
-                    block.write(K_STATE_SEQ, block.state, state)
-                    block.ctrl[K_STATE_COUNT] += 1
-                block.ctrl[K_DROPPED] = link.rejected_frames
-            except LinkLostError as e:
-                block.set_reason(e.strerror or str(e))
-                block.ctrl[K_LOST] = 1
-                published = None
-            finally:
-                exclusive.release()
+            server.exchange()
         if (orphaned or os.getppid() != parent) and not block.ctrl[K_LOST]:
             # the loop's process died without stopping us: nothing drives the robot any more
             try:
@@ -236,6 +160,110 @@ def _serve(port: str, baud: int, link_timeout_s: float, n: int, realtime: bool, 
         raise
     finally:
         link.close()
+
+
+class _PortServer:
+    """The port process's side of the link between its passes: the requests the loop sends (each
+    answered from a thread of its own), the newest command out, the newest state in."""
+
+    def __init__(self, link, block: "_Block", conn, n: int) -> None:
+        self.link, self.block, self.conn, self.n = link, block, conn, n
+        self.send_lock = threading.Lock()
+        self.exclusive = threading.Lock()  # held by calls that drive the port themselves (reconnect, timing)
+        self.cmd = np.zeros(1 + n)
+        self.state = np.zeros(_state_floats(n))
+        self.last_cmd_seq = int(block.ctrl[K_CMD_SEQ])
+        self.seen_estop = int(block.ctrl[K_ESTOP])
+        self.published = None
+
+    def wait(self, efd: int) -> list:
+        """Until the loop sends a request or wakes us (its eventfd), the port has bytes, or 2 ms."""
+        link, block = self.link, self.block
+        fds = [self.conn, efd]
+        if link.fileno() is not None and not block.ctrl[K_LOST] and not self.exclusive.locked():
+            fds.append(link.fileno())
+        try:
+            ready = select.select(fds, [], [], 0.002)[0]
+        except (OSError, ValueError):  # the port's fd closed under us by a reconnect
+            ready = []
+        if efd in ready:
+            try:
+                os.eventfd_read(efd)
+            except BlockingIOError:
+                pass
+        return ready
+
+    def estop_if_asked(self) -> None:
+        if int(self.block.ctrl[K_ESTOP]) != self.seen_estop:
+            self.seen_estop = int(self.block.ctrl[K_ESTOP])
+            try:
+                self.link.estop()
+            except Exception:  # noqa: BLE001 - lost link: the board's watchdog stops it
+                pass
+
+    def take_request(self) -> bool:
+        """The loop's next request, started on a thread of its own; False when the loop's end of the
+        pipe has closed."""
+        try:
+            _, req_id, name, args = self.conn.recv()
+        except EOFError:
+            return False
+        if name in ("reconnect", "round_trips_ms", "set_joint_map"):
+            def exclusive_call(req_id=req_id, name=name, args=args):
+                with self.exclusive:
+                    self._call(req_id, name, args)
+            threading.Thread(target=exclusive_call, daemon=True).start()
+        else:  # enable, disable, clear_faults: they wait for an ACK that `exchange` delivers
+            threading.Thread(target=self._call, args=(req_id, name, args), daemon=True).start()
+        return True
+
+    def _call(self, req_id: int, name: str, args: tuple) -> None:
+        try:
+            if name == "set_joint_map":
+                self.link.joint_map = args[0]
+                value = None
+            else:
+                value = getattr(self.link, name)(*args)
+            if name == "reconnect":
+                self.block.ctrl[K_LOST] = 0
+            self._reply(req_id, True, value)
+        except BaseException as e:  # noqa: BLE001
+            self._reply(req_id, False, e)
+
+    def _reply(self, req_id: int, ok: bool, value) -> None:
+        with self.send_lock:
+            try:
+                self.conn.send(("reply", req_id, ok, value))
+            except (OSError, ValueError):
+                pass
+
+    def exchange(self) -> None:
+        """The loop's newest command to the board, the board's newest state to the loop (unless the
+        link is lost, or a call that drives the port itself holds it)."""
+        block = self.block
+        if block.ctrl[K_LOST] or not self.exclusive.acquire(blocking=False):
+            return
+        try:
+            s = int(block.ctrl[K_CMD_SEQ])
+            if s != self.last_cmd_seq:
+                got = block.read(K_CMD_SEQ, block.cmd, self.cmd)
+                if got < 0:  # the loop died while writing: the parent check in `_serve` ends us
+                    return
+                self.last_cmd_seq = got
+                self.link.send_positions(self.cmd[1:], hold=bool(self.cmd[0]))
+            sample = self.link.poll()
+            if sample is not None and sample is not self.published:
+                self.published = sample
+                _pack(sample, self.state, self.n)
+                block.write(K_STATE_SEQ, block.state, self.state)
+                block.ctrl[K_STATE_COUNT] += 1
+            block.ctrl[K_DROPPED] = self.link.rejected_frames
+        except LinkLostError as e:
+            block.set_reason(e.strerror or str(e))
+            block.ctrl[K_LOST] = 1
+            self.published = None
+        finally:
+            self.exclusive.release()
 
 
 def _pack(sample: StateSample, state: np.ndarray, n: int) -> None:

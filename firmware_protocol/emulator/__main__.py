@@ -248,13 +248,14 @@ class Runner:
                 else:
                     raise
 
+    TICK_S = 0.001   # the board's control tick
+
     def run(self, master: int, duration: float | None, stop) -> int:
         board = self.board
         t0 = time.monotonic()
         board.boot(t0)
         board.last_heartbeat = t0 - 1.0
-        period = 0.001
-        next_tick = t0
+        self.next_tick = t0
         last_wake = None
         reboots = sorted(self.faults.reboots)
         bad_states = sorted(self.faults.bad_states)
@@ -269,21 +270,8 @@ class Runner:
                 return 0
             if self.faults.disconnect_at is not None and rel >= self.faults.disconnect_at:
                 return 3
-            if reboots and rel >= reboots[0]:
-                reboots.pop(0)
-                board.boot(now)
-            if self.usr1:
-                self.usr1 = False
-                if self.faults.mute_on_usr1:
-                    self.faults.mutes.append((rel, self.faults.mute_on_usr1))
-                if self.faults.stall_on_usr1:
-                    self.faults.stalls.append((rel, self.faults.stall_on_usr1))
-            stalled = any(at <= rel < at + dur for at, dur in self.faults.stalls)
-            muted = any(at <= rel < at + dur for at, dur in self.faults.mutes)
-            if bad_states and rel >= bad_states[0]:
-                bad_states.pop(0)
-                self.send([self._bad_state()], now)
-            wake = next_tick
+            stalled, muted = self._faults_at(rel, now, reboots, bad_states)
+            wake = self.next_tick
             if self.queue and not stalled:
                 wake = min(wake, self.queue[0][0])
             timeout = max(0.0, wake - now)
@@ -297,31 +285,59 @@ class Runner:
             self.woke_late = max(0.0, now - last_wake - timeout - 0.001) if last_wake is not None else 0.0
             last_wake = now
             if r:
-                try:
-                    data = os.read(master, 4096)
-                except OSError as e:
-                    if e.errno == errno.EIO:
-                        data = b""
-                    else:
-                        raise
-                if data and not stalled:
-                    frames = self.decoder.feed(self._mangle(data))
-                    board.rx_refused = self.decoder.stats.dropped
-                    for frame in frames:
-                        self.send(board.receive(frame, now), now)
-            if now >= next_tick:
-                if stalled:
-                    board.now = now  # frozen firmware: time passes, nothing is computed or sent
-                else:
-                    self.send(board.tick(now), now)
-                next_tick += period
-                if next_tick < now - 0.05:
-                    next_tick = now + period
+                self._receive(master, now, stalled)
+            self._tick(now, stalled)
             if muted:
                 self.queue.clear()  # replies lost on the way: the host hears nothing
             if not stalled:
                 self.flush(master, now)
         return 0
+
+    def _faults_at(self, rel: float, now: float, reboots: list, bad_states: list) -> tuple[bool, bool]:
+        """The injected faults due at `rel` s: a reboot, a SIGUSR1's mute or stall, a bad STATE
+        sent; (stalled, muted) now."""
+        if reboots and rel >= reboots[0]:
+            reboots.pop(0)
+            self.board.boot(now)
+        if self.usr1:
+            self.usr1 = False
+            if self.faults.mute_on_usr1:
+                self.faults.mutes.append((rel, self.faults.mute_on_usr1))
+            if self.faults.stall_on_usr1:
+                self.faults.stalls.append((rel, self.faults.stall_on_usr1))
+        if bad_states and rel >= bad_states[0]:
+            bad_states.pop(0)
+            self.send([self._bad_state()], now)
+        stalled = any(at <= rel < at + dur for at, dur in self.faults.stalls)
+        muted = any(at <= rel < at + dur for at, dur in self.faults.mutes)
+        return stalled, muted
+
+    def _receive(self, master: int, now: float, stalled: bool) -> None:
+        """The host's bytes: each whole frame to the board, its replies queued (a stalled board
+        reads nothing)."""
+        try:
+            data = os.read(master, 4096)
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            data = b""
+        if data and not stalled:
+            frames = self.decoder.feed(self._mangle(data))
+            self.board.rx_refused = self.decoder.stats.dropped
+            for frame in frames:
+                self.send(self.board.receive(frame, now), now)
+
+    def _tick(self, now: float, stalled: bool) -> None:
+        """The board's control tick, each millisecond (caught up after a long stall, not replayed)."""
+        if now < self.next_tick:
+            return
+        if stalled:
+            self.board.now = now  # frozen firmware: time passes, nothing is computed or sent
+        else:
+            self.send(self.board.tick(now), now)
+        self.next_tick += self.TICK_S
+        if self.next_tick < now - 0.05:
+            self.next_tick = now + self.TICK_S
 
     def _bad_state(self) -> bytes:
         """A STATE that frames and checks correctly but carries one joint more than the board has."""

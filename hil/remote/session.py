@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from hil.errors import HilError, InputError
@@ -31,6 +32,19 @@ def zenoh_module():
     return zenoh
 
 
+def _one_line(message: str) -> str:
+    """Zenoh's parser error (a caret drawn under the line, the Rust source it came from) as one
+    line: where in the file, and what it expected."""
+    where = re.search(r"-->\s*(\d+):(\d+)", message)
+    what = re.search(r"^\s*=\s*(.+?)(?:\s+at\s+\S+\.rs:\d+)?\.?\s*$", message, re.M)
+    if where and what:   # its JSON5 syntax
+        return f"line {where.group(1)}, column {where.group(2)}: {what.group(1)}"
+    value = re.search(r'msg: "(.*?)", location: Some\(Location \{ line: (\d+), column: (\d+)', message)
+    if value:            # a value its schema does not take
+        return f"line {value.group(2)}, column {value.group(3)}: {value.group(1)}"
+    return re.sub(r"\s+at\s+\S+\.rs:\d+\.?", "", " ".join(message.split()))
+
+
 def load_config(path: str | None, connect: str | None = None):
     """A zenoh.Config: the user's file (JSON5, Zenoh's own format) or Zenoh's defaults (peer mode,
     multicast scouting), without Zenoh's shared-memory transport unless the file names it, plus
@@ -42,7 +56,7 @@ def load_config(path: str | None, connect: str | None = None):
         try:
             config = zenoh.Config.from_file(path)
         except Exception as e:   # noqa: BLE001 - Zenoh's parser: any error is the file's
-            raise InputError(f"--zenoh-config {path}: not a Zenoh config ({e})") from None
+            raise InputError(f"--zenoh-config {path}: not a Zenoh config ({_one_line(str(e))})") from None
     else:
         config = zenoh.Config()
     if path is None or "shared_memory" not in Path(path).read_text(encoding="utf-8", errors="replace"):

@@ -253,3 +253,22 @@ def test_an_estop_from_any_peer_is_accepted(remote_run):
         assert local.wait(lambda s: s.board_state == 4, timeout_s=10) is not None
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("text,said", [
+    ("{ garbage", "line 1, column 1: expected array, boolean, null, number, object, or string"),
+    ('{ mode: "peer" }\n{', "line 2, column 1: expected EOI"),
+    ('{ mode: "nonsense" }', "line 1, column 9: unknown variant `nonsense`"),
+])
+def test_a_zenoh_config_zenoh_cannot_read_is_one_line_naming_where(tmp_path, text, said):
+    """Zenoh's parser says what it expected over several lines, with a caret under the file's line
+    and the Rust source it came from: said in one line, where in the file and what it expected."""
+    from hil.remote.session import load_config
+
+    path = tmp_path / "z.json5"
+    path.write_text(text)
+    with pytest.raises(HilError) as e:
+        load_config(str(path))
+    message = str(e.value)
+    assert message.startswith(f"--zenoh-config {path}: not a Zenoh config (") and said in message, message
+    assert "\n" not in message and ".rs:" not in message, message

@@ -18,6 +18,7 @@ import math
 import os
 import select
 import signal
+import stat
 import struct
 import sys
 import time
@@ -478,14 +479,36 @@ class Eeprom:
     """The servos' EEPROM kept in a file across the emulator's runs (a power cycle): each servo's
     bytes below its table's EEPROM end, by bus kind and id, as JSON of hex strings."""
 
+    MAX_BYTES = 1 << 20   # 253 servos of any table fit in a few hundred KB
+
     def __init__(self, path: str) -> None:
         self.path = path
+        self.data = self.read(path)
+
+    @classmethod
+    def read(cls, path: str) -> dict[str, bytes]:
+        """The servos' saved bytes (none yet where the file does not exist). ValueError, naming the
+        file, where it is not one this emulator wrote: it would be overwritten at the first save."""
         try:
-            with open(path, encoding="ascii") as f:
-                raw = json.load(f)
-            self.data = {k: bytes.fromhex(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
-        except (OSError, ValueError, TypeError):
-            self.data = {}
+            st = os.stat(path)
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path}: not a regular file; give a file name for the servos' EEPROM")
+        why = "too big" if st.st_size > cls.MAX_BYTES else None
+        if why is None:
+            try:
+                with open(path, encoding="ascii") as f:
+                    raw = json.load(f)
+                return {_eeprom_key(k): bytes.fromhex(v) for k, v in raw.items()}
+            except OSError as e:
+                raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+            except (ValueError, TypeError, AttributeError) as e:
+                why = str(e) or type(e).__name__
+        raise ValueError(f"{path}: not a servos' EEPROM file this emulator wrote ({why}), and it would be "
+                         "overwritten; give a new file name, or remove the file to start from the factory's")
 
     def load(self, kind: str, servo_id: int) -> bytes | None:
         return self.data.get(f"{kind}:{servo_id}")
@@ -496,6 +519,14 @@ class Eeprom:
         with open(tmp, "w", encoding="ascii") as f:
             json.dump({k: v.hex() for k, v in self.data.items()}, f)
         os.replace(tmp, self.path)
+
+
+def _eeprom_key(key: str) -> str:
+    """An EEPROM file's key, `bus:id` (as `Eeprom.save` writes them); ValueError otherwise."""
+    bus, _, sid = key.partition(":")
+    if bus not in ("dynamixel1", "dynamixel2", "feetech") or not sid.isdigit() or not 0 <= int(sid) <= 253:
+        raise ValueError(f"key {key!r} is not a servo (bus:id)")
+    return key
 
 
 def _baud_of(bus: str, code: int) -> float | None:
@@ -1024,6 +1055,10 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
         raise SystemExit(f"emulator: --servos: {e}") from None
     faults = parse_faults(args.fault)
     hands = parse_hands(args.hand)
+    try:
+        eeprom = Eeprom(args.eeprom) if args.eeprom else None
+    except ValueError as e:
+        raise SystemExit(f"emulator: --eeprom {e}") from None
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
     stopping: list[int] = []
@@ -1036,7 +1071,7 @@ def main(argv: list[str] | None = None, bridge_for=None) -> int:
           f"{path} at {args.baud:.0f} baud", file=sys.stderr, flush=True)
     emu = Emulator(args.bus, servos, args.baud, args.echo, (args.return_delay_us or 0.0) * 1e-6, faults,
                    strict_baud=not args.any_baud, plant=None if bridge_for is None else bridge_for(servos),
-                   hands=hands, eeprom=Eeprom(args.eeprom) if args.eeprom else None, factory=args.factory,
+                   hands=hands, eeprom=eeprom, factory=args.factory,
                    delay_given=args.return_delay_us is not None)
     try:
         code = emu.run(master, lambda: bool(stopping))

@@ -94,7 +94,7 @@ def run(args) -> int:
 def _bus(args, model) -> int:
     """Become the servo bus emulator for the config (shipped for --bus, or --board-config)."""
     from hil import emulator_launch
-    from hil.inputs import number, writable_file
+    from hil.inputs import number
     from hil.runtime.supervisor import RunRequest, bus_config
 
     config = bus_config(RunRequest(robot=model.spec, bus=args.bus, board_config=args.board_config), model)
@@ -107,7 +107,7 @@ def _bus(args, model) -> int:
     for spec in args.fault or ():
         emulator_launch.check_bus_fault(spec)
     if args.eeprom is not None:
-        writable_file(args.eeprom, "--eeprom")
+        _check_eeprom(args.eeprom)
     if args.return_delay_us is not None:
         number(args.return_delay_us, "--return-delay-us", 0, 508, "µs")
     if args.baud is not None:
@@ -133,3 +133,16 @@ def _become_the_emulator(argv: list[str]) -> None:
     as_a_board_cpu(0)
     sys.stdout.flush()
     os.execv(argv[0], argv)
+
+
+def _check_eeprom(path: str) -> None:
+    """--eeprom: a file the emulator wrote, or a new one it can write; never another file, which
+    its first save would overwrite."""
+    from firmware_protocol.buses.emulator import Eeprom
+    from hil.inputs import writable_file
+
+    try:
+        Eeprom.read(path)
+    except ValueError as e:
+        raise InputError(f"--eeprom {e}") from None
+    writable_file(path, "--eeprom")

@@ -263,3 +263,24 @@ def test_a_twin_path_file_that_is_not_a_planned_path_is_refused_before_any_windo
                             str(path)], capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 2 and f"--path {path}" in r.stderr and said in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "no display" not in r.stderr, r.stderr
+
+
+def test_an_eeprom_file_that_the_emulator_did_not_write_is_refused_and_kept(tmp_path):
+    """`hil emulate --bus … --eeprom FILE` read any file it could not parse as empty servos and
+    overwrote it at the first save (a user's own JSON, gone); a FIFO hung it."""
+    import subprocess
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"important": "data"}')
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, said in ((mine, "key 'important' is not a servo"), (binary, "not a servos' EEPROM file"),
+                       (fifo, "not a regular file"), (tmp_path, "not a regular file")):
+        before = path.read_bytes() if path.is_file() else None
+        r = subprocess.run([*HIL, "emulate", "--robot", "so101", "--bus", "feetech", "--eeprom", str(path)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and f"--eeprom {path}" in r.stderr and said in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout, r.stdout + r.stderr
+        assert before is None or path.read_bytes() == before

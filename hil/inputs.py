@@ -4,6 +4,7 @@ names what, where and what to do, before anything connects or moves."""
 from __future__ import annotations
 
 import math
+import errno
 import os
 import stat
 import tempfile
@@ -89,13 +90,28 @@ def writable_file(path: str | None, what: str) -> None:
     # what the permission bits do not say (a read-only mount, /proc; root passes every access
     # check): tried, leaving nothing behind and the file as it was
     try:
-        if os.path.exists(path):
+        if os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode):
+            _hold_fifo_reader(path)
+        elif os.path.exists(path):
             with open(path, "ab"):
                 pass
         else:
             can_create_in(folder)
     except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise InputError(f"{what} {path}: a FIFO no process reads; start its reader first, or give a file "
+                             "name") from None
         raise InputError(f"{what} {path}: cannot write there ({e.strerror or e}); choose another path") from None
+
+
+_FIFOS_HELD: list[int] = []
+
+
+def _hold_fifo_reader(path: str) -> None:
+    """A FIFO is writable while a process reads it: asked without blocking (ENXIO: none does; a
+    blocking open would wait for one forever), and the write end kept open until this process ends,
+    so that the reader does not take this check's close for the end of its input."""
+    _FIFOS_HELD.append(os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))
 
 
 def can_create_in(folder: str) -> None:

@@ -284,3 +284,27 @@ def test_an_eeprom_file_that_the_emulator_did_not_write_is_refused_and_kept(tmp_
         assert r.returncode == 2 and f"--eeprom {path}" in r.stderr and said in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout, r.stdout + r.stderr
         assert before is None or path.read_bytes() == before
+
+
+def test_a_fifo_as_an_output_file_is_written_while_read_and_refused_before_the_run_when_not(tmp_path):
+    """`--stats-json FIFO` hung before the run when nothing read the FIFO (the check's open waited
+    for a reader), and a reader took the check's close for the end of its input, so the run's
+    own write hung at its end; `--record FIFO` ran the robot, then failed (a recording is updated
+    in place)."""
+    import subprocess
+    import threading
+
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    run = [*HIL, "run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "0.3"]
+    for extra, said in ((["--stats-json", str(fifo)], "a FIFO no process reads"),
+                        (["--record", str(fifo)], "not a regular file")):
+        r = subprocess.run(run + extra, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and said in r.stderr and "board emulator" not in r.stdout, r.stdout + r.stderr
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    r = subprocess.run(run + ["--stats-json", str(fifo)], capture_output=True, text=True, timeout=60)
+    reader.join(timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert got and json.loads(got[0])["robot"] == "puma560", got

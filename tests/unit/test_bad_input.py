@@ -296,7 +296,8 @@ def test_a_fifo_as_an_output_file_is_written_while_read_and_refused_before_the_r
 
     fifo = tmp_path / "stats.fifo"
     os.mkfifo(fifo)
-    run = [*HIL, "run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "0.3"]
+    # (no CPU of its own: this file's tests run beside the loop tests, which hold the CPUs)
+    run = [*HIL, "run", "--robot", "puma560", "--dry-run", "--headless", "--duration", "0.3", "--no-realtime"]
     for extra, said in ((["--stats-json", str(fifo)], "a FIFO no process reads"),
                         (["--record", str(fifo)], "not a regular file")):
         r = subprocess.run(run + extra, capture_output=True, text=True, timeout=60)

@@ -3,8 +3,8 @@ names what, where and what to do, before anything connects or moves."""
 
 from __future__ import annotations
 
-import math
 import errno
+import math
 import os
 import stat
 import tempfile
@@ -76,12 +76,16 @@ def read_text(path: str, what: str = "file", limit: int = MAX_TEXT_BYTES) -> str
     return text
 
 
-def writable_file(path: str | None, what: str) -> None:
-    """Refuse a path that cannot be written: its folder missing or read-only, or a folder itself."""
+def writable_file(path: str | None, what: str, in_place: bool = False) -> None:
+    """Refuse a path that cannot be written: its folder missing or read-only, or a folder itself;
+    `in_place` (a recording, updated where it lies as it grows), anything but a regular file."""
     if path is None:
         return
     if os.path.isdir(path):
         raise InputError(f"{what} {path}: is a folder; give a file name")
+    if in_place and os.path.exists(path) and not os.path.isfile(path):
+        raise InputError(f"{what} {path}: not a regular file (a FIFO, a device); it is a file hil updates in place "
+                         "as it goes: give a file name")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"{what} {path}: the folder {folder} does not exist; create it or choose another path")

@@ -319,7 +319,7 @@ def record(client, args) -> int:
             raise InputError(f"record start: {args.file}: a recording is a .npy file (numpy.load reads it)")
         from hil.inputs import writable_file
 
-        writable_file(args.file, "record start")   # said here, with what to do, not as the loop's errno
+        writable_file(args.file, "record start", in_place=True)   # said here, with what to do, not as the loop's errno
         answer = remote.post_record_start(client, args.file)
     else:
         if args.file:

@@ -119,11 +119,7 @@ def check(req: RunRequest, model, bus=None) -> float:
     if req.dry_run and bus is None:   # a board the emulator cannot be is the request's, said before the CPUs
         emulator_launch.board_kind(model)
     _check_zenoh(req)
-    if req.record and os.path.exists(req.record) and not os.path.isfile(req.record):
-        # (a FIFO, a device: the recording is written in place, its header kept up to date)
-        raise InputError(f"--record {req.record}: not a regular file; a recording is a file hil updates in "
-                         "place as it goes: give a file name")
-    writable_file(req.record, "--record")
+    writable_file(req.record, "--record", in_place=True)
     if req.record:
         _check_room_to_record(req, model.n, rate)
     writable_file(req.stats_json, "--stats-json")

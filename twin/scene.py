@@ -153,7 +153,7 @@ def connectors(model, min_gap: float = 0.002) -> list:
     for sh in model.shapes:
         by_link.setdefault(sh.link, []).append(sh)
     out = []
-    for j, joint in enumerate(model.joints):
+    for j, joint in enumerate(model.joints + model.followers):
         origin_in_parent = np.asarray(joint.placement, float)[:3, 3]
         for link, p in ((joint.parent, origin_in_parent), (j, np.zeros(3))):
             shapes = by_link.get(link)

@@ -34,7 +34,7 @@ class _Calls:
         self.kin, self.mt, self.it = kin, mt, it
         self.n = model.n
         self.poses = np.empty((len(model.frame_names), 4, 4))
-        self.work = np.zeros((model.n + 1, DK.W_WIDTH))
+        self.work = np.zeros((model.n_links + 1, DK.W_WIDTH))
         self.wrench = np.empty(6)
         self.fixed = np.zeros(9)
         self.fixed[8] = GRAVITY   # a fixed base under gravity: its origin "accelerates" up by g

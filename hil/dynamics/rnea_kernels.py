@@ -18,7 +18,7 @@ arrays come from the caller, the status is the first non-finite input or -1.
 from __future__ import annotations
 
 from hil._jit import kernel
-from hil.kinematics.kernels import HDR_N, K_AXIS, K_PARENT, MT_COM, MT_MASS, check_q, fk_all_core
+from hil.kinematics.kernels import HDR_N, HDR_NQ, K_AXIS, K_LEADER, K_MUL, K_PARENT, MT_COM, MT_MASS, check_q, fk_all_core
 
 # columns of the work rows (one row per body: 0 the base, i + 1 link i)
 W_OMEGA, W_ALPHA, W_ACC, W_F, W_N, W_AXIS, W_WIDTH = 0, 3, 6, 9, 12, 15, 18
@@ -86,63 +86,87 @@ def _body_wrench(poses, mt, it, work, b):
 @kernel(inline="always")
 def _forward(q, qd, qdd, kin, poses, work, n):
     """ω, α and the origin's linear acceleration of every link, root to leaves (row 0: the base, set
-    by the caller); each link's joint axis in base coordinates too."""
-    for i in range(n):
+    by the caller); each link's joint axis in base coordinates too. A follower turns at its
+    multiplier times its leader's rate (its offset is a position only)."""
+    nq = int(kin[0, HDR_NQ])
+    for i in range(nq):
+        _forward_link(kin, poses, work, i + 1, qd[i], qdd[i])
+    for i in range(nq, n):
         j = i + 1
-        p = int(kin[j, K_PARENT]) + 1
-        # the axis in base coordinates: the link's rotation times its local axis
-        kx, ky, kz = kin[j, K_AXIS], kin[j, K_AXIS + 1], kin[j, K_AXIS + 2]
-        zx = poses[j, 0, 0] * kx + poses[j, 0, 1] * ky + poses[j, 0, 2] * kz
-        zy = poses[j, 1, 0] * kx + poses[j, 1, 1] * ky + poses[j, 1, 2] * kz
-        zz = poses[j, 2, 0] * kx + poses[j, 2, 1] * ky + poses[j, 2, 2] * kz
-        work[j, W_AXIS] = zx
-        work[j, W_AXIS + 1] = zy
-        work[j, W_AXIS + 2] = zz
-        pwx, pwy, pwz = work[p, W_OMEGA], work[p, W_OMEGA + 1], work[p, W_OMEGA + 2]
-        pax, pay, paz = work[p, W_ALPHA], work[p, W_ALPHA + 1], work[p, W_ALPHA + 2]
-        # the origin, fixed in the parent: a = a_p + α_p × r + ω_p × (ω_p × r)
-        rx = poses[j, 0, 3] - poses[p, 0, 3]
-        ry = poses[j, 1, 3] - poses[p, 1, 3]
-        rz = poses[j, 2, 3] - poses[p, 2, 3]
-        t1x, t1y, t1z = _cross(pax, pay, paz, rx, ry, rz)
-        t2x, t2y, t2z = _cross(pwx, pwy, pwz, rx, ry, rz)
-        t3x, t3y, t3z = _cross(pwx, pwy, pwz, t2x, t2y, t2z)
-        work[j, W_ACC] = work[p, W_ACC] + t1x + t3x
-        work[j, W_ACC + 1] = work[p, W_ACC + 1] + t1y + t3y
-        work[j, W_ACC + 2] = work[p, W_ACC + 2] + t1z + t3z
-        qdi = qd[i]
-        work[j, W_OMEGA] = pwx + zx * qdi
-        work[j, W_OMEGA + 1] = pwy + zy * qdi
-        work[j, W_OMEGA + 2] = pwz + zz * qdi
-        cx, cy, cz = _cross(pwx, pwy, pwz, zx * qdi, zy * qdi, zz * qdi)
-        qddi = qdd[i]
-        work[j, W_ALPHA] = pax + zx * qddi + cx
-        work[j, W_ALPHA + 1] = pay + zy * qddi + cy
-        work[j, W_ALPHA + 2] = paz + zz * qddi + cz
+        k = int(kin[j, K_LEADER])
+        _forward_link(kin, poses, work, j, kin[j, K_MUL] * qd[k], kin[j, K_MUL] * qdd[k])
+
+
+@kernel(inline="always")
+def _forward_link(kin, poses, work, j, qdi, qddi):
+    """Work row j (link j − 1) from its parent's, its joint turning at qdi, accelerating at qddi."""
+    p = int(kin[j, K_PARENT]) + 1
+    # the axis in base coordinates: the link's rotation times its local axis
+    kx, ky, kz = kin[j, K_AXIS], kin[j, K_AXIS + 1], kin[j, K_AXIS + 2]
+    zx = poses[j, 0, 0] * kx + poses[j, 0, 1] * ky + poses[j, 0, 2] * kz
+    zy = poses[j, 1, 0] * kx + poses[j, 1, 1] * ky + poses[j, 1, 2] * kz
+    zz = poses[j, 2, 0] * kx + poses[j, 2, 1] * ky + poses[j, 2, 2] * kz
+    work[j, W_AXIS] = zx
+    work[j, W_AXIS + 1] = zy
+    work[j, W_AXIS + 2] = zz
+    pwx, pwy, pwz = work[p, W_OMEGA], work[p, W_OMEGA + 1], work[p, W_OMEGA + 2]
+    pax, pay, paz = work[p, W_ALPHA], work[p, W_ALPHA + 1], work[p, W_ALPHA + 2]
+    # the origin, fixed in the parent: a = a_p + α_p × r + ω_p × (ω_p × r)
+    rx = poses[j, 0, 3] - poses[p, 0, 3]
+    ry = poses[j, 1, 3] - poses[p, 1, 3]
+    rz = poses[j, 2, 3] - poses[p, 2, 3]
+    t1x, t1y, t1z = _cross(pax, pay, paz, rx, ry, rz)
+    t2x, t2y, t2z = _cross(pwx, pwy, pwz, rx, ry, rz)
+    t3x, t3y, t3z = _cross(pwx, pwy, pwz, t2x, t2y, t2z)
+    work[j, W_ACC] = work[p, W_ACC] + t1x + t3x
+    work[j, W_ACC + 1] = work[p, W_ACC + 1] + t1y + t3y
+    work[j, W_ACC + 2] = work[p, W_ACC + 2] + t1z + t3z
+    work[j, W_OMEGA] = pwx + zx * qdi
+    work[j, W_OMEGA + 1] = pwy + zy * qdi
+    work[j, W_OMEGA + 2] = pwz + zz * qdi
+    cx, cy, cz = _cross(pwx, pwy, pwz, zx * qdi, zy * qdi, zz * qdi)
+    work[j, W_ALPHA] = pax + zx * qddi + cx
+    work[j, W_ALPHA + 1] = pay + zy * qddi + cy
+    work[j, W_ALPHA + 2] = paz + zz * qddi + cz
 
 
 @kernel(inline="always")
 def _backward(kin, poses, mt, it, work, tau, n):
     """Wrenches leaves to root: each link's own plus its children's, passed on to the parent
-    (the moment moved to the parent's origin); τ_i = axis_i · moment_i."""
+    (the moment moved to the parent's origin); τ_i = axis_i · moment_i. A follower's torque is
+    its leader's to give, times the multiplier (virtual work: the mechanism turns it so); the
+    followers come last, so they are passed up first."""
     for b in range(n + 1):
         _body_wrench(poses, mt, it, work, b)
-    for i in range(n - 1, -1, -1):
+    nq = int(kin[0, HDR_NQ])
+    for c in range(nq):
+        tau[c] = 0.0
+    for i in range(n - 1, nq - 1, -1):
         j = i + 1
-        tau[i] = (work[j, W_AXIS] * work[j, W_N] + work[j, W_AXIS + 1] * work[j, W_N + 1]
-                  + work[j, W_AXIS + 2] * work[j, W_N + 2])
-        p = int(kin[j, K_PARENT]) + 1
-        rx = poses[j, 0, 3] - poses[p, 0, 3]
-        ry = poses[j, 1, 3] - poses[p, 1, 3]
-        rz = poses[j, 2, 3] - poses[p, 2, 3]
-        fx, fy, fz = work[j, W_F], work[j, W_F + 1], work[j, W_F + 2]
-        mx, my, mz = _cross(rx, ry, rz, fx, fy, fz)
-        work[p, W_F] += fx
-        work[p, W_F + 1] += fy
-        work[p, W_F + 2] += fz
-        work[p, W_N] += work[j, W_N] + mx
-        work[p, W_N + 1] += work[j, W_N + 1] + my
-        work[p, W_N + 2] += work[j, W_N + 2] + mz
+        tau[int(kin[j, K_LEADER])] += kin[j, K_MUL] * _pass_up(kin, poses, work, j)
+    for i in range(nq - 1, -1, -1):
+        tau[i] += _pass_up(kin, poses, work, i + 1)
+
+
+@kernel(inline="always")
+def _pass_up(kin, poses, work, j):
+    """Work row j's wrench added to its parent's (the moment moved to the parent's origin); returns
+    the moment about its joint's axis."""
+    torque = (work[j, W_AXIS] * work[j, W_N] + work[j, W_AXIS + 1] * work[j, W_N + 1]
+              + work[j, W_AXIS + 2] * work[j, W_N + 2])
+    p = int(kin[j, K_PARENT]) + 1
+    rx = poses[j, 0, 3] - poses[p, 0, 3]
+    ry = poses[j, 1, 3] - poses[p, 1, 3]
+    rz = poses[j, 2, 3] - poses[p, 2, 3]
+    fx, fy, fz = work[j, W_F], work[j, W_F + 1], work[j, W_F + 2]
+    mx, my, mz = _cross(rx, ry, rz, fx, fy, fz)
+    work[p, W_F] += fx
+    work[p, W_F + 1] += fy
+    work[p, W_F + 2] += fz
+    work[p, W_N] += work[j, W_N] + mx
+    work[p, W_N + 1] += work[j, W_N + 1] + my
+    work[p, W_N + 2] += work[j, W_N + 2] + mz
+    return torque
 
 
 @kernel()
@@ -153,12 +177,13 @@ def rnea_into(q, qd, qdd, kin, mt, it, base, poses, work, tau, wrench):
     origin that the base must receive from outside (its support, for a fixed base). Returns -1,
     or the index of the first non-finite q / qd / qdd entry (-2: a wrong length)."""
     n = int(kin[0, HDR_N])
+    nq = int(kin[0, HDR_NQ])
     st = check_q(q, kin)
     if st != -1:
         return st
-    if qd.shape[0] != n or qdd.shape[0] != n or tau.shape[0] != n:
+    if qd.shape[0] != nq or qdd.shape[0] != nq or tau.shape[0] != nq:
         return -2
-    for i in range(n):
+    for i in range(nq):
         if not (qd[i] - qd[i] == 0.0 and qdd[i] - qdd[i] == 0.0):
             return i
     fk_all_core(q, kin, poses)

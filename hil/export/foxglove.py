@@ -64,9 +64,9 @@ SCHEMAS = {
 def _parents(model) -> list[int]:
     """Each frame's parent frame row (the base: −1): a link's is its parent link, a named frame's its link."""
     out = [-1]
-    for j in model.joints:
+    for j in model.joints + model.followers:
         out.append(0 if j.parent < 0 else 1 + j.parent)
-    for f in range(model.n + 1, len(model.frame_names)):
+    for f in range(model.n_links + 1, len(model.frame_names)):
         li = int(model.frame_link[f])
         out.append(0 if li < 0 else 1 + li)
     return out

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from hil._jit import kernel
-from hil.kinematics.kernels import HDR_M, HDR_N, K_LINK, com_with_jacobian_core, fk_all_core, jacobian_core
+from hil.kinematics.kernels import HDR_M, HDR_NQ, com_with_jacobian_core, fk_all_core, jacobian_core
 
 TASK_W = 16
 T_FRAME = 0
@@ -91,7 +91,7 @@ def _rot_log(r00, r01, r02, r10, r11, r12, r20, r21, r22):
 def _evaluate(q, kin, mt, tasks, targets, poses, Jf, Jr, Jc, com, Jrows, erows, wrows, lrows, costs):
     """Fill the stacked rows (Jacobian in the reference frame, error, weight, level) of all active
     task components at q; costs[l] = ½ Σ w e² of level l. Returns the number of rows."""
-    n = int(kin[0, HDR_N])
+    n = int(kin[0, HDR_NQ])
     fk_all_core(q, kin, poses)
     for lv in range(costs.shape[0]):
         costs[lv] = 0.0
@@ -384,7 +384,7 @@ def lm_solve(q0, kin, mt, setup, targets, q, info):
 
     info (out): [status, iterations, residual of level 0 .. level nlev-1] (residual = sqrt(2 E)).
     """
-    n = int(kin[0, HDR_N])
+    n = int(kin[0, HDR_NQ])
     m = int(kin[0, HDR_M])
     max_iter = int(setup[SETUP_MAX_ITER])
     tol = setup[SETUP_TOL]

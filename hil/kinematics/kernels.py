@@ -4,16 +4,19 @@ Everything here works on plain float64 arrays prepared by `hil.robots.model.Robo
 
 - one kinematic table `kin` (1 + n + m, 16), so that a call passes few arguments (Numba's
   dispatch costs about 100 ns per array argument, more than the math of a 6-joint FK):
-  - row 0, header: `[n, m, tool frame index, ...]`;
-  - rows 1..n, joints in topological order (parent < i): `[parent, A (3x4 row-major), axis (3)]`.
-    The pose of link i is `T_base_link[i] = T_base_link[parent] @ A @ Rot(axis, q[i])`;
-    parent -1 is the base;
-  - rows n+1..n+m, frames: `[link, O (3x4 row-major), 0, 0, 0]`, pose `T_base_link[link] @ O`.
+  - row 0, header: `[nq, m, tool frame index, n, ...]`;
+  - rows 1..n, joints in topological order (parent < i): `[parent, A (3x4 row-major), axis (3),
+    leader, multiplier, offset]`. The pose of link i is
+    `T_base_link[i] = T_base_link[parent] @ A @ Rot(axis, θ_i)`; parent -1 is the base.
+    The first nq joints are driven, θ_i = q[i]; the rest follow a driven one (a URDF mimic, an
+    MJCF joint equality), θ_i = multiplier · q[leader] + offset: q has nq entries, a Jacobian nq
+    columns (a follower's motion is its leader's), and a follower is never a coordinate of its own;
+  - rows n+1..n+m, frames: `[link, O (3x4 row-major), 0, 0, 0, 0, 0, 0]`, pose `T_base_link[link] @ O`.
     Frame 0 is the base (link -1), frames 1..n the links themselves (identity O), the rest
     extra frames (tool, soles, hands, ...).
 - mass table `mt` (n + 1, 5): `[mass, com_x, com_y, com_z, subtree mass]`, row 0 the base,
   row i + 1 link i, centre of mass in the link frame; the subtree mass of link i is its own
-  and that of every link beyond joint i.
+  and that of every link beyond joint i (followers' links included).
 
 Units: metres, radians, kilograms. Kernels never raise and never allocate in the
 per-joint loops; they return a status (index of the first non-finite joint value,
@@ -30,15 +33,19 @@ from numba.extending import overload
 from hil._jit import kernel
 
 # Column layout of the kinematic table.
-HDR_N = 0
+HDR_NQ = 0   # q's length (the driven joints)
 HDR_M = 1
 HDR_TOOL = 2
+HDR_N = 3    # joint rows: the driven joints, then the followers
 K_PARENT = 0  # joint rows
 K_A = 1
 K_AXIS = 13
+K_LEADER = 16  # a follower's driven joint, multiplier and offset (a driven joint: itself, 1, 0)
+K_MUL = 17
+K_OFF = 18
 K_LINK = 0  # frame rows
 K_O = 1
-K_WIDTH = 16
+K_WIDTH = 19
 # Column layout of the mass table.
 MT_MASS = 0
 MT_COM = 1
@@ -101,7 +108,7 @@ def _rot(kx, ky, kz, s, c):
 @kernel(inline="always")
 def check_q(q, kin):
     """-1 when q is usable; -2 for a wrong length; else the index of the first NaN/inf entry."""
-    if q.shape[0] != int(kin[0, HDR_N]):
+    if q.shape[0] != int(kin[0, HDR_NQ]):
         return -2
     for i in range(q.shape[0]):
         x = q[i]
@@ -111,8 +118,8 @@ def check_q(q, kin):
 
 
 @kernel(inline="always")
-def _link_pose(q, kin, i, out, parent_row, row):
-    """out[row] = out[parent_row] @ A_i @ Rot(axis_i, q[i])  (parent_row < 0: the base, identity).
+def _link_pose(angle, kin, i, out, parent_row, row):
+    """out[row] = out[parent_row] @ A_i @ Rot(axis_i, angle)  (parent_row < 0: the base, identity).
     Joints about a coordinate axis skip the zero terms of the rotation (see `frame_pose_rows`)."""
     j = i + 1
     kx = kin[j, K_AXIS]
@@ -126,7 +133,7 @@ def _link_pose(q, kin, i, out, parent_row, row):
         axis = 1
     else:
         axis = 0
-    sn, cs = _sincos(q[i])
+    sn, cs = _sincos(angle)
     if axis == 0:
         r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rot(kx, ky, kz, sn, cs)
     else:
@@ -179,9 +186,14 @@ def fk_all_core(q, kin, out):
     for r in range(4):
         for c in range(4):
             out[0, r, c] = 1.0 if r == c else 0.0
-    for i in range(n):
+    nq = int(kin[0, HDR_NQ])
+    for i in range(nq):
         p = int(kin[i + 1, K_PARENT])
-        _link_pose(q, kin, i, out, p + 1 if p >= 0 else -1, i + 1)
+        _link_pose(q[i], kin, i, out, p + 1 if p >= 0 else -1, i + 1)
+    for i in range(nq, n):   # the followers: θ = multiplier · q[leader] + offset
+        j = i + 1
+        p = int(kin[j, K_PARENT])
+        _link_pose(kin[j, K_MUL] * q[int(kin[j, K_LEADER])] + kin[j, K_OFF], kin, i, out, p + 1 if p >= 0 else -1, j)
     for f in range(n + 1, m):
         fr = 1 + n + f
         lr = int(kin[fr, K_LINK]) + 1
@@ -275,6 +287,7 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
     take a branch that skips the zero terms of the rotation — a third fewer multiplications —
     with the branch outside the column loop and the same every call."""
     n = int(kin[0, HDR_N])
+    nq = int(kin[0, HDR_NQ])
     fr = 1 + n + f
     for r in range(3):
         for c in range(4):
@@ -287,7 +300,10 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
         kx = kin[j, K_AXIS]
         ky = kin[j, K_AXIS + 1]
         kz = kin[j, K_AXIS + 2]
-        angle = _joint_value(Q, k, i)
+        if i < nq:
+            angle = _joint_value(Q, k, i)
+        else:
+            angle = kin[j, K_MUL] * _joint_value(Q, k, int(kin[j, K_LEADER])) + kin[j, K_OFF]
         if kx == 0.0 and ky == 0.0:  # about ±z: u = Rz(±angle) x
             sn, cs = _sincos(angle)
             sn *= kz
@@ -364,27 +380,56 @@ def _world_axis(kin, poses, j):
 
 @kernel()
 def jacobian_core(kin, f, poses, J):
-    """Geometric Jacobian (6, n) [linear; angular], base frame, of frame f from all frame poses."""
+    """Geometric Jacobian (6, nq) [linear; angular], base frame, of frame f from all frame poses.
+    A follower's column is added to its leader's, times its multiplier."""
     n = int(kin[0, HDR_N])
+    nq = int(kin[0, HDR_NQ])
     for r in range(6):
-        for c in range(n):
+        for c in range(nq):
             J[r, c] = 0.0
     px = poses[f, 0, 3]
     py = poses[f, 1, 3]
     pz = poses[f, 2, 3]
-    i = int(kin[1 + n + f, K_LINK])
+    link = int(kin[1 + n + f, K_LINK])
+    i = link
     while i >= 0:
         j = i + 1  # joint row in kin, and link i's row in poses
+        if i < nq:
+            zx, zy, zz = _world_axis(kin, poses, j)
+            dx = px - poses[j, 0, 3]
+            dy = py - poses[j, 1, 3]
+            dz = pz - poses[j, 2, 3]
+            J[0, i] = zy * dz - zz * dy
+            J[1, i] = zz * dx - zx * dz
+            J[2, i] = zx * dy - zy * dx
+            J[3, i] = zx
+            J[4, i] = zy
+            J[5, i] = zz
+        i = int(kin[j, K_PARENT])
+    if link >= nq:   # the frame hangs beyond a follower (followers' links come after every driven one)
+        _add_followers_columns(kin, f, poses, J, link, px, py, pz)
+
+
+@kernel(inline="always")
+def _add_followers_columns(kin, f, poses, J, link, px, py, pz):
+    """Each follower on the chain below `link` turns the frame as its leader turns: its column,
+    times its multiplier, joins the leader's."""
+    nq = int(kin[0, HDR_NQ])
+    i = link
+    while i >= nq:
+        j = i + 1
+        c = int(kin[j, K_LEADER])
+        w = kin[j, K_MUL]
         zx, zy, zz = _world_axis(kin, poses, j)
         dx = px - poses[j, 0, 3]
         dy = py - poses[j, 1, 3]
         dz = pz - poses[j, 2, 3]
-        J[0, i] = zy * dz - zz * dy
-        J[1, i] = zz * dx - zx * dz
-        J[2, i] = zx * dy - zy * dx
-        J[3, i] = zx
-        J[4, i] = zy
-        J[5, i] = zz
+        J[0, c] += w * (zy * dz - zz * dy)
+        J[1, c] += w * (zz * dx - zx * dz)
+        J[2, c] += w * (zx * dy - zy * dx)
+        J[3, c] += w * zx
+        J[4, c] += w * zy
+        J[5, c] += w * zz
         i = int(kin[j, K_PARENT])
 
 
@@ -450,14 +495,15 @@ def com_into(q, kin, mt, poses, com):
 
 @kernel()
 def com_with_jacobian_core(kin, mt, poses, com, Jc):
-    """Centre of mass (3,) and its Jacobian (3, n) in the base frame, from all frame poses;
+    """Centre of mass (3,) and its Jacobian (3, nq) in the base frame, from all frame poses;
     returns the total mass.
 
     Column i is z_i × (c_i − p_i) · M_i / total, with M_i and c_i the mass and centre of mass of
     everything joint i moves: the mass-weighted sums are gathered leaves first (children have
     larger indices), so each link is visited once instead of once per ancestor, and the roots'
-    sums give the COM."""
+    sums give the COM. A follower's term is added to its leader's column (`_add_followers_com`)."""
     n = int(kin[0, HDR_N])
+    nq = int(kin[0, HDR_NQ])
     total = mt[0, 0]
     sx = 0.0
     sy = 0.0
@@ -467,11 +513,29 @@ def com_with_jacobian_core(kin, mt, poses, com, Jc):
         sx = total * px
         sy = total * py
         sz = total * pz
-    for c in range(n):
+    for c in range(nq):
         Jc[0, c] = 0.0
         Jc[1, c] = 0.0
         Jc[2, c] = 0.0
-    for i in range(n - 1, -1, -1):  # Jc[:, i] ← Σ m·p over the subtree of joint i
+    for i in range(nq, n):   # a follower's link joins the sums of the nearest driven joint above it
+        b = i + 1
+        m = mt[b, 0]
+        total += m
+        if m == 0.0:
+            continue
+        px, py, pz = _link_com(mt, poses, b)
+        a = int(kin[b, K_PARENT])
+        while a >= nq:
+            a = int(kin[a + 1, K_PARENT])
+        if a >= 0:
+            Jc[0, a] += m * px
+            Jc[1, a] += m * py
+            Jc[2, a] += m * pz
+        else:
+            sx += m * px
+            sy += m * py
+            sz += m * pz
+    for i in range(nq - 1, -1, -1):  # Jc[:, i] ← Σ m·p over the subtree of joint i
         b = i + 1
         m = mt[b, 0]
         if m != 0.0:
@@ -490,7 +554,7 @@ def com_with_jacobian_core(kin, mt, poses, com, Jc):
             sy += Jc[1, i]
             sz += Jc[2, i]
     inv_total = 1.0 / total
-    for i in range(n):
+    for i in range(nq):
         j = i + 1
         zx, zy, zz = _world_axis(kin, poses, j)
         msub = mt[j, MT_SUBTREE]
@@ -500,10 +564,46 @@ def com_with_jacobian_core(kin, mt, poses, com, Jc):
         Jc[0, i] = (zy * dz - zz * dy) * inv_total
         Jc[1, i] = (zz * dx - zx * dz) * inv_total
         Jc[2, i] = (zx * dy - zy * dx) * inv_total
+    _add_followers_com(kin, mt, poses, Jc, inv_total)
     com[0] = sx * inv_total
     com[1] = sy * inv_total
     com[2] = sz * inv_total
     return total
+
+
+@kernel(inline="always")
+def _add_followers_com(kin, mt, poses, Jc, inv_total):
+    """Each follower turns its subtree (its link and the followers beyond it) as its leader turns:
+    its column, times its multiplier, joins the leader's. Followers are few (a gripper's fingers,
+    a linked neck): their subtrees are found by walking up from each, with no scratch columns."""
+    n = int(kin[0, HDR_N])
+    for i in range(int(kin[0, HDR_NQ]), n):
+        j = i + 1
+        msub = mt[j, MT_SUBTREE]
+        if msub == 0.0:
+            continue
+        gx = 0.0
+        gy = 0.0
+        gz = 0.0
+        for g in range(i, n):
+            a = g
+            while a > i:
+                a = int(kin[a + 1, K_PARENT])
+            m = mt[g + 1, 0]
+            if a == i and m != 0.0:
+                px, py, pz = _link_com(mt, poses, g + 1)
+                gx += m * px
+                gy += m * py
+                gz += m * pz
+        zx, zy, zz = _world_axis(kin, poses, j)
+        dx = gx - msub * poses[j, 0, 3]
+        dy = gy - msub * poses[j, 1, 3]
+        dz = gz - msub * poses[j, 2, 3]
+        w = kin[j, K_MUL] * inv_total
+        c = int(kin[j, K_LEADER])
+        Jc[0, c] += (zy * dz - zz * dy) * w
+        Jc[1, c] += (zz * dx - zx * dz) * w
+        Jc[2, c] += (zx * dy - zy * dx) * w
 
 
 @kernel()

@@ -247,6 +247,7 @@ def _spec(mujoco, robot, servo, floor):
     floating = robot.floating
     bodies = _add_links(mujoco, spec.worldbody, robot, servo, floating)
     sites = _add_frame_sites(robot, bodies)
+    _add_couplings(mujoco, spec, robot)
     _add_servos(mujoco, spec, robot, servo)
     if floor if floor is not None else True:
         ground = spec.worldbody.add_geom()
@@ -276,23 +277,8 @@ def _add_links(mujoco, world, robot, servo, floating: bool) -> list:
     for sh in by_link.get(-1, []):
         _add_shape(mujoco, base, sh, False)
     bodies = [base]
-    for i, j in enumerate(robot.joints):
-        parent = bodies[0] if j.parent < 0 else bodies[1 + j.parent]
-        b = parent.add_body()
-        b.name = robot.link_names[i]
-        b.pos = [float(v) for v in j.placement[:3, 3]]
-        b.quat = list(matrix_quaternion(j.placement[:3, :3]))
-        _add_inertial(b, masses[i + 1], coms[i + 1], robot.inertias[i + 1])
-        hinge = b.add_joint()
-        hinge.name = j.name
-        hinge.type = mujoco.mjtJoint.mjJNT_HINGE
-        hinge.axis = [float(v) for v in j.axis]
-        hinge.range = [float(j.lower), float(j.upper)]
-        hinge.limited = mujoco.mjtLimited.mjLIMITED_TRUE
-        s = servo.joint(i)
-        hinge.damping = [s.damping_nms_per_rad, 0.0, 0.0]   # (MuJoCo 4: linear, then two higher terms)
-        hinge.armature = s.armature_kgm2
-        hinge.frictionloss = s.friction_nm
+    for i, j in enumerate(robot.joints + robot.followers):
+        b = _add_link_body(mujoco, bodies[0] if j.parent < 0 else bodies[1 + j.parent], robot, servo, i, j)
         for sh in by_link.get(i, []):
             _add_shape(mujoco, b, sh, sh.name in ("l_foot", "r_foot"), touches_floor=i not in sole_of_link)
         if i in sole_of_link:
@@ -301,10 +287,43 @@ def _add_links(mujoco, world, robot, servo, floating: bool) -> list:
     return bodies
 
 
+def _add_link_body(mujoco, parent, robot, servo, i: int, j):
+    """Link i's body on its hinge: a driven joint's with its range and its servo's damping, armature
+    and friction; a follower's free (its coupling holds it)."""
+    b = parent.add_body()
+    b.name = robot.link_names[i]
+    b.pos = [float(v) for v in j.placement[:3, 3]]
+    b.quat = list(matrix_quaternion(j.placement[:3, :3]))
+    _add_inertial(b, robot.masses[i + 1], robot.tables[1][i + 1, 1:4], robot.inertias[i + 1])
+    hinge = b.add_joint()
+    hinge.name = j.name
+    hinge.type = mujoco.mjtJoint.mjJNT_HINGE
+    hinge.axis = [float(v) for v in j.axis]
+    if i >= robot.n:
+        return b   # a follower: turned by its coupling (`_add_couplings`), no servo of its own
+    hinge.range = [float(j.lower), float(j.upper)]
+    hinge.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+    s = servo.joint(i)
+    hinge.damping = [s.damping_nms_per_rad, 0.0, 0.0]   # (MuJoCo 4: linear, then two higher terms)
+    hinge.armature = s.armature_kgm2
+    hinge.frictionloss = s.friction_nm
+    return b
+
+
+def _add_couplings(mujoco, spec, robot) -> None:
+    """Each follower held to its leader by a joint equality, θ = multiplier · leader + offset: the
+    mechanism's coupling, as an MJCF says it."""
+    for f in robot.followers:
+        eq = spec.add_equality()
+        eq.type = mujoco.mjtEq.mjEQ_JOINT
+        eq.name1, eq.name2 = f.name, robot.joint_names[f.leader]
+        eq.data = [f.offset, f.multiplier, 0.0, 0.0, 0.0] + [0.0] * (len(eq.data) - 5)
+
+
 def _add_frame_sites(robot, bodies: list) -> dict:
     """A site at each of the robot's named frames (its tool, its soles, …), by name."""
     sites = {}
-    for f in range(robot.n + 1, len(robot.frame_names)):
+    for f in range(robot.n_links + 1, len(robot.frame_names)):
         name = robot.frame_names[f]
         link, offset = robot.frame_offset(name)
         site = bodies[0 if link < 0 else link + 1].add_site()

@@ -112,6 +112,22 @@ class Joint:
     acceleration_limit: float
 
 
+@dataclass(frozen=True)
+class Follower:
+    """A joint no servo drives: the mechanism turns it with a driven joint (a URDF `<mimic>`, an
+    MJCF joint equality), θ = multiplier · q[leader] + offset. It moves its own link (after the
+    driven joints' links, in `link_names`), never a coordinate of q: plans, checks and commands are
+    the driven joints', the follower computed from them."""
+
+    name: str
+    parent: int          # link index (-1 = base): a driven joint's link, or an earlier follower's
+    placement: np.ndarray
+    axis: np.ndarray
+    leader: int          # the driven joint's index in q
+    multiplier: float
+    offset: float
+
+
 _NDARRAY = np.ndarray
 
 
@@ -163,6 +179,7 @@ class _Entries:
         q = np.zeros(4)[::2]  # layout "A": any 1-D float64 vector, strided or not (a 1-element view would type as "C")
         kin = np.zeros((3, K.K_WIDTH))
         kin[0, K.HDR_N] = 1
+        kin[0, K.HDR_NQ] = 1
         kin[0, K.HDR_M] = 1
         mt = np.zeros((2, K.MT_WIDTH))
         m4 = np.zeros((4, 4))
@@ -301,34 +318,38 @@ def _com_call(model: "RobotModel", scratch: np.ndarray):
     return com
 
 
-def _kinematic_table(joints: Sequence[Joint], rows: list, tool: int) -> np.ndarray:
-    """The kernels' kinematic table (`hil.kinematics.kernels`): a header, a row per joint, a row per
-    frame."""
-    n, m = len(joints), len(rows)
+def _kinematic_table(joints: Sequence[Joint], followers: Sequence[Follower], rows: list, tool: int) -> np.ndarray:
+    """The kernels' kinematic table (`hil.kinematics.kernels`): a header, a row per joint (the driven
+    ones, then the followers), a row per frame."""
+    nq, n, m = len(joints), len(joints) + len(followers), len(rows)
     kin = np.zeros((1 + n + m, K.K_WIDTH))
     kin[0, K.HDR_N] = n
+    kin[0, K.HDR_NQ] = nq
     kin[0, K.HDR_M] = m
     kin[0, K.HDR_TOOL] = tool
-    for i, j in enumerate(joints):
+    moving = [(j, i, 1.0, 0.0) for i, j in enumerate(joints)] + [(f, f.leader, f.multiplier, f.offset)
+                                                                 for f in followers]
+    for i, (j, leader, mul, off) in enumerate(moving):
         kin[1 + i, K.K_PARENT] = j.parent
         kin[1 + i, K.K_A:K.K_A + 12] = _transform_rows(j.placement)
         kin[1 + i, K.K_AXIS:K.K_AXIS + 3] = j.axis
+        kin[1 + i, K.K_LEADER:K.K_OFF + 1] = (leader, mul, off)
     for f, (link, off) in enumerate(rows):
         kin[1 + n + f, K.K_LINK] = link
         kin[1 + n + f, K.K_O:K.K_O + 12] = _transform_rows(off)
     return kin
 
 
-def _mass_table(joints: Sequence[Joint], masses: np.ndarray, coms: np.ndarray) -> np.ndarray:
+def _mass_table(parents: Sequence[int], masses: np.ndarray, coms: np.ndarray) -> np.ndarray:
     """The kernels' mass table: each link's mass and centre of mass (row 0 the base), and the mass of
     each joint's subtree (the link it moves and everything beyond), for the COM Jacobian."""
-    n = len(joints)
+    n = len(parents)
     mt = np.zeros((n + 1, K.MT_WIDTH))
     mt[:, K.MT_MASS] = masses
     mt[:, K.MT_COM:K.MT_COM + 3] = coms
     for i in range(n - 1, -1, -1):
         mt[1 + i, K.MT_SUBTREE] += mt[1 + i, K.MT_MASS]
-        parent = joints[i].parent
+        parent = parents[i]
         if parent >= 0:
             mt[1 + parent, K.MT_SUBTREE] += mt[1 + i, K.MT_SUBTREE]
     return mt
@@ -377,12 +398,15 @@ class RobotModel:
         tool_offset: np.ndarray | None = None,
         source: str = "",
         inertias: np.ndarray | None = None,
+        followers: Sequence[Follower] = (),
     ) -> None:
         self.name = name
         self.source = source
         self.spec = name    # what `hil.robots.load` takes to load this robot again (a name or a file path)
         self.joints: tuple[Joint, ...] = tuple(joints)
         self.n = len(self.joints)
+        self.followers: tuple[Follower, ...] = tuple(followers)
+        self.n_links = self.n + len(self.followers)   # the driven joints' links, then the followers'
         self.joint_names: tuple[str, ...] = tuple(j.name for j in self.joints)
         self.link_names: tuple[str, ...] = tuple(link_names)
         self.base_frame = base_frame
@@ -398,27 +422,42 @@ class RobotModel:
         self.tool_offset = np.eye(4) if tool_offset is None else np.asarray(tool_offset, float).copy()
         check_meta_numbers(self.meta, source or name)
 
-        for i, j in enumerate(self.joints):
-            if not -1 <= j.parent < i:
-                raise InputError(f"{name}: joint {j.name!r} has parent {j.parent}; parents must come first")
-
+        self._check_tree()
         rows = self._set_frames(frames, tool_frame)
-        self._kin = _kinematic_table(self.joints, rows, self._tool)
+        self._kin = _kinematic_table(self.joints, self.followers, rows, self._tool)
         self.frame_link = np.array([link for link, _ in rows], dtype=np.int64)
-        self._mt = _mass_table(self.joints, masses, coms)
+        self._mt = _mass_table([j.parent for j in self.joints + self.followers], masses, coms)
         self.masses = self._mt[:, 0].copy()
         self.total_mass = float(self.masses.sum())
-        self.inertias = _link_inertias(name, inertias, masses, self.shapes, self.n)
+        self.inertias = _link_inertias(name, inertias, masses, self.shapes, self.n_links)
         self._it = inertia_rows(self.inertias)
         self._qshape = (self.n,)
         data = ModelData(self)   # the model's own calls' scratch (see ModelData)
         self.fk, self.fk_frames, self.jacobian, self.com = data.fk, data.fk_frames, data.jacobian, data.com
 
+    def _check_tree(self) -> None:
+        for i, j in enumerate(self.joints + self.followers):
+            if not -1 <= j.parent < i:
+                raise InputError(f"{self.name}: joint {j.name!r} has parent {j.parent}; parents must come first")
+        for f in self.followers:
+            if not 0 <= f.leader < self.n or not (math.isfinite(f.multiplier) and math.isfinite(f.offset)):
+                raise InputError(f"{self.name}: follower {f.name!r} needs a driven leader and finite numbers")
+        if len(self.link_names) != self.n_links:
+            raise InputError(f"{self.name}: {len(self.link_names)} link names for {self.n_links} links")
+
+    def follower_angles(self, q) -> np.ndarray:
+        """Each follower's angle (rad) at q, in `followers`' order."""
+        q = np.asarray(q, dtype=np.float64)
+        out = np.empty(q.shape[:-1] + (len(self.followers),))
+        for k, f in enumerate(self.followers):
+            out[..., k] = f.multiplier * q[..., f.leader] + f.offset
+        return out
+
     def _set_frames(self, frames: Mapping[str, tuple[int, np.ndarray]], tool_frame: str) -> list:
         """The frames' names and rows (link, offset): the base, one per link, then the named extra
         frames (the tool's offset applied to the tool frame)."""
         names = [self.base_frame] + list(self.link_names)
-        rows = [(-1, np.eye(4))] + [(i, np.eye(4)) for i in range(self.n)]
+        rows = [(-1, np.eye(4))] + [(i, np.eye(4)) for i in range(self.n_links)]
         for fname, (link, offset) in frames.items():
             if fname in names:
                 raise InputError(f"{self.name}: frame name {fname!r} is used twice")
@@ -604,7 +643,7 @@ class RobotModel:
     def _extra_frames(self) -> dict[str, tuple[int, np.ndarray]]:
         """The named frames beyond the base and links as the constructor takes them (tool offset out)."""
         frames = {}
-        for f in range(self.n + 1, len(self.frame_names)):
+        for f in range(self.n_links + 1, len(self.frame_names)):
             off = self._offsets[f]
             if self.frame_names[f] == self.tool_frame:
                 off = off @ np.linalg.inv(self.tool_offset)
@@ -617,7 +656,7 @@ class RobotModel:
         out = RobotModel(
             self.name, self.joints, frames, self.tool_frame, self.base_frame, self.link_names, self.home,
             self.poses, self.shapes, self._mt[:, K.MT_MASS], self._mt[:, K.MT_COM:K.MT_COM + 3], meta, tool_offset,
-            self.source, self.inertias)
+            self.source, self.inertias, self.followers)
         out.spec = self.spec
         return out
 

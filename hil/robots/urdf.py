@@ -35,7 +35,7 @@ from hil.errors import ConfigError, InputError, did_you_mean
 from hil.inputs import read_bytes
 from hil.kinematics.rotations import axis_angle_matrix, rpy_matrix
 from hil.robots import urdf_xml
-from hil.robots.model import DEFAULT_RATE_HZ, Joint, RobotModel, Shape
+from hil.robots.model import DEFAULT_RATE_HZ, Follower, Joint, RobotModel, Shape
 
 MOVING = ("revolute", "continuous")
 LOCKED = ("prismatic", "floating", "planar")
@@ -507,6 +507,15 @@ class _Parts:
     order: list[str]                  # URDF links in depth-first order
     floating: bool = False            # the file floats its base (a floating joint from a massless world link)
     narrowed: list[str] = field(default_factory=list)   # leaders' ranges narrowed for their mimic followers
+    followers: list[Follower] = field(default_factory=list)   # mimic joints turned with their leaders
+
+    def moving(self) -> list:
+        """Every moving joint of the model in link order: the driven ones, then the followers."""
+        return self.joints + self.followers
+
+    def angles(self, q: np.ndarray) -> np.ndarray:
+        """θ of every link's joint at the driven joints' q (the followers' from their leaders)."""
+        return np.concatenate([q, [f.multiplier * q[f.leader] + f.offset for f in self.followers]])
 
 
 def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
@@ -520,29 +529,61 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     if floating:
         base, order = first[0].child, order[1:]   # a massless "world" link above a floating base: the base is its child
     placed: dict[str, tuple[int, np.ndarray]] = {base: (-1, np.eye(4))}
-    joints: list[Joint] = []
-    link_names: list[str] = []
-    locked: list[str] = []
-    for j in order:
-        where = f"joint {j.name!r}"
-        parent, offset = placed[j.parent]
-        origin = offset @ _origin(j.origin, path, where)
-        if j.type in MOVING and j.mimic is None:
-            lo, hi, vel, acc = _limits(j, overrides.get(j.name, {}), path, side_path)
-            joints.append(Joint(j.name, parent, origin, _axis(j, path), lo, hi, vel, acc))
-            link_names.append(j.child)
-            placed[j.child] = (len(joints) - 1, np.eye(4))
-        else:
-            if j.type != "fixed":
-                locked.append(f"{j.name} ({'mimic' if j.mimic is not None else j.type}, held at 0)")
-            placed[j.child] = (parent, origin)
-    if not joints:
+    parts = _Parts(base, placed, [], [], [], [base] + [j.child for j in order], floating)
+    beyond = _follower_subtrees(tree, order)
+    for j in order:   # the driven joints' links first, then the followers' (the kernels' order)
+        if j.name not in beyond:
+            _place(parts, j, path, side_path, overrides, None)
+    if not parts.joints:
         raise ConfigError(f"{path}: no revolute or continuous joint: nothing for hil to drive")
-    narrowed = _narrowed_by_followers(order, joints, path)
-    unknown = set(overrides) - {j.name for j in joints}
+    index = {jt.name: k for k, jt in enumerate(parts.joints)}
+    for j in order:
+        if j.name in beyond:
+            _place(parts, j, path, side_path, overrides, index)
+    parts.narrowed = _narrowed_by_followers(order, parts.joints, path)
+    unknown = set(overrides) - set(index)
     if unknown:
         raise ConfigError(f"{side_path}: [joints.{sorted(unknown)[0]}] is not a driven joint of {path}")
-    return _Parts(base, placed, joints, link_names, locked, [base] + [j.child for j in order], floating, narrowed)
+    return parts
+
+
+def _follower_subtrees(tree, order) -> set[str]:
+    """The joints at or beyond a revolute mimic joint that nothing beyond it drives: those links
+    follow (placed after every driven link). A mimic with a driven joint beyond it, or of a joint
+    that is not driven, is held at 0 instead."""
+    driven = {j.name for j in order if j.type in MOVING and j.mimic is None}
+    out: set[str] = set()
+    for j in order:
+        if j.name in out or j.mimic is None or j.type not in MOVING or j.mimic.joint not in driven:
+            continue
+        below, stack = [j], list(tree.children.get(j.child, []))
+        while stack:
+            k = stack.pop()
+            below.append(k)
+            stack.extend(tree.children.get(k.child, []))
+        if not any(k.name in driven for k in below):
+            out.update(k.name for k in below)
+    return out
+
+
+def _place(parts: _Parts, j, path: str, side_path: str, overrides: dict, leaders: dict | None) -> None:
+    """Joint j's child link placed: a new link for a driven joint (or, with `leaders`, a follower
+    of one), else fixed to its parent's link (a fixed joint, or one held at 0)."""
+    parent, offset = parts.placed[j.parent]
+    origin = offset @ _origin(j.origin, path, f"joint {j.name!r}")
+    if j.type in MOVING and j.mimic is None:
+        lo, hi, vel, acc = _limits(j, overrides.get(j.name, {}), path, side_path)
+        parts.joints.append(Joint(j.name, parent, origin, _axis(j, path), lo, hi, vel, acc))
+    elif leaders is not None and j.type in MOVING and j.mimic is not None and j.mimic.joint in leaders:
+        parts.followers.append(Follower(j.name, parent, origin, _axis(j, path), leaders[j.mimic.joint],
+                                        j.mimic.multiplier, j.mimic.offset))
+    else:
+        if j.type != "fixed":
+            parts.locked.append(f"{j.name} ({'mimic' if j.mimic is not None else j.type}, held at 0)")
+        parts.placed[j.child] = (parent, origin)
+        return
+    parts.link_names.append(j.child)
+    parts.placed[j.child] = (len(parts.link_names) - 1, np.eye(4))
 
 
 def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[str]:
@@ -689,7 +730,7 @@ def _bound_shape(idx: int, bound: tuple, name: str, group: str) -> Shape:
 def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per model link (the base first): mass, centre of mass and inertia about it (link frame),
     the URDF links fixed to it added together (parallel axis theorem)."""
-    n = len(parts.joints)
+    n = len(parts.link_names)
     pieces: list[list[tuple[float, np.ndarray, np.ndarray]]] = [[] for _ in range(n + 1)]
     for link in robot.links:
         if link.name not in parts.placed or link.inertial is None or not link.inertial.mass:
@@ -742,7 +783,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 16   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 17   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -814,6 +855,8 @@ def _to_json(a: dict) -> dict:
     out = dict(a)
     out["joints"] = [[j.name, j.parent, j.placement.tolist(), j.axis.tolist(), j.lower, j.upper, j.velocity_limit,
                       j.acceleration_limit] for j in a["joints"]]
+    out["followers"] = [[f.name, f.parent, f.placement.tolist(), f.axis.tolist(), f.leader, f.multiplier, f.offset]
+                        for f in a["followers"]]
     out["frames"] = {k: [link, off.tolist()] for k, (link, off) in a["frames"].items()}
     out["shapes"] = [[s.link, s.kind, list(s.p0), list(s.p1), s.radius, list(s.half), s.name, list(s.axes), s.group]
                      for s in a["shapes"]]
@@ -827,6 +870,8 @@ def _from_json(d: dict) -> dict:
     out = dict(d)
     out["joints"] = [Joint(n, int(p), np.array(pl), np.array(ax), lo, hi, v, acc) for n, p, pl, ax, lo, hi, v, acc
                      in d["joints"]]
+    out["followers"] = [Follower(n, int(p), np.array(pl), np.array(ax), int(k), float(m), float(o))
+                        for n, p, pl, ax, k, m, o in d["followers"]]
     out["frames"] = {k: (int(link), np.array(off)) for k, (link, off) in d["frames"].items()}
     out["shapes"] = [Shape(int(li), kind, tuple(p0), tuple(p1), float(r), tuple(half), name, tuple(axes), group)
                      for li, kind, p0, p1, r, half, name, axes, group in d["shapes"]]
@@ -845,7 +890,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     parts = _parts(robot, path, side_path, overrides)
     shapes, boxes, around_meshes = _placed_shapes(robot, parts, path)
     masses, coms, inertias = _masses(robot, parts)
-    zero = _link_poses_at_zero(parts.joints)
+    zero = _link_poses_at_zero(parts.moving())
     frames: dict[str, tuple[int, np.ndarray]] = {
         name: parts.placed[name] for name in parts.order if name != parts.base and name not in parts.link_names}
     # a floating base, or a tree that stands on two legs, is a humanoid's unless the side file says
@@ -864,7 +909,7 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if meta["kind"] == "humanoid":
         if masses.sum() <= 0:
             raise ConfigError(f"{path}: no link has a mass; a humanoid's balance needs its <inertial> masses")
-        _add_soles(_table(side, "soles", side_path), parts, shapes, boxes, zero, _link_poses(parts.joints, home),
+        _add_soles(_table(side, "soles", side_path), parts, shapes, boxes, zero, _link_poses(parts.moving(), parts.angles(home)),
                    frames, meta, side_path)
     elif meta["kind"] != "arm":
         raise ConfigError(f"{side_path}: [robot] kind = {meta['kind']!r}; kinds are 'arm' and 'humanoid'")
@@ -873,14 +918,14 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     if allowed:
         meta["allowed_collisions"] = allowed
     ws = _table(side, "workspace", side_path)
-    meta["workspace"] = {"reach_m": max(_reach(parts.joints, frames[tool], zero), 1e-3), **ws}
+    meta["workspace"] = {"reach_m": max(_reach(parts.moving(), frames[tool], zero), 1e-3), **ws}
     for section in ("balance", "servo"):
         if section in side:
             meta[section] = _table(side, section, side_path)
     name = cfg.get("name", robot.name or Path(path).stem)
     return dict(name=str(name), joints=parts.joints, frames=frames, tool_frame=tool, base_frame=parts.base,
                 link_names=parts.link_names, home=home, poses=poses, shapes=shapes, masses=masses, coms=coms,
-                meta=meta, source=side_path, inertias=inertias)
+                meta=meta, source=side_path, inertias=inertias, followers=parts.followers)
 
 
 def _side_robot(side: dict, side_path: str) -> dict:
@@ -1118,8 +1163,9 @@ def _biped(parts: _Parts, shapes: list[Shape], boxes: list, zero, masses) -> boo
         out = []
         while j >= 0:
             out.append(j)
-            j = parts.joints[j].parent
+            j = moving[j].parent
         return out
+    moving = parts.moving()
     left, right = (chain(parts.placed[feet[side]][0]) for side in ("left", "right"))
     common = set(left) & set(right)
     legs = [[j for j in c if j not in common] for c in (left, right)]

@@ -15,13 +15,27 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from hil.kinematics.rotations import rpy_angles
-from hil.robots.model import one_bound_each
+from hil.robots.model import Follower, one_bound_each
 
 EFFORT_NM = 10.0   # URDF's <limit> needs an effort; the model has none
 # MuJoCo refuses a moving body without mass or inertia: a massless link (the PUMA's first, a
 # paper's model) gets a microgram, a point mass a pinhead's inertia — nothing a dynamics sees
 MIN_MASS_KG = 1e-9
 MIN_INERTIA_KGM2 = 1e-12
+
+
+def _limit_or_mimic(model, j) -> str:
+    """A driven joint's <limit>; a follower's <mimic> of its leader, with the range the leader's
+    range gives it (its own, narrowed to that when the model was read)."""
+    if not isinstance(j, Follower):
+        return (f'<limit lower="{_num(j.lower)}" upper="{_num(j.upper)}" velocity="{_num(j.velocity_limit)}" '
+                f'effort="{_num(EFFORT_NM)}"/>')
+    k = j.leader
+    ends = sorted(j.multiplier * np.array([model.lower[k], model.upper[k]]) + j.offset)
+    speed = abs(j.multiplier) * model.velocity_limit[k]
+    return (f'<limit lower="{_num(ends[0])}" upper="{_num(ends[1])}" velocity="{_num(speed)}" '
+            f'effort="{_num(EFFORT_NM)}"/><mimic joint={quoteattr(model.joint_names[k])} '
+            f'multiplier="{_num(j.multiplier)}" offset="{_num(j.offset)}"/>')
 
 
 def _num(v: float) -> str:
@@ -102,16 +116,15 @@ def to_urdf(model) -> str:
         lines.append(f"  <link name={quoteattr(name)}>{inner}{chr(10) + '  ' if body else ''}</link>")
 
     link(model.base_frame, -1)
-    for i, j in enumerate(model.joints):
+    for i, j in enumerate(model.joints + model.followers):
         parent = model.base_frame if j.parent < 0 else model.link_names[j.parent]
         link(model.link_names[i], i)
         axis = " ".join(_num(v) for v in j.axis)
         lines.append(f'  <joint name={quoteattr(j.name)} type="revolute"><parent link={quoteattr(parent)}/>'
                      f"<child link={quoteattr(model.link_names[i])}/>{_origin(j.placement)}<axis xyz=\"{axis}\"/>"
-                     f'<limit lower="{_num(j.lower)}" upper="{_num(j.upper)}" velocity="{_num(j.velocity_limit)}" '
-                     f'effort="{_num(EFFORT_NM)}"/></joint>')
-    taken = set(model.joint_names)
-    for f in range(model.n + 1, len(model.frame_names)):
+                     + _limit_or_mimic(model, j) + "</joint>")
+    taken = set(model.joint_names) | {f.name for f in model.followers}
+    for f in range(model.n_links + 1, len(model.frame_names)):
         name = model.frame_names[f]
         li, offset = model.frame_offset(name)
         parent = model.base_frame if li < 0 else model.link_names[li]

@@ -91,7 +91,7 @@ def _parts(model, caps: np.ndarray) -> tuple[list[list[list[int]]], list[str]]:
 def _part_pairs(model, caps: np.ndarray, parts: list) -> np.ndarray:
     """The kernel's `pairs` (P_* columns): every two parts on different, non-adjacent links that
     the robot's file does not allow to touch, each pairing of their bounds, each pair of shapes."""
-    parent = {i: j.parent for i, j in enumerate(model.joints)}
+    parent = {i: j.parent for i, j in enumerate(model.joints + model.followers)}
     allowed = {tuple(p) for p in model.meta.get("allowed_collisions", ())}
     rows = []
     n_pairs = 0

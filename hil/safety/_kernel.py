@@ -1,5 +1,7 @@
 """The loop-time safety step as one Numba kernel: limits, rate, floor, workspace, self-collision,
 balance. One call per control cycle (one dispatch, no allocation: all buffers come from outside).
+Limits and rates are the driven joints' (q); the shapes are checked where `fk_all_core` puts
+every link, a follower's (turned by its leader) included.
 
 Flags (bit set returned by `safety_step`):
 """

@@ -37,6 +37,8 @@ def _mujoco_at(path: str, model, q: np.ndarray):
         d.qpos[:7] = [0, 0, 0, 1, 0, 0, 0]
     for i, name in enumerate(model.joint_names):
         d.qpos[mm.jnt_qposadr[mm.joint(name).id]] = q[i]
+    for f, angle in zip(model.followers, model.follower_angles(q)):   # where the file's equality holds them
+        d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] = angle
     mujoco.mj_kinematics(mm, d)
     mujoco.mj_comPos(mm, d)
     return mm, d
@@ -45,7 +47,8 @@ def _mujoco_at(path: str, model, q: np.ndarray):
 def test_an_mjcf_robot_moves_as_mujoco_moves_it():
     m = robots.load(BIPED)
     assert m.name == "testbiped" and m.kind == "humanoid" and m.n == 10          # a free joint: it floats
-    assert "neck_follow (mimic, held at 0)" in m.meta["locked_joints"]           # an equality: it follows
+    assert [(f.name, m.joint_names[f.leader], f.multiplier) for f in m.followers] == [("neck_follow", "neck", 0.5)]
+    assert "neck_follow" not in m.joint_names and not m.meta["locked_joints"]     # an equality: it follows its leader
     assert np.degrees(m.upper[m.joint_index("l_knee")]) == pytest.approx(130)     # degrees read as MuJoCo reads them
     rng = np.random.default_rng(3)
     for _ in range(10):
@@ -168,7 +171,7 @@ def test_the_cli_takes_an_mjcf_robot(tmp_path):
     r = subprocess.run([*HIL, "robots", "--robot", BIPED], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 0 and "testbiped: from biped.xml (MJCF, compiled by MuJoCo)" in r.stdout, r.stdout + r.stderr
-    assert "not driven: neck_follow" in r.stdout
+    assert "follows: neck_follow = 0.5 · neck (no servo of its own)" in r.stdout
 
 
 def test_the_position_actuators_are_the_servo_table(tmp_path):

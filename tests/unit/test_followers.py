@@ -1,0 +1,141 @@
+"""Joints that follow a driven one (a URDF `<mimic>`): the model's q holds the driven joints only,
+and the kinematics, the centre of mass, their Jacobians and the inverse dynamics are those of the
+mechanism, checked against the same robot written with every joint driven and the followers set
+by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hil.dynamics import inverse_dynamics
+from hil.kinematics.ik import Task, ik_lm
+from hil.robots import urdf
+
+# two driven joints, a finger that follows the elbow, a fingertip that follows the shoulder
+# beyond the finger, and a wrist joint beyond a follower with a driven joint below it (held at 0)
+_ARM = """<robot name="gripper_arm">
+  <link name="base"><inertial><mass value="2"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  {links}
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/><origin xyz="0 0 0.1"/>
+    <axis xyz="0 1 0"/><limit lower="-1.5" upper="1.5" effort="5" velocity="3"/></joint>
+  <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/><origin xyz="0.02 0 0.3" rpy="0.1 0 0"/>
+    <axis xyz="0 0.6 0.8"/><limit lower="-1.5" upper="1.5" effort="5" velocity="3"/></joint>
+  <joint name="finger" type="revolute"><parent link="lower"/><child link="finger_link"/><origin xyz="0 0.03 0.25"/>
+    <axis xyz="1 0 0"/><limit lower="-3" upper="3" effort="5" velocity="3"/>{mimic_finger}</joint>
+  <joint name="tip" type="revolute"><parent link="finger_link"/><child link="tip_link"/><origin xyz="0 0 0.06"/>
+    <axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="5" velocity="3"/>{mimic_tip}</joint>
+  <joint name="pad" type="fixed"><parent link="tip_link"/><child link="pad_link"/><origin xyz="0.01 0 0.03"/></joint>
+</robot>"""
+_LINKS = "".join(
+    f'<link name="{name}"><inertial><origin xyz="{c}"/><mass value="{m}"/>'
+    f'<inertia ixx="{i}" iyy="{i}" izz="{i}" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+    for name, m, c, i in (("upper", 1.5, "0.01 0 0.15", 0.02), ("lower", 1.0, "0 0.01 0.12", 0.01),
+                          ("finger_link", 0.3, "0 0.01 0.03", 0.001), ("tip_link", 0.2, "0.01 0 0.02", 0.0005),
+                          ("pad_link", 0.05, "0 0 0", 0.0001)))
+FINGER = (-1.5, 0.1)    # finger = -1.5 · elbow + 0.1
+TIP = (0.5, -0.2)       # tip = 0.5 · shoulder - 0.2
+
+
+def _models(tmp_path):
+    mimic = "<mimic joint='{}' multiplier='{}' offset='{}'/>"
+    folded = tmp_path / "folded.urdf"
+    folded.write_text(_ARM.format(links=_LINKS, mimic_finger=mimic.format("elbow", *FINGER),
+                                  mimic_tip=mimic.format("shoulder", *TIP)))
+    every = tmp_path / "every.urdf"
+    every.write_text(_ARM.format(links=_LINKS, mimic_finger="", mimic_tip=""))
+    return urdf.build(str(folded)), urdf.build(str(every))
+
+
+def _spread(q):
+    """The all-driven robot's joints (shoulder, elbow, finger, tip) where the mechanism holds them."""
+    s, e = q
+    return np.array([s, e, FINGER[0] * e + FINGER[1], TIP[0] * s + TIP[1]])
+
+
+# d(all joints)/d(driven joints)
+M = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, FINGER[0]], [TIP[0], 0.0]])
+
+
+def test_followers_are_computed_from_their_leaders_never_coordinates(tmp_path):
+    m, every = _models(tmp_path)
+    assert m.joint_names == ("shoulder", "elbow") and m.n == 2 and m.n_links == 4
+    assert [(f.name, m.joint_names[f.leader], f.multiplier, f.offset) for f in m.followers] == [
+        ("finger", "elbow", *FINGER), ("tip", "shoulder", *TIP)]
+    assert m.link_names == ("upper", "lower", "finger_link", "tip_link") and not m.meta["locked_joints"]
+    assert m.total_mass == pytest.approx(every.total_mass)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        q = rng.uniform(m.lower, m.upper)
+        full = _spread(q)
+        assert np.allclose(m.follower_angles(q), full[2:])
+        poses, want = m.fk_frames(q), every.fk_frames(full)
+        for name in every.frame_names:
+            assert np.allclose(poses[m.frame_index(name)], want[every.frame_index(name)], atol=1e-12), name
+        assert np.allclose(m.fk_frame(q, "pad_link"), every.fk_frame(full, "pad_link"), atol=1e-12)
+        assert np.allclose(m.fk_batch(q[None], "pad_link")[0], every.fk_frame(full, "pad_link"), atol=1e-12)
+        assert np.allclose(m.com(q), every.com(full), atol=1e-12)
+        for frame in ("pad_link", "finger_link", "lower"):
+            assert np.allclose(m.jacobian(q, frame), every.jacobian(full, frame) @ M, atol=1e-12), frame
+        assert np.allclose(m.com_jacobian(q), every.com_jacobian(full) @ M, atol=1e-12)
+
+
+def test_a_followers_torque_is_its_leaders_to_give(tmp_path):
+    """Virtual work: τ_driven = Mᵀ τ_all for the same motion."""
+    m, every = _models(tmp_path)
+    rng = np.random.default_rng(8)
+    for _ in range(10):
+        q, qd, qdd = rng.uniform(m.lower, m.upper), rng.normal(size=2), rng.normal(size=2)
+        want = M.T @ inverse_dynamics(every, _spread(q), M @ qd, M @ qdd)
+        assert np.allclose(inverse_dynamics(m, q, qd, qdd), want, atol=1e-10)
+
+
+def test_ik_moves_a_followers_frame_through_its_leaders(tmp_path):
+    m, _ = _models(tmp_path)
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        T = m.fk_frame(rng.uniform(m.lower, m.upper), "pad_link")
+        res = ik_lm(m, [Task("pad_link", T, mask="position")], m.home, restarts=10)
+        assert res.success and np.allclose(m.fk_frame(res.q, "pad_link")[:3, 3], T[:3, 3], atol=1e-5)
+
+
+def test_a_mimic_with_a_driven_joint_beyond_it_is_held(tmp_path):
+    """A follower must not carry a driven joint (the kernels' order): such a mimic is held at 0 and said."""
+    text = _ARM.format(links=_LINKS, mimic_finger="<mimic joint='elbow'/>", mimic_tip="")
+    path = tmp_path / "held.urdf"
+    path.write_text(text)
+    m = urdf.build(str(path))
+    assert m.joint_names == ("shoulder", "elbow", "tip") and not m.followers
+    assert "finger (mimic, held at 0)" in m.meta["locked_joints"]
+
+
+def test_physics_holds_a_follower_to_its_leader(tmp_path):
+    """hil's MuJoCo model of the robot couples each follower to its leader (a joint equality) and
+    gives it no actuator: driving the leaders turns the followers."""
+    mujoco = pytest.importorskip("mujoco")
+    from hil.physics.build import build
+
+    m, _ = _models(tmp_path)
+    pm = build(m, floor=False)
+    assert pm.model.nu == m.n and pm.model.neq == len(m.followers)
+    d = mujoco.MjData(pm.model)
+    d.ctrl[pm.ctrl_of_joint] = [0.5, 0.8]
+    for _ in range(3000):
+        mujoco.mj_step(pm.model, d)
+    q = d.qpos[pm.qpos_of_joint]
+    assert np.allclose(q, [0.5, 0.8], atol=0.02)
+    for f, want in zip(m.followers, m.follower_angles(q)):
+        assert d.qpos[pm.model.jnt_qposadr[pm.model.joint(f.name).id]] == pytest.approx(want, abs=2e-3), f.name
+
+
+def test_a_follower_is_written_back_as_a_mimic(tmp_path):
+    """`hil urdf`'s URDF of the model reads back as the same mechanism."""
+    from hil.robots.urdf_export import to_urdf
+
+    m, _ = _models(tmp_path)
+    path = tmp_path / "again.urdf"
+    path.write_text(to_urdf(m))
+    again = urdf.build(str(path))
+    assert again.joint_names == m.joint_names and [f.name for f in again.followers] == ["finger", "tip"]
+    q = np.array([0.4, -0.7])
+    assert np.allclose(again.fk_frame(q, "pad_link"), m.fk_frame(q, "pad_link"), atol=1e-9)

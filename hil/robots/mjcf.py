@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 8             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 9             # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -413,7 +413,7 @@ class _Writer:
                 for w in range(int(m.tendon_adr[t]), int(m.tendon_adr[t]) + int(m.tendon_num[t])):
                     if m.wrap_type[w] == WRAP_JOINT:
                         driven.add(int(m.wrap_objid[w]))
-        followers = {int(m.eq_obj1id[e]) for e in range(m.neq) if m.eq_type[e] == EQ_JOINT and m.eq_obj2id[e] >= 0}
+        followers = set(_linear_couplings(m))
         return [name for j, name in self.joint_name.items() if j not in driven and j not in followers]
 
     def _effort(self, j: int) -> float:
@@ -486,16 +486,23 @@ class _Writer:
         return self.meshes[k]
 
     def _mimics(self, robot) -> None:
-        """A joint an equality constraint ties to another (joint1 = c0 + c1·joint2) follows it."""
+        """A joint an equality constraint ties to another (joint1 = c0 + c1·joint2) follows it. A
+        polynomial coupling of higher degree is no mimic: that joint is left as the file's other
+        passive joints are (`hil robots` lists it as moved by no actuator)."""
         m = self.m
-        for e in range(m.neq):
-            if m.eq_type[e] != EQ_JOINT or m.eq_obj2id[e] < 0:
-                continue
-            follower = robot.find(f"joint[@name='{_name(m, 'jnt', int(m.eq_obj1id[e]), '')}']")
-            leader = _name(m, "jnt", int(m.eq_obj2id[e]), "")
+        for j1, (j2, c0, c1) in _linear_couplings(m).items():
+            follower = robot.find(f"joint[@name='{_name(m, 'jnt', j1, '')}']")
+            leader = _name(m, "jnt", j2, "")
             if follower is not None and leader:
-                c0, c1 = float(m.eq_data[e][0]), float(m.eq_data[e][1])
                 ET.SubElement(follower, "mimic", joint=leader, multiplier=f"{c1:.9g}", offset=f"{c0:.9g}")
+
+
+def _linear_couplings(m) -> dict[int, tuple[int, float, float]]:
+    """joint1 → (joint2, c0, c1) for each joint equality joint1 = c0 + c1·joint2 (a polynomial of
+    higher degree is none)."""
+    return {int(m.eq_obj1id[e]): (int(m.eq_obj2id[e]), float(m.eq_data[e][0]), float(m.eq_data[e][1]))
+            for e in range(m.neq)
+            if m.eq_type[e] == EQ_JOINT and m.eq_obj2id[e] >= 0 and not np.any(m.eq_data[e][2:5] != 0.0)}
 
 
 def write_stl(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:

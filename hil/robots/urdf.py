@@ -38,6 +38,8 @@ from hil.robots import urdf_xml
 from hil.robots.model import DEFAULT_RATE_HZ, Follower, Joint, RobotModel, Shape
 
 MOVING = ("revolute", "continuous")
+MAX_MIMIC_MULTIPLIER = 1e3     # a gear train's ratio, generously: beyond it a follower's angle is no mechanism's
+MAX_MIMIC_OFFSET_RAD = 100.0
 LOCKED = ("prismatic", "floating", "planar")
 TYPES = MOVING + LOCKED + ("fixed",)
 MAX_BYTES = 64 << 20
@@ -575,6 +577,10 @@ def _place(parts: _Parts, j, path: str, side_path: str, overrides: dict, leaders
         lo, hi, vel, acc = _limits(j, overrides.get(j.name, {}), path, side_path)
         parts.joints.append(Joint(j.name, parent, origin, _axis(j, path), lo, hi, vel, acc))
     elif leaders is not None and j.type in MOVING and j.mimic is not None and j.mimic.joint in leaders:
+        if not (abs(j.mimic.multiplier) <= MAX_MIMIC_MULTIPLIER and abs(j.mimic.offset) <= MAX_MIMIC_OFFSET_RAD):
+            raise _fail(path, f"joint {j.name!r}", f"<mimic multiplier=\"{j.mimic.multiplier:g}\" offset=\""
+                        f"{j.mimic.offset:g}\"> is out of bounds (|multiplier| ≤ {MAX_MIMIC_MULTIPLIER:g}, "
+                        f"|offset| ≤ {MAX_MIMIC_OFFSET_RAD:g} rad): fix the file's coupling")
         parts.followers.append(Follower(j.name, parent, origin, _axis(j, path), leaders[j.mimic.joint],
                                         j.mimic.multiplier, j.mimic.offset))
     else:

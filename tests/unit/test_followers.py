@@ -5,6 +5,8 @@ by hand."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -139,3 +141,28 @@ def test_a_follower_is_written_back_as_a_mimic(tmp_path):
     assert again.joint_names == m.joint_names and [f.name for f in again.followers] == ["finger", "tip"]
     q = np.array([0.4, -0.7])
     assert np.allclose(again.fk_frame(q, "pad_link"), m.fk_frame(q, "pad_link"), atol=1e-9)
+
+
+@pytest.mark.parametrize("mimic", ["multiplier='1e6'", "offset='1e4'", "multiplier='-2e3' offset='3'"])
+def test_a_coupling_no_mechanism_has_is_refused_naming_the_joint(tmp_path, mimic):
+    """A multiplier of a million turns a follower past any number a kernel can use (the finger's
+    <limit> aside: a continuous follower has none): one line."""
+    path = tmp_path / "wild.urdf"
+    path.write_text(_ARM.format(links=_LINKS, mimic_finger=f"<mimic joint='elbow' {mimic}/>",
+                                mimic_tip="<mimic joint='shoulder'/>"))
+    with pytest.raises(urdf.ConfigError) as e:
+        urdf.build(str(path))
+    assert "joint 'finger'" in str(e.value) and "out of bounds" in str(e.value) and str(path) in str(e.value)
+
+
+def test_an_mjcf_polynomial_coupling_is_no_mimic(tmp_path):
+    """joint1 = c0 + c1·joint2 + c2·joint2²: hil's followers are linear, so that joint is left to the
+    file's physics (moved by no actuator), never followed at the wrong angle."""
+    pytest.importorskip("mujoco")
+    import hil.robots as robots
+
+    text = (Path(__file__).parent / "mjcf" / "biped.xml").read_text()
+    path = tmp_path / "poly.xml"
+    path.write_text(text.replace('polycoef="0 0.5 0 0 0"', 'polycoef="0 0.5 0.2 0 0"'))
+    m = robots.load(str(path))
+    assert not m.followers and "neck_follow" in m.meta.get("unactuated_joints", [])

@@ -542,7 +542,7 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     for j in order:
         if j.name in beyond:
             _place(parts, j, path, side_path, overrides, index)
-    parts.narrowed = _narrowed_by_followers(order, parts.joints, path)
+    parts.narrowed = _narrowed_by_followers(order, parts.joints, path) + _slowed_by_followers(order, parts.joints)
     unknown = set(overrides) - set(index)
     if unknown:
         raise ConfigError(f"{side_path}: [joints.{sorted(unknown)[0]}] is not a driven joint of {path}")
@@ -623,6 +623,27 @@ def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[
             joints[k] = dataclasses.replace(leader, lower=lo, upper=hi)
             notes.append(f"{leader.name}: range narrowed to {math.degrees(lo):.1f}° … {math.degrees(hi):.1f}° "
                          f"to keep its follower {j.name} within {shown(lim.lower)} … {shown(lim.upper)}")
+    return notes
+
+
+def _slowed_by_followers(urdf_joints, joints: list[Joint]) -> list[str]:
+    """A mimic follower turns |multiplier| times as fast as its leader: the leader's speed (and its
+    acceleration, in proportion) is lowered in `joints` to what keeps the follower within its own
+    <limit velocity>. Returns a note per change."""
+    index = {jt.name: k for k, jt in enumerate(joints)}
+    notes = []
+    for j in urdf_joints:
+        v = None if j.limit is None else j.limit.velocity
+        if j.mimic is None or j.mimic.joint not in index or not v or j.mimic.multiplier == 0.0:
+            continue
+        k = index[j.mimic.joint]
+        leader = joints[k]
+        most = v / abs(j.mimic.multiplier)
+        if most < leader.velocity_limit:
+            joints[k] = dataclasses.replace(leader, velocity_limit=most,
+                                            acceleration_limit=leader.acceleration_limit * most / leader.velocity_limit)
+            notes.append(f"{leader.name}: speed lowered to {math.degrees(most):.0f}°/s to keep its follower {j.name} "
+                         f"within {_follower_units(j.type)(v)}/s")
     return notes
 
 
@@ -789,7 +810,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 17   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 18   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:

@@ -166,3 +166,14 @@ def test_an_mjcf_polynomial_coupling_is_no_mimic(tmp_path):
     path.write_text(text.replace('polycoef="0 0.5 0 0 0"', 'polycoef="0 0.5 0.2 0 0"'))
     m = robots.load(str(path))
     assert not m.followers and "neck_follow" in m.meta.get("unactuated_joints", [])
+
+
+def test_a_leader_turns_no_faster_than_its_follower_may(tmp_path):
+    """The finger turns 1.5 times as fast as the elbow: at 3 rad/s of its own, the elbow's 3 rad/s
+    becomes 2 (its acceleration in proportion), and `hil robots` says so."""
+    m, every = _models(tmp_path)
+    e = m.joint_index("elbow")
+    assert m.velocity_limit[e] == pytest.approx(3.0 / 1.5)
+    assert m.acceleration_limit[e] == pytest.approx(every.acceleration_limit[e] / 1.5)
+    assert m.velocity_limit[m.joint_index("shoulder")] == pytest.approx(3.0)   # the tip: 0.5 × as fast
+    assert any(n.startswith("elbow: speed lowered to 115°/s") for n in m.meta["narrowed_by_followers"])

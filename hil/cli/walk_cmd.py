@@ -47,6 +47,37 @@ def register(sub) -> None:
     s.set_defaults(func=run, check_before_loading=check_before_loading)
 
 
+_NOT_ROCKING = (("stride", None), ("width", None), ("side", 0.0), ("turn", 0.0), ("period", None), ("lift", None),
+                ("knee_stretched", False), ("heel_toe", None), ("motion_out", None))
+
+
+def _walk_rocking(args, model, rate: float) -> int:
+    """Legs without an ankle roll (hil.motion.rocking): the rocking walk of the robot's [walk]
+    numbers, its balance checked in physics before anything moves."""
+    from hil.motion import rocking
+
+    given = [f"--{k.replace('_', '-')}" for k, default in _NOT_ROCKING if getattr(args, k, default) != default]
+    gait, source = rocking.gait_of(model)
+    if given:
+        raise InputError(f"walk: {model.name}'s legs have no ankle roll, so it walks rocking, its gait from {source}: "
+                         f"{', '.join(given)} do not apply to it (set the gait in a side file's [walk]: docs/robots.md)")
+    check_predict_options(args, model)
+    servo = servo_for(args, model)
+    rollouts = args.predict if args.predict is not None else rocking.ROLLOUTS
+    print(f"walk: {model.name}'s legs have no ankle roll: it walks rocking — {rocking.describe(gait)} ({source}); "
+          f"its balance is checked in physics ({rollouts} rollouts) before anything moves", flush=True)
+    res = rocking.plan(model, args.steps, rate, servo, rollouts, speed=speed_of(args))
+    print(res.summary())
+    print(res.prediction.summary())
+    out = trajectory_out(args, "hil-walk-", "walk.npz")
+    if out:
+        res.save(out)
+        print(f"walk: {out} (t, q, q_plan, com_w)")
+    if not (args.dry_run or args.port):
+        return 0
+    return run_planned(args, model.spec, out)
+
+
 def _progress_printer(after_s: float = 2.0):
     """Says how far the plan has come, once it has taken longer than `after_s` (short plans stay quiet)."""
     t0 = time.monotonic()
@@ -146,7 +177,12 @@ def run(args) -> int:
                             "(docs/robots.md)"))
     rate = number(args.rate_hz if args.rate_hz is not None else model.default_rate_hz,
                   "--rate", *LOOP_RATE_RANGE_HZ, "Hz")
-    walking.check_legs(model)   # a leg that cannot walk is said before anything else
+    walking.check_driven_legs(model)   # a leg that cannot walk is said before anything else
+    from hil.motion import rocking
+
+    if rocking.applies(model):
+        return _walk_rocking(args, model, rate)
+    walking.check_legs(model)
     chosen = _gait_for_the_legs(args, model)
     _check_gait(args)   # the gait scaled to the legs, as the numbers given were
     check_predict_options(args, model)

@@ -175,7 +175,25 @@ def _check_params(model, p: WalkParams) -> None:
 def check_legs(model) -> None:
     """This walk keeps the body upright and the soles flat while down: a leg carries the body over
     its foot by rolling at the hip and back at the ankle. A leg with one roll joint or none cannot
-    (its sole would tilt), whatever the stride: said before any IK is tried."""
+    (its sole would tilt), whatever the stride: said before any IK is tried (a leg with its hip roll
+    and three pitch joints walks rocking instead: `hil.motion.rocking`)."""
+    check_driven_legs(model)
+    for side, leg in legs(model).items():
+        if len(leg.roll) < 2:
+            names = ", ".join(model.joint_names[j] for j in leg.joints)
+            has = {0: "no joint that rolls", 1: f"one joint that rolls ({model.joint_names[leg.roll[0]]})"}[len(leg.roll)]
+            rocks = len(leg.roll) == 1 and len(leg.pitch) == 3
+            raise InputError(f"walk: {model.name}'s {'left' if side == 'l' else 'right'} leg ({names}) has {has}; "
+                             "this walk keeps the body upright and the soles flat, and carries the body over the "
+                             "stance foot by a roll at the hip and one at the ankle (as humanoid17, the OP3 and the "
+                             "G1 have)" + ("; `hil walk` walks such legs rocking (hil.motion.rocking)" if rocks else
+                                           ", or rocks a leg with a hip roll and three pitch joints (hip, knee, ankle) "
+                                           "over its foot's edge: this leg has neither") + " (docs/robots.md)")
+
+
+def check_driven_legs(model) -> None:
+    """Every joint of the legs is one a servo drives: hil plans through those, and does not compute a
+    linkage's passive joints from them."""
     passive = set(model.meta.get("unactuated_joints", ()))
     for side, leg in legs(model).items():
         moved_by_none = [model.joint_names[j] for j in leg.joints if model.joint_names[j] in passive]
@@ -184,14 +202,6 @@ def check_legs(model) -> None:
                              f"its MJCF moves ({', '.join(moved_by_none)}: a linkage's passive joints, as a knee "
                              "turned by rods): hil plans a walk through joints its servos drive, and does not compute "
                              "a linkage's joints from them (docs/robots.md)")
-        if len(leg.roll) < 2:
-            names = ", ".join(model.joint_names[j] for j in leg.joints)
-            has = {0: "no joint that rolls", 1: f"one joint that rolls ({model.joint_names[leg.roll[0]]})"}[len(leg.roll)]
-            raise InputError(f"walk: {model.name}'s {'left' if side == 'l' else 'right'} leg ({names}) has {has}; "
-                             "hil's walk keeps the body upright and the soles flat, and carries the body over the "
-                             "stance foot by a roll at the hip and one at the ankle (as humanoid17, the OP3 and the "
-                             "G1 have): a leg without an ankle roll cannot shift the weight sideways, so no walk "
-                             "is planned for it (docs/robots.md)")
 
 
 def _generate(model, params: WalkParams, progress=None) -> WalkResult:

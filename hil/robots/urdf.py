@@ -786,7 +786,8 @@ def _masses(robot, parts: _Parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 SIDE_ROBOT_KEYS = {"name", "urdf", "mjcf", "kind", "board", "description", "tool_frame", "default_rate_hz", "floor_z_m"}
 KEYFRAME_TAG = "_from"   # in a pose from an MJCF's keyframe: where it comes from, for its errors
-SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path", "collision"}
+SIDE_SECTIONS = {"robot", "joints", "poses", "soles", "workspace", "balance", "frame", "servo", "path", "collision",
+                 "walk"}
 
 
 def path_section(table, where: str) -> dict:
@@ -810,7 +811,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 18   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 19   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -946,9 +947,11 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
         meta["allowed_collisions"] = allowed
     ws = _table(side, "workspace", side_path)
     meta["workspace"] = {"reach_m": max(_reach(parts.moving(), frames[tool], zero), 1e-3), **ws}
-    for section in ("balance", "servo"):
+    for section in ("balance", "servo", "walk"):   # (a walk's numbers are checked by the walk: hil.motion.rocking)
         if section in side:
             meta[section] = _table(side, section, side_path)
+    if "walk" in side:
+        meta["walk_source"] = side_path
     name = cfg.get("name", robot.name or Path(path).stem)
     return dict(name=str(name), joints=parts.joints, frames=frames, tool_frame=tool, base_frame=parts.base,
                 link_names=parts.link_names, home=home, poses=poses, shapes=shapes, masses=masses, coms=coms,

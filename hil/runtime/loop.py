@@ -342,7 +342,10 @@ class Loop:
         if getattr(self.motion, "dynamic_balance_checked", False):
             # a walk leaves the static support polygon by design; its ZMP was recomputed at load
             self.safety.check_static_balance(False)
-            self.static_balance_note = "static balance check off for this motion: its ZMP was checked when loaded"
+            self.static_balance_note = ("static balance check off for this motion: "
+                                        + ("its balance was checked in physics when loaded"
+                                           if getattr(self.motion, "balance_checked_by", "zmp") == "physics"
+                                           else "its ZMP was checked when loaded"))
         T = 1.0 / cfg.rate_hz
         policy = Policy(T, cfg.ramp_fraction, cfg.hold_after_misses, cfg.disable_after_misses,
                         hold_timeout_s=HEADLESS_HOLD_S if cfg.headless else None, bring_in=cfg.bring_in)

@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from hil.errors import InputError
+from hil.errors import InputError, UnreachableError
 from hil.inputs import load_npz
-from hil.motion import contacts, progress
+from hil.motion import contacts, progress, rocking
 from hil.motion.bounds import MAX_SAMPLES, check_count, check_duration
 from hil.motion.keyframes import load_motion
 from hil.motion.limits import check_limits
@@ -113,6 +113,7 @@ class Trajectory(MotionSource):
     name = "trajectory"
 
     dynamic_balance_checked = False
+    balance_checked_by = "zmp"   # or "physics": rolled out when loaded (a rocking walk)
 
     def __init__(self, t: np.ndarray, q: np.ndarray, name: str = "trajectory") -> None:
         t = np.asarray(t, dtype=np.float64)
@@ -145,6 +146,8 @@ class Trajectory(MotionSource):
         try:
             traj = cls(f["t"], f["q"], name=path)
             claim = "dynamic_balance_checked" in f and bool(np.asarray(f["dynamic_balance_checked"]).reshape(-1)[:1].all())
+            in_physics = "balance_checked_in_physics" in f and bool(
+                np.asarray(f["balance_checked_in_physics"]).reshape(-1)[:1].all())
             support = np.asarray(f["support"]) if "support" in f else None
             q_plan = np.asarray(f["q_plan"], dtype=np.float64) if "q_plan" in f else None
         except (KeyError, ValueError, TypeError) as e:
@@ -164,6 +167,9 @@ class Trajectory(MotionSource):
             traj.note = f"played at {100 * speed:.0f} % of its written speed (--speed)"
         if claim and support is not None and model is not None:
             traj.dynamic_balance_checked = verify_dynamic_balance(model, traj, support, path)
+        elif in_physics and model is not None:
+            traj.dynamic_balance_checked = verify_in_physics(model, traj, path, servo)
+            traj.balance_checked_by = "physics"
         if support is not None and support.shape == traj.t.shape and np.all(contacts.is_valid(support)):
             traj.support = support.astype(np.int64)
         return traj
@@ -215,6 +221,19 @@ def _checked_plan(model, q: np.ndarray, q_plan: np.ndarray, where: str, servo=No
                          f"sample {k} ({model.joint_names[j]}): more than a compliance compensation can "
                          f"({np.degrees(bound[j]):.2f}°); q is what the servos are told, q_plan where the joints go")
     return q_plan
+
+
+def verify_in_physics(model, traj: Trajectory, where: str, servo=None) -> bool:
+    """Roll a walk whose file says physics checked its balance (a rocking walk: hil.motion.rocking)
+    out in physics again, as its planner did; True when none falls, InputError naming the file else."""
+    dt = np.diff(traj.t)
+    if len(traj.t) < 3 or dt.min() <= 0 or dt.max() - dt.min() > 1e-9 * max(1.0, dt.max()):
+        raise InputError(f"{where}: a walk checked in physics has evenly spaced samples")
+    try:
+        rocking.rolled_out(model, traj.t, traj.q, rocking.ROLLOUTS, servo, 1.0 / float(dt[0]))
+    except UnreachableError as e:
+        raise InputError(f"{where}: the file says physics checked its balance; checked again: {e}") from None
+    return True
 
 
 def verify_dynamic_balance(model, traj: Trajectory, support: np.ndarray, where: str) -> bool:

@@ -95,7 +95,7 @@ def test_the_op3_side_file_for_robotis_urdf_loads_and_plans_the_walk_the_mjcf_on
     assert all(p.startswith("plan: 6 steps of 3.9 cm forward") for p in plans), plans
 
 
-def test_the_duck_side_file_loads_plays_its_crouch_in_physics_and_says_why_it_does_not_walk(duck, tmp_path):
+def test_the_duck_side_file_loads_and_plays_its_crouch_in_physics(duck, tmp_path):
     r = subprocess.run(HIL + ["robots", "--robot", str(duck)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "14 joints" in r.stdout and "MJCF" in r.stdout and "servos: custom" in r.stdout
@@ -107,10 +107,91 @@ def test_the_duck_side_file_loads_plays_its_crouch_in_physics_and_says_why_it_do
         r.stdout + r.stderr
     physics = json.loads(stats.read_text())["physics"]
     assert not physics["fell"] and physics["max_tilt_deg"] < 10, physics
-    r = subprocess.run(HIL + ["walk", "--robot", str(duck), "--steps", "2"], capture_output=True, text=True,
-                       timeout=120)
+
+
+# A rocking walk searched for the stand-in as the Duck's was in its makers' MJCF (docs/robots.md):
+# an open-loop gait is its robot's own, and the Duck's falls on the stand-in
+STANDIN_WALK = """
+[walk]
+gait = "rocking"
+{numbers}
+"""
+STANDIN_NUMBERS = """period_s = 1.397
+ramp_s = 1.287
+sway_deg = 0.55
+sway_phase_deg = 82.03
+splay_deg = -11.34
+lift_deg = 4.882
+lift_phase_deg = -77.17
+swing_deg = 17.09
+swing_phase_deg = -160.1
+twist_deg = 5.856"""
+
+
+def _replayed(mjcf: Path, names, walk: Path) -> list[tuple[float, float]]:
+    """The walk file's commands replayed open loop in the MJCF's own model (its actuators), as an
+    outside check does: (share of the planned travel covered, worst tilt °) for servo stiffness
+    ×0.8 and ×1.2, masses ×0.9 and ×1.1, floor friction 1 and 0.7."""
+    import math
+
+    import mujoco
+
+    f = np.load(walk)
+    t, Q, com = f["t"], f["q"], f["com_w"]
+    planned = com[-1, :2] - com[0, :2]
+    out = []
+    for kp in (0.8, 1.2):
+        for mass in (0.9, 1.1):
+            for friction in (1.0, 0.7):
+                m = mujoco.MjModel.from_xml_path(str(mjcf))
+                m.actuator_gainprm[:, 0] *= kp
+                m.actuator_biasprm[:, 1] *= kp
+                m.body_mass[:] *= mass
+                m.body_inertia[:] *= mass
+                m.geom_friction[:, 0] = friction
+                d = mujoco.MjData(m)
+                columns = [m.actuator(n).id for n in names]
+                for k, a in enumerate(columns):
+                    d.qpos[m.jnt_qposadr[m.actuator_trnid[a, 0]]] = Q[0, k]
+                mujoco.mj_forward(m, d)
+                tilt, x0 = 0.0, None
+                for k in range(-int(0.5 / (t[1] - t[0])), len(t)):   # half a second standing first
+                    d.ctrl[columns] = Q[max(k, 0)]
+                    for _ in range(int(round((t[1] - t[0]) / m.opt.timestep))):
+                        mujoco.mj_step(m, d)
+                    if k == 0:
+                        x0 = d.qpos[:2].copy()
+                    w, x, y, z = d.qpos[3:7]
+                    tilt = max(tilt, math.degrees(math.acos(min(1.0, 1 - 2 * (x * x + y * y)))))
+                covered = float((d.qpos[:2] - x0) @ planned) / float(planned @ planned)
+                out.append((covered, tilt))
+    return out
+
+
+def test_the_duck_walks_rocking_where_its_gait_holds_and_is_refused_where_it_falls(duck, tmp_path):
+    """Legs without an ankle roll walk rocking, checked in physics before anything moves: the Duck's
+    own [walk] falls on the stand-in and is refused in one line; the stand-in's own walks it in
+    --dry-run --physics, and its commands hold when replayed in the stand-in's MJCF, varied."""
+    r = subprocess.run(HIL + ["walk", "--robot", str(duck), "--steps", "6"], capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
-    assert "left_hip_roll" in r.stderr and "ankle roll" in r.stderr and "Traceback" not in r.stderr
+    assert "the rocking walk falls in" in r.stderr and "rollouts in physics" in r.stderr, r.stderr
+    assert "walks rocking" in r.stdout and "Traceback" not in r.stderr
+    text = duck.read_text()
+    own = tmp_path / "standin.toml"
+    own.write_text(text[:text.index("\n[walk]\n")] + STANDIN_WALK.format(numbers=STANDIN_NUMBERS))
+    stats, walk = tmp_path / "stats.json", tmp_path / "walk.npz"
+    r = subprocess.run(HIL + ["walk", "--robot", str(own), "--steps", "6", "--dry-run", "--physics", "--headless",
+                              "--stats-json", str(stats), "--out", str(walk)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "balance was checked in physics when loaded" in r.stdout, r.stdout + r.stderr
+    physics = json.loads(stats.read_text())["physics"]
+    assert not physics["fell"] and physics["max_tilt_deg"] < 20, physics
+    from hil import robots
+
+    names = robots.load(str(own)).joint_names
+    replays = _replayed(tmp_path / "open_duck_mini_v2" / "xmls" / "scene_flat_terrain.xml", names, walk)
+    assert all(covered >= 0.9 and tilt <= 20 for covered, tilt in replays), replays
 
 
 def test_a_kit_side_file_whose_makers_file_is_a_fifo_is_one_line(duck, tmp_path):

@@ -190,7 +190,7 @@ def describe(gait: RockingGait) -> str:
 
 ROLLOUTS = 8            # the rollouts in physics that check a rocking walk's balance before it runs
 LEAST_STEP_M = 0.002    # a walk whose rollouts get less far than this a step goes nowhere
-PLANNED_SHARE = 0.8     # the travel a rocking walk plans: this share of the least any rollout covered
+PLANNED_SHARE = 0.5     # the travel a rocking walk plans: this share of the least any rollout covered
 
 
 @dataclass

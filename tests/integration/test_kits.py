@@ -51,6 +51,20 @@ def duck(tmp_path) -> Path:
     return tmp_path / "open_duck_mini_v2.toml"
 
 
+@pytest.fixture
+def duck_from_urdf(tmp_path) -> Path:
+    """examples/robots/open_duck_mini_v2_urdf.toml beside a URDF of the Duck's stand-in (as `hil urdf`
+    writes it) where a user copies the makers' mini_bdx/robots/open_duck_mini_v2 folder."""
+    from hil import robots
+    from hil.robots.urdf_export import to_urdf
+
+    (tmp_path / "open_duck_mini_v2_urdf").mkdir()
+    (tmp_path / "open_duck_mini_v2_urdf" / "robot.urdf").write_text(
+        to_urdf(robots.load(str(ROOT / "tests" / "unit" / "mjcf" / "ducklike.xml"))))
+    shutil.copy(ROOT / "examples" / "robots" / "open_duck_mini_v2_urdf.toml", tmp_path / "duck_urdf.toml")
+    return tmp_path / "duck_urdf.toml"
+
+
 @pytest.mark.slow
 def test_the_op3_side_file_loads_plans_a_walk_and_walks_it_in_physics(op3, tmp_path):
     r = subprocess.run(HIL + ["robots", "--robot", str(op3)], capture_output=True, text=True, timeout=120)
@@ -192,6 +206,23 @@ def test_the_duck_walks_rocking_where_its_gait_holds_and_is_refused_where_it_fal
     names = robots.load(str(own)).joint_names
     replays = _replayed(tmp_path / "open_duck_mini_v2" / "xmls" / "scene_flat_terrain.xml", names, walk)
     assert all(covered >= 0.9 and tilt <= 20 for covered, tilt in replays), replays
+
+
+def test_the_duck_urdf_side_file_loads_with_the_mjcf_ones_joints_servos_and_gait(duck_from_urdf, duck):
+    """The makers' URDF route: the same joints, stops, home, servos and [walk] as the MJCF side file;
+    on the stand-in's URDF (physics built by hil) the Duck's gait falls too, refused in one line."""
+    from hil import robots
+    from hil.motion import rocking
+
+    model, twin = robots.load(str(duck_from_urdf)), robots.load(str(duck))
+    assert model.joint_names == twin.joint_names and model.kind == "humanoid"
+    np.testing.assert_allclose(model.home, twin.home)
+    assert model.meta["servo"]["preset"] == "STS3215-duck" and model.meta.get("urdf")
+    assert rocking.gait_of(model) == rocking.gait_of(twin)
+    r = subprocess.run(HIL + ["walk", "--robot", str(duck_from_urdf), "--steps", "6"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    assert "the rocking walk falls in" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_kit_side_file_whose_makers_file_is_a_fifo_is_one_line(duck, tmp_path):

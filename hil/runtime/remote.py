@@ -37,7 +37,8 @@ def post_motion(client, motion) -> "object":
               "support": motion.support if motion.support is not None else np.zeros(0, dtype=np.int64),
               "dynamic_balance_checked": np.array(bool(motion.dynamic_balance_checked)),
               "time_scale": np.array(float(motion.time_scale)), "duration": np.array(float(motion.duration))}
-    texts = json.dumps({"name": motion.name, "note": motion.note})
+    texts = json.dumps({"name": motion.name, "note": motion.note,
+                        "balance_checked_by": getattr(motion, "balance_checked_by", "zmp")})
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -90,6 +91,8 @@ def read_motion(loop: str, token: int, model):
     if support.shape == traj.t.shape:
         traj.support = support.astype(np.int64)
     traj.dynamic_balance_checked = bool(got["dynamic_balance_checked"])
+    if texts.get("balance_checked_by") == "physics":   # what the loop says of it (its note)
+        traj.balance_checked_by = "physics"
     traj.time_scale = float(got["time_scale"])
     traj.note = str(texts.get("note", ""))
     return traj

@@ -40,6 +40,12 @@ def register(sub) -> None:
     roll.add_argument("--flat-feet", dest="heel_toe", action="store_const", const=False,
                       help="the soles stay flat while they are down, --knee-stretched too")
     add_run_options(s, "rate_hz")
+    s.add_argument("--find-gait", action="store_true",
+                   help="legs without an ankle roll: search a rocking walk in the robot's physics (its servos, "
+                        "masses, floor varied as --predict varies them) and print it as a side file's [walk] "
+                        "table; nothing moves (minutes: --generations)")
+    s.add_argument("--generations", type=int, default=40, help="with --find-gait: generations of 16 candidate gaits "
+                                                               "(1 … 500; default 40)")
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
     add_run_target(s)
@@ -64,6 +70,8 @@ def _walk_rocking(args, model, rate: float) -> int:
     check_predict_options(args, model)
     servo = servo_for(args, model)
     rollouts = args.predict if args.predict is not None else rocking.ROLLOUTS
+    if args.find_gait:
+        return _find_gait(args, model, servo, rate, rollouts)
     print(f"walk: {model.name}'s legs have no ankle roll: it walks rocking — {rocking.describe(gait)} ({source}); "
           f"its balance is checked in physics ({rollouts} rollouts) before anything moves", flush=True)
     res = rocking.plan(model, args.steps, rate, servo, rollouts, speed=speed_of(args))
@@ -76,6 +84,25 @@ def _walk_rocking(args, model, rate: float) -> int:
     if not (args.dry_run or args.port):
         return 0
     return run_planned(args, model.spec, out)
+
+
+def _find_gait(args, model, servo, rate: float, rollouts: int) -> int:
+    """--find-gait: the rocking walk the search finds in the robot's physics, printed as [walk]."""
+    from hil.motion import rocking_search
+
+    number(args.generations, "--generations", 1, 500)
+    if args.dry_run or args.port:
+        raise InputError("--find-gait searches a gait and prints it; nothing moves: leave out --dry-run and --port")
+    print(f"gait search: {args.generations} generations of 16 gaits, each rolled out {rollouts} times in physics "
+          f"({args.steps} steps) …", flush=True)
+    found = rocking_search.search(model, args.steps, args.generations, rollouts=rollouts, servo=servo, rate_hz=rate,
+                                  say=lambda s: print(s, flush=True))
+    start = (f"{100 * found.start_score_m:.1f} cm" if found.start_score_m > -rocking_search.FALL_COST_M / 2
+             else "a fall")
+    print(f"gait search: {found.tried} gaits tried; the best takes its worst robot {100 * found.score_m:.1f} cm "
+          f"(the gait it started from: {start}). For the robot's side file:")
+    print(rocking_search.as_table(found.gait), end="")
+    return 0
 
 
 def _progress_printer(after_s: float = 2.0):
@@ -182,6 +209,9 @@ def run(args) -> int:
 
     if rocking.applies(model):
         return _walk_rocking(args, model, rate)
+    if args.find_gait:
+        raise InputError(f"--find-gait searches a rocking walk, for legs without an ankle roll; {model.name}'s walk "
+                         "is planned from --stride, --period and --lift (ZMP preview control)")
     walking.check_legs(model)
     chosen = _gait_for_the_legs(args, model)
     _check_gait(args)   # the gait scaled to the legs, as the numbers given were

@@ -238,11 +238,12 @@ def plan(model, steps: int, rate_hz: float, servo=None, rollouts: int = ROLLOUTS
     check_plan(model, t, Q, static_balance=False, where="walk",
                advice="the rocking walk's gait is its side file's [walk]: change it there")
     prediction = rolled_out(model, t, Q, rollouts, servo, rate_hz, progress)
-    travel = _least_travel(prediction)
-    if float(np.linalg.norm(travel)) < steps * LEAST_STEP_M / PLANNED_SHARE:
+    least = _least_travel(prediction)
+    if float(np.linalg.norm(least)) < steps * LEAST_STEP_M:
         raise UnreachableError(f"walk: refused: the rocking walk stays up but gets nowhere in physics (the least of "
-                               f"{len(prediction.rollouts)} rollouts: {100 * float(np.linalg.norm(travel)):.1f} cm in "
+                               f"{len(prediction.rollouts)} rollouts: {100 * float(np.linalg.norm(least)):.1f} cm in "
                                f"{steps} steps); give its side file's [walk] other numbers (docs/robots.md)")
+    travel = PLANNED_SHARE * least
     com0 = np.array([*model.com(model.home)[:2], model.com(model.home)[2]])
     share = np.clip(t / t[-1], 0.0, 1.0)[:, None]
     com_w = com0 + share * np.array([*travel, 0.0])
@@ -267,11 +268,10 @@ def rolled_out(model, t, Q, rollouts: int, servo, rate_hz: float, progress=None)
 
 
 def _least_travel(prediction) -> np.ndarray:
-    """The travel the rollouts agree on: along their mean direction, PLANNED_SHARE of as far as the
-    shortest went (a robot a little unlike all of them may fall short of the least)."""
+    """The travel the rollouts agree on: along their mean direction, as far as the shortest went."""
     ways = np.array([r.travel_m for r in prediction.rollouts])
     mean = ways.mean(axis=0)
     if float(np.linalg.norm(mean)) < 1e-6:
         return np.zeros(2)
     d = mean / np.linalg.norm(mean)
-    return PLANNED_SHARE * max(0.0, float((ways @ d).min())) * d
+    return max(0.0, float((ways @ d).min())) * d

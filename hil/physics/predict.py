@@ -117,7 +117,7 @@ class Prediction:
 
 
 @dataclass
-class _Job:
+class Job:
     """What every rollout shares (handed to the worker processes as they fork)."""
 
     pm: PhysicsModel
@@ -128,7 +128,7 @@ class _Job:
     seed: int
 
 
-_JOB: _Job | None = None
+_JOB: Job | None = None
 
 
 def check_can_fall(model, option: str = "--predict") -> None:
@@ -141,7 +141,6 @@ def predict(model, t, q, n: int, servo=None, rate_hz: float = 200.0, variation: 
             planned_travel_m=None, workers: int | None = None, seed: int = 0, progress=None) -> Prediction:
     """Roll the commands `q` (N, n) at times `t` (N,) out `n` times (see the module): the run's
     commands, sampled at its loop's `rate_hz`, with `servo` its servo table (default the robot's)."""
-    global _JOB
     check_can_fall(model)
     if not (isinstance(n, int) and 1 <= n <= 10000):
         raise InputError(f"--predict {n}: the number of rollouts, 1 … 10000 (e.g. --predict 64)")
@@ -154,14 +153,22 @@ def predict(model, t, q, n: int, servo=None, rate_hz: float = 200.0, variation: 
     if not np.isfinite(q_cmd).all():
         raise InputError("--predict: the motion's commands are not all finite numbers")
     ramp = np.asarray(model.velocity_limit, dtype=np.float64) * RAMP_FRACTION
-    _JOB = _Job(build(model, servo), q_cmd, dt, ramp, variation, seed)
+    return rolled_out(Job(build(model, servo), q_cmd, dt, ramp, variation, seed), n, workers, progress,
+                      planned_travel_m)
+
+
+def rolled_out(job: "Job", n: int, workers: int | None = None, progress=None, planned_travel_m=None) -> Prediction:
+    """`n` rollouts of a job whose physics model is built (`predict` builds one; a search that tries
+    many commands on one robot builds it once): the same seed, the same robots."""
+    global _JOB
+    _JOB = job
     workers = max(1, min(workers or os.cpu_count() or 1, n))
     t0 = time.monotonic()
     try:
         rollouts = _run_all(n, workers, progress)
     finally:
         _JOB = None
-    return Prediction(sorted(rollouts, key=lambda r: r.index), variation, workers, time.monotonic() - t0,
+    return Prediction(sorted(rollouts, key=lambda r: r.index), job.variation, workers, time.monotonic() - t0,
                       None if planned_travel_m is None else np.asarray(planned_travel_m, dtype=np.float64)[:2])
 
 
@@ -195,7 +202,7 @@ def _worker_start(parent: int) -> None:
         os._exit(0)
 
 
-def _varied(job: _Job, rng: np.random.Generator) -> PhysicsModel:
+def _varied(job: Job, rng: np.random.Generator) -> PhysicsModel:
     """A copy of the model with this rollout's servos, masses and floor."""
     v = job.variation
     m = copy.copy(job.pm.model)

@@ -235,3 +235,21 @@ def test_a_kit_side_file_whose_makers_file_is_a_fifo_is_one_line(duck, tmp_path)
     r = subprocess.run(HIL + ["robots", "--robot", str(duck)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
     assert "[robot] mjcf" in r.stderr and "not a regular file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_find_gait_prints_a_walk_table_for_the_side_file(duck, tmp_path):
+    """`hil walk --find-gait`: the search said generation by generation, then a [walk] table that a
+    side file takes as it is; nothing moves."""
+    import tomllib
+
+    from hil.motion import rocking
+
+    r = subprocess.run(HIL + ["walk", "--robot", str(duck), "--find-gait", "--generations", "2", "--steps", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gait search: generation 2 of 2" in r.stdout and "For the robot's side file:" in r.stdout, r.stdout
+    table = tomllib.loads(r.stdout[r.stdout.index("[walk]"):])["walk"]
+    assert table["gait"] == "rocking" and rocking.from_table(table, "printed").period > 0
+    r = subprocess.run(HIL + ["walk", "--robot", str(duck), "--find-gait", "--dry-run"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "nothing moves: leave out --dry-run" in r.stderr, r.stderr

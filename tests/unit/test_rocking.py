@@ -114,3 +114,31 @@ def test_a_walk_that_stays_up_but_gets_nowhere_is_refused(duck):
     with pytest.raises(UnreachableError) as e:
         rocking.plan(still, 2, 200.0)
     assert "stays up but gets nowhere in physics" in str(e.value), str(e.value)
+
+
+def test_a_gait_search_improves_on_its_start_and_prints_what_it_scored(duck):
+    """Two short generations on the stand-in: the best is no worse than the gait it started from
+    (the Duck's, which falls there), within the search's ranges, and the [walk] table it prints
+    reads back as the very gait it scored (a rocking walk can hang on the fourth digit)."""
+    import tomllib
+
+    from hil.motion import rocking_search
+
+    said = []
+    found = rocking_search.search(duck, steps=2, generations=2, population=6, rollouts=2, say=said.append)
+    assert found.score_m >= found.start_score_m and found.tried == 13 and len(said) == 2
+    bounds = rocking_search._bounds(duck)
+    values = [getattr(found.gait, n) for n in rocking_search.NAMES]
+    assert all(lo - 1e-3 <= v <= hi + 1e-3 for v, (lo, hi) in zip(values, bounds))
+    table = tomllib.loads(rocking_search.as_table(found.gait))["walk"]
+    again = rocking.from_table(table, "found")
+    assert all(getattr(again, n) == pytest.approx(getattr(found.gait, n), rel=1e-9, abs=1e-12)
+               for n in rocking_search.NAMES)
+
+
+def test_find_gait_is_for_legs_that_rock(capsys):
+    from hil.cli import main
+
+    assert main(["walk", "--robot", "humanoid17", "--find-gait"]) == 2
+    err = capsys.readouterr().err
+    assert "--find-gait searches a rocking walk" in err and len(err.strip().splitlines()) == 1, err

@@ -91,6 +91,7 @@ def applies(model) -> bool:
 
 
 def rocking_legs(model) -> list[RockingLeg]:
+    """Each leg's joints the pattern moves, their signs read from the tree at home."""
     F = model.fk_frames(model.home)
     out = []
     for side, lg in legs(model).items():
@@ -106,8 +107,9 @@ def rocking_legs(model) -> list[RockingLeg]:
     return out
 
 
-def _smooth(x: float) -> float:
-    x = min(max(x, 0.0), 1.0)
+def _smooth(x: np.ndarray) -> np.ndarray:
+    """0 below 0, 1 above 1, and between a cubic with level ends."""
+    x = np.clip(x, 0.0, 1.0)
     return x * x * (3.0 - 2.0 * x)
 
 
@@ -118,15 +120,16 @@ def pattern(model, gait: RockingGait, steps: int, rate_hz: float) -> tuple[np.nd
     duration = samples / rate_hz   # on the rate's grid: the last sample is home exactly
     t = np.arange(samples + 1) / rate_hz
     Q = np.tile(model.home, (len(t), 1))
+    phase = 2 * math.pi * t / g.period
+    envelope = _smooth(t / g.ramp) * _smooth((duration - t) / g.ramp)
     for leg in rocking_legs(model):
-        phase = 2 * math.pi * t / g.period
         own = phase + (0.0 if leg.side > 0 else math.pi)
-        envelope = np.array([_smooth(tk / g.ramp) * _smooth((duration - tk) / g.ramp) for tk in t])
         up = np.maximum(0.0, np.sin(own + g.lift_phase))
         lift = g.lift * up * up * envelope
         swing = g.swing * np.sin(own + g.swing_phase) * envelope
         turn = {   # angles about the body's axes
-            leg.roll: (g.sway * np.sin(phase + g.sway_phase) + leg.side * g.splay * np.sin(own + g.sway_phase)) * envelope,
+            leg.roll: (g.sway * np.sin(phase + g.sway_phase)
+                       + leg.side * g.splay * np.sin(own + g.sway_phase)) * envelope,
             leg.hip: -leg.knee_bend * lift - swing,
             leg.knee: 2 * leg.knee_bend * lift,
             leg.ankle: -leg.knee_bend * lift + swing,

@@ -36,7 +36,7 @@ NAMES = [f.name for f in fields(RockingGait)]
 
 
 @dataclass
-class Found:
+class GaitFound:
     gait: RockingGait
     score_m: float             # the worst robot's travel, less its costs (m)
     start_score_m: float       # the gait the search started from (the robot's own, or the Duck's)
@@ -81,7 +81,8 @@ class _Scorer:
         pace = check_limits(m, t, Q).time_scale
         if outside > 0.0 or pace > 1.0:
             return -1.0 - outside - (pace - 1.0)   # out of the joints' reach: worse than any fall
-        job = self.predict.Job(self.pm, Q, 1.0 / self.rate_hz, self.ramp, self.predict.Variation(), self.seed)
+        job = self.predict.RolloutJob(self.pm, Q, 1.0 / self.rate_hz, self.ramp, self.predict.Variation(),
+                                      self.seed)
         pred = self.predict.rolled_out(job, self.rollouts)
         ways = np.array([r.travel_m for r in pred.rollouts])
         mean = ways.mean(axis=0)
@@ -91,7 +92,7 @@ class _Scorer:
 
 
 def search(model, steps: int = 6, generations: int = 40, population: int = 16, rollouts: int = 8, servo=None,
-           rate_hz: float = 200.0, seed: int = 0, say=print) -> Found:
+           rate_hz: float = 200.0, seed: int = 0, say=print) -> GaitFound:
     """The rocking gait the search finds for `model`, starting from its own (`gait_of`)."""
     score = _Scorer(model, steps, rollouts, servo, rate_hz, seed)
     bounds = _bounds(model)
@@ -114,7 +115,7 @@ def search(model, steps: int = 6, generations: int = 40, population: int = 16, r
         say(f"gait search: generation {g + 1} of {generations}: the best so far takes its worst robot "
             f"{100 * best:.1f} cm" if best > -FALL_COST_M / 2 else
             f"gait search: generation {g + 1} of {generations}: no candidate stays up on every robot yet")
-    return Found(_gait(best_z, bounds), best, start_score, tried)
+    return GaitFound(_gait(best_z, bounds), best, start_score, tried)
 
 
 def as_table(gait: RockingGait) -> str:

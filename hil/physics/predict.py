@@ -117,7 +117,7 @@ class Prediction:
 
 
 @dataclass
-class Job:
+class RolloutJob:
     """What every rollout shares (handed to the worker processes as they fork)."""
 
     pm: PhysicsModel
@@ -128,7 +128,7 @@ class Job:
     seed: int
 
 
-_JOB: Job | None = None
+_JOB: RolloutJob | None = None
 
 
 def check_can_fall(model, option: str = "--predict") -> None:
@@ -153,11 +153,12 @@ def predict(model, t, q, n: int, servo=None, rate_hz: float = 200.0, variation: 
     if not np.isfinite(q_cmd).all():
         raise InputError("--predict: the motion's commands are not all finite numbers")
     ramp = np.asarray(model.velocity_limit, dtype=np.float64) * RAMP_FRACTION
-    return rolled_out(Job(build(model, servo), q_cmd, dt, ramp, variation, seed), n, workers, progress,
+    return rolled_out(RolloutJob(build(model, servo), q_cmd, dt, ramp, variation, seed), n, workers, progress,
                       planned_travel_m)
 
 
-def rolled_out(job: "Job", n: int, workers: int | None = None, progress=None, planned_travel_m=None) -> Prediction:
+def rolled_out(job: RolloutJob, n: int, workers: int | None = None, progress=None,
+               planned_travel_m=None) -> Prediction:
     """`n` rollouts of a job whose physics model is built (`predict` builds one; a search that tries
     many commands on one robot builds it once): the same seed, the same robots."""
     global _JOB
@@ -202,7 +203,7 @@ def _worker_start(parent: int) -> None:
         os._exit(0)
 
 
-def _varied(job: Job, rng: np.random.Generator) -> PhysicsModel:
+def _varied(job: RolloutJob, rng: np.random.Generator) -> PhysicsModel:
     """A copy of the model with this rollout's servos, masses and floor."""
     v = job.variation
     m = copy.copy(job.pm.model)

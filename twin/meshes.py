@@ -108,7 +108,8 @@ def _reduce(links: dict, budget: int) -> dict:
         out = {}
         for k, (v, f, c) in links.items():
             v2, f2, kept = cluster(v, f, cell)
-            out[k] = (v2, f2, c[kept])
+            if len(f2):   # a part smaller than a cell (a small gear) leaves nothing: its shapes are drawn
+                out[k] = (v2, f2, c[kept])
         if sum(len(f) for _, f, _ in out.values()) <= budget:
             return out
         cell *= 1.25
@@ -127,7 +128,7 @@ def link_meshes(model, budget: int = TRIANGLE_BUDGET) -> dict[int, tuple[np.ndar
     try:
         with np.load(path, allow_pickle=False) as z:
             links = [int(k) for k in json.loads(str(z["links"]))]
-            return {k: (z[f"v{k}"], z[f"f{k}"], z[f"c{k}"]) for k in links}
+            return {k: (z[f"v{k}"], z[f"f{k}"], z[f"c{k}"]) for k in links if len(z[f"f{k}"])}
     except (OSError, KeyError, ValueError):
         pass
     try:

@@ -510,6 +510,7 @@ class _Parts:
     floating: bool = False            # the file floats its base (a floating joint from a massless world link)
     narrowed: list[str] = field(default_factory=list)   # leaders' ranges narrowed for their mimic followers
     followers: list[Follower] = field(default_factory=list)   # mimic joints turned with their leaders
+    swapped: list[str] = field(default_factory=list)   # gear trains whose driven joint is planned (said)
 
     def moving(self) -> list:
         """Every moving joint of the model in link order: the driven ones, then the followers."""
@@ -531,7 +532,8 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     if floating:
         base, order = first[0].child, order[1:]   # a massless "world" link above a floating base: the base is its child
     placed: dict[str, tuple[int, np.ndarray]] = {base: (-1, np.eye(4))}
-    parts = _Parts(base, placed, [], [], [], [base] + [j.child for j in order], floating)
+    order, swapped = _gear_trains_turned_round(tree, order)
+    parts = _Parts(base, placed, [], [], [], [base] + [j.child for j in order], floating, swapped=swapped)
     beyond = _follower_subtrees(tree, order)
     for j in order:   # the driven joints' links first, then the followers' (the kernels' order)
         if j.name not in beyond:
@@ -547,6 +549,39 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     if unknown:
         raise ConfigError(f"{side_path}: [joints.{sorted(unknown)[0]}] is not a driven joint of {path}")
     return parts
+
+
+def _gear_trains_turned_round(tree, order) -> tuple[list, list[str]]:
+    """A mimic joint that carries driven joints (a limb hangs from it) cannot follow — followers
+    come after every driven joint — and was held at 0, the limb below it never turned. Where its
+    leader is a leaf, a gear train's input (its servo turns a gear that drives the joint: ToddlerBot's
+    hip, shoulder and elbow yaws), the train is turned round: the output is planned as the driven
+    joint and the gear follows it (multiplier 1/m, offset −o/m). Its servo still turns the gear: a
+    board config maps the servo to the output joint with the ratio in its ticks_per_rad (said by
+    `hil robots`). Returns the joints and a note per train."""
+    by_name = {j.name: j for j in order}
+
+    def below(j):
+        stack = list(tree.children.get(j.child, []))
+        while stack:
+            k = stack.pop()
+            yield k
+            stack.extend(tree.children.get(k.child, []))
+
+    turned, notes = {}, []
+    for j in order:
+        lead = by_name.get(j.mimic.joint) if j.mimic is not None else None
+        m = j.mimic.multiplier if j.mimic is not None else 0.0
+        if (lead is None or j.type not in MOVING or lead.type not in MOVING or lead.mimic is not None or m == 0.0
+                or any(k.type in MOVING for k in below(lead))
+                or not any(k.type in MOVING and k.mimic is None for k in below(j))):
+            continue
+        turned[j.name] = dataclasses.replace(j, mimic=None)
+        turned[lead.name] = dataclasses.replace(lead, mimic=urdf_xml.Mimic(j.name, 1.0 / m, -j.mimic.offset / m))
+        notes.append(f"{j.name}: planned as the driven joint of a gear train its servo turns through {lead.name} "
+                     f"({lead.name} = {1.0 / m:.4g} · {j.name}); map that servo to {j.name}, its ticks_per_rad "
+                     f"× {abs(1.0 / m):.4g}" + (" and its direction reversed" if m < 0 else ""))
+    return [turned.get(j.name, j) for j in order], notes
 
 
 def _follower_subtrees(tree, order) -> set[str]:
@@ -811,7 +846,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 19   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 21   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -978,7 +1013,7 @@ def _meta(path: str, robot, parts, cfg: dict, overrides: dict, humanoid: bool) -
              f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
              for j in robot.joints if j.type == "continuous" and j.name not in overrides]
     meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
-                            "narrowed_by_followers": parts.narrowed,
+                            "narrowed_by_followers": parts.swapped + parts.narrowed,
                             "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             "kind": cfg.get("kind", "humanoid" if humanoid else "arm"),

@@ -177,3 +177,45 @@ def test_a_leader_turns_no_faster_than_its_follower_may(tmp_path):
     assert m.acceleration_limit[e] == pytest.approx(every.acceleration_limit[e] / 1.5)
     assert m.velocity_limit[m.joint_index("shoulder")] == pytest.approx(3.0)   # the tip: 0.5 × as fast
     assert any(n.startswith("elbow: speed lowered to 115°/s") for n in m.meta["narrowed_by_followers"])
+
+
+_GEARED = """<robot name="geared_leg">
+  <link name="body"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="hip_link"/><link name="yaw_link"/><link name="gear"/><link name="shank"/><link name="foot"/>
+  <joint name="hip" type="revolute"><parent link="body"/><child link="hip_link"/><axis xyz="1 0 0"/>
+    <limit lower="-1" upper="1" velocity="5"/></joint>
+  <joint name="yaw_out" type="revolute"><parent link="hip_link"/><child link="yaw_link"/><origin xyz="0 0 -0.05"/>
+    <axis xyz="0 0 1"/><limit lower="-1.5" upper="1.5" velocity="5"/>
+    <mimic joint="yaw_servo" multiplier="-0.857143"/></joint>
+  <joint name="yaw_servo" type="revolute"><parent link="yaw_link"/><child link="gear"/><origin xyz="0.02 0 0"/>
+    <axis xyz="0 0 1"/><limit lower="-1.8" upper="1.8" velocity="5"/></joint>
+  <joint name="knee" type="revolute"><parent link="yaw_link"/><child link="shank"/><origin xyz="0 0.01 -0.1"/>
+    <axis xyz="0 1 0"/><limit lower="-2" upper="0" velocity="5"/></joint>
+  <joint name="ankle" type="fixed"><parent link="shank"/><child link="foot"/><origin xyz="0.03 0 -0.1"/></joint>
+</robot>"""
+
+
+def test_a_gear_trains_output_is_planned_and_its_servos_gear_follows(tmp_path):
+    """ToddlerBot's hip yaw: the yaw joint in the chain mimics the servo's gear, a leaf that rides on
+    the yaw's own link. Held at 0, the leg below it never turned; now the output joint is the one
+    planned, the gear follows it (1/m), and the servo's mapping is said."""
+    path = tmp_path / "geared.urdf"
+    path.write_text(_GEARED)
+    m = urdf.build(str(path))
+    assert m.joint_names == ("hip", "yaw_out", "knee") and not m.meta["locked_joints"]
+    assert [(f.name, m.joint_names[f.leader]) for f in m.followers] == [("yaw_servo", "yaw_out")]
+    assert m.followers[0].multiplier == pytest.approx(1 / -0.857143)
+    # the output's range is what keeps the servo's gear within its own ±1.8 rad: ±1.5 stays
+    assert (m.lower[1], m.upper[1]) == pytest.approx((-1.5, 1.5))
+    note = next(n for n in m.meta["narrowed_by_followers"] if n.startswith("yaw_out:"))
+    assert "yaw_servo = -1.167 · yaw_out" in note and "ticks_per_rad × 1.167 and its direction reversed" in note
+    every = tmp_path / "every.urdf"
+    every.write_text(_GEARED.replace('<mimic joint="yaw_servo" multiplier="-0.857143"/>', ""))
+    unfolded = urdf.build(str(every))
+    assert unfolded.joint_names == ("hip", "yaw_out", "yaw_servo", "knee")
+    for q in ([0.2, 0.7, -0.5], [-0.4, -1.2, -1.0]):
+        full = [q[0], q[1], q[1] / -0.857143, q[2]]
+        for frame in ("foot", "gear"):
+            assert np.allclose(m.fk_frame(q, frame), unfolded.fk_frame(full, frame), atol=1e-9), frame
+    assert not np.allclose(m.fk_frame([0.2, 0.7, -0.5], "foot"), m.fk_frame([0.2, 0.0, -0.5], "foot"))
+

@@ -14,6 +14,9 @@ from hil.inputs import number, writable_file
 from hil.options import LOOP_RATE_RANGE_HZ
 
 
+GENERATIONS = 40   # --find-gait's default (what it takes on the Open Duck Mini: benchmarks/README.md)
+
+
 def register(sub) -> None:
     s = add_command(sub, "walk", "plan a walk for the humanoid (ZMP preview control, prioritised IK)",
                     "Footsteps from the options, a COM from ZMP preview control, joint angles from prioritised "
@@ -44,8 +47,8 @@ def register(sub) -> None:
                    help="legs without an ankle roll: search a rocking walk in the robot's physics (its servos, "
                         "masses, floor varied as --predict varies them) and print it as a side file's [walk] "
                         "table; nothing moves (minutes: --generations)")
-    s.add_argument("--generations", type=int, default=40, help="with --find-gait: generations of 16 candidate gaits "
-                                                               "(1 … 500; default 40)")
+    s.add_argument("--generations", type=int, default=GENERATIONS,
+                   help=f"with --find-gait: generations of 16 candidate gaits (1 … 500; default {GENERATIONS})")
     s.add_argument("--out", metavar="WALK.npz", help="write t, q, support, COM and ZMP")
     s.add_argument("--motion-out", metavar="FILE.toml", help="write it as a motion file (10 ms keyframes)")
     add_run_target(s)
@@ -90,7 +93,6 @@ def _find_gait(args, model, servo, rate: float, rollouts: int) -> int:
     """--find-gait: the rocking walk the search finds in the robot's physics, printed as [walk]."""
     from hil.motion import rocking_search
 
-    number(args.generations, "--generations", 1, 500)
     if args.dry_run or args.port:
         raise InputError("--find-gait searches a gait and prints it; nothing moves: leave out --dry-run and --port")
     print(f"gait search: {args.generations} generations of 16 gaits, each rolled out {rollouts} times in physics "
@@ -188,6 +190,9 @@ def check_before_loading(args) -> None:
     writable_file(args.out, "--out")
     writable_file(args.motion_out, "--motion-out")
     speed_of(args)
+    number(args.generations, "--generations", 1, 500)
+    if args.generations != GENERATIONS and not args.find_gait:
+        raise InputError("--generations: the gait search's, only with --find-gait")
 
 
 def run(args) -> int:

@@ -142,3 +142,6 @@ def test_find_gait_is_for_legs_that_rock(capsys):
     assert main(["walk", "--robot", "humanoid17", "--find-gait"]) == 2
     err = capsys.readouterr().err
     assert "--find-gait searches a rocking walk" in err and len(err.strip().splitlines()) == 1, err
+    assert main(["walk", "--robot", "humanoid17", "--generations", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--generations: the gait search's, only with --find-gait" in err, err

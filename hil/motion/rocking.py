@@ -253,12 +253,14 @@ def plan(model, steps: int, rate_hz: float, servo=None, rollouts: int = ROLLOUTS
     return RockingWalk(t, Q, gait, source, prediction, travel, com_w)
 
 
-def rolled_out(model, t, Q, rollouts: int, servo, rate_hz: float, progress=None):
-    """The walk's commands rolled out in physics; UnreachableError if one falls (or MuJoCo is missing)."""
+def rolled_out(model, t, Q, rollouts: int, servo, rate_hz: float, progress=None, workers: int | None = None):
+    """The walk's commands rolled out in physics (on `workers` processes, default every core);
+    UnreachableError if one falls (or MuJoCo is missing)."""
     from hil.physics import predict   # lazy: its process pool and MuJoCo, for a walk that rocks only
 
     try:
-        prediction = predict.predict(model, t, Q, rollouts, servo=servo, rate_hz=rate_hz, progress=progress)
+        prediction = predict.predict(model, t, Q, rollouts, servo=servo, rate_hz=rate_hz, progress=progress,
+                                     workers=workers)
     except InputError as e:
         raise UnreachableError(f"walk: a rocking walk's balance is checked in physics, which cannot run here: {e}") \
             from None

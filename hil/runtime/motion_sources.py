@@ -230,7 +230,9 @@ def verify_in_physics(model, traj: Trajectory, where: str, servo=None) -> bool:
     if len(traj.t) < 3 or dt.min() <= 0 or dt.max() - dt.min() > 1e-9 * max(1.0, dt.max()):
         raise InputError(f"{where}: a walk checked in physics has evenly spaced samples")
     try:
-        rocking.rolled_out(model, traj.t, traj.q, rocking.ROLLOUTS, servo, 1.0 / float(dt[0]))
+        # on one core: `hil ctl play` loads a walk beside a running loop, whose port process and
+        # emulator keep the other
+        rocking.rolled_out(model, traj.t, traj.q, rocking.ROLLOUTS, servo, 1.0 / float(dt[0]), workers=1)
     except UnreachableError as e:
         raise InputError(f"{where}: the file says physics checked its balance; checked again: {e}") from None
     return True

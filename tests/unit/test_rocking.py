@@ -145,3 +145,33 @@ def test_find_gait_is_for_legs_that_rock(capsys):
     assert main(["walk", "--robot", "humanoid17", "--generations", "5"]) == 2
     err = capsys.readouterr().err
     assert "--generations: the gait search's, only with --find-gait" in err, err
+
+
+def test_a_rocking_walks_file_runs_the_commands_physics_checked(duck, tmp_path):
+    """What physics rolled out is what the servos are told: loaded for a run (its balance rolled
+    out again), the file's commands get no compliance compensation on top (with it, the Duck fell
+    2.8 s into its walk in --dry-run --physics), and the static balance check is off for it."""
+    from hil.runtime.motion_sources import make_motion
+
+    t, Q = rocking.pattern(duck, replace(STILL, ramp=0.3), 2, 100.0)
+    walk = rocking.RockingWalk(t, Q, STILL, "", None, np.zeros(2), np.zeros((len(t), 3)))
+    path = tmp_path / "walk.npz"
+    walk.save(str(path))
+    traj = make_motion(str(path), duck, compensate=True)
+    assert np.array_equal(traj.q, Q) and traj.dynamic_balance_checked and traj.balance_checked_by == "physics"
+
+
+def test_a_file_claiming_physics_checked_it_on_a_robot_that_cannot_fall_is_refused(tmp_path):
+    from hil.errors import InputError
+    from hil.runtime.motion_sources import make_motion
+
+    pytest.importorskip("mujoco")
+    arm = robots.load("puma560")
+    t = np.arange(0, 1, 0.01)
+    q = np.tile(arm.home, (len(t), 1))
+    path = tmp_path / "claim.npz"
+    np.savez(path, t=t, q=q, q_plan=q, balance_checked_in_physics=np.array(True))
+    with pytest.raises(InputError) as e:
+        make_motion(str(path), arm)
+    said = str(e.value)
+    assert str(path) in said and "the file says physics checked its balance" in said and "\n" not in said, said

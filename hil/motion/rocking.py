@@ -141,21 +141,6 @@ def pattern(model, gait: RockingGait, steps: int, rate_hz: float) -> tuple[np.nd
     return t, Q
 
 
-def planned_travel(model, gait: RockingGait, steps: int) -> np.ndarray:
-    """The base's travel (x, y) the steps plan: each step as far as the swing moves a foot under the
-    body, from its rearmost to its foremost (the rocking and the twist add to it in physics)."""
-    ends = []
-    for s in (-1.0, 1.0):
-        q = model.home.copy()
-        for leg in rocking_legs(model):
-            q[leg.hip] += leg.signs[leg.hip] * (-s * gait.swing)
-            q[leg.ankle] += leg.signs[leg.ankle] * (s * gait.swing)
-        lg = rocking_legs(model)[0]
-        sole = "l_sole" if lg.side > 0 else "r_sole"
-        ends.append(model.fk_frame(q, sole)[:2, 3])
-    return steps * (ends[1] - ends[0])
-
-
 def gait_of(model) -> tuple[RockingGait, str]:
     """The robot's gait and where it comes from: its side file's [walk] numbers, else the Open Duck
     Mini's with its times scaled to these legs."""

@@ -174,7 +174,7 @@ LOOP_CHAINS = (
     ("test_bus_runs", "test_teleop", "test_physics_runs", "test_urdf_runs", "test_calibration_runs",
      "test_qemu_firmware", "test_rtcheck", "test_readme", "test_c_board_runs"),
     ("test_runtime", "test_twin_live", "test_lifecycle_runs", "test_ctl", "test_export", "test_recorder_runs",
-     "test_predict", "test_kits", "test_port_process", "test_loop_cpu", "test_zenoh"),
+     "test_predict", "test_kits", "test_rocking_physics", "test_port_process", "test_loop_cpu", "test_zenoh"),
 )
 LOOP_MODULES = {m for chain in LOOP_CHAINS for m in chain}
 
@@ -566,3 +566,20 @@ def played_motion(path: str, model, servo=None):
     motion = load_motion(path, model).time_scaled(traj.time_scale)
     motion.keyframes = [dataclasses.replace(k, q=traj.target(k.time_s).copy()) for k in motion.keyframes]
     return motion
+
+
+@pytest.fixture(scope="module")
+def standin_duck(tmp_path_factory):
+    """The Open Duck Mini v2's side file (examples/robots/open_duck_mini_v2.toml) over the tests'
+    stand-in for its makers' MJCF (tests/unit/mjcf/ducklike.xml), loaded: the makers' files are
+    not ours to ship."""
+    pytest.importorskip("mujoco")
+    import hil.robots as robots
+
+    root = Path(__file__).resolve().parent.parent
+    folder = tmp_path_factory.mktemp("duck")
+    xmls = folder / "open_duck_mini_v2" / "xmls"
+    xmls.mkdir(parents=True)
+    shutil.copy(root / "tests" / "unit" / "mjcf" / "ducklike.xml", xmls / "scene_flat_terrain.xml")
+    shutil.copy(root / "examples" / "robots" / "open_duck_mini_v2.toml", folder / "duck.toml")
+    return robots.load(str(folder / "duck.toml"))

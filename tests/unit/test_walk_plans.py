@@ -425,15 +425,13 @@ def test_hil_walk_says_the_gait_it_chose_and_keeps_what_it_was_told(capsys):
 @pytest.mark.parametrize("case, said", [
     ("nofree", "Its MJCF's root body has no <freejoint/>: give it one"),
     ("broken", "MuJoCo cannot read it: XML Error: bad format in attribute 'size' Element 'geom', line"),
-    ("no_ankle_roll", "walk: refused: the rocking walk falls in 8 of 8 rollouts in physics"),
     ("bad_soles", "a humanoid needs [soles] left"),
     ("passive_knee", "left leg has joints no actuator of its MJCF moves (l_knee: a linkage's passive joints"),
 ])
 def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, capsys, case, said):
-    """An MJCF without a free joint, one MuJoCo cannot compile, legs without an ankle roll whose
-    rocking walk (the Open Duck Mini's numbers) falls in this biped's physics, a side file naming a
-    foot that is not there, a knee no actuator moves (a linkage's, as ToddlerBot's): one line each,
-    before anything starts."""
+    """An MJCF without a free joint, one MuJoCo cannot compile, a side file naming a foot that is
+    not there, a knee no actuator moves (a linkage's, as ToddlerBot's): one line each, before
+    anything starts (legs whose rocking walk falls: tests/integration/test_rocking_physics.py)."""
     from pathlib import Path
 
     from hil.cli import main
@@ -441,7 +439,7 @@ def test_a_kit_that_cannot_walk_is_one_line_before_anything_starts(tmp_path, cap
     here = Path(__file__).parent / "mjcf"
     text = (here / "biped6.xml").read_text()
     robot = {"nofree": tmp_path / "nofree.xml", "broken": tmp_path / "broken.xml",
-             "no_ankle_roll": here / "biped.xml", "bad_soles": tmp_path / "soles.toml",
+             "bad_soles": tmp_path / "soles.toml",
              "passive_knee": tmp_path / "passive.xml"}[case]
     (tmp_path / "passive.xml").write_text(text.replace('<position name="l_knee" joint="l_knee"/>', ""))
     (tmp_path / "nofree.xml").write_text(text.replace("<freejoint/>", ""))

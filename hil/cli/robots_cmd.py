@@ -56,9 +56,13 @@ def run(args) -> int:
                   f"{math.degrees(m.home[i]):>8.2f} {math.degrees(j.velocity_limit):>13.0f}")
         print(f"  frames: {', '.join(m.frame_names)}")
         print(f"  poses: {', '.join(m.poses)}")
+        inputs = m.meta.get("transmission_inputs", {})   # transmissions turned round: the servo's own joint follows
         for f in m.followers:
-            offset = f" {'+' if f.offset >= 0 else '−'} {abs(math.degrees(f.offset)):.1f}°" if f.offset else ""
-            print(f"  follows: {f.name} = {f.multiplier:g} · {m.joint_names[f.leader]}{offset} (no servo of its own)")
+            offset = (f" {'+' if f.offset >= 0 else '−'} {abs(math.degrees(f.offset)):.1f}°"
+                      if abs(math.degrees(f.offset)) >= 0.05 else "")
+            whose = (f"its servo's joint, commanded through {m.joint_names[f.leader]}" if f.name in inputs
+                     else "no servo of its own")
+            print(f"  follows: {f.name} = {f.multiplier:g} · {m.joint_names[f.leader]}{offset} ({whose})")
         for note in m.meta.get("locked_joints", []):
             print(f"  not driven: {note}")
         for note in m.meta.get("narrowed_by_followers", []):

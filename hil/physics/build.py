@@ -54,10 +54,28 @@ class PhysicsModel:
     ctrl_of_joint: np.ndarray | None = None   # the actuator of each hil joint (None: the i-th drives joint i)
     floor_geom: int = -1       # the floor's geom, -1 without one
     source: str = "built from hil's model"   # what MuJoCo simulates, said in the run's physics report
+    # an actuator on a transmission's input (a gear, a linkage's plate) is told gain · q + offset of
+    # the hil joint it turns (None: 1 and 0, the joint's own)
+    ctrl_gain: np.ndarray | None = None
+    ctrl_offset: np.ndarray | None = None
+    # the followers' qpos, their leaders (hil joints), multipliers and offsets (`set_joints`)
+    followers: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+
+    def set_joints(self, qpos: np.ndarray, q: np.ndarray) -> None:
+        """qpos with hil's joints at q and each follower where its coupling holds it (a linkage
+        closed, a gear meshed: never a start its constraints must first pull together)."""
+        qpos[self.qpos_of_joint] = q
+        at, leader, mul, off = self.followers
+        qpos[at] = mul * np.asarray(q)[leader] + off
 
     def __post_init__(self) -> None:
+        n = len(self.qpos_of_joint)
         if self.ctrl_of_joint is None:
-            self.ctrl_of_joint = np.arange(len(self.qpos_of_joint), dtype=np.int64)
+            self.ctrl_of_joint = np.arange(n, dtype=np.int64)
+        if self.ctrl_gain is None:
+            self.ctrl_gain = np.ones(n)
+        if self.ctrl_offset is None:
+            self.ctrl_offset = np.zeros(n)
 
 
 def _add_inertial(body, mass: float, com, inertia: np.ndarray) -> None:
@@ -152,14 +170,31 @@ def build(robot, servo=None, floor: bool | None = None) -> PhysicsModel:
     qpos_of = np.array([m.jnt_qposadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
     dof_of = np.array([m.jnt_dofadr[m.joint(j.name).id] for j in robot.joints], dtype=np.int64)
     home = m.qpos0.copy()
-    home[qpos_of] = robot.home
+    followers = _followers_in(m, robot)
     if floating:
         home[0:3] = 0.0, 0.0, _standing_height(robot)
         home[3:7] = 1.0, 0.0, 0.0, 0.0
     floor_geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-    return PhysicsModel(m, floating, qpos_of, dof_of, m.body(robot.base_frame).id,
-                        {k: m.site(k).id for k in sites}, home, servo, floor_geom=floor_geom,
-                        source="built from hil's model" + (f" (not its MJCF file: {why})" if why else ""))
+    pm = PhysicsModel(m, floating, qpos_of, dof_of, m.body(robot.base_frame).id,
+                      {k: m.site(k).id for k in sites}, home, servo, floor_geom=floor_geom,
+                      source="built from hil's model" + (f" (not its MJCF file: {why})" if why else ""),
+                      followers=followers)
+    pm.set_joints(pm.home_qpos, robot.home)
+    return pm
+
+
+def _followers_in(m, robot) -> tuple:
+    """`PhysicsModel.followers` for the robot's followers that are joints of `m`."""
+    named = [(int(m.jnt_qposadr[m.joint(f.name).id]), f) for f in robot.followers
+             if _joint_id(m, f.name) >= 0]
+    return (np.array([a for a, _ in named], dtype=np.int64), np.array([f.leader for _, f in named], dtype=np.int64),
+            np.array([f.multiplier for _, f in named]), np.array([f.offset for _, f in named]))
+
+
+def _joint_id(m, name: str) -> int:
+    import mujoco   # lazy: loaded already (it built m)
+
+    return int(mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name))
 
 
 def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None, str]:
@@ -175,7 +210,8 @@ def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None
     except Exception as e:   # MuJoCo's own words name the element
         raise InputError(f"{path}: MuJoCo cannot compile it: {e}") from None
     act = _position_actuators(mujoco, m)
-    missing = [j for j in robot.joint_names if j not in act]
+    through = _servo_joints(robot, act)
+    missing = [j for i, j in enumerate(robot.joint_names) if i not in through]
     if missing:
         return None, f"{', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} without a position actuator"
     free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
@@ -190,19 +226,22 @@ def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None
         ground.friction = list(FLOOR_FRICTION)
         m = spec.compile()
         planes = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, ground.name)]
-    ctrl = np.array([act[j] for j in robot.joint_names], dtype=np.int64)
+    ctrl = np.array([act[through[i][0]] for i in range(robot.n)], dtype=np.int64)
+    gain = np.array([through[i][1] for i in range(robot.n)])
+    offset = np.array([through[i][2] for i in range(robot.n)])
     qpos_of = np.array([m.jnt_qposadr[m.joint(j).id] for j in robot.joint_names], dtype=np.int64)
     dof_of = np.array([m.jnt_dofadr[m.joint(j).id] for j in robot.joint_names], dtype=np.int64)
     for i in range(robot.n):   # the servos in use, on the file's actuators and joints
-        sv, a, dof = servo.joint(i), ctrl[i], dof_of[i]
-        m.actuator_gainprm[a, 0] = sv.kp_nm_per_rad
-        m.actuator_biasprm[a, 1] = -sv.kp_nm_per_rad
+        # (a servo's numbers are the planned joint's: on a transmission's input, g = its ratio)
+        sv, a, g = servo.joint(i), ctrl[i], gain[i]
+        dof = int(m.jnt_dofadr[m.joint(through[i][0]).id])
+        m.actuator_gainprm[a, 0] = sv.kp_nm_per_rad / g ** 2
+        m.actuator_biasprm[a, 1] = -sv.kp_nm_per_rad / g ** 2
         m.actuator_forcelimited[a] = 1
-        m.actuator_forcerange[a] = (-sv.torque_limit_nm, sv.torque_limit_nm)
+        m.actuator_forcerange[a] = (-sv.torque_limit_nm / abs(g), sv.torque_limit_nm / abs(g))
         m.dof_damping[dof], m.dof_armature[dof], m.dof_frictionloss[dof] = (
-            sv.damping_nms_per_rad, sv.armature_kgm2, sv.friction_nm)
+            sv.damping_nms_per_rad / g ** 2, sv.armature_kgm2 / g ** 2, sv.friction_nm / abs(g))
     home = m.qpos0.copy()
-    home[qpos_of] = robot.home
     if robot.floating:
         base = int(m.jnt_bodyid[free[0]])
         home[0:3] = 0.0, 0.0, _standing_height(robot)
@@ -211,8 +250,23 @@ def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None
         base = int(m.jnt_bodyid[m.joint(robot.joint_names[0]).id])
         while m.body_parentid[base] != 0:
             base = int(m.body_parentid[base])
-    return PhysicsModel(m, robot.floating, qpos_of, dof_of, base, {}, home, servo, ctrl_of_joint=ctrl,
-                        floor_geom=int(planes[0]) if planes else -1, source=f"its own MJCF file {path}"), ""
+    pm = PhysicsModel(m, robot.floating, qpos_of, dof_of, base, {}, home, servo, ctrl_of_joint=ctrl,
+                      floor_geom=int(planes[0]) if planes else -1, source=f"its own MJCF file {path}",
+                      ctrl_gain=gain, ctrl_offset=offset, followers=_followers_in(m, robot))
+    pm.set_joints(pm.home_qpos, robot.home)
+    return pm, ""
+
+
+def _servo_joints(robot, act: dict[str, int]) -> dict[int, tuple[str, float, float]]:
+    """hil joint → (the file's joint its servo's actuator pulls on, gain, offset): the joint itself
+    (1, 0), or the input of the transmission hil plans the joint as the output of (a gear, a
+    linkage's plate: input = gain · joint + offset, `urdf._gear_trains_turned_round`)."""
+    out = {i: (name, 1.0, 0.0) for i, name in enumerate(robot.joint_names) if name in act}
+    inputs = robot.meta.get("transmission_inputs", {})
+    for f in robot.followers:
+        if f.leader not in out and f.name in act and inputs.get(f.name) == robot.joint_names[f.leader]:
+            out[f.leader] = (f.name, f.multiplier, f.offset)
+    return out
 
 
 def _position_actuators(mujoco, m) -> dict[str, int]:

@@ -37,10 +37,11 @@ class PhysicsPlant(Plant):
         self.d = mujoco.MjData(self.m)
         self.d.qpos[:] = pm.home_qpos
         if initial is not None:
-            self.d.qpos[pm.qpos_of_joint] = initial
+            pm.set_joints(self.d.qpos, initial)
         self.n = len(pm.qpos_of_joint)
         self.brakes = brakes
         self.act = pm.ctrl_of_joint   # each hil joint's actuator (a file's own may come in another order)
+        self.gain, self.offset = pm.ctrl_gain, pm.ctrl_offset   # … or its transmission's input's
         self.kp = self.m.actuator_gainprm[self.act, 0].copy()
         self.limit = self.m.actuator_forcerange[self.act, 1].copy()
         servo = pm.servo
@@ -52,7 +53,7 @@ class PhysicsPlant(Plant):
         self.line_zero = np.array([line[1] if line else 1.0 for line in self.speed_line], dtype=np.float64)
         self.line_span = np.maximum(self.line_zero - full, 1e-12)
         self.torque = np.zeros(self.n, dtype=bool)
-        self.d.ctrl[self.act] = self.d.qpos[pm.qpos_of_joint]
+        self.d.ctrl[self.act] = self._ctrl(self.d.qpos[pm.qpos_of_joint])
         self._apply_torque()
         mujoco.mj_forward(self.m, self.d)
         self.t: float | None = None
@@ -91,13 +92,17 @@ class PhysicsPlant(Plant):
             newly_off = self.torque & ~torque
             self.torque = torque.copy()
             if self.brakes and newly_off.any():   # brakes: held where each joint is now
-                self.d.ctrl[self.act[newly_off]] = self.d.qpos[self.pm.qpos_of_joint][newly_off]
+                self.d.ctrl[self.act[newly_off]] = self._ctrl(self.d.qpos[self.pm.qpos_of_joint])[newly_off]
             self._apply_torque()
         on = self.torque
-        self.d.ctrl[self.act[on]] = np.asarray(target, dtype=np.float64)[on]
+        self.d.ctrl[self.act[on]] = self._ctrl(np.asarray(target, dtype=np.float64))[on]
 
     def stop_here(self) -> None:
-        self.d.ctrl[self.act] = self.d.qpos[self.pm.qpos_of_joint]
+        self.d.ctrl[self.act] = self._ctrl(self.d.qpos[self.pm.qpos_of_joint])
+
+    def _ctrl(self, q: np.ndarray) -> np.ndarray:
+        """The actuators' targets for the joints' angles q (through a transmission where one is)."""
+        return self.gain * q + self.offset
 
     # ------------------------------------------------------------------ time
     def advance(self, now: float) -> None:
@@ -121,7 +126,7 @@ class PhysicsPlant(Plant):
         pm = self.pm
         self.q = d.qpos[pm.qpos_of_joint].copy()
         self.qd = d.qvel[pm.dof_of_joint].copy()
-        self.effort = d.actuator_force[self.act].copy()
+        self.effort = d.actuator_force[self.act] * self.gain   # at the joint: a transmission's ratio times its input's
         if pm.floating and not self.on_stand:
             self._judge(now)
         if self.world_block is not None and now - self.published_at >= 1.0 / WORLD_HZ:

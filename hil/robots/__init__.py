@@ -102,6 +102,7 @@ def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
     which of its joints no actuator moves (said by `hil robots`; a walk is not planned through
     them)."""
     model.meta["mjcf"] = str(Path(mjcf_path).resolve())
+    _servos_at_their_outputs(model)
     passive = [j for j in mjcf.unactuated_of(mjcf_path) if j in model.joint_names]
     if passive:
         model.meta["unactuated_joints"] = passive
@@ -109,6 +110,22 @@ def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
         notes = [n for n in model.meta.get("notes", []) if not any(n.startswith(f"{j}: ") for j in passive)]
         model.meta["notes"] = notes
     return model
+
+
+def _servos_at_their_outputs(model: RobotModel) -> None:
+    """A servo the file puts on a transmission's input (a gear, a linkage's plate) whose output hil
+    plans (`urdf._gear_trains_turned_round`): its `[servo]` numbers moved to the output joint, as
+    the output feels them (`servos.through_transmission`); physics drives the file's actuator
+    through the coupling (hil.physics.build)."""
+    table = model.meta.get("servo")
+    joints = table.get("joint") if isinstance(table, dict) else None
+    if not isinstance(joints, dict):
+        return
+    inputs = model.meta.get("transmission_inputs", {})
+    for f in model.followers:
+        output = model.joint_names[f.leader]
+        if inputs.get(f.name) == output and f.name in joints and output not in joints:
+            joints[output] = servos.through_transmission(joints.pop(f.name), f.multiplier)
 
 
 def _load_toml(path: Path) -> RobotModel:

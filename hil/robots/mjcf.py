@@ -10,6 +10,7 @@ constraint couples to another follows it (URDF's mimic).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -30,7 +31,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 9             # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 10            # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -226,6 +227,7 @@ class _Writer:
         self.m, self.stem, self.folder = model, stem, folder
         self.meshes: dict[int, str] = {}
         self.joint_name: dict[int, str] = {}   # MuJoCo joint id → the URDF joint written for it
+        self._couplings: dict | None = None
 
     def urdf(self) -> str:
         m = self.m
@@ -413,7 +415,7 @@ class _Writer:
                 for w in range(int(m.tendon_adr[t]), int(m.tendon_adr[t]) + int(m.tendon_num[t])):
                     if m.wrap_type[w] == WRAP_JOINT:
                         driven.add(int(m.wrap_objid[w]))
-        followers = set(_linear_couplings(m))
+        followers = set(self.couplings())
         return [name for j, name in self.joint_name.items() if j not in driven and j not in followers]
 
     def _effort(self, j: int) -> float:
@@ -485,12 +487,21 @@ class _Writer:
             self.meshes[k] = name
         return self.meshes[k]
 
+    def couplings(self) -> dict[int, tuple[int, float, float]]:
+        """joint → (the joint it follows, c0, c1), joint = c0 + c1 · leader: the file's linear joint
+        equalities, and the passive joints of its closed linkages that move in proportion to the
+        linkage's servo (`_linkage_couplings`)."""
+        if self._couplings is None:
+            self._couplings = {**_linkage_couplings(self.m), **_linear_couplings(self.m)}
+        return self._couplings
+
     def _mimics(self, robot) -> None:
-        """A joint an equality constraint ties to another (joint1 = c0 + c1·joint2) follows it. A
-        polynomial coupling of higher degree is no mimic: that joint is left as the file's other
-        passive joints are (`hil robots` lists it as moved by no actuator)."""
+        """A joint an equality constraint ties to another (joint1 = c0 + c1·joint2), or a closed
+        linkage to its servo, follows it. A polynomial coupling of higher degree, or a linkage
+        whose joints do not move in proportion, is no mimic: those joints are left as the file's
+        other passive joints are (`hil robots` lists them as moved by no actuator)."""
         m = self.m
-        for j1, (j2, c0, c1) in _linear_couplings(m).items():
+        for j1, (j2, c0, c1) in self.couplings().items():
             follower = robot.find(f"joint[@name='{_name(m, 'jnt', j1, '')}']")
             leader = _name(m, "jnt", j2, "")
             if follower is not None and leader:
@@ -503,6 +514,120 @@ def _linear_couplings(m) -> dict[int, tuple[int, float, float]]:
     return {int(m.eq_obj1id[e]): (int(m.eq_obj2id[e]), float(m.eq_data[e][0]), float(m.eq_data[e][1]))
             for e in range(m.neq)
             if m.eq_type[e] == EQ_JOINT and m.eq_obj2id[e] >= 0 and not np.any(m.eq_data[e][2:5] != 0.0)}
+
+
+EQ_CONNECT, EQ_WELD, OBJ_BODY = 0, 1, 1   # mjtEq, mjtObj
+LINKAGE_STEPS = 32               # servo angles at which a linkage is closed, across its range
+LINKAGE_LINEAR_RAD = math.radians(0.25)   # a passive joint this close to proportional to its servo follows it
+                                          # (ToddlerBot's neck rods, not quite parallel: within 0.13°)
+CLOSED_RESIDUAL = 1e-6           # a closure's constraint error (m, rad) taken as closed
+
+
+def _linkage_couplings(m) -> dict[int, tuple[int, float, float]]:
+    """passive joint → (servo joint, c0, c1) for each closed linkage of the file (bodies its
+    `<weld>` or `<connect>` equalities join: a knee turned by rods, a parallelogram) that one
+    servo moves and whose passive joints move in proportion to it (joint = c0 + c1 · servo,
+    within LINKAGE_LINEAR_RAD across the servo's range). Found by closing the linkage with
+    MuJoCo's own constraint errors at servo angles from the file's pose to each end of its range."""
+    import mujoco   # lazy: loaded already (it compiled the file)
+
+    actuated = {int(m.actuator_trnid[a][0]) for a in range(m.nu)
+                if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT)}
+    coupled = set(_linear_couplings(m))
+    out: dict[int, tuple[int, float, float]] = {}
+    for eqs, joints in _closed_linkages(m, actuated):
+        servo = sorted(joints & actuated)
+        passive = sorted(joints - actuated)
+        if (len(servo) != 1 or not passive or joints & coupled
+                or any(m.jnt_type[j] != HINGE for j in joints)):
+            continue   # several servos, or joints of other kinds: its passive joints stay unactuated
+        traced = _trace_linkage(mujoco, m, eqs, servo[0], passive)
+        if traced is None:
+            continue
+        a, p = traced
+        A = np.column_stack([np.ones_like(a), a])
+        coef, *_ = np.linalg.lstsq(A, p, rcond=None)
+        if np.max(np.abs(A @ coef - p)) > LINKAGE_LINEAR_RAD:
+            continue   # a four-bar whose joints do not turn in proportion: no mimic says it
+        for k, j in enumerate(passive):
+            out[j] = (servo[0], float(coef[0, k]), float(coef[1, k]))
+    return out
+
+
+def _closed_linkages(m, actuated: set[int]) -> list[tuple[list[int], set[int]]]:
+    """The file's closed linkages: (their closing equalities, the joints around their loops), loops
+    that share a joint other than a servo's taken together (a knee's two rods)."""
+    def joints_up(b: int) -> set[int]:
+        out = set()
+        while b > 0:
+            out.update(range(int(m.body_jntadr[b]), int(m.body_jntadr[b]) + int(m.body_jntnum[b])))
+            b = int(m.body_parentid[b])
+        return out
+
+    loops = []
+    for e in range(m.neq):
+        if m.eq_type[e] in (EQ_CONNECT, EQ_WELD) and m.eq_objtype[e] == OBJ_BODY:
+            joints = joints_up(int(m.eq_obj1id[e])) ^ joints_up(int(m.eq_obj2id[e]))
+            if joints:
+                loops.append(([e], joints))
+    merged: list[tuple[list[int], set[int]]] = []
+    for eqs, joints in loops:
+        for other in [g for g in merged if (g[1] & joints) - actuated]:
+            merged.remove(other)
+            eqs, joints = eqs + other[0], joints | other[1]
+        merged.append((eqs, joints))
+    return merged
+
+
+def _trace_linkage(mujoco, m, eqs: list[int], servo: int, passive: list[int]):
+    """(servo angles, passive joints' angles at each) with the linkage closed, from the file's
+    pose to each end of the servo's range (or as far as it closes); None where it does not close
+    at the file's pose."""
+    mm = copy.copy(m)
+    mm.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    mm.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
+    d = mujoco.MjData(mm)
+    adr = np.array([m.jnt_qposadr[j] for j in passive])
+    dof = np.array([m.jnt_dofadr[j] for j in passive])
+    s = int(m.jnt_qposadr[servo])
+
+    def close(q: np.ndarray) -> bool:
+        # Gauss–Newton on the closures' errors: least squares, as a linkage drawn with two rods
+        # not quite parallel (ToddlerBot's neck) closes only within a micrometre
+        for _ in range(40):
+            d.qpos[:] = q
+            mujoco.mj_fwdPosition(mm, d)
+            n = int(d.nefc)
+            rows = np.flatnonzero((d.efc_type[:n] == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+                                  & np.isin(d.efc_id[:n], eqs))
+            r = d.efc_pos[rows]
+            if not len(r):
+                return True
+            J = d.efc_J[:n * mm.nv].reshape(n, mm.nv)[rows][:, dof]
+            step = np.linalg.lstsq(J, r, rcond=None)[0]
+            q[adr] -= step
+            if np.max(np.abs(step)) < 1e-12:
+                break
+        return bool(np.max(np.abs(r)) < CLOSED_RESIDUAL)
+
+    q0 = m.qpos0.copy()
+    lo, hi = (m.jnt_range[servo] if m.jnt_limited[servo] else (-math.pi, math.pi))
+    q0[s] = min(max(q0[s], lo), hi)
+    if not close(q0):
+        return None
+    angles, values = [q0[s]], [q0[adr].copy()]
+    for end in (hi, lo):
+        if end == q0[s]:
+            continue
+        q = q0.copy()
+        n = max(1, int(math.ceil(LINKAGE_STEPS * abs(end - q0[s]) / max(hi - lo, 1e-9))))
+        for a in np.linspace(q0[s], end, n + 1)[1:]:
+            q[s] = a
+            if not close(q):
+                break   # the linkage locks here: its servo's range beyond is not reached
+            angles.append(a)
+            values.append(q[adr].copy())
+    return np.array(angles), np.array(values)
 
 
 def write_stl(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:

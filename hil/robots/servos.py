@@ -188,6 +188,33 @@ def parse_table(data, joint_names, where: str, base: "ServoTable | None" = None)
     return ServoTable(tuple(joint_names), tuple(servos), True, where)
 
 
+def through_transmission(values, multiplier: float):
+    """A servo's table (`[servo.joint.NAME]` keys) as seen at the joint it turns through a gear train
+    or a linkage, its own joint = multiplier · that joint + offset: torques × |multiplier|;
+    stiffness, damping and armature × multiplier²; speeds ÷ |multiplier|. A preset is taken as its
+    numbers first. Anything not a table is returned as it is (for `parse_table` to say so)."""
+    if not isinstance(values, dict):
+        return values
+    values = dict(values)
+    base = presets().get(values.get("preset")) if isinstance(values.get("preset"), str) else None
+    if base is not None:
+        del values["preset"]
+        numbers = {k: getattr(base, k) for k in (*NUMBER_KEYS, "torque_per_amp_nm")}
+        if base.torque_speed is not None:
+            numbers["torque_speed"] = list(base.torque_speed)
+        values = {**numbers, **values}
+    m2, m1 = multiplier * multiplier, abs(multiplier)
+    for key, scale in (("kp_nm_per_rad", m2), ("damping_nms_per_rad", m2), ("armature_kgm2", m2),
+                       ("friction_nm", m1), ("torque_limit_nm", m1), ("torque_per_amp_nm", m1)):
+        v = values.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            values[key] = v * scale
+    speeds = values.get("torque_speed")
+    if isinstance(speeds, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in speeds):
+        values["torque_speed"] = [v / m1 for v in speeds]
+    return values
+
+
 def over_actuators(actuators: dict, own) -> dict:
     """A side file's `[servo]` table over an MJCF's actuators' (`{"joint": {NAME: keys}}`): its
     keys, then its joints' keys, over each actuator's; a preset (for all, or for a joint) replaces

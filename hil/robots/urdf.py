@@ -511,6 +511,7 @@ class _Parts:
     narrowed: list[str] = field(default_factory=list)   # leaders' ranges narrowed for their mimic followers
     followers: list[Follower] = field(default_factory=list)   # mimic joints turned with their leaders
     swapped: list[str] = field(default_factory=list)   # gear trains whose driven joint is planned (said)
+    inputs: dict[str, str] = field(default_factory=dict)   # those trains' servo joint → the output planned
 
     def moving(self) -> list:
         """Every moving joint of the model in link order: the driven ones, then the followers."""
@@ -532,8 +533,9 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     if floating:
         base, order = first[0].child, order[1:]   # a massless "world" link above a floating base: the base is its child
     placed: dict[str, tuple[int, np.ndarray]] = {base: (-1, np.eye(4))}
-    order, swapped = _gear_trains_turned_round(tree, order)
-    parts = _Parts(base, placed, [], [], [], [base] + [j.child for j in order], floating, swapped=swapped)
+    order, swapped, inputs = _gear_trains_turned_round(tree, order)
+    parts = _Parts(base, placed, [], [], [], [base] + [j.child for j in order], floating, swapped=swapped,
+                   inputs=inputs)
     beyond = _follower_subtrees(tree, order)
     for j in order:   # the driven joints' links first, then the followers' (the kernels' order)
         if j.name not in beyond:
@@ -551,14 +553,16 @@ def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
     return parts
 
 
-def _gear_trains_turned_round(tree, order) -> tuple[list, list[str]]:
+def _gear_trains_turned_round(tree, order) -> tuple[list, list[str], dict[str, str]]:
     """A mimic joint that carries driven joints (a limb hangs from it) cannot follow — followers
     come after every driven joint — and was held at 0, the limb below it never turned. Where its
-    leader is a leaf, a gear train's input (its servo turns a gear that drives the joint: ToddlerBot's
-    hip, shoulder and elbow yaws), the train is turned round: the output is planned as the driven
-    joint and the gear follows it (multiplier 1/m, offset −o/m). Its servo still turns the gear: a
-    board config maps the servo to the output joint with the ratio in its ticks_per_rad (said by
-    `hil robots`). Returns the joints and a note per train."""
+    leader carries nothing driven, it is the input of a transmission its servo turns: a gear train
+    (ToddlerBot's hip, shoulder and elbow yaws) or a linkage (its knees, turned by rods from a
+    servo's plate). The transmission is turned round: the output is planned as the driven joint and
+    the input follows it (multiplier 1/m, offset −o/m), as do the input's other followers (the
+    rods). Its servo still turns the input: a board config maps the servo to the output joint with
+    the ratio in its ticks_per_rad (said by `hil robots`). Returns the joints, a note per train and
+    each train's servo joint → its output."""
     by_name = {j.name: j for j in order}
 
     def below(j):
@@ -568,20 +572,29 @@ def _gear_trains_turned_round(tree, order) -> tuple[list, list[str]]:
             yield k
             stack.extend(tree.children.get(k.child, []))
 
-    turned, notes = {}, []
+    def driven(k) -> bool:
+        return k.type in MOVING and k.mimic is None
+
+    turned, notes, outputs = {}, [], {}
     for j in order:
         lead = by_name.get(j.mimic.joint) if j.mimic is not None else None
         m = j.mimic.multiplier if j.mimic is not None else 0.0
         if (lead is None or j.type not in MOVING or lead.type not in MOVING or lead.mimic is not None or m == 0.0
-                or any(k.type in MOVING for k in below(lead))
-                or not any(k.type in MOVING and k.mimic is None for k in below(j))):
+                or lead.name in turned or any(driven(k) for k in below(lead))
+                or not any(driven(k) or k is lead for k in below(j))):
             continue
         turned[j.name] = dataclasses.replace(j, mimic=None)
+        outputs[j.name] = lead.name
         turned[lead.name] = dataclasses.replace(lead, mimic=urdf_xml.Mimic(j.name, 1.0 / m, -j.mimic.offset / m))
-        notes.append(f"{j.name}: planned as the driven joint of a gear train its servo turns through {lead.name} "
+        for k in order:   # the input's other followers now follow the output
+            if k.mimic is not None and k.mimic.joint == lead.name and k.name != j.name:
+                mk, ok = k.mimic.multiplier, k.mimic.offset
+                turned[k.name] = dataclasses.replace(k, mimic=urdf_xml.Mimic(j.name, mk / m, ok - mk * j.mimic.offset / m))
+        notes.append(f"{j.name}: planned as the driven joint of a transmission (gears or a linkage) its servo "
+                     f"turns through {lead.name} "
                      f"({lead.name} = {1.0 / m:.4g} · {j.name}); map that servo to {j.name}, its ticks_per_rad "
                      f"× {abs(1.0 / m):.4g}" + (" and its direction reversed" if m < 0 else ""))
-    return [turned.get(j.name, j) for j in order], notes
+    return [turned.get(j.name, j) for j in order], notes, {v: k for k, v in outputs.items()}
 
 
 def _follower_subtrees(tree, order) -> set[str]:
@@ -661,6 +674,9 @@ def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[
     return notes
 
 
+SPEED_NOTE_SHARE = 0.005   # a follower that would slow its leader by less (a linkage's rods at 1.001×) leaves it be
+
+
 def _slowed_by_followers(urdf_joints, joints: list[Joint]) -> list[str]:
     """A mimic follower turns |multiplier| times as fast as its leader: the leader's speed (and its
     acceleration, in proportion) is lowered in `joints` to what keeps the follower within its own
@@ -674,7 +690,7 @@ def _slowed_by_followers(urdf_joints, joints: list[Joint]) -> list[str]:
         k = index[j.mimic.joint]
         leader = joints[k]
         most = v / abs(j.mimic.multiplier)
-        if most < leader.velocity_limit:
+        if most < (1.0 - SPEED_NOTE_SHARE) * leader.velocity_limit:
             joints[k] = dataclasses.replace(leader, velocity_limit=most,
                                             acceleration_limit=leader.acceleration_limit * most / leader.velocity_limit)
             notes.append(f"{leader.name}: speed lowered to {math.degrees(most):.0f}°/s to keep its follower {j.name} "
@@ -846,7 +862,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 21   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 23   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -1009,11 +1025,13 @@ def _side_robot(side: dict, side_path: str) -> dict:
 def _meta(path: str, robot, parts, cfg: dict, overrides: dict, humanoid: bool) -> dict[str, Any]:
     """What the model says of itself beside its tables: its file, the joints held or narrowed, its
     rate, description, kind and board, and the notes `hil robots` prints."""
+    continuous = {j.name for j in robot.joints if j.type == "continuous"}
     notes = [f"{j.name}: the file gives no range (continuous): ±{CONTINUOUS_RANGE_DEG:g}° assumed; set its "
              f"[joints.{j.name}] lower_deg and upper_deg in a side file to your robot's stops"
-             for j in robot.joints if j.type == "continuous" and j.name not in overrides]
+             for j in parts.joints if j.name in continuous and j.name not in overrides]   # (a follower's is its leader's)
     meta: dict[str, Any] = {"urdf": str(Path(path).resolve()), "locked_joints": parts.locked,
                             "narrowed_by_followers": parts.swapped + parts.narrowed,
+                            "transmission_inputs": dict(parts.inputs),
                             "default_rate_hz": cfg.get("default_rate_hz", DEFAULT_RATE_HZ),
                             "description": cfg.get("description", f"from {Path(path).name}"),
                             "kind": cfg.get("kind", "humanoid" if humanoid else "arm"),

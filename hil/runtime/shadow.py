@@ -156,9 +156,9 @@ class Shadow:
     def _resync(self, q: np.ndarray) -> None:
         """Not enabled: the shadow stands where the robot is measured to be."""
         p = self.plant
-        p.d.qpos[p.pm.qpos_of_joint] = q
+        p.pm.set_joints(p.d.qpos, q)
         p.d.qvel[:] = 0.0
-        p.d.ctrl[p.act] = q
+        p.stop_here()
         p.mj.mj_forward(p.m, p.d)
         p.q = q.copy()
 

@@ -1,0 +1,188 @@
+"""Closed linkages and transmissions in an MJCF: a knee turned by a rod from its servo's plate
+(ToddlerBot's), closed by a `<weld>`, and a gear train whose servo is on the gear. hil plans the
+joint the servo turns (the knee, the gear train's output); the servo's own joint and the rods
+follow it, found by closing the linkage with MuJoCo's own constraint errors. Checked against
+MuJoCo: the closure holds where hil puts the followers, the frames are where MuJoCo puts them,
+and physics from the file's own actuators drives the planned joint through the transmission."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hil.robots as robots
+from hil.robots import servos
+
+mujoco = pytest.importorskip("mujoco")
+
+# a leg hanging from the world: hip, a knee turned by a rod from a servo plate on the thigh, an
+# ankle below it. ARM_A and ARM_B are the crank arms at the plate and at the calf: equal, a
+# parallelogram (the knee turns as the plate does); unequal, a four-bar whose knee does not turn
+# in proportion
+_LEG = """<mujoco model="rod_knee">
+  <compiler angle="radian"/>
+  <default><joint damping="0.5" armature="0.001"/></default>
+  <worldbody>
+    <body name="thigh" pos="0 0 1">
+      <joint name="hip_pitch" axis="0 1 0" range="-1 1"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.25" size="0.02" mass="0.5"/>
+      <body name="plate" pos="0.03 0 -0.05">
+        <joint name="knee_act" axis="0 1 0" range="-1.2 0"/>
+        <geom type="box" size="0.025 0.01 0.01" pos="0.01 0 0" mass="0.05"/>
+        <body name="rod" pos="ARM_A 0 0">
+          <joint name="rod_rev" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0.02 0 0 0.02 -0.2" size="0.004" mass="0.01"/>
+        </body>
+      </body>
+      <body name="calf" pos="0.03 0 -0.25">
+        <joint name="knee" axis="0 1 0" range="-1.2 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" mass="0.3"/>
+        <body name="bearing" pos="ARM_B 0 0">
+          <joint name="bearing_rev" axis="0 1 0"/>
+          <geom type="sphere" size="0.005" mass="0.005"/>
+        </body>
+        <body name="foot" pos="0 0 -0.2">
+          <joint name="ankle" axis="0 1 0" range="-1 1"/>
+          <geom type="box" size="0.05 0.03 0.01" pos="0.02 0 -0.01" mass="0.1"/>
+          <site name="sole" pos="0.02 0 -0.02"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <weld body1="rod" body2="bearing" solref="0.004 1" solimp="0.9999 0.9999 0.001 0.5 2"/>
+  </equality>
+  <actuator>
+    <position name="hip" joint="hip_pitch" kp="40"/>
+    <position name="knee_servo" joint="knee_act" kp="40"/>
+    <position name="ankle" joint="ankle" kp="40"/>
+  </actuator>
+</mujoco>"""
+
+# a yaw arm turned through a gear train: the servo's gear is a leaf beside the arm, and the arm
+# (with a wrist below it) turns at −0.5 × the gear
+_GEARED = """<mujoco model="geared_arm">
+  <compiler angle="radian"/>
+  <default><joint damping="0.05" armature="0.0005"/></default>
+  <worldbody>
+    <body name="base" pos="0 0 0.5">
+      <body name="gear" pos="0.03 0 0">
+        <joint name="yaw_servo" axis="0 0 1" range="-2 2"/>
+        <geom type="cylinder" size="0.01 0.005" mass="0.01" contype="0" conaffinity="0"/>
+      </body>
+      <body name="arm">
+        <joint name="yaw_out" axis="0 0 1" range="-1.5 1.5"/>
+        <geom type="box" size="0.1 0.01 0.01" pos="0.1 0 0" mass="0.2"/>
+        <body name="tip" pos="0.2 0 0">
+          <joint name="wrist" axis="0 1 0" range="-1 1"/>
+          <geom type="sphere" size="0.01" mass="0.05"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <joint joint1="yaw_out" joint2="yaw_servo" polycoef="0 -0.5 0 0 0" solref="0.004 1" solimp="0.9999 0.9999 0.001 0.5 2"/>
+  </equality>
+  <actuator>
+    <position joint="yaw_servo" kp="2" forcerange="-1 1"/>
+    <position joint="wrist" kp="5"/>
+  </actuator>
+</mujoco>"""
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    robots._cache.clear()
+    yield
+    robots._cache.clear()
+
+
+def _leg(tmp_path, arm_b: float = 0.02):
+    path = tmp_path / f"leg_{arm_b}.xml"
+    path.write_text(_LEG.replace("ARM_A", "0.02").replace("ARM_B", f"{arm_b:g}"))
+    return str(path)
+
+
+def _mujoco_qpos(mm, model, q):
+    qpos = mm.qpos0.copy()
+    for i, name in enumerate(model.joint_names):
+        qpos[mm.jnt_qposadr[mm.joint(name).id]] = q[i]
+    for f, angle in zip(model.followers, model.follower_angles(q)):
+        qpos[mm.jnt_qposadr[mm.joint(f.name).id]] = angle
+    return qpos
+
+
+def test_a_rod_driven_knee_is_planned_and_its_servo_and_rods_follow(tmp_path):
+    path = _leg(tmp_path)
+    m = robots.load(path)
+    assert m.joint_names == ("hip_pitch", "knee", "ankle")
+    follows = {f.name: (m.joint_names[f.leader], f.multiplier, f.offset) for f in m.followers}
+    assert set(follows) == {"knee_act", "rod_rev", "bearing_rev"}
+    # a parallelogram: the plate turns as the knee, the rod and its bearing keep the thigh's heading
+    assert follows["knee_act"] == pytest.approx(("knee", 1.0, 0.0), abs=1e-6)
+    assert follows["rod_rev"][1] == pytest.approx(-1.0, abs=1e-6)
+    assert "unactuated_joints" not in m.meta and m.meta["transmission_inputs"] == {"knee_act": "knee"}
+    mm = mujoco.MjModel.from_xml_path(path)
+    mm.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    d = mujoco.MjData(mm)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        q = rng.uniform(m.lower, m.upper)
+        d.qpos[:] = _mujoco_qpos(mm, m, q)
+        mujoco.mj_fwdPosition(mm, d)
+        closure = d.efc_pos[:d.nefc][d.efc_type[:d.nefc] == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+        assert len(closure) == 6 and np.max(np.abs(closure)) < 1e-9   # MuJoCo finds the rod where hil put it
+        assert np.allclose(m.fk_frame(q, "sole")[:3, 3], d.site_xpos[mm.site("sole").id], atol=1e-9)
+        for body in ("bearing", "rod", "plate"):
+            assert np.allclose(m.fk_frame(q, body)[:3, 3], d.xpos[mm.body(body).id], atol=1e-9), body
+
+
+def test_a_four_bar_whose_knee_does_not_turn_in_proportion_is_no_follower(tmp_path):
+    """Crank arms of 20 and 35 mm: the knee turns 1.7 times as far as the plate near straight,
+    less further down: no linear coupling says it, so nothing follows at a wrong angle — the
+    joints are the file's passive ones, as before, and `hil robots` says so."""
+    m = robots.load(_leg(tmp_path, 0.035))
+    assert not m.followers
+    assert {"knee", "rod_rev", "bearing_rev"} <= set(m.meta["unactuated_joints"])
+
+
+def test_the_servo_of_a_transmission_is_said_at_the_joint_it_turns(tmp_path):
+    path = tmp_path / "geared.xml"
+    path.write_text(_GEARED)
+    m = robots.load(str(path))
+    assert m.joint_names == ("yaw_out", "wrist")
+    (gear,) = m.followers
+    assert (gear.name, gear.multiplier) == ("yaw_servo", pytest.approx(-2.0))
+    # the gear's ±2 rad bound the arm to ±1 rad
+    assert (m.lower[0], m.upper[0]) == pytest.approx((-1.0, 1.0))
+    table = servos.servo_table(m)
+    out = table.joint(0)
+    assert out.kp_nm_per_rad == pytest.approx(2.0 * 4)       # kp · ratio²
+    assert out.torque_limit_nm == pytest.approx(1.0 * 2)     # torque · ratio
+    assert out.armature_kgm2 == pytest.approx(0.0005 * 4)
+
+
+def test_physics_from_the_files_own_actuators_drives_the_planned_joint_through_the_transmission(tmp_path):
+    from hil.physics.build import build
+    from hil.physics.physics_plant import PhysicsPlant
+
+    cases = ((_leg(tmp_path), np.array([0.3, -0.6, 0.2]), "knee_act"),)
+    geared = tmp_path / "geared.xml"
+    geared.write_text(_GEARED)
+    cases += ((str(geared), np.array([0.4, 0.3]), "yaw_servo"),)
+    for path, target, servo_joint in cases:
+        m = robots.load(path)
+        pm = build(m)
+        assert pm.source.startswith("its own MJCF file")
+        plant = PhysicsPlant(pm)
+        on = np.ones(m.n, dtype=bool)
+        plant.advance(0.0)
+        plant.drive(target, on)
+        for k in range(1, 301):
+            plant.advance(0.01 * k)
+        assert np.allclose(plant.q, target, atol=0.01), (path, plant.q)
+        f = next(f for f in m.followers if f.name == servo_joint)
+        mm = pm.model
+        at = plant.d.qpos[mm.jnt_qposadr[mm.joint(servo_joint).id]]
+        assert at == pytest.approx(f.multiplier * target[f.leader] + f.offset, abs=0.02)

@@ -112,11 +112,37 @@ def generated(model, bus: str) -> BusConfig:
     defaults = {"ticks_per_rad": kit.ticks_per_rad, "zero_tick": kit.zero_tick}
     if kit.model is not None:
         defaults["model"] = kit.model
-    data = {"robot": model.name, "bus": bus, "baud": cls.default_baud, "servo": {"preset": kit.servo_preset},
-            "defaults": defaults,
-            "joint": [{"name": name, "servo_id": kit.first_id + i} for i, name in enumerate(model.joint_names)]}
+    # the kit's servos as a physics model, where the robot declares none of its own (its MJCF's
+    # actuators, a side file's [servo]: its makers' numbers win over a bus's usual servo)
+    own = model.meta.get("servo") is not None
+    data = {"robot": model.name, "bus": bus, "baud": cls.default_baud,
+            **({} if own else {"servo": {"preset": kit.servo_preset}}), "defaults": defaults,
+            "joint": [{"name": name, "servo_id": kit.first_id + i, **_within_a_turn(cls, kit, model, i)}
+                      for i, name in enumerate(model.joint_names)]}
     where = f"the generated {bus} map for {model.name} (`hil robots --robot {model.spec} --bus {bus}` prints it)"
     return dataclasses.replace(parse(data, model, where), shipped=True, generated=True)
+
+
+TURN_EDGE_TICKS = 8   # a generated range keeps this far from the encoder's wrap
+
+
+def _within_a_turn(cls, kit, model, i: int) -> dict:
+    """A generated row's keys that keep joint i's range inside one turn of the usual servo: none
+    where the usual zero does; else its range centred on the turn (zero_tick), and a range wider
+    than a turn narrowed to one about home (min_deg, max_deg: `hil robots --bus` prints them)."""
+    turn = cls.turn_ticks(kit.model)
+    if turn is None:
+        return {}
+    tpr, lo, hi = kit.ticks_per_rad, float(model.lower[i]), float(model.upper[i])
+    if kit.zero_tick + tpr * lo >= TURN_EDGE_TICKS and kit.zero_tick + tpr * hi <= turn - 1 - TURN_EDGE_TICKS:
+        return {}
+    half = (turn - 1 - 2 * TURN_EDGE_TICKS) / (2 * tpr)   # the most a turn holds, either side of its middle
+    out = {}
+    if hi - lo > 2 * half:
+        centre = min(max(float(model.home[i]), lo + half), hi - half)
+        lo, hi = centre - half, centre + half
+        out = {"min_deg": round(math.degrees(lo), 3), "max_deg": round(math.degrees(hi), 3)}
+    return {"zero_tick": round((turn - 1) / 2 - tpr * (lo + hi) / 2, 3), **out}
 
 
 def load(path: str, model) -> BusConfig:
@@ -279,6 +305,10 @@ def _within_one_turn(cls, model_name, zero: float, scale: float, lower: float, u
     a, b = sorted((zero + scale * lower, zero + scale * upper))
     if a < -1e-6 or b > turn - 1 + 1e-6:   # not rounded: an end at tick -0.1 reads 4095, across the wrap
         span = f"[{math.degrees(lower):.1f}, {math.degrees(upper):.1f}]°"
+        if b - a > turn - 1:
+            raise InputError(f"{where}: its range {span} is {b - a:.0f} ticks, more than one turn of the servo "
+                             f"({turn}): no zero_tick keeps it off the encoder's wrap; give this joint's min_deg and "
+                             f"max_deg within {math.degrees((turn - 1) / abs(scale)):.0f}° of each other")
         raise InputError(f"{where}: its range {span} is ticks {a:.1f} … {b:.1f} "
                          f"with zero_tick {zero:g}, past the servo's 0 … {turn - 1}: it crosses the encoder's wrap. "
                          f"`hil calibrate --method reference --bus {cls.kind}` places the range inside one turn (with "

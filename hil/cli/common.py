@@ -70,6 +70,24 @@ def add_run_target(s: argparse.ArgumentParser) -> None:
     add_options(s, RunRequest, RunRequest.RUN_TARGET)
 
 
+def dry_run_bus(model, dry_run: bool, bus: str | None, board_config: str | None, command: str) -> str | None:
+    """--bus, as given; for a dry run of a robot with more joints than hil's own board carries (and
+    no --bus or --board-config), the first servo bus's emulator with its generated map (said)."""
+    from firmware_protocol import messages
+    from firmware_protocol.buses import FIRST_BUS
+
+    if not dry_run or bus or board_config or model.board != "servos" or model.n <= messages.MAX_JOINTS:
+        return bus
+    print(f"hil {command}: {model.name} has {model.n} joints, more than hil's own board carries "
+          f"({messages.MAX_JOINTS}): the dry run goes over an emulated {FIRST_BUS} bus (--bus to choose another)")
+    return FIRST_BUS
+
+
+def set_dry_run_bus(args: argparse.Namespace, model, command: str) -> None:
+    """`dry_run_bus` into the parsed options."""
+    args.bus = dry_run_bus(model, getattr(args, "dry_run", False), args.bus, args.board_config, command)
+
+
 def speed_of(args: argparse.Namespace) -> float:
     """--speed, checked: 0 < f ≤ 1."""
     speed = getattr(args, "speed", 1.0)

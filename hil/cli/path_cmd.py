@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hil.cli.common import (add_command, add_run_options, add_run_target, floats, planning, servo_for, speed_of,
-                            trajectory_out)
+                            set_dry_run_bus, trajectory_out)
 from hil.cli.running import run_planned
 from hil.errors import InputError, UnreachableError
 from hil.inputs import number, read_text, writable_file
@@ -58,6 +58,7 @@ def run(args) -> int:
     from hil.motion import gcode, path
 
     model = robots.load(args.robot)
+    set_dry_run_bus(args, model, "path")
     if model.kind != "arm":
         raise InputError(f"hil path plans a contour for an arm; {model.name} is a {model.kind} (hil walk, hil play)")
     scale = float(args.scale)

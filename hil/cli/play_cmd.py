@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hil.cli.common import (add_command, add_predict_options, add_run_options, add_run_target, check_predict_options,
-                            planning, predicted, servo_for, speed_of)
+                            planning, predicted, servo_for, set_dry_run_bus, speed_of)
 from hil.cli.running import run_planned
 from hil.errors import HilError, InputError
 from hil.inputs import number, read_text
@@ -40,6 +40,7 @@ def run(args) -> int:
     from hil.runtime.motion_sources import make_motion
 
     model = robots.load(args.robot or _robot_named_in(args.file))
+    set_dry_run_bus(args, model, "play")
     # validates the file (errors name keyframe and joint), plans its torques and compensation
     speed = speed_of(args)
     check_predict_options(args, model)

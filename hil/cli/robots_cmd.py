@@ -60,9 +60,12 @@ def run(args) -> int:
         for f in m.followers:
             offset = (f" {'+' if f.offset >= 0 else '−'} {abs(math.degrees(f.offset)):.1f}°"
                       if abs(math.degrees(f.offset)) >= 0.05 else "")
-            whose = (f"its servo's joint, commanded through {m.joint_names[f.leader]}" if f.name in inputs
-                     else "no servo of its own")
-            print(f"  follows: {f.name} = {f.multiplier:g} · {m.joint_names[f.leader]}{offset} ({whose})")
+            turned_by = " and ".join(m.joint_names[k] for k, _ in f.leaders())
+            whose = (f"its servo's joint, commanded through {turned_by}"
+                     if f.name in inputs or f.name in m.meta.get("differential_inputs", {}) else "no servo of its own")
+            terms = f"{f.multiplier:g} · {m.joint_names[f.leader]}" + "".join(
+                f" {'+' if c >= 0 else '−'} {abs(c):g} · {m.joint_names[lead]}" for lead, c in f.leaders()[1:])
+            print(f"  follows: {f.name} = {terms}{offset} ({whose})")
         for note in m.meta.get("locked_joints", []):
             print(f"  not driven: {note}")
         for note in m.meta.get("narrowed_by_followers", []):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from firmware_protocol.buses import FIRST_BUS
-from hil.cli.common import ROBOT_HELP, add_command, servo_for, speed_of
+from hil.cli.common import ROBOT_HELP, add_command, dry_run_bus, servo_for, speed_of
 from hil.cli.running import twin_beside_a_run
 from hil.errors import InputError
 from hil.options import add_options, check_options, from_args
@@ -50,6 +52,7 @@ def run(args) -> int:
 
     req = check_before_loading(args)
     model = robots.load(args.robot)
+    req = dataclasses.replace(req, bus=dry_run_bus(model, req.dry_run, req.bus, req.board_config, "run"))
     supervisor.check(req, model, supervisor.bus_config(req, model))
     if req.motion:
         # a bad motion file is refused before anything starts

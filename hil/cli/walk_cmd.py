@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 
 from hil.cli.common import (add_command, add_predict_options, add_run_options, add_run_target,
-                            check_predict_options, predicted, servo_for, speed_of, trajectory_out)
+                            check_predict_options, predicted, servo_for, set_dry_run_bus, speed_of, trajectory_out)
 from hil.cli.running import run_planned
 from hil.errors import InputError
 from hil.inputs import number, writable_file
@@ -200,6 +200,7 @@ def run(args) -> int:
     from hil.motion import keyframes, walking
 
     model = robots.load(args.robot)
+    set_dry_run_bus(args, model, "walk")
     if not model.floating:
         raise InputError(f"hil walk needs a robot that stands on its feet (a humanoid: a base free in the world); "
                          f"{model.name} is fixed to the ground (an {model.kind}). "

@@ -18,7 +18,8 @@ arrays come from the caller, the status is the first non-finite input or -1.
 from __future__ import annotations
 
 from hil._jit import kernel
-from hil.kinematics.kernels import HDR_N, HDR_NQ, K_AXIS, K_LEADER, K_MUL, K_PARENT, MT_COM, MT_MASS, check_q, fk_all_core
+from hil.kinematics.kernels import (HDR_N, HDR_NQ, K_AXIS, K_LEADER, K_LEADER2, K_MUL, K_MUL2, K_PARENT, MT_COM, MT_MASS,
+                                    check_q, fk_all_core)
 
 # columns of the work rows (one row per body: 0 the base, i + 1 link i)
 W_OMEGA, W_ALPHA, W_ACC, W_F, W_N, W_AXIS, W_WIDTH = 0, 3, 6, 9, 12, 15, 18
@@ -94,7 +95,9 @@ def _forward(q, qd, qdd, kin, poses, work, n):
     for i in range(nq, n):
         j = i + 1
         k = int(kin[j, K_LEADER])
-        _forward_link(kin, poses, work, j, kin[j, K_MUL] * qd[k], kin[j, K_MUL] * qdd[k])
+        k2 = int(kin[j, K_LEADER2])
+        _forward_link(kin, poses, work, j, kin[j, K_MUL] * qd[k] + kin[j, K_MUL2] * qd[k2],
+                      kin[j, K_MUL] * qdd[k] + kin[j, K_MUL2] * qdd[k2])
 
 
 @kernel(inline="always")
@@ -143,7 +146,9 @@ def _backward(kin, poses, mt, it, work, tau, n):
         tau[c] = 0.0
     for i in range(n - 1, nq - 1, -1):
         j = i + 1
-        tau[int(kin[j, K_LEADER])] += kin[j, K_MUL] * _pass_up(kin, poses, work, j)
+        up = _pass_up(kin, poses, work, j)
+        tau[int(kin[j, K_LEADER])] += kin[j, K_MUL] * up
+        tau[int(kin[j, K_LEADER2])] += kin[j, K_MUL2] * up
     for i in range(nq - 1, -1, -1):
         tau[i] += _pass_up(kin, poses, work, i + 1)
 

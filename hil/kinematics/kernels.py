@@ -43,9 +43,11 @@ K_AXIS = 13
 K_LEADER = 16  # a follower's driven joint, multiplier and offset (a driven joint: itself, 1, 0)
 K_MUL = 17
 K_OFF = 18
+K_LEADER2 = 19  # a differential's gear follows a second driven joint too (else: its leader again, times 0)
+K_MUL2 = 20
 K_LINK = 0  # frame rows
 K_O = 1
-K_WIDTH = 19
+K_WIDTH = 21
 # Column layout of the mass table.
 MT_MASS = 0
 MT_COM = 1
@@ -190,10 +192,11 @@ def fk_all_core(q, kin, out):
     for i in range(nq):
         p = int(kin[i + 1, K_PARENT])
         _link_pose(q[i], kin, i, out, p + 1 if p >= 0 else -1, i + 1)
-    for i in range(nq, n):   # the followers: θ = multiplier · q[leader] + offset
+    for i in range(nq, n):   # the followers: θ = multiplier · q[leader] + multiplier2 · q[leader2] + offset
         j = i + 1
         p = int(kin[j, K_PARENT])
-        _link_pose(kin[j, K_MUL] * q[int(kin[j, K_LEADER])] + kin[j, K_OFF], kin, i, out, p + 1 if p >= 0 else -1, j)
+        angle = kin[j, K_MUL] * q[int(kin[j, K_LEADER])] + kin[j, K_MUL2] * q[int(kin[j, K_LEADER2])] + kin[j, K_OFF]
+        _link_pose(angle, kin, i, out, p + 1 if p >= 0 else -1, j)
     for f in range(n + 1, m):
         fr = 1 + n + f
         lr = int(kin[fr, K_LINK]) + 1
@@ -303,7 +306,8 @@ def frame_pose_rows(Q, k, kin, f, out, ko):
         if i < nq:
             angle = _joint_value(Q, k, i)
         else:
-            angle = kin[j, K_MUL] * _joint_value(Q, k, int(kin[j, K_LEADER])) + kin[j, K_OFF]
+            angle = (kin[j, K_MUL] * _joint_value(Q, k, int(kin[j, K_LEADER]))
+                     + kin[j, K_MUL2] * _joint_value(Q, k, int(kin[j, K_LEADER2])) + kin[j, K_OFF])
         if kx == 0.0 and ky == 0.0:  # about ±z: u = Rz(±angle) x
             sn, cs = _sincos(angle)
             sn *= kz
@@ -412,24 +416,28 @@ def jacobian_core(kin, f, poses, J):
 
 @kernel(inline="always")
 def _add_followers_columns(kin, f, poses, J, link, px, py, pz):
-    """Each follower on the chain below `link` turns the frame as its leader turns: its column,
-    times its multiplier, joins the leader's."""
+    """Each follower on the chain below `link` turns the frame as its leaders turn: its column,
+    times each multiplier, joins each leader's."""
     nq = int(kin[0, HDR_NQ])
     i = link
     while i >= nq:
         j = i + 1
-        c = int(kin[j, K_LEADER])
-        w = kin[j, K_MUL]
         zx, zy, zz = _world_axis(kin, poses, j)
         dx = px - poses[j, 0, 3]
         dy = py - poses[j, 1, 3]
         dz = pz - poses[j, 2, 3]
-        J[0, c] += w * (zy * dz - zz * dy)
-        J[1, c] += w * (zz * dx - zx * dz)
-        J[2, c] += w * (zx * dy - zy * dx)
-        J[3, c] += w * zx
-        J[4, c] += w * zy
-        J[5, c] += w * zz
+        vx = zy * dz - zz * dy
+        vy = zz * dx - zx * dz
+        vz = zx * dy - zy * dx
+        for lead in range(2):
+            c = int(kin[j, K_LEADER]) if lead == 0 else int(kin[j, K_LEADER2])
+            w = kin[j, K_MUL] if lead == 0 else kin[j, K_MUL2]
+            J[0, c] += w * vx
+            J[1, c] += w * vy
+            J[2, c] += w * vz
+            J[3, c] += w * zx
+            J[4, c] += w * zy
+            J[5, c] += w * zz
         i = int(kin[j, K_PARENT])
 
 
@@ -599,11 +607,12 @@ def _add_followers_com(kin, mt, poses, Jc, inv_total):
         dx = gx - msub * poses[j, 0, 3]
         dy = gy - msub * poses[j, 1, 3]
         dz = gz - msub * poses[j, 2, 3]
-        w = kin[j, K_MUL] * inv_total
-        c = int(kin[j, K_LEADER])
-        Jc[0, c] += (zy * dz - zz * dy) * w
-        Jc[1, c] += (zz * dx - zx * dz) * w
-        Jc[2, c] += (zx * dy - zy * dx) * w
+        for lead in range(2):
+            c = int(kin[j, K_LEADER]) if lead == 0 else int(kin[j, K_LEADER2])
+            w = (kin[j, K_MUL] if lead == 0 else kin[j, K_MUL2]) * inv_total
+            Jc[0, c] += (zy * dz - zz * dy) * w
+            Jc[1, c] += (zz * dx - zx * dz) * w
+            Jc[2, c] += (zx * dy - zy * dx) * w
 
 
 @kernel()

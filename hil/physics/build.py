@@ -24,6 +24,7 @@ from hil.robots.model import SOLE_FRAMES, one_bound_each
 from hil.robots.servos import servo_table
 
 TIMESTEP_S = 0.0005
+COUPLING_TIME_CONSTANT_S = 0.004   # a follower's coupling: 8 steps (MuJoCo's floor is 2)
 FLOOR_FRICTION = (1.0, 0.005, 0.0001)      # sliding, torsional, rolling
 ROBOT_GEOM, FLOOR_GEOM = 2, 1              # contype/conaffinity bits: robot ↔ floor only
 MIN_MASS_KG = 1e-4                         # MuJoCo refuses a moving body without mass
@@ -366,12 +367,27 @@ def _add_link_body(mujoco, parent, robot, servo, i: int, j):
 
 def _add_couplings(mujoco, spec, robot) -> None:
     """Each follower held to its leader by a joint equality, θ = multiplier · leader + offset: the
-    mechanism's coupling, as an MJCF says it."""
+    mechanism's coupling, as an MJCF says it; a differential's gear, turned by two, by a fixed tendon
+    θ − m₁ · a − m₂ · b held at the offset (its length at qpos0, all zeros, is 0)."""
     for f in robot.followers:
         eq = spec.add_equality()
-        eq.type = mujoco.mjtEq.mjEQ_JOINT
-        eq.name1, eq.name2 = f.name, robot.joint_names[f.leader]
-        eq.data = [f.offset, f.multiplier, 0.0, 0.0, 0.0] + [0.0] * (len(eq.data) - 5)
+        # stiff, as a gear mesh or a rod is (MuJoCo's default lets a loaded coupling give by a degree)
+        eq.solref = [COUPLING_TIME_CONSTANT_S, 1.0]
+        eq.solimp = [0.9999, 0.9999, 0.001, 0.5, 2.0]
+        rest = [0.0] * (len(eq.data) - 5)
+        if f.leader2 < 0:
+            eq.type = mujoco.mjtEq.mjEQ_JOINT
+            eq.name1, eq.name2 = f.name, robot.joint_names[f.leader]
+            eq.data = [f.offset, f.multiplier, 0.0, 0.0, 0.0] + rest
+            continue
+        tendon = spec.add_tendon()
+        tendon.name = f"{f.name}__turned_by_two"
+        tendon.wrap_joint(f.name, 1.0)
+        for lead, c in f.leaders():
+            tendon.wrap_joint(robot.joint_names[lead], -c)
+        eq.type = mujoco.mjtEq.mjEQ_TENDON
+        eq.name1 = tendon.name
+        eq.data = [f.offset, 0.0, 0.0, 0.0, 0.0] + rest
 
 
 def _add_frame_sites(robot, bodies: list) -> dict:

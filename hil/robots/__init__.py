@@ -102,6 +102,15 @@ def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
     which of its joints no actuator moves (said by `hil robots`; a walk is not planned through
     them)."""
     model.meta["mjcf"] = str(Path(mjcf_path).resolve())
+    gears = mjcf.differential_inputs_of(mjcf_path)
+    if gears:
+        model.meta["differential_inputs"] = gears
+        outputs = sorted({o for pair in gears.values() for o in pair})
+        model.meta.setdefault("notes", []).append(
+            f"{', '.join(sorted(gears))}: a differential's servos, turning {' and '.join(outputs)} together; hil "
+            f"plans, checks and draws {' and '.join(outputs)} and turns the gears with them, but a board config maps "
+            f"one servo to one joint: over a bus, each of {' and '.join(outputs)} is driven as if a servo of its own "
+            "turned it (in a dry run as in physics)")
     _servos_at_their_outputs(model)
     passive = [j for j in mjcf.unactuated_of(mjcf_path) if j in model.joint_names]
     if passive:
@@ -114,18 +123,26 @@ def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
 
 def _servos_at_their_outputs(model: RobotModel) -> None:
     """A servo the file puts on a transmission's input (a gear, a linkage's plate) whose output hil
-    plans (`urdf._gear_trains_turned_round`): its `[servo]` numbers moved to the output joint, as
-    the output feels them (`servos.through_transmission`); physics drives the file's actuator
-    through the coupling (hil.physics.build)."""
+    plans (`urdf._gear_trains_turned_round`), or on a differential's gear (both its outputs): its
+    `[servo]` numbers moved to the output joints, as each output feels them
+    (`servos.through_transmission`, a differential's two servos `together`); physics drives the
+    file's actuator through the coupling where it can (hil.physics.build)."""
     table = model.meta.get("servo")
     joints = table.get("joint") if isinstance(table, dict) else None
     if not isinstance(joints, dict):
         return
     inputs = model.meta.get("transmission_inputs", {})
+    gears = model.meta.get("differential_inputs", {})
+    felt: dict[str, list] = {}
     for f in model.followers:
-        output = model.joint_names[f.leader]
-        if inputs.get(f.name) == output and f.name in joints and output not in joints:
-            joints[output] = servos.through_transmission(joints.pop(f.name), f.multiplier)
+        if f.name not in joints or not (inputs.get(f.name) == model.joint_names[f.leader] or f.name in gears):
+            continue
+        entry = joints.pop(f.name)
+        for lead, multiplier in f.leaders():
+            felt.setdefault(model.joint_names[lead], []).append(servos.through_transmission(entry, multiplier))
+    for output, entries in felt.items():
+        if output not in joints:   # (a servo of the output's own goes over what its transmission gives)
+            joints[output] = servos.together(entries)
 
 
 def _load_toml(path: Path) -> RobotModel:

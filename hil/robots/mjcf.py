@@ -31,7 +31,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 10            # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 11            # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -90,6 +90,7 @@ def to_urdf(path: str) -> str:
         (tmp / "poses.json").write_text(json.dumps(writer.keyframe_poses()))
         (tmp / "collision.json").write_text(json.dumps(writer.excluded_contacts()))
         (tmp / "unactuated.json").write_text(json.dumps(writer.unactuated()))
+        (tmp / "differentials.json").write_text(json.dumps(writer.differential_inputs()))
         try:
             os.replace(tmp, folder)
         except OSError:   # another process wrote it meanwhile: theirs is the same
@@ -124,6 +125,14 @@ def unactuated_of(path: str) -> list:
         return json.loads((Path(to_urdf(path)).parent / "unactuated.json").read_text())
     except (OSError, ValueError):
         return []
+
+
+def differential_inputs_of(path: str) -> dict:
+    """The MJCF's differentials' servo gears that follow the outputs hil plans: {gear: [out, out]}."""
+    try:
+        return json.loads((Path(to_urdf(path)).parent / "differentials.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def allowed_collisions_of(path: str) -> list:
@@ -228,6 +237,7 @@ class _Writer:
         self.meshes: dict[int, str] = {}
         self.joint_name: dict[int, str] = {}   # MuJoCo joint id → the URDF joint written for it
         self._couplings: dict | None = None
+        self._differentials: dict | None = None
 
     def urdf(self) -> str:
         m = self.m
@@ -415,8 +425,17 @@ class _Writer:
                 for w in range(int(m.tendon_adr[t]), int(m.tendon_adr[t]) + int(m.tendon_num[t])):
                     if m.wrap_type[w] == WRAP_JOINT:
                         driven.add(int(m.wrap_objid[w]))
-        followers = set(self.couplings())
-        return [name for j, name in self.joint_name.items() if j not in driven and j not in followers]
+        followers = set(self.couplings()) | set(self.differentials())
+        outputs = {lead for j, (_, leads) in self.differentials().items() if j in driven for lead, _ in leads}
+        return [name for j, name in self.joint_name.items()
+                if j not in driven and j not in followers and j not in outputs]
+
+    def differential_inputs(self) -> dict[str, list[str]]:
+        """{servo gear: [the two outputs it is turned with]} for each differential whose gears follow."""
+        driven = {int(self.m.actuator_trnid[a][0]) for a in range(self.m.nu)}
+        return {self.joint_name[j]: [self.joint_name[lead] for lead, _ in leads]
+                for j, (_, leads) in self.differentials().items()
+                if j in driven and j in self.joint_name and all(lead in self.joint_name for lead, _ in leads)}
 
     def _effort(self, j: int) -> float:
         """The most torque an actuator on joint j gives (its force range times its gear), 0 if none."""
@@ -495,6 +514,13 @@ class _Writer:
             self._couplings = {**_linkage_couplings(self.m), **_linear_couplings(self.m)}
         return self._couplings
 
+    def differentials(self) -> dict[int, tuple[float, list[tuple[int, float]]]]:
+        """joint → (c0, [(leader, c), (leader2, c2)]), joint = c0 + c · leader + c2 · leader2: the gears
+        and outputs of the file's differentials (`_tendon_couplings`)."""
+        if self._differentials is None:
+            self._differentials = _tendon_couplings(self.m)
+        return self._differentials
+
     def _mimics(self, robot) -> None:
         """A joint an equality constraint ties to another (joint1 = c0 + c1·joint2), or a closed
         linkage to its servo, follows it. A polynomial coupling of higher degree, or a linkage
@@ -506,6 +532,11 @@ class _Writer:
             leader = _name(m, "jnt", j2, "")
             if follower is not None and leader:
                 ET.SubElement(follower, "mimic", joint=leader, multiplier=f"{c1:.9g}", offset=f"{c0:.9g}")
+        for j, (c0, ((j1, c1), (j2, c2))) in self.differentials().items():   # hil's two-joint mimic
+            follower = robot.find(f"joint[@name='{_name(m, 'jnt', j, '')}']")
+            if follower is not None:
+                ET.SubElement(follower, "mimic", joint=_name(m, "jnt", j1, ""), multiplier=f"{c1:.12g}",
+                              offset=f"{c0:.12g}", joint2=_name(m, "jnt", j2, ""), multiplier2=f"{c2:.12g}")
 
 
 def _linear_couplings(m) -> dict[int, tuple[int, float, float]]:
@@ -514,6 +545,83 @@ def _linear_couplings(m) -> dict[int, tuple[int, float, float]]:
     return {int(m.eq_obj1id[e]): (int(m.eq_obj2id[e]), float(m.eq_data[e][0]), float(m.eq_data[e][1]))
             for e in range(m.neq)
             if m.eq_type[e] == EQ_JOINT and m.eq_obj2id[e] >= 0 and not np.any(m.eq_data[e][2:5] != 0.0)}
+
+
+COUPLING_SLACK_RAD = 0.1         # a fixed tendon held within this span couples its joints (ToddlerBot's waist: ±0.03)
+
+
+def _tendon_couplings(m) -> dict[int, tuple[float, list[tuple[int, float]]]]:
+    """A differential: fixed tendons held (near) constant, each summing a passive joint and the same
+    two servos' joints (ToddlerBot's waist: roll and yaw from two bevel gears). Solved for the joints
+    the robot hangs from: where the servos' gears carry nothing driven, the gears follow the outputs
+    (hil plans the outputs, as a gear train turned round); else the outputs follow the gears. Each
+    as joint → (c0, [(leader, c), (leader2, c2)]); {} where no such pair of tendons is."""
+    actuated = {int(m.actuator_trnid[a][0]) for a in range(m.nu)
+                if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT)}
+    rows = []
+    for t in range(m.ntendon):
+        wraps = range(int(m.tendon_adr[t]), int(m.tendon_adr[t]) + int(m.tendon_num[t]))
+        lo, hi = (float(v) for v in m.tendon_range[t])
+        if (not m.tendon_limited[t] or hi - lo > COUPLING_SLACK_RAD
+                or any(m.wrap_type[w] != WRAP_JOINT or m.jnt_type[m.wrap_objid[w]] != HINGE for w in wraps)):
+            continue
+        # length = Σ c·q, held at the middle of its range (measured from its length at qpos0)
+        rows.append(({int(m.wrap_objid[w]): float(m.wrap_prm[w]) for w in wraps},
+                     float(m.tendon_length0[t]) + (lo + hi) / 2))
+    out: dict[int, tuple[float, list[tuple[int, float]]]] = {}
+    for pair in _pairs_of_tendons(rows, actuated):
+        out.update(_solved_differential(m, pair, actuated))
+    return out
+
+
+def _pairs_of_tendons(rows, actuated: set[int]) -> list:
+    """Pairs of coupling tendons over the same two servos, each with one passive joint of its own."""
+    pairs = []
+    for i in range(len(rows)):
+        for k in range(i + 1, len(rows)):
+            (a, _), (b, _) = rows[i], rows[k]
+            servos_a, servos_b = set(a) & actuated, set(b) & actuated
+            passive_a, passive_b = set(a) - actuated, set(b) - actuated
+            if (len(servos_a) == 2 and servos_a == servos_b and len(passive_a) == len(passive_b) == 1
+                    and passive_a != passive_b):
+                pairs.append((rows[i], rows[k]))
+    return pairs
+
+
+def _solved_differential(m, pair, actuated: set[int]) -> dict:
+    (a, ra), (b, rb) = pair
+    gears = sorted(set(a) & actuated)
+    outputs = [next(iter(set(a) - actuated)), next(iter(set(b) - actuated))]
+    C_out = np.array([[a.get(j, 0.0) for j in outputs], [b.get(j, 0.0) for j in outputs]])
+    C_gear = np.array([[a.get(j, 0.0) for j in gears], [b.get(j, 0.0) for j in gears]])
+    r = np.array([ra, rb])
+    if abs(np.linalg.det(C_out)) < 1e-9 or abs(np.linalg.det(C_gear)) < 1e-9:
+        return {}
+    carry = _carries_an_actuated_joint(m, gears, actuated)
+    if not carry:   # C_out·out + C_gear·gear = r  →  gear = C_gear⁻¹ (r − C_out·out)
+        lead, follow, inv, C_lead = outputs, gears, np.linalg.inv(C_gear), C_out
+    else:
+        lead, follow, inv, C_lead = gears, outputs, np.linalg.inv(C_out), C_gear
+    c0 = inv @ r
+    c = -inv @ C_lead
+    return {follow[k]: (float(c0[k]), [(lead[0], float(c[k, 0])), (lead[1], float(c[k, 1]))]) for k in range(2)}
+
+
+def _carries_an_actuated_joint(m, joints, actuated: set[int]) -> bool:
+    """Whether a body below any of `joints` (or on its own body, after it) has an actuated joint."""
+    for j in joints:
+        top = int(m.jnt_bodyid[j])
+        for b in range(m.nbody):
+            x = b
+            while x > 0 and x != top:
+                x = int(m.body_parentid[x])
+            if x != top:
+                continue
+            first = int(m.body_jntadr[b])
+            for k in range(first, first + int(m.body_jntnum[b])):
+                if k in actuated and k not in joints and (b != top or k > j):
+                    return True
+    return False
 
 
 EQ_CONNECT, EQ_WELD, OBJ_BODY = 0, 1, 1   # mjtEq, mjtObj

@@ -115,9 +115,10 @@ class Joint:
 @dataclass(frozen=True)
 class Follower:
     """A joint no servo drives: the mechanism turns it with a driven joint (a URDF `<mimic>`, an
-    MJCF joint equality), θ = multiplier · q[leader] + offset. It moves its own link (after the
-    driven joints' links, in `link_names`), never a coordinate of q: plans, checks and commands are
-    the driven joints', the follower computed from them."""
+    MJCF joint equality), θ = multiplier · q[leader] + offset, or with two (a differential's gear,
+    turned by both outputs: + multiplier2 · q[leader2]). It moves its own link (after the driven
+    joints' links, in `link_names`), never a coordinate of q: plans, checks and commands are the
+    driven joints', the follower computed from them."""
 
     name: str
     parent: int          # link index (-1 = base): a driven joint's link, or an earlier follower's
@@ -126,6 +127,17 @@ class Follower:
     leader: int          # the driven joint's index in q
     multiplier: float
     offset: float
+    leader2: int = -1    # a second driven joint (a differential), -1 for none
+    multiplier2: float = 0.0
+
+    def angle(self, q):
+        """θ at the driven joints' q (the last axis of q)."""
+        out = self.multiplier * q[..., self.leader] + self.offset
+        return out + self.multiplier2 * q[..., self.leader2] if self.leader2 >= 0 else out
+
+    def leaders(self) -> list[tuple[int, float]]:
+        """(driven joint, multiplier) for each joint it follows."""
+        return [(self.leader, self.multiplier)] + ([(self.leader2, self.multiplier2)] if self.leader2 >= 0 else [])
 
 
 _NDARRAY = np.ndarray
@@ -327,13 +339,16 @@ def _kinematic_table(joints: Sequence[Joint], followers: Sequence[Follower], row
     kin[0, K.HDR_NQ] = nq
     kin[0, K.HDR_M] = m
     kin[0, K.HDR_TOOL] = tool
-    moving = [(j, i, 1.0, 0.0) for i, j in enumerate(joints)] + [(f, f.leader, f.multiplier, f.offset)
-                                                                 for f in followers]
-    for i, (j, leader, mul, off) in enumerate(moving):
+    # (a follower of one joint: its second leader is the same joint, times 0)
+    moving = [(j, i, 1.0, 0.0, i, 0.0) for i, j in enumerate(joints)] + [
+        (f, f.leader, f.multiplier, f.offset, f.leader2 if f.leader2 >= 0 else f.leader, f.multiplier2)
+        for f in followers]
+    for i, (j, leader, mul, off, leader2, mul2) in enumerate(moving):
         kin[1 + i, K.K_PARENT] = j.parent
         kin[1 + i, K.K_A:K.K_A + 12] = _transform_rows(j.placement)
         kin[1 + i, K.K_AXIS:K.K_AXIS + 3] = j.axis
         kin[1 + i, K.K_LEADER:K.K_OFF + 1] = (leader, mul, off)
+        kin[1 + i, K.K_LEADER2:K.K_MUL2 + 1] = (leader2, mul2)
     for f, (link, off) in enumerate(rows):
         kin[1 + n + f, K.K_LINK] = link
         kin[1 + n + f, K.K_O:K.K_O + 12] = _transform_rows(off)
@@ -450,7 +465,7 @@ class RobotModel:
         q = np.asarray(q, dtype=np.float64)
         out = np.empty(q.shape[:-1] + (len(self.followers),))
         for k, f in enumerate(self.followers):
-            out[..., k] = f.multiplier * q[..., f.leader] + f.offset
+            out[..., k] = f.angle(q)
         return out
 
     def _set_frames(self, frames: Mapping[str, tuple[int, np.ndarray]], tool_frame: str) -> list:

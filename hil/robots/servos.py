@@ -215,6 +215,26 @@ def through_transmission(values, multiplier: float):
     return values
 
 
+SUMMED_KEYS = ("kp_nm_per_rad", "damping_nms_per_rad", "armature_kgm2", "friction_nm", "torque_limit_nm")
+
+
+def together(tables: list):
+    """Servos that turn one joint together (a differential's two, each `through_transmission`): their
+    stiffness, damping, armature, friction and torque add up; the torque–speed line is the slower
+    one's; the other keys are the first's. Anything not a list of tables is returned as it is."""
+    if len(tables) == 1 or not all(isinstance(t, dict) for t in tables):
+        return tables[0] if len(tables) == 1 else tables
+    out = dict(tables[0])
+    for key in SUMMED_KEYS:
+        values = [t.get(key) for t in tables]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = sum(values)
+    lines = [t.get("torque_speed") for t in tables]
+    if all(isinstance(line, list) and len(line) == 2 for line in lines):
+        out["torque_speed"] = [min(line[0] for line in lines), min(line[1] for line in lines)]
+    return out
+
+
 def over_actuators(actuators: dict, own) -> dict:
     """A side file's `[servo]` table over an MJCF's actuators' (`{"joint": {NAME: keys}}`): its
     keys, then its joints' keys, over each actuator's; a preset (for all, or for a joint) replaces

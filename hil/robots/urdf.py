@@ -519,7 +519,7 @@ class _Parts:
 
     def angles(self, q: np.ndarray) -> np.ndarray:
         """θ of every link's joint at the driven joints' q (the followers' from their leaders)."""
-        return np.concatenate([q, [f.multiplier * q[f.leader] + f.offset for f in self.followers]])
+        return np.concatenate([q, [f.angle(q) for f in self.followers]])
 
 
 def _parts(robot, path: str, side_path: str, overrides: dict) -> _Parts:
@@ -577,7 +577,7 @@ def _gear_trains_turned_round(tree, order) -> tuple[list, list[str], dict[str, s
 
     turned, notes, outputs = {}, [], {}
     for j in order:
-        lead = by_name.get(j.mimic.joint) if j.mimic is not None else None
+        lead = by_name.get(j.mimic.joint) if j.mimic is not None and not j.mimic.joint2 else None
         m = j.mimic.multiplier if j.mimic is not None else 0.0
         if (lead is None or j.type not in MOVING or lead.type not in MOVING or lead.mimic is not None or m == 0.0
                 or lead.name in turned or any(driven(k) for k in below(lead))
@@ -587,7 +587,7 @@ def _gear_trains_turned_round(tree, order) -> tuple[list, list[str], dict[str, s
         outputs[j.name] = lead.name
         turned[lead.name] = dataclasses.replace(lead, mimic=urdf_xml.Mimic(j.name, 1.0 / m, -j.mimic.offset / m))
         for k in order:   # the input's other followers now follow the output
-            if k.mimic is not None and k.mimic.joint == lead.name and k.name != j.name:
+            if k.mimic is not None and k.mimic.joint == lead.name and not k.mimic.joint2 and k.name != j.name:
                 mk, ok = k.mimic.multiplier, k.mimic.offset
                 turned[k.name] = dataclasses.replace(k, mimic=urdf_xml.Mimic(j.name, mk / m, ok - mk * j.mimic.offset / m))
         notes.append(f"{j.name}: planned as the driven joint of a transmission (gears or a linkage) its servo "
@@ -604,7 +604,8 @@ def _follower_subtrees(tree, order) -> set[str]:
     driven = {j.name for j in order if j.type in MOVING and j.mimic is None}
     out: set[str] = set()
     for j in order:
-        if j.name in out or j.mimic is None or j.type not in MOVING or j.mimic.joint not in driven:
+        if (j.name in out or j.mimic is None or j.type not in MOVING or j.mimic.joint not in driven
+                or (j.mimic.joint2 and j.mimic.joint2 not in driven)):
             continue
         below, stack = [j], list(tree.children.get(j.child, []))
         while stack:
@@ -624,13 +625,16 @@ def _place(parts: _Parts, j, path: str, side_path: str, overrides: dict, leaders
     if j.type in MOVING and j.mimic is None:
         lo, hi, vel, acc = _limits(j, overrides.get(j.name, {}), path, side_path)
         parts.joints.append(Joint(j.name, parent, origin, _axis(j, path), lo, hi, vel, acc))
-    elif leaders is not None and j.type in MOVING and j.mimic is not None and j.mimic.joint in leaders:
-        if not (abs(j.mimic.multiplier) <= MAX_MIMIC_MULTIPLIER and abs(j.mimic.offset) <= MAX_MIMIC_OFFSET_RAD):
+    elif (leaders is not None and j.type in MOVING and j.mimic is not None and j.mimic.joint in leaders
+          and (not j.mimic.joint2 or j.mimic.joint2 in leaders)):
+        if not (abs(j.mimic.multiplier) <= MAX_MIMIC_MULTIPLIER and abs(j.mimic.offset) <= MAX_MIMIC_OFFSET_RAD
+                and abs(j.mimic.multiplier2) <= MAX_MIMIC_MULTIPLIER):
             raise _fail(path, f"joint {j.name!r}", f"<mimic multiplier=\"{j.mimic.multiplier:g}\" offset=\""
                         f"{j.mimic.offset:g}\"> is out of bounds (|multiplier| ≤ {MAX_MIMIC_MULTIPLIER:g}, "
                         f"|offset| ≤ {MAX_MIMIC_OFFSET_RAD:g} rad): fix the file's coupling")
+        second = (leaders[j.mimic.joint2], j.mimic.multiplier2) if j.mimic.joint2 else (-1, 0.0)
         parts.followers.append(Follower(j.name, parent, origin, _axis(j, path), leaders[j.mimic.joint],
-                                        j.mimic.multiplier, j.mimic.offset))
+                                        j.mimic.multiplier, j.mimic.offset, *second))
     else:
         if j.type != "fixed":
             parts.locked.append(f"{j.name} ({'mimic' if j.mimic is not None else j.type}, held at 0)")
@@ -651,6 +655,9 @@ def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[
         lim = j.limit
         if j.mimic is None or j.mimic.joint not in index or j.type == "continuous" or lim is None \
                 or lim.lower is None or lim.upper is None or lim.lower == lim.upper == 0.0:
+            continue
+        if j.mimic.joint2:
+            _check_differential(j, joints, index, path)
             continue
         k = index[j.mimic.joint]
         leader, m, o = joints[k], j.mimic.multiplier, j.mimic.offset
@@ -674,6 +681,38 @@ def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[
     return notes
 
 
+def _check_differential(j, joints: list[Joint], index: dict, path: str) -> None:
+    """A gear two joints turn (θ = m₁ · a + m₂ · b + o) stays within its own <limit> over both
+    ranges, or the file is refused: no one narrowing of the two ranges is the right one."""
+    mim, lim = j.mimic, j.limit
+    a, b = joints[index[mim.joint]], joints[index[mim.joint2]]
+    ends = [mim.multiplier * x + mim.multiplier2 * y + mim.offset for x in (a.lower, a.upper) for y in (b.lower, b.upper)]
+    if min(ends) < lim.lower - 1e-9 or max(ends) > lim.upper + 1e-9:
+        raise _fail(path, f"joint {j.name!r} (turned by {a.name!r} and {b.name!r})",
+                    f"reaches {math.degrees(min(ends)):.1f}° … {math.degrees(max(ends)):.1f}° over their ranges, past "
+                    f"its own <limit> {math.degrees(lim.lower):.1f}° … {math.degrees(lim.upper):.1f}°: narrow "
+                    f"[joints.{a.name}] or [joints.{b.name}] in a side file")
+
+
+def _differential_slowed(j, joints: list[Joint], index: dict, v: float) -> list[str]:
+    """A gear two joints turn goes as fast as |m₁| · v_a + |m₂| · v_b: both leaders' speeds (and
+    accelerations) are lowered alike to keep it within its own `v`. A note per leader slowed."""
+    mim = j.mimic
+    ka, kb = index[mim.joint], index[mim.joint2]
+    fastest = abs(mim.multiplier) * joints[ka].velocity_limit + abs(mim.multiplier2) * joints[kb].velocity_limit
+    share = v / fastest if fastest > 0 else 1.0
+    if share >= 1.0 - SPEED_NOTE_SHARE:
+        return []
+    notes = []
+    for k in (ka, kb):
+        lead = joints[k]
+        joints[k] = dataclasses.replace(lead, velocity_limit=lead.velocity_limit * share,
+                                        acceleration_limit=lead.acceleration_limit * share)
+        notes.append(f"{lead.name}: speed lowered to {math.degrees(lead.velocity_limit * share):.0f}°/s to keep "
+                     f"{j.name} (turned by {joints[ka].name} and {joints[kb].name}) within {math.degrees(v):.0f}°/s")
+    return notes
+
+
 SPEED_NOTE_SHARE = 0.005   # a follower that would slow its leader by less (a linkage's rods at 1.001×) leaves it be
 
 
@@ -686,6 +725,9 @@ def _slowed_by_followers(urdf_joints, joints: list[Joint]) -> list[str]:
     for j in urdf_joints:
         v = None if j.limit is None else j.limit.velocity
         if j.mimic is None or j.mimic.joint not in index or not v or j.mimic.multiplier == 0.0:
+            continue
+        if j.mimic.joint2 in index:   # a differential's gear: both its leaders slowed alike
+            notes += _differential_slowed(j, joints, index, v)
             continue
         k = index[j.mimic.joint]
         leader = joints[k]
@@ -934,8 +976,8 @@ def _to_json(a: dict) -> dict:
     out = dict(a)
     out["joints"] = [[j.name, j.parent, j.placement.tolist(), j.axis.tolist(), j.lower, j.upper, j.velocity_limit,
                       j.acceleration_limit] for j in a["joints"]]
-    out["followers"] = [[f.name, f.parent, f.placement.tolist(), f.axis.tolist(), f.leader, f.multiplier, f.offset]
-                        for f in a["followers"]]
+    out["followers"] = [[f.name, f.parent, f.placement.tolist(), f.axis.tolist(), f.leader, f.multiplier, f.offset,
+                         f.leader2, f.multiplier2] for f in a["followers"]]
     out["frames"] = {k: [link, off.tolist()] for k, (link, off) in a["frames"].items()}
     out["shapes"] = [[s.link, s.kind, list(s.p0), list(s.p1), s.radius, list(s.half), s.name, list(s.axes), s.group]
                      for s in a["shapes"]]
@@ -949,8 +991,8 @@ def _from_json(d: dict) -> dict:
     out = dict(d)
     out["joints"] = [Joint(n, int(p), np.array(pl), np.array(ax), lo, hi, v, acc) for n, p, pl, ax, lo, hi, v, acc
                      in d["joints"]]
-    out["followers"] = [Follower(n, int(p), np.array(pl), np.array(ax), int(k), float(m), float(o))
-                        for n, p, pl, ax, k, m, o in d["followers"]]
+    out["followers"] = [Follower(n, int(p), np.array(pl), np.array(ax), int(k), float(m), float(o), int(k2), float(m2))
+                        for n, p, pl, ax, k, m, o, k2, m2 in d["followers"]]
     out["frames"] = {k: (int(link), np.array(off)) for k, (link, off) in d["frames"].items()}
     out["shapes"] = [Shape(int(li), kind, tuple(p0), tuple(p1), float(r), tuple(half), name, tuple(axes), group)
                      for li, kind, p0, p1, r, half, name, axes, group in d["shapes"]]

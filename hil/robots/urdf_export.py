@@ -30,12 +30,15 @@ def _limit_or_mimic(model, j) -> str:
     if not isinstance(j, Follower):
         return (f'<limit lower="{_num(j.lower)}" upper="{_num(j.upper)}" velocity="{_num(j.velocity_limit)}" '
                 f'effort="{_num(EFFORT_NM)}"/>')
-    k = j.leader
-    ends = sorted(j.multiplier * np.array([model.lower[k], model.upper[k]]) + j.offset)
-    speed = abs(j.multiplier) * model.velocity_limit[k]
-    return (f'<limit lower="{_num(ends[0])}" upper="{_num(ends[1])}" velocity="{_num(speed)}" '
-            f'effort="{_num(EFFORT_NM)}"/><mimic joint={quoteattr(model.joint_names[k])} '
-            f'multiplier="{_num(j.multiplier)}" offset="{_num(j.offset)}"/>')
+    # (a differential's gear: both leaders, as hil's own joint2 and multiplier2 attributes)
+    low = j.offset + sum(min(c * model.lower[k], c * model.upper[k]) for k, c in j.leaders())
+    high = j.offset + sum(max(c * model.lower[k], c * model.upper[k]) for k, c in j.leaders())
+    speed = sum(abs(c) * model.velocity_limit[k] for k, c in j.leaders())
+    second = (f' joint2={quoteattr(model.joint_names[j.leader2])} multiplier2="{_num(j.multiplier2)}"'
+              if j.leader2 >= 0 else "")
+    return (f'<limit lower="{_num(low)}" upper="{_num(high)}" velocity="{_num(speed)}" '
+            f'effort="{_num(EFFORT_NM)}"/><mimic joint={quoteattr(model.joint_names[j.leader])} '
+            f'multiplier="{_num(j.multiplier)}" offset="{_num(j.offset)}"{second}/>')
 
 
 def _num(v: float) -> str:

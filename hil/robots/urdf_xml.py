@@ -98,6 +98,8 @@ class Mimic:
     joint: str
     multiplier: float = 1.0
     offset: float = 0.0
+    joint2: str = ""           # hil's own attributes: a differential's gear follows two joints
+    multiplier2: float = 0.0   # (joint = multiplier · joint + multiplier2 · joint2 + offset)
 
 
 @dataclass
@@ -216,4 +218,5 @@ def _joint(el) -> UrdfJoint:
                  _origin(el), None if axis is None else _floats(axis, "xyz", 3, np.array([1.0, 0.0, 0.0])),
                  None if limit is None else Limit(*(_float(limit, k) for k in ("lower", "upper", "effort", "velocity"))),
                  None if mimic is None else Mimic(mimic.get("joint") or "", _float(mimic, "multiplier", 1.0),
-                                                  _float(mimic, "offset", 0.0)))
+                                                  _float(mimic, "offset", 0.0), mimic.get("joint2") or "",
+                                                  _float(mimic, "multiplier2", 0.0)))

@@ -3,6 +3,7 @@ the file, the joint and the key — never a traceback."""
 
 from __future__ import annotations
 
+import copy
 import math
 import tomllib
 
@@ -39,6 +40,11 @@ def test_a_robot_without_a_map_gets_its_bus_usual_kit_which_the_shipped_kit_agre
 
     kit, cls = bus_class(bus).usual, bus_class(bus)
     arm = robots.load("so101")
+    # a robot that declares its own servos keeps them (its makers' numbers); one that does not
+    # gets the bus's usual servo
+    assert board_config.generated(arm, bus).servo is None
+    arm = copy.copy(arm)
+    arm.meta = {k: v for k, v in arm.meta.items() if k != "servo"}
     made = board_config.generated(arm, bus)
     assert [j.servo_id for j in made.joints] == list(range(kit.first_id, kit.first_id + arm.n))
     assert made.baud == cls.default_baud and made.servo == {"preset": kit.servo_preset}

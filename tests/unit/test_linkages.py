@@ -186,3 +186,136 @@ def test_physics_from_the_files_own_actuators_drives_the_planned_joint_through_t
         mm = pm.model
         at = plant.d.qpos[mm.jnt_qposadr[mm.joint(servo_joint).id]]
         assert at == pytest.approx(f.multiplier * target[f.leader] + f.offset, abs=0.02)
+
+
+# ToddlerBot's waist as a differential: two servos' bevel gears ride on the roll link; fixed
+# tendons held (near) constant say yaw = 0.208 (gear1 + gear2) and roll = 0.292 (gear2 − gear1).
+# The leg hangs from the roll link, so hil plans yaw and roll; each gear follows both. A gear's
+# mass sits off its axis (its turning moves the centre of mass) and a site marks a tooth.
+_DIFFERENTIAL = """<mujoco model="diff_waist">
+  <compiler angle="radian"/>
+  <default><joint damping="0.2" armature="0.001"/><geom contype="0" conaffinity="0"/></default>
+  <worldbody>
+    <body name="torso" pos="0 0 1">
+      <geom type="box" size="0.05 0.05 0.05" mass="1"/>
+      <body name="waist_gears" pos="0 0 -0.06">
+        <joint name="yaw" axis="0 0 1" range="-1.5 1.5"/>
+        <geom type="box" size="0.02 0.02 0.01" mass="0.1"/>
+        <body name="waist_link" pos="0 0 -0.02">
+          <joint name="roll" axis="1 0 0" range="-0.5 0.5"/>
+          <geom type="box" size="0.04 0.03 0.02" pos="0.01 0.005 -0.01" mass="0.3"/>
+          <body name="gear1" pos="0.01 0.02 0" euler="0 1.5708 0">
+            <joint name="act1" axis="0 0 1" range="-5 5"/>
+            <geom type="cylinder" size="0.01 0.004" pos="0.006 0 0" mass="0.05"/>
+            <site name="tooth" pos="0.01 0.002 0"/>
+          </body>
+          <body name="gear2" pos="0.01 -0.02 0" euler="0 1.5708 0">
+            <joint name="act2" axis="0 0 1" range="-5 5"/>
+            <geom type="cylinder" size="0.01 0.004" pos="0.006 0 0" mass="0.05"/>
+          </body>
+          <body name="leg" pos="0 0 -0.05">
+            <joint name="hip" axis="0 1 0" range="-1 1"/>
+            <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02" mass="0.5"/>
+            <site name="foot" pos="0 0 -0.3"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  TENDONS
+  <actuator>
+    <position joint="act1" kp="20"/><position joint="act2" kp="20"/><position joint="hip" kp="100"/>
+  </actuator>
+</mujoco>"""
+_TENDONS = """<tendon>
+    <fixed name="roll_coupling" limited="true" range="-0.03 0.03">
+      <joint joint="act1" coef="0.291667"/><joint joint="act2" coef="-0.291667"/><joint joint="roll" coef="1"/>
+    </fixed>
+    <fixed name="yaw_coupling" limited="true" range="-0.001 0.001">
+      <joint joint="act1" coef="-0.208333"/><joint joint="act2" coef="-0.208333"/><joint joint="yaw" coef="1"/>
+    </fixed>
+  </tendon>"""
+
+
+def _differential(tmp_path):
+    """The waist with its tendons, and the same robot without them (every joint driven)."""
+    folded, every = tmp_path / "diff.xml", tmp_path / "every.xml"
+    folded.write_text(_DIFFERENTIAL.replace("TENDONS", _TENDONS))
+    every.write_text(_DIFFERENTIAL.replace("TENDONS", ""))
+    return robots.load(str(folded)), robots.load(str(every)), str(folded)
+
+
+def _spread_differential(m, every, q):
+    """`every`'s joints where the mechanism holds them at the driven joints' q; and d(them)/dq."""
+    full = np.zeros(every.n)
+    M = np.zeros((every.n, m.n))
+    for i, name in enumerate(m.joint_names):
+        full[every.joint_index(name)] = q[i]
+        M[every.joint_index(name), i] = 1.0
+    for f in m.followers:
+        k = every.joint_index(f.name)
+        full[k] = f.angle(np.asarray(q))
+        for lead, c in f.leaders():
+            M[k, lead] = c
+    return full, M
+
+
+def test_a_differentials_gears_follow_both_outputs(tmp_path):
+    m, every, path = _differential(tmp_path)
+    assert m.joint_names == ("yaw", "roll", "hip") and "unactuated_joints" not in m.meta
+    gears = {f.name: f for f in m.followers}
+    assert set(gears) == {"act1", "act2"} and {k: sorted(v) for k, v in m.meta["differential_inputs"].items()} == {"act1": ["roll", "yaw"],
+                                                                                 "act2": ["roll", "yaw"]}
+    # the tendons solved: gear = 2.4 · yaw ∓ 1.714 · roll
+    for name, sign in (("act1", -1.0), ("act2", 1.0)):
+        coef = dict((m.joint_names[k], c) for k, c in gears[name].leaders())
+        assert coef == pytest.approx({"yaw": 1 / (2 * 0.208333), "roll": sign / (2 * 0.291667)}, rel=1e-6)
+    mm = mujoco.MjModel.from_xml_path(path)
+    d = mujoco.MjData(mm)
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        q = rng.uniform(m.lower, m.upper)
+        full, M = _spread_differential(m, every, q)
+        d.qpos[:] = _mujoco_qpos(mm, m, q)
+        mujoco.mj_fwdPosition(mm, d)
+        assert np.allclose(d.ten_length, 0.0, atol=1e-6)   # MuJoCo's tendons where the file holds them
+        at = d.site_xpos[mm.site("tooth").id] - d.xpos[mm.body("torso").id]   # (hil's base: the torso)
+        assert np.allclose(m.fk_frame(q, "tooth")[:3, 3], at, atol=1e-9)
+        assert np.allclose(m.com(q), every.com(full), atol=1e-12)
+        for frame in ("tooth", "foot"):
+            assert np.allclose(m.jacobian(q, frame), every.jacobian(full, frame) @ M, atol=1e-12), frame
+        assert np.allclose(m.com_jacobian(q), every.com_jacobian(full) @ M, atol=1e-12)
+
+
+def test_a_differentials_torques_are_its_outputs_to_give(tmp_path):
+    """Virtual work, as for one leader: τ_driven = Mᵀ τ_all for the same motion."""
+    from hil.dynamics import inverse_dynamics
+
+    m, every, _ = _differential(tmp_path)
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        q, qd, qdd = rng.uniform(m.lower, m.upper), rng.normal(size=m.n), rng.normal(size=m.n)
+        full, M = _spread_differential(m, every, q)
+        want = M.T @ inverse_dynamics(every, full, M @ qd, M @ qdd)
+        assert np.allclose(inverse_dynamics(m, q, qd, qdd), want, atol=1e-10)
+
+
+def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
+    """Built from hil's model (the file's actuators are on the gears, which hil does not plan): the
+    gears' servos, as the outputs feel them, hold the outputs; a tendon per gear holds the gear
+    where the outputs put it."""
+    from hil.physics.build import build
+    from hil.physics.physics_plant import PhysicsPlant
+
+    m, _, _ = _differential(tmp_path)
+    pm = build(m, floor=False)   # (the waist hangs from its torso, fixed where hil's base is: no floor under it)
+    plant = PhysicsPlant(pm)
+    target = np.array([0.4, -0.3, 0.2])
+    plant.advance(0.0)
+    plant.drive(target, np.ones(m.n, dtype=bool))
+    for k in range(1, 301):
+        plant.advance(0.01 * k)
+    assert np.allclose(plant.q, target, atol=0.01)
+    mm = pm.model
+    for f in m.followers:
+        assert plant.d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] == pytest.approx(f.angle(plant.q), abs=1e-3)

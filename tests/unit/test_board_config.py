@@ -211,3 +211,53 @@ def test_the_kits_answering_a_probe_are_those_with_exactly_its_ids_and_models():
     assert board_config.kits_answering("feetech", follower) == ""
     both = board_config.kits_answering("feetech", {i: "STS3215" for i in range(1, 7)})
     assert both.startswith("so100 or so101, follower or leader") and "so101-leader-feetech" in both
+
+
+def _wide_arm(tmp_path, n: int = 3) -> str:
+    """A URDF arm: a shoulder turning −90° … 180° (across a servo's wrap from its usual zero), an
+    elbow without a range (continuous: ±360°), and plain joints to make up `n`."""
+    joints = [("shoulder", 'type="revolute"', '<limit lower="-1.5708" upper="3.14159" velocity="3"/>'),
+              ("elbow", 'type="continuous"', '<limit velocity="3"/>')]
+    joints += [(f"j{k}", 'type="revolute"', '<limit lower="-1" upper="1" velocity="3"/>') for k in range(n - 2)]
+    links = "".join(f'<link name="l{k}"><inertial><mass value="0.1"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" '
+                    f'ixy="0" ixz="0" iyz="0"/></inertial></link>' for k in range(n + 1))
+    body = "".join(f'<joint name="{name}" {kind}><parent link="l{k}"/><child link="l{k + 1}"/>'
+                   f'<origin xyz="0 0 0.1"/><axis xyz="0 1 0"/>{limit}</joint>'
+                   for k, (name, kind, limit) in enumerate(joints))
+    path = tmp_path / "wide.urdf"
+    path.write_text(f'<robot name="wide">{links}{body}</robot>')
+    return str(path)
+
+
+def test_a_generated_map_keeps_every_range_inside_one_turn(tmp_path):
+    """The shoulder's range is centred on the turn; the continuous elbow is narrowed to one turn
+    about home; the map loads (every range off the encoder's wrap)."""
+    arm = robots.load(_wide_arm(tmp_path))
+    made = board_config.generated(arm, "dynamixel2")
+    shoulder, elbow, plain = made.joints
+    for j in made.joints:
+        ends = sorted(j.zero_tick + j.direction * j.ticks_per_rad * np.array([j.min_rad, j.max_rad]))
+        assert 0 <= ends[0] and ends[1] <= 4095
+    assert (shoulder.min_rad, shoulder.max_rad) == pytest.approx((arm.lower[0], arm.upper[0]))
+    assert shoulder.zero_tick != 2048 and plain.zero_tick == 2048
+    assert elbow.max_rad - elbow.min_rad == pytest.approx(4079 / elbow.ticks_per_rad, abs=1e-3)
+    assert elbow.min_rad < arm.home[1] < elbow.max_rad
+
+
+def test_a_range_of_more_than_a_turn_is_said_so():
+    data = _variant(lambda d: d["defaults"].update(ticks_per_rad=5000.0))
+    with pytest.raises(InputError) as e:
+        board_config.parse(data, robots.load("humanoid17"), "kit.toml")
+    assert "more than one turn of the servo" in str(e.value) and "min_deg and max_deg" in str(e.value)
+
+
+def test_a_dry_run_of_a_robot_too_large_for_hils_board_goes_over_a_servo_bus(tmp_path, capsys):
+    from firmware_protocol.messages import MAX_JOINTS
+    from hil.cli.common import dry_run_bus
+
+    big = robots.load(_wide_arm(tmp_path, MAX_JOINTS + 1))
+    assert dry_run_bus(big, True, None, None, "run") == "dynamixel2"
+    assert f"{big.n} joints, more than hil's own board carries ({MAX_JOINTS})" in capsys.readouterr().out
+    assert dry_run_bus(big, True, "feetech", None, "run") == "feetech"
+    assert dry_run_bus(big, False, None, None, "run") is None   # a real robot: its board or bus is the user's
+    assert dry_run_bus(robots.load("humanoid17"), True, None, None, "run") is None

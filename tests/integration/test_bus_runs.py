@@ -327,3 +327,17 @@ def test_servo_limits_narrower_than_the_config_are_found_at_connect_and_calibrat
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
         emu.stop()
+
+
+def test_a_dry_run_of_a_robot_too_large_for_hils_board_goes_over_an_emulated_servo_bus(tmp_path):
+    """The G1's 29 joints are more than hil's own board carries (22): without --bus the dry run
+    goes over an emulated Dynamixel bus with a generated map, says so, and runs."""
+    stats = tmp_path / "stats.json"
+    r = subprocess.run(HIL + ["run", "--robot", "examples/robots/g1.toml", "--dry-run", "--headless", "--duration", "2",
+                              "--stats-json", str(stats)], capture_output=True, text=True, timeout=120)
+    if "example-robot-data" in r.stderr and "pip install" in r.stderr:
+        pytest.skip("g1 needs example-robot-data")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "29 joints, more than hil's own board carries (22): the dry run goes over an emulated dynamixel2 bus" \
+        in r.stdout and "dynamixel2 at " in r.stdout
+    assert "Traceback" not in r.stderr and stats.exists()

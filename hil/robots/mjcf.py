@@ -43,7 +43,7 @@ TRN_JOINT, TRN_JOINT_IN_PARENT, TRN_TENDON = 0, 1, 3   # mjtTrn: what an actuato
 WRAP_JOINT = 1   # mjtWrap: a fixed tendon's joint
 FINITE_FIELDS = ("body_pos", "body_quat", "body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_pos",
                  "jnt_axis", "jnt_range", "geom_pos", "geom_quat", "geom_size", "site_pos", "site_quat", "mesh_vert",
-                 "eq_data", "actuator_forcerange", "actuator_gear")
+                 "eq_data", "actuator_forcerange", "actuator_gear", "wrap_prm", "tendon_range")
 
 
 def root_tag(path: str) -> str:
@@ -712,6 +712,8 @@ def _trace_linkage(mujoco, m, eqs: list[int], servo: int, passive: list[int]):
             if not len(r):
                 return True
             J = d.efc_J[:n * mm.nv].reshape(n, mm.nv)[rows][:, dof]
+            if not (np.all(np.isfinite(J)) and np.all(np.isfinite(r))):
+                return False
             step = np.linalg.lstsq(J, r, rcond=None)[0]
             q[adr] -= step
             if np.max(np.abs(step)) < 1e-12:

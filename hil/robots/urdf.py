@@ -629,8 +629,9 @@ def _place(parts: _Parts, j, path: str, side_path: str, overrides: dict, leaders
           and (not j.mimic.joint2 or j.mimic.joint2 in leaders)):
         if not (abs(j.mimic.multiplier) <= MAX_MIMIC_MULTIPLIER and abs(j.mimic.offset) <= MAX_MIMIC_OFFSET_RAD
                 and abs(j.mimic.multiplier2) <= MAX_MIMIC_MULTIPLIER):
+            second = f" multiplier2=\"{j.mimic.multiplier2:g}\"" if j.mimic.joint2 else ""
             raise _fail(path, f"joint {j.name!r}", f"<mimic multiplier=\"{j.mimic.multiplier:g}\" offset=\""
-                        f"{j.mimic.offset:g}\"> is out of bounds (|multiplier| ≤ {MAX_MIMIC_MULTIPLIER:g}, "
+                        f"{j.mimic.offset:g}\"{second}> is out of bounds (|multiplier| ≤ {MAX_MIMIC_MULTIPLIER:g}, "
                         f"|offset| ≤ {MAX_MIMIC_OFFSET_RAD:g} rad): fix the file's coupling")
         second = (leaders[j.mimic.joint2], j.mimic.multiplier2) if j.mimic.joint2 else (-1, 0.0)
         parts.followers.append(Follower(j.name, parent, origin, _axis(j, path), leaders[j.mimic.joint],
@@ -656,8 +657,9 @@ def _narrowed_by_followers(urdf_joints, joints: list[Joint], path: str) -> list[
         if j.mimic is None or j.mimic.joint not in index or j.type == "continuous" or lim is None \
                 or lim.lower is None or lim.upper is None or lim.lower == lim.upper == 0.0:
             continue
-        if j.mimic.joint2:
-            _check_differential(j, joints, index, path)
+        if j.mimic.joint2:   # (one of a joint not driven is held at 0, as a mimic of one is)
+            if j.mimic.joint2 in index:
+                _check_differential(j, joints, index, path)
             continue
         k = index[j.mimic.joint]
         leader, m, o = joints[k], j.mimic.multiplier, j.mimic.offset

@@ -77,7 +77,7 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
     servo = servo or servo_table(model)
     _check_length(params)
     res = generate(model, params, progress)
-    before = math.inf
+    before, torque_first = math.inf, math.inf   # (how far past its limit the first torque was)
     for attempt in range(6):   # slower until the joints' speed, acceleration and torque limits hold
         res.torques = torque_plan(model, res.t, res.q, res.support, servo, compensate)
         _refuse_too_weak_to_stand(res.torques)
@@ -94,6 +94,7 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
             k, j, tau, avail = res.torques.worst()
             scale, why = 1.15, f"{model.joint_names[j]} {tau:.2f} N·m of {avail:.2f}"
             over = tau / ((1.0 - TORQUE_RESERVE) * avail) - 1.0
+            torque_first = min(torque_first, over) if torque_first == math.inf else torque_first
         if strict:
             raise UnreachableError(f"walk: refused (--strict): at a {params.period:.2f} s step period: {why}; "
                                    "try a longer --period, a shorter stride or --speed")
@@ -113,6 +114,9 @@ def plan(model, params: WalkParams, progress=None, say=print, servo=None, compen
             raise UnreachableError(f"walk: refused: the joints cannot follow it ({report.worst}); try a shorter "
                                    "stride or a longer --period")
         if res.torques.over():
+            k, j, tau, avail = res.torques.worst()
+            if tau / ((1.0 - TORQUE_RESERVE) * avail) - 1.0 >= 0.9 * torque_first:   # slower paces, no lower
+                raise UnreachableError(_not_a_matter_of_pace(model, res, report, ""))
             raise UnreachableError(res.torques.refusal("walk") + "; try a shorter stride or a longer --period")
     refuse_unsafe(model, res)
     return res
@@ -141,8 +145,15 @@ def _refuse_too_weak_to_stand(torques) -> None:
 def _not_a_matter_of_pace(model, res: WalkResult, report, why: str) -> str:
     """Why a walk that a slower pace does not bring within the limits is refused."""
     if report.time_scale <= 1.0:
+        table = res.torques.servo
+        if not table.declared:
+            advice = "give the kit's servos in a [servo] table (docs/physics.md)"
+        else:   # the robot's own servo numbers: the load, not the table, is what can change
+            _, j, _, _ = res.torques.worst()
+            advice = (f"a home pose that loads {model.joint_names[j]} less ([poses] home in a side file) or a narrower "
+                      f"--width may ask less of it (servos as {table.source or 'its [servo] table'} gives them)")
         return (res.torques.refusal("walk") + ", and no less at a slower pace (holding the robot up asks it): "
-                "its servos are too weak for it; give the kit's servos in a [servo] table (docs/physics.md)")
+                f"its servos are too weak for it; {advice}")
     return (f"walk: refused: {why}, and no less at a slower pace: the plan jumps there (not a matter of pace); "
             "try a shorter stride, another --width, or --no-compensation")
 

@@ -31,7 +31,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 11            # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 12            # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -463,7 +463,10 @@ class _Writer:
     def _geoms(self, link, b: int, body_in_link: np.ndarray) -> None:
         m = self.m
         geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] == b]
-        collide = [g for g in geoms if m.geom_contype[g] or m.geom_conaffinity[g]]
+        # a geom collides by its contype/conaffinity, or by an explicit <contact><pair> (MJX-style
+        # files turn the bits off and pair each foot with the floor)
+        paired = {int(g) for g in m.pair_geom1[:m.npair]} | {int(g) for g in m.pair_geom2[:m.npair]}
+        collide = [g for g in geoms if m.geom_contype[g] or m.geom_conaffinity[g] or g in paired]
         seen = [g for g in geoms if g not in collide and m.geom_group[g] <= 2] or collide
         for g in collide:
             self._geom(ET.SubElement(link, "collision"), g, body_in_link)

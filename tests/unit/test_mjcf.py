@@ -107,6 +107,32 @@ def test_the_feet_are_found_by_the_tree():
     assert np.allclose(sole[:3, 3], box_bottom[:3], atol=1e-6)
 
 
+def test_feet_that_touch_the_floor_by_explicit_contact_pairs_are_found(tmp_path):
+    """MJX-style files (MuJoCo Playground's, Menagerie's `*_mjx`) turn every geom's contype and
+    conaffinity off and pair each foot with the floor: those paired geoms are collision shapes too,
+    so the feet are found and their soles fitted as in the file with the bits on."""
+    text = (Path(__file__).parent / "mjcf" / "biped.xml").read_text()
+    text = text.replace('<geom group="3" rgba="0.5 0.5 0.5 1"/>',
+                        '<geom group="3" contype="0" conaffinity="0" rgba="0.5 0.5 0.5 1"/>')
+    text = text.replace('<geom class="collision" type="box" pos="0.01 0 -0.015" size="0.05 0.025 0.005"/>\n'
+                        '            <site name="l_toe"',
+                        '<geom name="l_sole_geom" class="collision" type="box" pos="0.01 0 -0.015" '
+                        'size="0.05 0.025 0.005"/>\n            <site name="l_toe"', 1)
+    text = text.replace('<geom class="collision" type="box" pos="0.01 0 -0.015" size="0.05 0.025 0.005"/>\n'
+                        '          </body>',
+                        '<geom name="r_sole_geom" class="collision" type="box" pos="0.01 0 -0.015" '
+                        'size="0.05 0.025 0.005"/>\n          </body>', 1)
+    text = text.replace("</worldbody>", '</worldbody>\n  <contact><pair geom1="l_sole_geom" geom2="floor"/>'
+                                        '<pair geom1="r_sole_geom" geom2="floor"/></contact>', 1)
+    assert text.count("_sole_geom") == 4
+    path = tmp_path / "paired.xml"
+    path.write_text(text)
+    m, plain = robots.load(str(path)), robots.load(BIPED)
+    assert any("feet found by the tree: l_foot (left), r_foot (right)" in n for n in m.meta["notes"])
+    assert m.sole_half == pytest.approx(plain.sole_half)
+    assert np.allclose(m.fk_frame(m.home, "l_sole"), plain.fk_frame(plain.home, "l_sole"), atol=1e-9)
+
+
 @pytest.mark.parametrize("name", ["humanoid17", "puma560", "so101"])
 def test_shipped_robots_written_as_mjcf_read_back_the_same(tmp_path, name):
     from hil.physics.build import mjcf_text

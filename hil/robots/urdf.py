@@ -906,7 +906,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 24   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 25   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:
@@ -1028,10 +1028,15 @@ def _model_args(path: str, side: dict | None, side_path: str, legs_by_tree: bool
     for item in side.get("frame", []):
         name, link, offset = _side_frame(item, parts, side_path)
         frames[name] = (parts.placed[link][0], parts.placed[link][1] @ offset)
-    home, poses = _poses(_table(side, "poses", side_path), parts.joints, side_path)
+    pose_table = _table(side, "poses", side_path)
+    home, poses = _poses(pose_table, parts.joints, side_path)
     if meta["kind"] == "humanoid":
         if masses.sum() <= 0:
             raise ConfigError(f"{path}: no link has a mass; a humanoid's balance needs its <inertial> masses")
+        home = _feet_stood_flat(_table(side, "soles", side_path), parts, shapes, boxes, zero, home, meta,
+                                mine=isinstance(pose_table.get("home"), (dict, list))
+                                and not (isinstance(pose_table["home"], dict) and KEYFRAME_TAG in pose_table["home"]))
+        poses["home"] = home
         _add_soles(_table(side, "soles", side_path), parts, shapes, boxes, zero, _link_poses(parts.moving(), parts.angles(home)),
                    frames, meta, side_path)
     elif meta["kind"] != "arm":
@@ -1268,6 +1273,96 @@ def _add_soles(table: dict, parts: _Parts, shapes: list[Shape], boxes: list, zer
         frames[frame] = (idx, sole)
         halves.append(((hi[0] - lo[0]) / 2, (hi[1] - lo[1]) / 2))
     meta["sole_half_m"] = [float(min(h[0] for h in halves)), float(min(h[1] for h in halves))]
+
+
+SOLE_FLAT_DEG = 1.0   # a foot tilted more than this under an upright base at home is stood flat (or said)
+MAX_ANKLE_STEP_RAD = 0.1   # one Gauss–Newton step of the ankle standing a sole flat, at most
+
+
+def _feet_stood_flat(soles: dict, parts: _Parts, shapes: list[Shape], boxes: list, zero, home: np.ndarray,
+                     meta: dict, mine: bool) -> np.ndarray:
+    """Home with each foot's sole flat under the upright base, turned by the leg's last two joints
+    (its ankle): hil's walks and balance checks stand the soles flat, and an MJCF's keyframe made for
+    a learned policy often tilts them (MuJoCo Playground's Wolfgang by 13°). A sole is its foot's
+    largest box (a mesh's fitted one) face down. A home a side file gives is the user's: its tilt is
+    said, not changed. Notes say what changed."""
+    feet = soles if soles else _found_feet(parts, shapes, boxes, zero, {})
+    moving = parts.moving()
+    q = home.copy()
+    for side in ("left", "right"):
+        name = feet.get(side) if isinstance(feet, dict) else None
+        if not isinstance(name, str) or name not in parts.placed or parts.placed[name][0] < 0:
+            continue   # (`_add_soles` says what is wrong with it)
+        link = parts.placed[name][0]
+        on_foot = [s for s in shapes if s.link == link and s.kind == "box"]
+        chain, j = [], link
+        while j >= 0:
+            if j < len(parts.joints):
+                chain.append(j)
+            j = moving[j].parent
+        if not on_foot or not chain:
+            continue
+        box = max(on_foot, key=lambda s: s.half[0] * s.half[1] * s.half[2])
+        before = _sole_tilt(moving, parts, q, link, box)
+        if math.degrees(float(np.linalg.norm(before))) <= SOLE_FLAT_DEG:
+            continue
+        if mine:
+            meta.setdefault("notes", []).append(
+                f"{name}: its sole tilts {math.degrees(float(np.linalg.norm(before))):.1f}° at home under an upright "
+                "body; hil's walks and balance checks take it as flat (turn its ankle in [poses] home to stand it so)")
+            continue
+        ankle = _ankle(moving, parts, q, chain)
+        flat = _stood_flat(moving, parts, q, link, box, ankle)
+        after = math.degrees(float(np.linalg.norm(_sole_tilt(moving, parts, flat, link, box))))
+        if after >= math.degrees(float(np.linalg.norm(before))) - 0.1:
+            continue   # (an ankle that cannot turn it: the walk's own checks say what that means)
+        q = flat
+        turned = ", ".join(f"{parts.joints[k].name} {math.degrees(q[k] - home[k]):+.1f}°" for k in ankle
+                           if abs(q[k] - home[k]) > 1e-9)
+        meta.setdefault("notes", []).append(
+            f"home: {turned} to stand {name}'s sole flat (the file's pose tilts it "
+            f"{math.degrees(float(np.linalg.norm(before))):.1f}° under an upright body"
+            + (f"; {after:.1f}° remain: its ankle cannot turn it further)" if after > SOLE_FLAT_DEG else ")"))
+    return q
+
+
+def _ankle(moving, parts: _Parts, q: np.ndarray, chain: list[int]) -> list[int]:
+    """A foot's ankle: the leg's last joint, and the one above it where it turns about another axis
+    (pitch and roll; a knee above a pitch-only ankle is no part of it)."""
+    poses = _link_poses(moving, parts.angles(q))
+    axes = [poses[k][:3, :3] @ np.asarray(parts.joints[k].axis, dtype=float) for k in chain[:2]]
+    if len(chain) > 1 and np.linalg.norm(np.cross(axes[0], axes[1])) > 0.5:   # more than 30° apart
+        return chain[:2]
+    return chain[:1]
+
+
+def _sole_tilt(moving, parts: _Parts, q: np.ndarray, link: int, box: Shape) -> np.ndarray:
+    """How far a foot's sole leans at q, the base upright: the x and y of its face-down normal."""
+    T = _link_poses(moving, parts.angles(q))[link]
+    axes = T[:3, :3] @ box.rotation()
+    k = int(np.argmax(np.abs(axes[2])))
+    n = axes[:, k] * (-1.0 if axes[2, k] > 0 else 1.0)   # pointing down
+    return n[:2].copy()
+
+
+def _stood_flat(moving, parts: _Parts, q: np.ndarray, link: int, box: Shape, ankle: list[int]) -> np.ndarray:
+    """q with the `ankle` joints turned (Gauss–Newton, within their ranges) until the sole lies flat."""
+    q = q.copy()
+    lo = np.array([parts.joints[k].lower for k in ankle])
+    hi = np.array([parts.joints[k].upper for k in ankle])
+    for _ in range(20):
+        r = _sole_tilt(moving, parts, q, link, box)
+        if np.linalg.norm(r) < 1e-9:
+            break
+        J = np.zeros((2, len(ankle)))
+        for c, k in enumerate(ankle):
+            dq = q.copy()
+            dq[k] += 1e-6
+            J[:, c] = (_sole_tilt(moving, parts, dq, link, box) - r) / 1e-6
+        step = np.linalg.lstsq(J, -r, rcond=None)[0]
+        step *= min(1.0, MAX_ANKLE_STEP_RAD / max(float(np.max(np.abs(step))), 1e-12))
+        q[ankle] = np.clip(q[ankle] + step, lo, hi)
+    return q
 
 
 FOOT_LEVEL_M = 0.01   # links whose bottoms are this close to the lowest one stand on the floor at zero

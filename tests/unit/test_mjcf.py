@@ -133,6 +133,35 @@ def test_feet_that_touch_the_floor_by_explicit_contact_pairs_are_found(tmp_path)
     assert np.allclose(m.fk_frame(m.home, "l_sole"), plain.fk_frame(plain.home, "l_sole"), atol=1e-9)
 
 
+def test_a_keyframe_that_tilts_the_feet_is_stood_flat_by_the_ankles(tmp_path):
+    """A keyframe made for a learned policy (MuJoCo Playground's Wolfgang: 13°) tilts the soles
+    under an upright body; hil's walks and balance checks stand them flat, so home turns each
+    ankle until its foot's box lies flat, and says so. A side file's own home is left as given,
+    its tilt said."""
+    mm = mujoco.MjModel.from_xml_path(BIPED)
+    qpos = mm.qpos0.copy()
+    for name, value in (("l_hip_pitch", -0.35), ("l_knee", 0.7), ("r_hip_pitch", -0.2), ("r_knee", 0.3)):
+        qpos[mm.jnt_qposadr[mm.joint(name).id]] = value
+    path = tmp_path / "biped.xml"
+    path.write_text(Path(BIPED).read_text().replace(
+        "</mujoco>", f'<keyframe><key name="home" qpos="{" ".join(map(str, qpos))}"/></keyframe></mujoco>'))
+    m = robots.load(str(path))
+    home = dict(zip(m.joint_names, m.home))
+    assert home["l_knee"] == pytest.approx(0.7) and home["r_knee"] == pytest.approx(0.3)   # the rest as the file says
+    for side, turned in (("l", 0.35), ("r", 0.1)):
+        foot = m.fk_frame(m.home, f"{side}_foot")   # (the box lies along its link's axes)
+        assert foot[2, 2] == pytest.approx(1.0, abs=1e-9), side
+        assert home[f"{side}_ankle"] == pytest.approx(-turned, abs=0.05)
+        assert any(n.startswith(f"home: {side}_ankle") and f"to stand {side}_foot's sole flat" in n
+                   for n in m.meta["notes"]), m.meta["notes"]
+    side = tmp_path / "biped.toml"
+    side.write_text('[robot]\nmjcf = "biped.xml"\n[poses]\nhome = { l_hip_pitch = -20, l_knee = 40 }\n')
+    robots._cache.clear()
+    mine = robots.load(str(side))
+    assert mine.home[mine.joint_index("l_ankle")] == 0.0
+    assert any(n.startswith("l_foot: its sole tilts 19.6° at home") for n in mine.meta["notes"]), mine.meta["notes"]
+
+
 @pytest.mark.parametrize("name", ["humanoid17", "puma560", "so101"])
 def test_shipped_robots_written_as_mjcf_read_back_the_same(tmp_path, name):
     from hil.physics.build import mjcf_text

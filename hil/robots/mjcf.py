@@ -10,7 +10,6 @@ constraint couples to another follows it (URDF's mimic).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -645,14 +644,30 @@ def _linkage_couplings(m) -> dict[int, tuple[int, float, float]]:
     actuated = {int(m.actuator_trnid[a][0]) for a in range(m.nu)
                 if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT)}
     coupled = set(_linear_couplings(m))
+    linkages = _closed_linkages(m, actuated)
+    if not linkages:
+        return {}
+    # closed in the file's own model, its options set for it meanwhile (dense constraint Jacobians,
+    # no contacts or limits): a copy of a model with many meshes is a hundred megabytes more
+    options = (int(m.opt.jacobian), int(m.opt.disableflags))
+    m.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
+    try:
+        return _closed_in(mujoco, m, mujoco.MjData(m), linkages, actuated, coupled)
+    finally:
+        m.opt.jacobian, m.opt.disableflags = options
+
+
+def _closed_in(mujoco, m, d, linkages, actuated: set[int], coupled: set[int]) -> dict[int, tuple[int, float, float]]:
+    """`_linkage_couplings` of the `linkages`, closed in `m` (set up for it) with its data `d`."""
     out: dict[int, tuple[int, float, float]] = {}
-    for eqs, joints in _closed_linkages(m, actuated):
+    for eqs, joints in linkages:
         servo = sorted(joints & actuated)
         passive = sorted(joints - actuated)
         if (len(servo) != 1 or not passive or joints & coupled
                 or any(m.jnt_type[j] != HINGE for j in joints)):
             continue   # several servos, or joints of other kinds: its passive joints stay unactuated
-        traced = _trace_linkage(mujoco, m, eqs, servo[0], passive)
+        traced = _trace_linkage(mujoco, m, d, eqs, servo[0], passive)
         if traced is None:
             continue
         a, p = traced
@@ -690,14 +705,10 @@ def _closed_linkages(m, actuated: set[int]) -> list[tuple[list[int], set[int]]]:
     return merged
 
 
-def _trace_linkage(mujoco, m, eqs: list[int], servo: int, passive: list[int]):
+def _trace_linkage(mujoco, m, d, eqs: list[int], servo: int, passive: list[int]):
     """(servo angles, passive joints' angles at each) with the linkage closed, from the file's
     pose to each end of the servo's range (or as far as it closes); None where it does not close
-    at the file's pose."""
-    mm = copy.copy(m)
-    mm.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
-    mm.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
-    d = mujoco.MjData(mm)
+    at the file's pose. `m`: the file's model with dense constraint Jacobians, `d` its data."""
     adr = np.array([m.jnt_qposadr[j] for j in passive])
     dof = np.array([m.jnt_dofadr[j] for j in passive])
     s = int(m.jnt_qposadr[servo])
@@ -707,14 +718,14 @@ def _trace_linkage(mujoco, m, eqs: list[int], servo: int, passive: list[int]):
         # not quite parallel (ToddlerBot's neck) closes only within a micrometre
         for _ in range(40):
             d.qpos[:] = q
-            mujoco.mj_fwdPosition(mm, d)
+            mujoco.mj_fwdPosition(m, d)
             n = int(d.nefc)
             rows = np.flatnonzero((d.efc_type[:n] == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
                                   & np.isin(d.efc_id[:n], eqs))
             r = d.efc_pos[rows]
             if not len(r):
                 return True
-            J = d.efc_J[:n * mm.nv].reshape(n, mm.nv)[rows][:, dof]
+            J = d.efc_J[:n * m.nv].reshape(n, m.nv)[rows][:, dof]
             if not (np.all(np.isfinite(J)) and np.all(np.isfinite(r))):
                 return False
             step = np.linalg.lstsq(J, r, rcond=None)[0]

@@ -112,6 +112,7 @@ def _valid_sources() -> dict[str, bytes]:
         "board.toml": (ROOT / "hil/robots/data/boards/so101-feetech.toml").read_bytes(),
         "robot.urdf": so101_urdf,
         "robot.xml": (ROOT / "tests/unit/mjcf/op3like.xml").read_bytes(),
+        "transmissions.xml": (ROOT / "tests/unit/mjcf/transmissions.xml").read_bytes(),   # linkage, differential
         "side.toml": SIDE_FILE.encode(),
         "lerobot.json": json.dumps({name: {"id": i + 1, "drive_mode": 0, "homing_offset": 0, "range_min": 1000,
                                            "range_max": 3000}
@@ -282,6 +283,7 @@ def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
     rng = np.random.default_rng(seed)
     text_kinds = [("motion", "motion.toml", ".toml"), ("gcode", "program.nc", ".nc"), ("robot", "robot.toml", ".toml"),
                   ("board", "board.toml", ".toml"), ("urdf", "robot.urdf", ".urdf"), ("mjcf", "robot.xml", ".xml"),
+                  ("mjcf", "transmissions.xml", ".xml"),
                   ("side", "side.toml", ".toml"), ("lerobot", "lerobot.json", ".json")]
     # as many of each kind: the text kinds, trajectories, recordings and numbers (the special files besides)
     per = max(1, total // (len(text_kinds) + 3))
@@ -291,7 +293,7 @@ def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
         if not valid[source]:
             continue
         for k, (name, data, invalid) in enumerate(_mutations(valid[source], rng, per)):
-            path = os.path.join(folder, f"{kind}-{k}{suffix}")
+            path = os.path.join(folder, f"{kind}-{Path(source).stem}-{k}{suffix}")
             files = {path: data}
             if kind == "side":   # the MJCF it names, beside it
                 files[os.path.join(folder, "biped6.xml")] = (ROOT / "tests/unit/mjcf/biped6.xml").read_bytes()

@@ -95,6 +95,19 @@ def board_port(request):
     return port
 
 
+@pytest.fixture
+def own_robot_cache(tmp_path, monkeypatch):
+    """A robot cache of the test's own, and none in memory: what it checks is built from the file,
+    not found built (a cached model would hide a builder's bug). `pytestmark =
+    pytest.mark.usefixtures("own_robot_cache")` in a file of such tests."""
+    from hil import robots
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    robots._cache.clear()
+    yield
+    robots._cache.clear()
+
+
 _PYTHON_GC_THRESHOLD: list[int] = []
 
 

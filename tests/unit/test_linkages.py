@@ -14,6 +14,7 @@ import hil.robots as robots
 from hil.robots import servos
 
 mujoco = pytest.importorskip("mujoco")
+pytestmark = pytest.mark.usefixtures("own_robot_cache")
 
 # a leg hanging from the world: hip, a knee turned by a rod from a servo plate on the thigh, an
 # ankle below it. ARM_A and ARM_B are the crank arms at the plate and at the calf: equal, a
@@ -88,14 +89,6 @@ _GEARED = """<mujoco model="geared_arm">
     <position joint="wrist" kp="5"/>
   </actuator>
 </mujoco>"""
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    robots._cache.clear()
-    yield
-    robots._cache.clear()
 
 
 def _leg(tmp_path, arm_b: float = 0.02):

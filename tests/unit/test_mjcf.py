@@ -17,15 +17,7 @@ from tests.launch import HIL
 
 mujoco = pytest.importorskip("mujoco")
 BIPED = str(Path(__file__).parent / "mjcf" / "biped.xml")
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    """A robot cache of this test's own: what is checked is built, not found."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    robots._cache.clear()
-    yield
-    robots._cache.clear()
+pytestmark = pytest.mark.usefixtures("own_robot_cache")
 
 
 def _mujoco_at(path: str, model, q: np.ndarray):

@@ -18,6 +18,7 @@ from hil.errors import ConfigError, HilError
 from hil.robots import urdf
 
 pin = pytest.importorskip("pinocchio")
+pytestmark = pytest.mark.usefixtures("own_robot_cache")
 
 ERD = "package://example-robot-data/robots/"
 ARM = ERD + "so_arm_description/urdf/so101.urdf"
@@ -33,12 +34,6 @@ def erd(ref: str) -> str:
         return str(urdf.resolve_file(ref, __file__))
     except FileNotFoundError:
         pytest.skip("example-robot-data is not installed (pip install -e '.[test]')")
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    """Each test builds its models afresh (a cached model would hide a builder bug)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def pin_q(pm, model, q):

@@ -14,11 +14,7 @@ from hil.robots.urdf_export import to_urdf
 from tests.launch import HIL
 
 pin = pytest.importorskip("pinocchio")
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("own_robot_cache")
 
 
 @pytest.mark.parametrize("name", ["puma560", "humanoid17"])

@@ -59,15 +59,18 @@ class PhysicsModel:
     # the hil joint it turns (None: 1 and 0, the joint's own)
     ctrl_gain: np.ndarray | None = None
     ctrl_offset: np.ndarray | None = None
-    # the followers' qpos, their leaders (hil joints), multipliers and offsets (`set_joints`)
-    followers: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    # the followers' qpos, their leaders (hil joints), multipliers and offsets, second leaders and
+    # multipliers (a differential's gear; else the first again, times 0): `set_joints`
+    followers: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
+                        np.zeros(0, np.int64), np.zeros(0))
 
     def set_joints(self, qpos: np.ndarray, q: np.ndarray) -> None:
         """qpos with hil's joints at q and each follower where its coupling holds it (a linkage
         closed, a gear meshed: never a start its constraints must first pull together)."""
         qpos[self.qpos_of_joint] = q
-        at, leader, mul, off = self.followers
-        qpos[at] = mul * np.asarray(q)[leader] + off
+        at, leader, mul, off, leader2, mul2 = self.followers
+        q = np.asarray(q)
+        qpos[at] = mul * q[leader] + mul2 * q[leader2] + off
 
     def __post_init__(self) -> None:
         n = len(self.qpos_of_joint)
@@ -189,7 +192,9 @@ def _followers_in(m, robot) -> tuple:
     named = [(int(m.jnt_qposadr[m.joint(f.name).id]), f) for f in robot.followers
              if _joint_id(m, f.name) >= 0]
     return (np.array([a for a, _ in named], dtype=np.int64), np.array([f.leader for _, f in named], dtype=np.int64),
-            np.array([f.multiplier for _, f in named]), np.array([f.offset for _, f in named]))
+            np.array([f.multiplier for _, f in named]), np.array([f.offset for _, f in named]),
+            np.array([f.leader2 if f.leader2 >= 0 else f.leader for _, f in named], dtype=np.int64),
+            np.array([f.multiplier2 for _, f in named]))
 
 
 def _joint_id(m, name: str) -> int:

@@ -302,6 +302,11 @@ def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
 
     m, _, _ = _differential(tmp_path)
     pm = build(m, floor=False)   # (the waist hangs from its torso, fixed where hil's base is: no floor under it)
+    mm = pm.model
+    start = np.array([-0.2, 0.25, 0.1])   # powered up there: each gear where both outputs put it
+    placed = PhysicsPlant(build(m, floor=False), initial=start)   # (a plant sets its model's servo gains)
+    for f in m.followers:
+        assert placed.d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] == pytest.approx(f.angle(start), abs=1e-12)
     plant = PhysicsPlant(pm)
     target = np.array([0.4, -0.3, 0.2])
     plant.advance(0.0)
@@ -309,6 +314,5 @@ def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
     for k in range(1, 301):
         plant.advance(0.01 * k)
     assert np.allclose(plant.q, target, atol=0.01)
-    mm = pm.model
     for f in m.followers:
         assert plant.d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] == pytest.approx(f.angle(plant.q), abs=1e-3)

@@ -280,6 +280,18 @@ def test_a_differentials_gears_follow_both_outputs(tmp_path):
         assert np.allclose(m.com_jacobian(q), every.com_jacobian(full) @ M, atol=1e-12)
 
 
+def test_a_differentials_two_servos_are_felt_together_at_each_output(tmp_path):
+    """Each gear's servo (kp 20 N·m/rad at the gear) turns both outputs: an output feels the sum of
+    kp · ratio² over the two gears (the ratios of the tendons solved: ±1.714 for roll, 2.4 for yaw)."""
+    m, _, _ = _differential(tmp_path)
+    table = servos.servo_table(m)
+    for name, ratio in (("yaw", 1 / (2 * 0.208333)), ("roll", 1 / (2 * 0.291667))):
+        out = table.joint(m.joint_index(name))
+        assert out.kp_nm_per_rad == pytest.approx(2 * 20 * ratio ** 2, rel=1e-6), name
+        assert out.armature_kgm2 == pytest.approx(2 * 0.001 * ratio ** 2, rel=1e-6), name
+    assert table.joint(m.joint_index("hip")).kp_nm_per_rad == pytest.approx(100)
+
+
 def test_a_differentials_torques_are_its_outputs_to_give(tmp_path):
     """Virtual work, as for one leader: τ_driven = Mᵀ τ_all for the same motion."""
     from hil.dynamics import inverse_dynamics

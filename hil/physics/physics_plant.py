@@ -27,7 +27,9 @@ STAND_RELEASE_S = 0.5
 
 
 class PhysicsPlant(Plant):
-    """A robot in MuJoCo (see the module docstring); `brakes`: joints hold when torque goes off."""
+    """A robot in MuJoCo (see the module docstring); `brakes`: joints hold when torque goes off. It
+    owns `pm.model`: the servos' gains and force ranges in it change as torque goes on and off and
+    with speed, so each plant is given a model of its own (`hil.physics.build.build`, or a copy)."""
 
     def __init__(self, pm: PhysicsModel, initial: np.ndarray | None = None, brakes: bool = False) -> None:
         mujoco = _mujoco()

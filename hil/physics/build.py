@@ -216,6 +216,8 @@ def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None
     except Exception as e:   # MuJoCo's own words name the element
         raise InputError(f"{path}: MuJoCo cannot compile it: {e}") from None
     act = _position_actuators(mujoco, m)
+    if m.nu and not act:   # (ToddlerBot's: its makers' policy closes the position loop)
+        return None, "its actuators are motors a controller of its own closes the loop of, not position servos"
     through = _servo_joints(robot, act)
     missing = [j for i, j in enumerate(robot.joint_names) if i not in through]
     if missing:

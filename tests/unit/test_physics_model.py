@@ -5,6 +5,7 @@ independently from `hil urdf`'s file, as an outside check builds it."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -305,6 +306,11 @@ def test_an_mjcf_robot_is_simulated_from_its_own_file_with_the_servos_in_use(tmp
     (tmp_path / "less.xml").write_text(text.replace('<position name="r_knee" joint="r_knee"/>', ""))
     pm = build(hil.robots.load(str(tmp_path / "less.xml")))
     assert pm.source == "built from hil's model (not its MJCF file: r_knee without a position actuator)"
+    # torque motors a controller of its own closes the loop of (ToddlerBot's): said as such
+    (tmp_path / "motors.xml").write_text(head + "<actuator>" + re.sub(r"<position ([^>]*)/>", r"<motor \1/>", acts)
+                                         + "</actuator>" + tail)
+    pm = build(hil.robots.load(str(tmp_path / "motors.xml")))
+    assert pm.source.startswith("built from hil's model (not its MJCF file: its actuators are motors"), pm.source
 
 
 def test_docs_list_every_servo_preset_with_its_numbers():

@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 12            # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 13            # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -431,7 +431,7 @@ class _Writer:
 
     def differential_inputs(self) -> dict[str, list[str]]:
         """{servo gear: [the two outputs it is turned with]} for each differential whose gears follow."""
-        driven = {int(self.m.actuator_trnid[a][0]) for a in range(self.m.nu)}
+        driven = _actuated_joints(self.m)
         return {self.joint_name[j]: [self.joint_name[lead] for lead, _ in leads]
                 for j, (_, leads) in self.differentials().items()
                 if j in driven and j in self.joint_name and all(lead in self.joint_name for lead, _ in leads)}
@@ -552,14 +552,18 @@ def _linear_couplings(m) -> dict[int, tuple[int, float, float]]:
 COUPLING_SLACK_RAD = 0.1         # a fixed tendon held within this span couples its joints (ToddlerBot's waist: ±0.03)
 
 
+def _actuated_joints(m) -> set[int]:
+    """The joints an actuator of the file pulls on directly (a joint transmission)."""
+    return {int(m.actuator_trnid[a][0]) for a in range(m.nu) if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT)}
+
+
 def _tendon_couplings(m) -> dict[int, tuple[float, list[tuple[int, float]]]]:
     """A differential: fixed tendons held (near) constant, each summing a passive joint and the same
     two servos' joints (ToddlerBot's waist: roll and yaw from two bevel gears). Solved for the joints
     the robot hangs from: where the servos' gears carry nothing driven, the gears follow the outputs
     (hil plans the outputs, as a gear train turned round); else the outputs follow the gears. Each
     as joint → (c0, [(leader, c), (leader2, c2)]); {} where no such pair of tendons is."""
-    actuated = {int(m.actuator_trnid[a][0]) for a in range(m.nu)
-                if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT)}
+    actuated = _actuated_joints(m)
     rows = []
     for t in range(m.ntendon):
         wraps = range(int(m.tendon_adr[t]), int(m.tendon_adr[t]) + int(m.tendon_num[t]))
@@ -641,8 +645,7 @@ def _linkage_couplings(m) -> dict[int, tuple[int, float, float]]:
     MuJoCo's own constraint errors at servo angles from the file's pose to each end of its range."""
     import mujoco   # lazy: loaded already (it compiled the file)
 
-    actuated = {int(m.actuator_trnid[a][0]) for a in range(m.nu)
-                if m.actuator_trntype[a] in (TRN_JOINT, TRN_JOINT_IN_PARENT)}
+    actuated = _actuated_joints(m)
     coupled = set(_linear_couplings(m))
     linkages = _closed_linkages(m, actuated)
     if not linkages:

@@ -726,10 +726,13 @@ def _slowed_by_followers(urdf_joints, joints: list[Joint]) -> list[str]:
     notes = []
     for j in urdf_joints:
         v = None if j.limit is None else j.limit.velocity
-        if j.mimic is None or j.mimic.joint not in index or not v or j.mimic.multiplier == 0.0:
+        if j.mimic is None or j.mimic.joint not in index or not v:
             continue
-        if j.mimic.joint2 in index:   # a differential's gear: both its leaders slowed alike
-            notes += _differential_slowed(j, joints, index, v)
+        if j.mimic.joint2:   # a differential's gear: both its leaders slowed alike (one not driven: held)
+            if j.mimic.joint2 in index:
+                notes += _differential_slowed(j, joints, index, v)
+            continue
+        if j.mimic.multiplier == 0.0:
             continue
         k = index[j.mimic.joint]
         leader = joints[k]
@@ -906,7 +909,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 25   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 26   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:

@@ -85,31 +85,43 @@ class LagPlant(Plant):
 class ServoBridge:
     """A servo bus emulator's servos driven by a plant: each servo's goal and torque become its
     joint's target (radians through the servo's ticks per radian, zero tick and direction), and
-    the plant's positions, speeds and torques become what the servo reports (ticks, ticks/s, mA)."""
+    the plant's positions, speeds and torques become what the servo reports (ticks, ticks/s, mA).
+    With a `mix` (firmware_protocol.servo_mix), servo k sits on a transmission: its angle mixes
+    the plant's joints, and each joint's target is what its servos' goals together say."""
 
-    def __init__(self, plant: Plant, servo_ids, ticks_per_rad, zero_ticks, directions, torque_per_amp_nm) -> None:
+    def __init__(self, plant: Plant, servo_ids, ticks_per_rad, zero_ticks, directions, torque_per_amp_nm,
+                 mix=None) -> None:
         self.plant = plant
         self.ids = list(servo_ids)
         self.tpr = np.asarray(ticks_per_rad, dtype=np.float64)
         self.zero = np.asarray(zero_ticks, dtype=np.float64)
         self.sign = np.asarray(directions, dtype=np.float64)
         self.kt = np.asarray(torque_per_amp_nm, dtype=np.float64)
+        self.mix = mix
         self.target = plant.q.copy()
         self.torque = np.zeros(plant.n, dtype=bool)
-        self.initial_ticks = self.zero + self.sign * plant.q * self.tpr
+        self.initial_ticks = self.zero + self.sign * self._servo(plant.q) * self.tpr
+
+    def _servo(self, q: np.ndarray) -> np.ndarray:
+        return q if self.mix is None else self.mix.servo_angles(q)
 
     def step(self, servos: dict, now: float) -> None:
         """Goals in, the plant on to `now`, readings out."""
+        goal = self._servo(self.target)
         for k, sid in enumerate(self.ids):
             s = servos.get(sid)
             if s is None:
                 continue
             self.torque[k] = s.torque and not s.hw_error
             if self.torque[k]:
-                self.target[k] = self.sign[k] * (s.goal_ticks() - self.zero[k]) / self.tpr[k]
-        self.plant.drive(self.target, self.torque)
+                goal[k] = self.sign[k] * (s.goal_ticks() - self.zero[k]) / self.tpr[k]
+        held = self.torque if self.mix is None else self.mix.driven_by(self.torque)
+        self.target = goal if self.mix is None else self.mix.joint_angles(goal)
+        self.plant.drive(self.target, held)
         self.plant.advance(now)
         q, qd, effort = self.plant.q, self.plant.qd, self.plant.effort
+        if self.mix is not None:   # (a current stays its joint's: the servo table is the servos' as the joints feel them)
+            q, qd = self.mix.servo_angles(q), self.mix.servo_rates(qd)
         for k, sid in enumerate(self.ids):
             s = servos.get(sid)
             if s is None:

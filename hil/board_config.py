@@ -30,6 +30,7 @@ import numpy as np
 
 from firmware_protocol.buses import BUSES, bus_class, control_tables, model_numbers
 from firmware_protocol.buses.bus_board import BusConfig, ServoJoint
+from firmware_protocol.servo_mix import ServoMix
 from hil.errors import InputError, did_you_mean
 from hil.inputs import parse_toml, read_text
 from hil.robots.servos import servo_table
@@ -117,8 +118,8 @@ def generated(model, bus: str) -> BusConfig:
     own = model.meta.get("servo") is not None
     data = {"robot": model.name, "bus": bus, "baud": cls.default_baud,
             **({} if own else {"servo": {"preset": kit.servo_preset}}), "defaults": defaults,
-            "joint": [{"name": name, "servo_id": kit.first_id + i, **_within_a_turn(cls, kit, model, i)}
-                      for i, name in enumerate(model.joint_names)]}
+            "joint": [{"name": name, "servo_id": kit.first_id + i, **_within_a_turn(cls, kit, _servo_range(model, name))}
+                      for i, name in enumerate(_servos_where_the_file_puts_them(model))]}
     where = f"the generated {bus} map for {model.name} (`hil robots --robot {model.spec} --bus {bus}` prints it)"
     return dataclasses.replace(parse(data, model, where), shipped=True, generated=True)
 
@@ -126,20 +127,34 @@ def generated(model, bus: str) -> BusConfig:
 TURN_EDGE_TICKS = 8   # a generated range keeps this far from the encoder's wrap
 
 
-def _within_a_turn(cls, kit, model, i: int) -> dict:
-    """A generated row's keys that keep joint i's range inside one turn of the usual servo: none
-    where the usual zero does; else its range centred on the turn (zero_tick), and a range wider
-    than a turn narrowed to one about home (min_deg, max_deg: `hil robots --bus` prints them)."""
+def _servos_where_the_file_puts_them(model) -> list[str]:
+    """The joint each servo turns, one per planned joint in its order: the joint itself, or where
+    the robot's file puts its actuator, on a transmission's input (a gear, a linkage's plate:
+    meta `transmission_inputs`) or on a differential's gear (`differential_inputs`, each gear in
+    the slot of one of the joints it turns)."""
+    on = {output: servo for servo, output in model.meta.get("transmission_inputs", {}).items()}
+    for gear, outputs in sorted(model.meta.get("differential_inputs", {}).items()):
+        free = [n for n in model.joint_names if n in outputs and n not in on]
+        if free:
+            on[free[0]] = gear
+    return [on.get(name, name) for name in model.joint_names]
+
+
+def _within_a_turn(cls, kit, servo_range: tuple[float, float, float]) -> dict:
+    """A generated row's keys that keep its servo's range (lower, upper, home) inside one turn of
+    the usual servo: none where the usual zero does; else the range centred on the turn
+    (zero_tick), and a range wider than a turn narrowed to one about home (min_deg, max_deg:
+    `hil robots --bus` prints them)."""
     turn = cls.turn_ticks(kit.model)
     if turn is None:
         return {}
-    tpr, lo, hi = kit.ticks_per_rad, float(model.lower[i]), float(model.upper[i])
+    tpr, (lo, hi, home) = kit.ticks_per_rad, servo_range
     if kit.zero_tick + tpr * lo >= TURN_EDGE_TICKS and kit.zero_tick + tpr * hi <= turn - 1 - TURN_EDGE_TICKS:
         return {}
     half = (turn - 1 - 2 * TURN_EDGE_TICKS) / (2 * tpr)   # the most a turn holds, either side of its middle
     out = {}
     if hi - lo > 2 * half:
-        centre = min(max(float(model.home[i]), lo + half), hi - half)
+        centre = min(max(home, lo + half), hi - half)
         lo, hi = centre - half, centre + half
         out = {"min_deg": round(math.degrees(lo), 3), "max_deg": round(math.degrees(hi), 3)}
     return {"zero_tick": round((turn - 1) / 2 - tpr * (lo + hi) / 2, 3), **out}
@@ -193,10 +208,7 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
         if j.name in by_name:
             raise InputError(f"{path}: joint {j.name!r} is mapped twice")
         by_name[j.name] = j
-    missing = [n for n in model.joint_names if n not in by_name]
-    if missing:
-        raise InputError(f"{path}: joints not mapped: {', '.join(missing)} (every joint of {model.name} needs a "
-                         "[[joint]])")
+    slots, mix = _slots(by_name, model, path)
     ids: dict[int, str] = {}
     for j in by_name.values():
         if j.servo_id in ids:
@@ -219,11 +231,53 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
     if role not in ROLES:
         raise InputError(f"{path}: role = {role!r}; roles are {', '.join(ROLES)}")
     extra["role"] = role
-    joints = tuple(by_name[n] for n in model.joint_names)
+    joints = tuple(by_name[n] for n in slots)
+    if mix is not None:
+        extra["mix"] = mix
     if "servo" in data:   # the kit's servos as a physics model (hil.robots.servos): checked now
         servo_table(model, data["servo"], str(path))
         extra["servo"] = data["servo"]
     return BusConfig(model.name, bus, baud, joints, echo=echo, source=str(path), **extra)
+
+
+def _slots(by_name: dict, model, path: str) -> tuple[list[str], ServoMix | None]:
+    """Each of the robot's joints' servo, in its joint order: its own [[joint]], or a servo that
+    turns it through a transmission (a row naming the gear, plate or differential gear the servo
+    sits on: a follower, hil.robots.model.Follower); and the mix of those (None: none)."""
+    followers = {f.name: f for f in model.followers}
+    slots: dict[str, str] = {n: n for n in model.joint_names if n in by_name}
+    for name in by_name:
+        if name not in followers:
+            continue
+        drives = [model.joint_names[lead] for lead, _ in followers[name].leaders()]
+        free = [n for n in model.joint_names if n in drives and n not in slots]
+        if not free:
+            raise InputError(f"{path}: joint {name!r} is a transmission's, turning {' and '.join(drives)}, and "
+                             f"{'each of them has' if len(drives) > 1 else 'it has'} a servo already; map each joint "
+                             "once: its own servo, or the servo on the gear that turns it")
+        slots[free[0]] = name
+    missing = [n for n in model.joint_names if n not in slots]
+    if missing:
+        turning = sorted({f.name for f in followers.values() for lead, _ in f.leaders()
+                          if model.joint_names[lead] in missing})
+        raise InputError(f"{path}: joints not mapped: {', '.join(missing)} (every joint of {model.name} needs a "
+                         "[[joint]]" + (f", or one for the servo that turns it: {', '.join(turning)}" if turning else "")
+                         + ")")
+    order = [slots[n] for n in model.joint_names]
+    if all(n == slot for n, slot in zip(model.joint_names, order)):
+        return order, None
+    matrix, offset = np.eye(model.n), np.zeros(model.n)
+    for k, name in enumerate(order):
+        if name in followers:
+            matrix[k, k] = 0.0
+            for lead, multiplier in followers[name].leaders():
+                matrix[k, lead] += multiplier
+            offset[k] = followers[name].offset
+    if np.linalg.cond(matrix) > 1e8:
+        geared = [n for n in order if n in followers]
+        raise InputError(f"{path}: the servos on {', '.join(geared)} do not tell the joints they turn apart (their "
+                         "transmissions turn them together the same way); map another servo")
+    return order, ServoMix.of(matrix, offset)
 
 
 def _options(data: dict, bus: str, owners: dict, path: str) -> dict:
@@ -245,9 +299,11 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     if unknown:
         raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r}; joint keys are {', '.join(sorted(JOINT_KEYS))}")
     name = row.get("name")
-    if name not in model.joint_names:
+    servo_range = _servo_range(model, name)
+    if servo_range is None:
         raise InputError(f"{where}: name = {name!r} is not a joint of {model.name}{did_you_mean(name, model.joint_names)} "
-                         f"({', '.join(model.joint_names)})")
+                         f"({', '.join(model.joint_names)}" + (f"; or a transmission's, turned by a servo: "
+                         f"{', '.join(f.name for f in model.followers)}" if model.followers else "") + ")")
     where = f"{where} ({name})"
     known = control_tables.model_named(row.get("model") if isinstance(row.get("model"), str) else None, cls.kind)
     if known is not None and "ticks_per_rad" not in row:
@@ -266,8 +322,8 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     direction = row.get("direction", 1)
     if direction not in (1, -1) or isinstance(direction, bool):
         raise InputError(f"{where}: direction = {direction!r} must be 1 or -1")
-    i = model.joint_index(name)
-    lo_deg, hi_deg = math.degrees(model.lower[i]), math.degrees(model.upper[i])
+    low, high, home = servo_range
+    lo_deg, hi_deg = math.degrees(low), math.degrees(high)
     lo = _num(row.get("min_deg", lo_deg), f"{where}: min_deg", -360, 360)
     hi = _num(row.get("max_deg", hi_deg), f"{where}: max_deg", -360, 360)
     if lo >= hi:
@@ -280,9 +336,27 @@ def _joint(row: dict, model, cls, where: str) -> ServoJoint:
     # the board's limits never exceed the robot's: the narrower of the two
     lower, upper = math.radians(max(lo, lo_deg)), math.radians(min(hi, hi_deg))
     _within_one_turn(cls, model_name, zero, direction * tpr, lower, upper, where)
-    start = min(upper, max(lower, float(model.home[i])))   # PWM servos not yet driven: taken to rest at home
+    start = min(upper, max(lower, home))   # PWM servos not yet driven: taken to rest at home
     return ServoJoint(name, sid, tpr, zero, int(direction), lower, upper, model_name, start, **_lerobot(row, where),
                       torque_limit=_torque_limit(row, cls, where))
+
+
+def _servo_range(model, name) -> tuple[float, float, float] | None:
+    """(lower, upper, home) of the angle a servo on joint `name` turns through: a joint's own, or a
+    transmission's (a follower: its angle over its joints' ranges); None: no such joint."""
+    if not isinstance(name, str):
+        return None
+    if name in model.joint_names:
+        i = model.joint_index(name)
+        return float(model.lower[i]), float(model.upper[i]), float(model.home[i])
+    for f in model.followers:
+        if f.name == name:
+            low = high = f.offset
+            for lead, multiplier in f.leaders():
+                ends = (multiplier * float(model.lower[lead]), multiplier * float(model.upper[lead]))
+                low, high = low + min(ends), high + max(ends)
+            return low, high, float(f.angle(np.asarray(model.home, dtype=np.float64)))
+    return None
 
 
 def _torque_limit(row: dict, cls, where: str) -> float | None:
@@ -356,13 +430,38 @@ def within_config(model, config: BusConfig | None):
     it plans is clamped by the bus board unseen. A copy: the loaded robot stays as it is."""
     if config is None:
         return model
-    lower = np.array([j.min_rad for j in config.joints])
-    upper = np.array([j.max_rad for j in config.joints])
+    lower, upper = _joint_ranges(config, model)
     if np.array_equal(lower, model.lower) and np.array_equal(upper, model.upper):
         return model
     narrowed = copy.copy(model)
     narrowed.lower, narrowed.upper = np.maximum(model.lower, lower), np.minimum(model.upper, upper)
     return narrowed
+
+
+def _joint_ranges(config: BusConfig, model) -> tuple[np.ndarray, np.ndarray]:
+    """Each joint's range as its servo's range says it: a servo on a transmission to one joint
+    bounds it through the ratio; a differential's gear, turned by two, narrows both about home
+    until every pose in their ranges keeps the gear within its servo's (a box inside the servo's
+    band: the loop checks joints one by one)."""
+    servo_lo = np.array([j.min_rad for j in config.joints])
+    servo_hi = np.array([j.max_rad for j in config.joints])
+    if config.mix is None:
+        return servo_lo, servo_hi
+    matrix, offset = np.array(config.mix.matrix), np.array(config.mix.offset)
+    mixed = config.mix.mixed()
+    lower, upper = servo_lo.copy(), servo_hi.copy()
+    for k in mixed:
+        lower[k], upper[k] = model.lower[k], model.upper[k]
+    home = np.clip(np.asarray(model.home, dtype=np.float64), lower, upper)
+    for k in mixed:
+        row, at_home = matrix[k], float(matrix[k] @ home + offset[k])
+        up = float(np.sum(np.maximum(row * (lower - home), row * (upper - home))))
+        down = float(np.sum(np.maximum(-row * (lower - home), -row * (upper - home))))
+        share = min(1.0, (servo_hi[k] - at_home) / up if up > 0 else 1.0, (at_home - servo_lo[k]) / down if down > 0 else 1.0)
+        turned = row != 0.0
+        lower[turned] = home[turned] + max(share, 0.0) * (lower[turned] - home[turned])
+        upper[turned] = home[turned] + max(share, 0.0) * (upper[turned] - home[turned])
+    return lower, upper
 
 
 def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
@@ -372,11 +471,14 @@ def emulated_servos(config: BusConfig, model, initial=None) -> list[dict]:
     q = model.home if initial is None else initial
     # the servos' own (a torque limit in the config is the host's to write into them)
     stall_mA = servo_table(model, config.servo, config.source).stall_current_mA()
+    angle, speed = np.asarray(q, dtype=np.float64), np.asarray(model.velocity_limit, dtype=np.float64)
+    if config.mix is not None:   # a servo on a transmission: its own angle, as fast as its joints let it turn
+        angle, speed = config.mix.servo_angles(angle), np.abs(np.array(config.mix.matrix)) @ speed
     out = []
     for k, j in enumerate(config.joints):
         a, b = sorted((j.ticks(j.min_rad), j.ticks(j.max_rad)))
         out.append({"id": j.servo_id, "model": numbers.get((j.model or "").lower(), 0),
-                    "initial": j.ticks(float(q[k])), "vmax": float(model.velocity_limit[k]) * j.ticks_per_rad,
+                    "initial": j.ticks(float(angle[k])), "vmax": float(speed[k]) * j.ticks_per_rad,
                     "lo": a, "hi": b, "homing": j.homing_offset or 0, "stall_mA": float(stall_mA[k])})
     return out
 
@@ -392,8 +494,17 @@ def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
     """The config with a joint map folded into its ticks: a reading b (rad, through `config`) that
     the joint map takes to q = sign · (b − offset) reads q through the result directly. (Also what
     an emulator uses to hide calibration errors: the servos' truth is this config.)"""
+    shift = np.asarray(offsets, dtype=np.float64)
+    if config.mix is not None:   # a joint's zero error is each servo's that turns it, through its transmission
+        matrix = np.array(config.mix.matrix)
+        shift = matrix @ shift
+        for k in config.mix.mixed():
+            if any(signs[i] < 0 for i in np.flatnonzero(matrix[k])):
+                raise InputError(f"{config.joints[k].name} (servo {config.joints[k].servo_id}) sits on a transmission: "
+                                 "a calibration that reverses a joint it turns cannot be kept in its ticks; set its "
+                                 f"direction in {config.where} and calibrate again")
     joints = []
-    for j, off, sign in zip(config.joints, offsets, signs):
+    for j, off, sign in zip(config.joints, shift, signs):
         zero = j.zero_tick if off == 0 else int(round(j.zero_tick + j.direction * float(off) * j.ticks_per_rad))
         direction = int(j.direction * (1 if sign > 0 else -1))
         joints.append(j if (zero, direction) == (j.zero_tick, j.direction) else

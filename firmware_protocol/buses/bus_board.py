@@ -30,6 +30,7 @@ from firmware_protocol import messages as M
 from firmware_protocol.board_behaviour import Effect, BoardRequest, clamp_target, react
 from firmware_protocol.board_data import BoardInfo, StateSample
 from firmware_protocol.joint_map import JointMap
+from firmware_protocol.servo_mix import ServoMix
 from firmware_protocol.buses import bus_class
 from firmware_protocol.buses.servo_bus import (PATIENT_REPLY_S, CycleCost, Reading, ServoError, Wire, error_text,
                                                wire_time_s)
@@ -107,6 +108,9 @@ class BusConfig:
     servo: dict | None = None          # the kit's servos as a physics model ([servo] table: hil.robots.servos)
     check_servo_limits: bool = True    # at connect: the servos' own position limits hold the config's ranges
     role: str = "follower"             # "leader": an arm a hand moves, read with its torque off (hil teleop)
+    # servos on a transmission's input: joint k's slot holds a servo whose angle mixes the joints
+    # (firmware_protocol.servo_mix); its ServoJoint's range and ticks are the servo's own angle's
+    mix: ServoMix | None = None
 
     @property
     def where(self) -> str:
@@ -163,7 +167,7 @@ def cycle_note(config: BusConfig) -> tuple[str, float]:
 
 @dataclass
 class _JointState:
-    b: float = 0.0          # board-frame radians, last reading
+    b: float = 0.0          # the servo's radians, last reading (board-frame: a joint's, unless mixed)
     v: float = 0.0
     current: float = 0.0
     temperature: float = 0.0
@@ -452,7 +456,8 @@ class BusBoard:
             self._check_servo_watchdogs(now - self._last_cycle)
         fresh, self._cmd_fresh = self._cmd_fresh, False
         if fresh and self.state == M.BoardState.ENABLED and not self._cmd_hold and self._cmd is not None:
-            self._write_goals(self.joint_map.to_board(self._cmd))
+            b = self.joint_map.to_board(self._cmd)
+            self._write_goals(b if self.config.mix is None else self.config.mix.servo_angles(b))
         readings = self._io(self.bus.read_present, self.ids)
         self._take(readings, now)
         self._last_cycle = now
@@ -525,6 +530,8 @@ class BusBoard:
         n = self.config.n
         b = np.array([js.b for js in self._joints])
         v = np.array([js.v for js in self._joints])
+        if self.config.mix is not None:   # the servos' own angles, as the joints they turn
+            b, v = self.config.mix.joint_angles(b), self.config.mix.joint_rates(v)
         cur = np.array([js.current for js in self._joints])
         flags = np.zeros(n)
         for k, js in enumerate(self._joints):

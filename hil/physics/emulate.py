@@ -50,7 +50,7 @@ def _bus_bridge(model, servo, config, made: list, world: WorldBlock | None):
         joints = config.joints
         kt = [s.torque_per_amp_nm for s in servo.servos]
         return ServoBridge(plant, [j.servo_id for j in joints], [j.ticks_per_rad for j in joints],
-                           [j.zero_tick for j in joints], [j.direction for j in joints], kt)
+                           [j.zero_tick for j in joints], [j.direction for j in joints], kt, config.mix)
     return bridge_for
 
 

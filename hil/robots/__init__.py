@@ -108,9 +108,9 @@ def _with_its_file(model: RobotModel, mjcf_path: str) -> RobotModel:
         outputs = sorted({o for pair in gears.values() for o in pair})
         model.meta.setdefault("notes", []).append(
             f"{', '.join(sorted(gears))}: a differential's servos, turning {' and '.join(outputs)} together; hil "
-            f"plans, checks and draws {' and '.join(outputs)} and turns the gears with them, but a board config maps "
-            f"one servo to one joint: over a bus, each of {' and '.join(outputs)} is driven as if a servo of its own "
-            "turned it (in a dry run as in physics)")
+            f"plans, checks and draws {' and '.join(outputs)} and turns the gears with them; over a bus each servo "
+            f"is told its gear's angle from both (a board config's [[joint]] names the gear its servo sits on: "
+            f"`hil robots --bus` prints one)")
     _servos_at_their_outputs(model)
     passive = [j for j in mjcf.unactuated_of(mjcf_path) if j in model.joint_names]
     if passive:

@@ -592,8 +592,8 @@ def _gear_trains_turned_round(tree, order) -> tuple[list, list[str], dict[str, s
                 turned[k.name] = dataclasses.replace(k, mimic=urdf_xml.Mimic(j.name, mk / m, ok - mk * j.mimic.offset / m))
         notes.append(f"{j.name}: planned as the driven joint of a transmission (gears or a linkage) its servo "
                      f"turns through {lead.name} "
-                     f"({lead.name} = {1.0 / m:.4g} · {j.name}); map that servo to {j.name}, its ticks_per_rad "
-                     f"× {abs(1.0 / m):.4g}" + (" and its direction reversed" if m < 0 else ""))
+                     f"({lead.name} = {1.0 / m:.4g} · {j.name}); a board config's [[joint]] names {lead.name} for "
+                     "that servo (a generated one does), and the bus turns it through the ratio")
     return [turned.get(j.name, j) for j in order], notes, {v: k for k, v in outputs.items()}
 
 
@@ -909,7 +909,7 @@ def path_section(table, where: str) -> dict:
     return dict(table)
 
 
-CACHE_VERSION = 26   # bump when what `_model_args` makes from a file changes
+CACHE_VERSION = 27   # bump when what `_model_args` makes from a file changes
 
 
 def build(path: str, side: dict | None = None, side_path: str = "", legs_by_tree: bool = True) -> RobotModel:

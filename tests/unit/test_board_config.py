@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import math
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +262,68 @@ def test_a_dry_run_of_a_robot_too_large_for_hils_board_goes_over_a_servo_bus(tmp
     assert dry_run_bus(big, True, "feetech", None, "run") == "feetech"
     assert dry_run_bus(big, False, None, None, "run") is None   # a real robot: its board or bus is the user's
     assert dry_run_bus(robots.load("humanoid17"), True, None, None, "run") is None
+
+
+TRANSMISSIONS = str(Path(__file__).resolve().parent / "mjcf" / "transmissions.xml")
+
+
+def _on_gears(model, rows: list[dict]) -> dict:
+    return {"robot": model.name, "bus": "dynamixel2", "defaults": {"model": "XM430-W350", "zero_tick": 2048},
+            "joint": [{"servo_id": k + 1, **row} for k, row in enumerate(rows)]}
+
+
+@pytest.mark.usefixtures("own_robot_cache")
+def test_a_hand_written_map_puts_servos_on_a_differentials_gears_and_checks_they_cover_every_joint():
+    pytest.importorskip("mujoco")
+    m = robots.load(TRANSMISSIONS)
+    turn = {"min_deg": -170, "max_deg": 170}   # (the gears' ±255° would cross the encoder's wrap)
+    rows = [{"name": "act2", **turn}, {"name": "hip"}, {"name": "act1", **turn}, {"name": "knee_act"}]
+    c = board_config.parse(_on_gears(m, rows), m, "gears.toml")
+    # each gear in the slot of a joint it turns, in the robot's joint order
+    assert [j.name for j in c.joints] == ["act2", "act1", "hip", "knee_act"]
+    gears = {f.name: f for f in m.followers}
+    q = np.array([0.2, -0.1, 0.3, -0.4])
+    assert c.mix.servo_angles(q) == pytest.approx([gears["act2"].angle(q), gears["act1"].angle(q), 0.3, -0.4])
+    assert c.mix.joint_angles(c.mix.servo_angles(q)) == pytest.approx(q)
+    # a joint not commanded leaves both gears uncommanded, and only them
+    idle = c.mix.servo_angles(np.array([np.nan, -0.1, 0.3, -0.4]))
+    assert np.isnan(idle[:2]).all() and idle[2:] == pytest.approx([0.3, -0.4])
+    with pytest.raises(InputError, match=r"joints not mapped: roll .*act2"):
+        board_config.parse(_on_gears(m, rows[1:]), m, "gears.toml")
+    with pytest.raises(InputError, match=r"'act1' is a transmission's, turning roll and yaw, and each"):
+        board_config.parse(_on_gears(m, [{"name": "yaw"}, {"name": "roll"}] + rows[1:]), m, "gears.toml")
+    with pytest.raises(InputError, match=r"'wheel' is not a joint .*or a transmission's.*act1"):
+        board_config.parse(_on_gears(m, rows[:3] + [{"name": "wheel"}]), m, "gears.toml")
+
+
+@pytest.mark.usefixtures("own_robot_cache")
+def test_a_differentials_servo_range_narrows_both_its_joints_to_a_box_inside_it():
+    pytest.importorskip("mujoco")
+    import itertools
+
+    m = robots.load(TRANSMISSIONS)
+    c = board_config.generated(m, "dynamixel2")   # the gears' ±4.5 rad do not fit in a turn: narrowed
+    narrowed = board_config.within_config(m, c)
+    assert narrowed.upper[0] < m.upper[0] and narrowed.upper[1] < m.upper[1]
+    for corner in itertools.product(*zip(narrowed.lower, narrowed.upper)):
+        s = c.mix.servo_angles(np.array(corner))
+        for k, j in enumerate(c.joints):
+            assert j.min_rad - 1e-9 <= s[k] <= j.max_rad + 1e-9
+    # the box touches the band: no wider than it must be
+    assert max(abs(c.mix.servo_angles(np.array(corner))[0]) for corner in
+               itertools.product(*zip(narrowed.lower, narrowed.upper))) == pytest.approx(c.joints[0].max_rad)
+
+
+@pytest.mark.usefixtures("own_robot_cache")
+def test_a_joint_map_folds_into_servos_on_gears_through_their_ratios():
+    pytest.importorskip("mujoco")
+    m = robots.load(TRANSMISSIONS)
+    c = board_config.generated(m, "dynamixel2")
+    offsets, signs = np.array([0.05, -0.03, 0.02, 0.0]), np.ones(4)
+    folded = board_config.with_joint_map(c, offsets, signs)
+    b = np.array([0.2, -0.1, 0.3, -0.4])   # what the board reads through `c`: q + offset
+    ticks = [j.ticks(s) for j, s in zip(c.joints, c.mix.servo_angles(b))]
+    read = folded.mix.joint_angles([j.rad(t) for j, t in zip(folded.joints, ticks)])
+    assert read == pytest.approx(b - offsets, abs=3 / c.joints[0].ticks_per_rad)
+    with pytest.raises(InputError, match="act1 .* sits on a transmission: a calibration that reverses"):
+        board_config.with_joint_map(c, offsets, np.array([-1.0, 1, 1, 1]))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hil import board_config
 from hil.dynamics import inverse_dynamics
 from hil.kinematics.ik import Task, ik_lm
 from hil.robots import urdf
@@ -208,7 +209,11 @@ def test_a_gear_trains_output_is_planned_and_its_servos_gear_follows(tmp_path):
     # the output's range is what keeps the servo's gear within its own ±1.8 rad: ±1.5 stays
     assert (m.lower[1], m.upper[1]) == pytest.approx((-1.5, 1.5))
     note = next(n for n in m.meta["narrowed_by_followers"] if n.startswith("yaw_out:"))
-    assert "yaw_servo = -1.167 · yaw_out" in note and "ticks_per_rad × 1.167 and its direction reversed" in note
+    assert "yaw_servo = -1.167 · yaw_out" in note and "[[joint]] names yaw_servo for that servo" in note
+    # over a bus the servo stays on its gear: the generated map says so, and mixes through the ratio
+    bus = board_config.generated(m, "dynamixel2")
+    assert [j.name for j in bus.joints] == ["hip", "yaw_servo", "knee"]
+    assert bus.mix.servo_angles(np.array([0.1, 0.3, -0.2])) == pytest.approx([0.1, 0.3 / -0.857143, -0.2])
     every = tmp_path / "every.urdf"
     every.write_text(_GEARED.replace('<mimic joint="yaw_servo" multiplier="-0.857143"/>', ""))
     unfolded = urdf.build(str(every))

@@ -31,6 +31,11 @@ from hil.errors import HilError, InputError, did_you_mean
 def calibrate(args, model, bus) -> int:
     """`hil calibrate --bus …` for each method."""
     cls = check_method(args.method, bus)
+    geared = [bus.joints[k].name for k in bus.mix.mixed()] if bus.mix is not None else []
+    if geared and args.method != "reference":
+        raise InputError(f"--method {args.method} reads or moves the joints one servo each; {', '.join(geared)} sit "
+                         "on transmissions (a servo's angle is a ratio of its joints'): set their directions and "
+                         "ranges in the board config by hand, and find the zero ticks with --method reference")
     if args.method == "eye":
         return _by_eye(args, model, bus, cls)
     if args.method == "range":
@@ -71,7 +76,7 @@ def _reference(args, model, bus) -> int:
             ask(args, f"Put the robot in the reference pose '{args.pose}', torque off.")
             samples = P.read_samples(link, args.samples)
             view.show(samples.mean(axis=0), q_ref, "calibration: before (solid: measured, ghost: reference pose)")
-            placements = _place_zeros(link, model, bus, q_ref, held, samples)
+            placements = _place_zeros(link, model, bus, *_as_the_servos_turn(bus, q_ref, samples), held)
             _write_servo_setup(link, bus, placements)
         finally:
             link.close()
@@ -107,7 +112,7 @@ def _check_after(model, calibrated, measured: np.ndarray, q_ref: np.ndarray) -> 
     for i, j in enumerate(calibrated.joints):
         tol = max(math.radians(AFTER_TOLERANCE_DEG), 3.0 / j.ticks_per_rad)
         if not off[i] <= tol:
-            bad.append(f"{j.name} reads {math.degrees(measured[i]):+.1f}° where the reference has "
+            bad.append(f"{model.joint_names[i]} reads {math.degrees(measured[i]):+.1f}° where the reference has "
                        f"{math.degrees(q_ref[i]):+.1f}° (tolerance {math.degrees(tol):.2f}°)")
     if bad:
         raise HilError("after: the servos, read with the new zeros, do not put the robot in the reference pose: "
@@ -133,8 +138,16 @@ def _save(args, bus, calibrated, how: str = "") -> str:
     return out
 
 
-def _place_zeros(link, model, bus, q_ref, held, samples) -> list:
-    """Each joint's placement from the readings (rad through the config) in the reference pose."""
+def _as_the_servos_turn(bus, q_ref, samples):
+    """The reference pose and the readings (joints) as each servo's own angle: a servo on a
+    transmission turns through its ratios (firmware_protocol.servo_mix); the others, as they are."""
+    if bus.mix is None:
+        return q_ref, samples
+    return bus.mix.servo_angles(q_ref), np.array([bus.mix.servo_angles(row) for row in samples])
+
+
+def _place_zeros(link, model, bus, q_ref, samples, held) -> list:
+    """Each servo's placement from its readings (rad through the config) in the reference pose."""
     cls, out, refused = type(link.bus), [], []
     print(f"{'joint':<18} {'zero tick':>10} {'moved':>9} {'range (ticks)':>15}  homing offset")
     for i, j in enumerate(bus.joints):

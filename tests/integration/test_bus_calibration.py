@@ -186,3 +186,40 @@ def test_a_calibrated_knee_reads_its_reference_after_a_power_cycle(tmp_path, bus
         assert abs(np.degrees(q[knee] - MODEL.home[knee])) < 1.0, np.degrees(q[knee] - MODEL.home[knee])
     finally:
         emu.stop()
+
+
+@pytest.mark.usefixtures("own_robot_cache")
+def test_a_differentials_zero_errors_are_found_in_its_gears_servos_through_the_ratios(tmp_path):
+    """The waist's yaw and roll read 3° and −2° off (hidden in the emulated gears' ticks through the
+    ratios): the reference calibration moves each gear's zero by what both errors make of it, and
+    reads the reference pose back; the one-servo-a-joint methods are refused, naming the gears."""
+    import dataclasses
+
+    from tests.unit.test_linkages import _DIFFERENTIAL, _TENDONS
+
+    (tmp_path / "diff.xml").write_text(_DIFFERENTIAL.replace("TENDONS", _TENDONS))
+    (tmp_path / "diff.toml").write_text('[robot]\nmjcf = "diff.xml"\n')
+    model = robots.load(str(tmp_path / "diff.toml"))
+    made = board_config.generated(model, "dynamixel2")
+    # the gears' range kept off the encoder's wrap with room for a zero error
+    gears = tuple(dataclasses.replace(j, min_rad=np.radians(-150), max_rad=np.radians(150), zero_tick=2048)
+                  if j.name.startswith("act") else j for j in made.joints)
+    mapped = tmp_path / "map.toml"
+    mapped.write_text(board_config.to_toml(dataclasses.replace(made, joints=gears)))
+    out = tmp_path / "calibrated.toml"
+    r = subprocess.run(HIL + ["calibrate", "--robot", str(tmp_path / "diff.toml"), "--dry-run", "--board-config",
+                              str(mapped), "--method", "reference", "--emulate-offsets-deg", "yaw=3,roll=-2",
+                              "--samples", "20", "--out", str(out), "--yes", "--headless"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    before, after = board_config.load(str(mapped), model), board_config.load(str(out), model)
+    shift = {j.name: (c.zero_tick - j.zero_tick) * j.direction / j.ticks_per_rad
+             for j, c in zip(before.joints, after.joints)}
+    want = before.mix.servo_angles(np.radians([3.0, -2.0, 0.0]))
+    one_tick = 1.0 / before.joints[0].ticks_per_rad
+    assert abs(shift["act1"] - want[0]) <= one_tick and abs(shift["act2"] - want[1]) <= one_tick
+    assert abs(shift["act1"] - np.radians(3.0)) > np.radians(5)   # not the yaw's error as a servo of its own
+    r = subprocess.run(HIL + ["calibrate", "--robot", str(tmp_path / "diff.toml"), "--dry-run", "--board-config",
+                              str(mapped), "--method", "directions", "--out", str(tmp_path / "x.toml"), "--yes"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "act1, act2 sit on transmissions" in r.stderr and "Traceback" not in r.stderr

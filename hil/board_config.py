@@ -512,6 +512,20 @@ def with_joint_map(config: BusConfig, offsets, signs) -> BusConfig:
     return dataclasses.replace(config, joints=tuple(joints))
 
 
+def geared_servos(config: BusConfig, model) -> list[str]:
+    """A line for each servo on a transmission: the angle it is told, from the joints it turns."""
+    if config.mix is None:
+        return []
+    matrix, offset, out = np.array(config.mix.matrix), config.mix.offset, []
+    for k in config.mix.mixed():
+        terms = " ".join(f"{'+' if c >= 0 else '−'} {abs(c):.4g} · {model.joint_names[i]}"
+                         for i, c in enumerate(matrix[k]) if c != 0.0).lstrip("+ ")
+        extra = f" {'+' if offset[k] >= 0 else '−'} {abs(math.degrees(offset[k])):.2f}°" if abs(offset[k]) > 1e-9 else ""
+        j = config.joints[k]
+        out.append(f"{j.name} (servo {j.servo_id}) sits on a transmission: it is told {j.name} = {terms}{extra}")
+    return out
+
+
 def to_toml(config: BusConfig, note: str = "") -> str:
     """A board config file for `config`, every joint written out."""
     lines = [f"# {line}" for line in note.splitlines()] + [

@@ -35,9 +35,11 @@ def run(args) -> int:
 
         if not args.robot:
             raise InputError("--bus prints a robot's servo map: name the robot with --robot")
-        config = board_config.resolve(robots.load(args.robot), args.bus, None)
+        model = robots.load(args.robot)
+        config = board_config.resolve(model, args.bus, None)
+        geared = "".join(f"\n{line}" for line in board_config.geared_servos(config, model))
         print(board_config.to_toml(config, f"{config.source}\nservo ids, zero ticks and directions: check them "
-                                           "against your robot (docs/buses.md)"), end="")
+                                           f"against your robot (docs/buses.md){geared}"), end="")
         return 0
     for name in [args.robot] if args.robot else robots.available():
         try:

@@ -303,6 +303,9 @@ def test_a_differentials_servo_range_narrows_both_its_joints_to_a_box_inside_it(
 
     m = robots.load(TRANSMISSIONS)
     c = board_config.generated(m, "dynamixel2")   # the gears' ±4.5 rad do not fit in a turn: narrowed
+    assert board_config.geared_servos(c, m) == [   # (`hil robots --bus` prints these)
+        "act1 (servo 1) sits on a transmission: it is told act1 = 2.4 · yaw − 1.714 · roll",
+        "act2 (servo 2) sits on a transmission: it is told act2 = 2.4 · yaw + 1.714 · roll"]
     narrowed = board_config.within_config(m, c)
     assert narrowed.upper[0] < m.upper[0] and narrowed.upper[1] < m.upper[1]
     for corner in itertools.product(*zip(narrowed.lower, narrowed.upper)):

@@ -33,6 +33,7 @@ from firmware_protocol.buses.bus_board import BusConfig, ServoJoint
 from firmware_protocol.servo_mix import ServoMix
 from hil.errors import InputError, did_you_mean
 from hil.inputs import parse_toml, read_text
+from hil.robots import servos as servo_tables
 from hil.robots.servos import servo_table
 
 BOARDS_DIR = Path(__file__).resolve().parent / "robots" / "data" / "boards"
@@ -116,10 +117,11 @@ def generated(model, bus: str) -> BusConfig:
     # the kit's servos as a physics model, where the robot declares none of its own (its MJCF's
     # actuators, a side file's [servo]: its makers' numbers win over a bus's usual servo)
     own = model.meta.get("servo") is not None
+    servos = _servos_where_the_file_puts_them(model)
     data = {"robot": model.name, "bus": bus, "baud": cls.default_baud,
-            **({} if own else {"servo": {"preset": kit.servo_preset}}), "defaults": defaults,
+            **({} if own else {"servo": _usual_servo_felt(kit.servo_preset, model, servos)}), "defaults": defaults,
             "joint": [{"name": name, "servo_id": kit.first_id + i, **_within_a_turn(cls, kit, _servo_range(model, name))}
-                      for i, name in enumerate(_servos_where_the_file_puts_them(model))]}
+                      for i, name in enumerate(servos)]}
     where = f"the generated {bus} map for {model.name} (`hil robots --robot {model.spec} --bus {bus}` prints it)"
     return dataclasses.replace(parse(data, model, where), shipped=True, generated=True)
 
@@ -138,6 +140,20 @@ def _servos_where_the_file_puts_them(model) -> list[str]:
         if free:
             on[free[0]] = gear
     return [on.get(name, name) for name in model.joint_names]
+
+
+def _usual_servo_felt(preset: str, model, servos: list[str]) -> dict:
+    """The bus's usual servo as each joint feels it: through the transmission its servo sits on
+    (hil.robots.servos.through_transmission; a differential's two `together`), as itself elsewhere."""
+    followers = {f.name: f for f in model.followers}
+    felt: dict[str, list] = {}
+    for name in servos:
+        if name in followers:
+            for lead, multiplier in followers[name].leaders():
+                felt.setdefault(model.joint_names[lead], []).append(
+                    servo_tables.through_transmission({"preset": preset}, multiplier))
+    joints = {joint: servo_tables.together(entries) for joint, entries in felt.items()}
+    return {"preset": preset, **({"joint": joints} if joints else {})}
 
 
 def _within_a_turn(cls, kit, servo_range: tuple[float, float, float]) -> dict:

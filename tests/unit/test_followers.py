@@ -214,6 +214,14 @@ def test_a_gear_trains_output_is_planned_and_its_servos_gear_follows(tmp_path):
     bus = board_config.generated(m, "dynamixel2")
     assert [j.name for j in bus.joints] == ["hip", "yaw_servo", "knee"]
     assert bus.mix.servo_angles(np.array([0.1, 0.3, -0.2])) == pytest.approx([0.1, 0.3 / -0.857143, -0.2])
+    # and the bus's usual servo, on the gear, is felt at the yaw through the ratio
+    from hil.robots.servos import presets, servo_table
+
+    usual = presets()[bus.servo["preset"]]
+    felt = servo_table(m, bus.servo, bus.source)
+    assert felt.joint(1).kp_nm_per_rad == pytest.approx(usual.kp_nm_per_rad / 0.857143 ** 2)
+    assert felt.joint(1).torque_limit_nm == pytest.approx(usual.torque_limit_nm / 0.857143)
+    assert felt.joint(0).kp_nm_per_rad == pytest.approx(usual.kp_nm_per_rad)
     every = tmp_path / "every.urdf"
     every.write_text(_GEARED.replace('<mimic joint="yaw_servo" multiplier="-0.857143"/>', ""))
     unfolded = urdf.build(str(every))

@@ -330,3 +330,17 @@ def test_a_joint_map_folds_into_servos_on_gears_through_their_ratios():
     assert read == pytest.approx(b - offsets, abs=3 / c.joints[0].ticks_per_rad)
     with pytest.raises(InputError, match="act1 .* sits on a transmission: a calibration that reverses"):
         board_config.with_joint_map(c, offsets, np.array([-1.0, 1, 1, 1]))
+
+
+def test_a_joint_turned_by_two_servos_is_held_only_while_both_are():
+    """The physics bridge drives a joint only where every servo that turns it has its torque on:
+    a differential's roll and yaw go limp with either gear's servo."""
+    from firmware_protocol.servo_mix import ServoMix
+
+    mix = ServoMix.of([[2.4, -1.7, 0.0], [2.4, 1.7, 0.0], [0.0, 0.0, 1.0]], [0.0, 0.0, 0.0])
+    assert mix.mixed() == [0, 1]
+    assert list(mix.driven_by(np.array([True, True, False]))) == [True, True, False]
+    assert list(mix.driven_by(np.array([True, False, True]))) == [False, False, True]
+    s = mix.servo_angles(np.array([0.1, 0.2, 0.3]))
+    assert mix.joint_angles(s) == pytest.approx([0.1, 0.2, 0.3])
+    assert mix.joint_rates(mix.servo_rates(np.array([1.0, -2.0, 0.5]))) == pytest.approx([1.0, -2.0, 0.5])

@@ -110,6 +110,7 @@ def _valid_sources() -> dict[str, bytes]:
         "program.nc": (ROOT / "examples/semicircle.nc").read_bytes(),
         "robot.toml": (ROOT / "hil/robots/data/puma560.toml").read_bytes(),
         "board.toml": (ROOT / "hil/robots/data/boards/so101-feetech.toml").read_bytes(),
+        "geared.toml": (ROOT / "tests/unit/mjcf/transmissions-dynamixel2.toml").read_bytes(),   # servos on gears
         "robot.urdf": so101_urdf,
         "robot.xml": (ROOT / "tests/unit/mjcf/op3like.xml").read_bytes(),
         "transmissions.xml": (ROOT / "tests/unit/mjcf/transmissions.xml").read_bytes(),   # linkage, differential
@@ -141,6 +142,8 @@ def _command(kind: str, path: str, scratch: str) -> list[str]:
         "robot": ["robots", "--robot", path],
         "board": ["calibrate", "--robot", "so101", "--bus", "feetech", "--board-config", path, "--export-lerobot",
                   os.path.join(scratch, "out.json")],
+        "geared": ["calibrate", "--robot", str(ROOT / "tests/unit/mjcf/transmissions.xml"), "--bus", "dynamixel2",
+                   "--board-config", path, "--export-lerobot", os.path.join(scratch, "out.json")],
         "lerobot": ["calibrate", "--robot", "so101", "--bus", "feetech", "--import-lerobot", path, "--out",
                     os.path.join(scratch, "out.toml")],
         "recording": ["plot", path, "--out", os.path.join(scratch, "out.png")],
@@ -282,7 +285,8 @@ def cases(total: int, folder: str, seed: int = 1) -> list[Case]:
     """About `total` cases of every kind, their files to be written under `folder`."""
     rng = np.random.default_rng(seed)
     text_kinds = [("motion", "motion.toml", ".toml"), ("gcode", "program.nc", ".nc"), ("robot", "robot.toml", ".toml"),
-                  ("board", "board.toml", ".toml"), ("urdf", "robot.urdf", ".urdf"), ("mjcf", "robot.xml", ".xml"),
+                  ("board", "board.toml", ".toml"), ("geared", "geared.toml", ".toml"),
+                  ("urdf", "robot.urdf", ".urdf"), ("mjcf", "robot.xml", ".xml"),
                   ("mjcf", "transmissions.xml", ".xml"),
                   ("side", "side.toml", ".toml"), ("lerobot", "lerobot.json", ".json")]
     # as many of each kind: the text kinds, trajectories, recordings and numbers (the special files besides)

@@ -148,15 +148,11 @@ def parse_toml(text: str, where: str) -> dict:
 
     try:
         data = tomllib.loads(text)
-        too_deep = _depth(data) > MAX_NESTING
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{where}: not valid TOML ({e})") from None
     except RecursionError:
-        too_deep = True
-    if too_deep:
-        raise InputError(f"{where}: nested too deeply to read (more than {MAX_NESTING} levels of arrays or tables "
-                         "inside each other); no hil file needs more than a few")
-    return data
+        data = None
+    return _readable(data, where)
 
 
 MAX_NESTING = 64   # levels of arrays and tables inside each other in a TOML or JSON file
@@ -168,30 +164,46 @@ def parse_json(text: str, where: str):
 
     try:
         data = json.loads(text)
-        too_deep = _depth(data) > MAX_NESTING
     except ValueError as e:
         raise InputError(f"{where}: not valid JSON ({e})") from None
     except RecursionError:
-        too_deep = True
-    if too_deep:
+        data = None
+    return _readable(data, where)
+
+
+MAX_INTEGER = 2 ** 63   # TOML's own bound; past it an integer is no count, id or angle, and no float holds it
+
+
+def _readable(data, where: str):
+    """The parsed document, or InputError for one nested too deeply to read (the parser recursed
+    past its limit: `None`) or holding an integer past MAX_INTEGER (JSON has no bound; the number
+    would fail wherever it is turned into a float)."""
+    depth, huge = _depth(data) if data is not None else (MAX_NESTING + 1, None)
+    if depth > MAX_NESTING:
         raise InputError(f"{where}: nested too deeply to read (more than {MAX_NESTING} levels of arrays or tables "
                          "inside each other); no hil file needs more than a few")
+    if huge is not None:
+        raise InputError(f"{where}: the integer {str(huge)[:12]}… ({len(str(abs(huge)))} digits) is too large for any "
+                         "value in a hil file; write the number it should be")
     return data
 
 
-def _depth(value) -> int:
-    """How deeply arrays and tables nest in a parsed document (without recursion: any depth)."""
-    deepest, todo = 0, [(value, 1)]
+def _depth(value) -> tuple[int, int | None]:
+    """How deeply arrays and tables nest in a parsed document (without recursion: any depth), and
+    an integer in it past MAX_INTEGER (None: none)."""
+    deepest, todo, huge = 0, [(value, 1)], None
     while todo:
         v, d = todo.pop()
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_INTEGER:
+            huge = v
         if isinstance(v, dict):
             v = list(v.values())
         if isinstance(v, list):
             deepest = max(deepest, d)
             if d > MAX_NESTING:
-                return d
+                return d, huge
             todo.extend((x, d + 1) for x in v)
-    return deepest
+    return deepest, huge
 
 
 def load_npy(path: str, what: str = "array file", limit: int = MAX_ARRAY_BYTES):

@@ -185,7 +185,7 @@ def _start_fork_server() -> None:
 # figures of `pytest --durations=0`): a chain's files run on one worker, one test after another
 LOOP_CHAINS = (
     ("test_bus_runs", "test_teleop", "test_physics_runs", "test_urdf_runs", "test_calibration_runs",
-     "test_qemu_firmware", "test_rtcheck", "test_readme", "test_c_board_runs"),
+     "test_qemu_firmware", "test_rtcheck", "test_readme", "test_c_board_runs", "test_servo_mix"),
     ("test_runtime", "test_twin_live", "test_lifecycle_runs", "test_ctl", "test_export", "test_recorder_runs",
      "test_predict", "test_kits", "test_rocking_physics", "test_port_process", "test_loop_cpu", "test_zenoh"),
 )

@@ -79,6 +79,9 @@ def _from_mjcf(path: Path) -> RobotModel:
                           + (f"; its root element is <{root}>" if root else "") + "; a robot file is a .urdf, an MJCF "
                           ".xml or a .toml")
     side = {"robot": {"description": f"from {path.name} (MJCF, compiled by MuJoCo)"}}
+    floor = mjcf.floor_of(str(path))
+    if floor is not None:   # a robot fixed above its world's floor (on a stand, a table)
+        side["robot"]["floor_z_m"] = floor
     servo = mjcf.servo_table_of(str(path))
     if servo:   # its makers' servo model: the position actuators
         side["servo"] = servo
@@ -166,7 +169,10 @@ def _load_toml(path: Path) -> RobotModel:
             if excluded and isinstance(own, dict) and isinstance(own.get("allowed", []), list):
                 data = {**data, "collision": {**own, "allowed": excluded + own.get("allowed", [])}}
             if "description" not in robot:   # (the URDF MuJoCo's file was turned into is no one's name for it)
-                data = {**data, "robot": {**robot, "description": f"from {Path(source).name} (MJCF, compiled by MuJoCo)"}}
+                data = {**data, "robot": {**data["robot"], "description": f"from {Path(source).name} (MJCF, compiled by MuJoCo)"}}
+            floor = mjcf.floor_of(source)
+            if floor is not None and "floor_z_m" not in robot:   # (the side file's own goes over it)
+                data = {**data, "robot": {**data["robot"], "floor_z_m": floor}}
             return _with_its_file(urdf.build(mjcf.to_urdf(source), data, str(path), legs_by_tree=False), source)
         return urdf.build(source, data, str(path))
     try:

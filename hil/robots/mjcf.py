@@ -30,7 +30,7 @@ from hil.robots.urdf import KEYFRAME_TAG, cache_dir
 MAX_BYTES = 64 << 20
 MAX_ASSET_FILES = 5000            # files beside an MJCF whose sizes and times key its cache
 DEFAULT_VELOCITY_RAD_S = 4.8      # MJCF has no velocity limit; about a hobby servo's no-load speed (275°/s)
-CONVERTER_VERSION = 13            # bump when what `to_urdf` writes changes
+CONVERTER_VERSION = 14            # bump when what `to_urdf` writes changes
 
 # mjtGeom and mjtJoint values (fixed by MuJoCo's C API)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = range(8)
@@ -90,6 +90,7 @@ def to_urdf(path: str) -> str:
         (tmp / "collision.json").write_text(json.dumps(writer.excluded_contacts()))
         (tmp / "unactuated.json").write_text(json.dumps(writer.unactuated()))
         (tmp / "differentials.json").write_text(json.dumps(writer.differential_inputs()))
+        (tmp / "floor.json").write_text(json.dumps({"floor_z_m": writer.floor_z()}))
         try:
             os.replace(tmp, folder)
         except OSError:   # another process wrote it meanwhile: theirs is the same
@@ -100,47 +101,48 @@ def to_urdf(path: str) -> str:
     return str(urdf)
 
 
+def _written(path: str, name: str, default):
+    """One of what `to_urdf` writes beside the URDF (JSON), or `default` where it cannot be read."""
+    try:
+        return json.loads((Path(to_urdf(path)).parent / name).read_text())
+    except (OSError, ValueError):
+        return default
+
+
 def servo_table_of(path: str) -> dict:
     """The MJCF's position actuators as a `[servo]` table ({} where it has none): its makers'
     servo model, which the robot's plans and physics then use."""
-    try:
-        return json.loads((Path(to_urdf(path)).parent / "servo.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    return _written(path, "servo.json", {})
 
 
 def poses_of(path: str) -> dict:
     """The MJCF's keyframes as a `[poses]` table (joint = degrees; "home" among them where the file
     has a keyframe of that name): the pose its makers stand the robot in."""
-    try:
-        return json.loads((Path(to_urdf(path)).parent / "poses.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    return _written(path, "poses.json", {})
 
 
 def unactuated_of(path: str) -> list:
     """The MJCF's joints that no actuator moves (`_Writer.unactuated`)."""
-    try:
-        return json.loads((Path(to_urdf(path)).parent / "unactuated.json").read_text())
-    except (OSError, ValueError):
-        return []
+    return _written(path, "unactuated.json", [])
 
 
 def differential_inputs_of(path: str) -> dict:
     """The MJCF's differentials' servo gears that follow the outputs hil plans: {gear: [out, out]}."""
-    try:
-        return json.loads((Path(to_urdf(path)).parent / "differentials.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    return _written(path, "differentials.json", {})
 
 
 def allowed_collisions_of(path: str) -> list:
     """The MJCF's `<contact><exclude>` pairs as a `[collision] allowed` list: bodies its makers let
     touch, which hil's self-collision check leaves alone too."""
-    try:
-        return json.loads((Path(to_urdf(path)).parent / "collision.json").read_text())
-    except (OSError, ValueError):
-        return []
+    return _written(path, "collision.json", [])
+
+
+def floor_of(path: str) -> float | None:
+    """Where the MJCF's floor is below a robot fixed in its world (`floor_z_m`: the height of its
+    world's upward plane in the base frame hil gives the robot); None: it floats, or has no floor."""
+    found = _written(path, "floor.json", {})
+    value = found.get("floor_z_m") if isinstance(found, dict) else None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _cache_folder(path: str) -> Path:
@@ -258,6 +260,24 @@ class _Writer:
         self._mimics(robot)
         ET.indent(robot)
         return ET.tostring(robot, encoding="unicode")
+
+    def floor_z(self) -> float | None:
+        """The height of the world's highest upward plane in the base frame hil gives a robot
+        fixed in its world: its root body's frame (the world's, where the root turns on a hinge of
+        its own). None where the robot floats (physics stands it on its floor), where the world
+        has no such plane, or where the root is turned (its z is not the world's)."""
+        m, root = self.m, self._root_body()
+        first = int(m.body_jntadr[root])
+        joints = [m.jnt_type[j] for j in range(first, first + int(m.body_jntnum[root]))]
+        planes = [g for g in range(m.ngeom) if m.geom_bodyid[g] == 0 and m.geom_type[g] == PLANE
+                  and np.allclose(_rot(m.geom_quat[g])[:, 2], (0.0, 0.0, 1.0), atol=1e-6)]
+        if FREE in joints or not planes:
+            return None
+        if HINGE in joints:
+            return float(max(m.geom_pos[g][2] for g in planes))
+        if not np.allclose(_rot(m.body_quat[root]), np.eye(3), atol=1e-6):
+            return None
+        return float(max(m.geom_pos[g][2] for g in planes) - m.body_pos[root][2])
 
     def _root_body(self) -> int:
         """The robot's root: the child of the world with the most joints below it."""

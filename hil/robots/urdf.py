@@ -1170,8 +1170,10 @@ def _side_frame(item, parts: _Parts, side_path: str) -> tuple[str, str, np.ndarr
             raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: {key} must be {n} finite numbers")
         if key == "translation":
             T[:3, 3] = checked_lengths(np.array(v, dtype=float), f"{side_path}: [[frame]] {item['name']!r}: translation")
+        elif any(abs(x) > 360 for x in v):
+            raise ConfigError(f"{side_path}: [[frame]] {item['name']!r}: rpy_deg {v} must be angles within ±360°")
         else:
-            T[:3, :3] = rpy_matrix(*np.radians(v))
+            T[:3, :3] = rpy_matrix(*np.radians(np.array(v, dtype=float)))
     return item["name"], item["link"], T
 
 

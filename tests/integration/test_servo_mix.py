@@ -89,14 +89,14 @@ def test_a_differential_in_physics_over_a_bus_goes_where_the_motion_says(tmp_pat
 
     from hil.runtime.recorder import load_recording
 
-    (tmp_path / "diff.xml").write_text(_DIFFERENTIAL.replace("TENDONS", _TENDONS))
-    # (its waist hangs from a torso fixed a metre up in its file; hil's floor goes below the leg)
-    (tmp_path / "diff.toml").write_text('[robot]\nmjcf = "diff.xml"\nfloor_z_m = -1.0\n')
+    # its waist hangs from a torso fixed a metre above its world's floor: hil's floor is the file's
+    (tmp_path / "diff.xml").write_text(_DIFFERENTIAL.replace("TENDONS", _TENDONS).replace(
+        "<worldbody>", '<worldbody><geom name="ground" type="plane" size="2 2 0.1"/>', 1))
     (tmp_path / "turn.toml").write_text('name = "turn"\nrobot = "diff_waist"\n[[keyframe]]\nduration_s = 1.0\n'
                                         'joints = { yaw = 25.0, roll = -10.0 }\n[[keyframe]]\nduration_s = 0.5\n'
                                         'joints = { yaw = 25.0, roll = -10.0 }\n')
     rec = tmp_path / "turn.npy"
-    r = subprocess.run(HIL + ["play", str(tmp_path / "turn.toml"), "--robot", str(tmp_path / "diff.toml"), "--dry-run",
+    r = subprocess.run(HIL + ["play", str(tmp_path / "turn.toml"), "--robot", str(tmp_path / "diff.xml"), "--dry-run",
                               "--physics", "--bus", "dynamixel2", "--headless", "--record", str(rec)],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and "motion 'turn' done" in r.stdout, r.stdout + r.stderr

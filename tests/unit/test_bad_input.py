@@ -309,3 +309,16 @@ def test_a_fifo_as_an_output_file_is_written_while_read_and_refused_before_the_r
     reader.join(timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     assert got and json.loads(got[0])["robot"] == "puma560", got
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_an_integer_no_float_holds_is_one_clear_error_naming_the_file(tmp_path, suffix):
+    """TOML's parser and JSON's take integers of any length; a 400-digit one failed wherever it was
+    turned into a float (an OverflowError traceback from a keyframe's angle)."""
+    huge = "9" * 400
+    path = tmp_path / f"motion{suffix}"
+    path.write_text(f'name = "x"\nrobot = "humanoid17"\n[[keyframe]]\nduration_s = 1.0\njoints = {{ r_elbow = {huge} }}\n'
+                    if suffix == ".toml" else
+                    f'{{"name": "x", "robot": "humanoid17", "keyframe": [{{"duration_s": 1.0, "joints": {{"r_elbow": {huge}}}}}]}}')
+    with pytest.raises(HilError, match=r"motion.*: the integer 999999999999… \(400 digits\) is too large"):
+        load_motion(str(path), robots.load("humanoid17"))

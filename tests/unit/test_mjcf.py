@@ -89,6 +89,33 @@ def test_a_root_body_turning_on_a_hinge_of_its_own_hangs_from_the_world(tmp_path
                        text=True, timeout=120, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert r.returncode == 2 and "Traceback" not in r.stderr and "has no <freejoint/>" in r.stderr, r.stderr
 
+_STAND = ("<mujoco model='on_a_stand'><worldbody>FLOOR<body name='base' pos='0 0 0.8'ROOT>"
+          "<geom type='box' size='0.05 0.05 0.05' mass='1'/><body name='arm' pos='0 0 -0.1'>"
+          "<joint name='pitch' axis='0 1 0' range='-1 1'/><geom type='capsule' fromto='0 0 0 0 0 -0.5' size='0.02' "
+          "mass='0.5'/></body></body></worldbody></mujoco>")
+
+
+@pytest.mark.parametrize("floor,root,want", [
+    ("<geom type='plane' size='2 2 0.1' pos='0 0 0.05'/>", "", -0.75),   # below the base, in its frame
+    ("", "", None),                                                      # no floor in its world
+    ("<geom type='plane' size='2 2 0.1'/>", " quat='0.9 0.3 0 0'", None),  # a turned base: its z is not the world's
+    ("<geom type='plane' size='2 2 0.1'/>", "><joint name='turn' axis='0 0 1'/", 0.0),   # hung from the world
+])
+def test_a_robot_fixed_above_its_worlds_floor_has_its_floor_there(tmp_path, floor, root, want):
+    """Physics, the floor check and the IK's floor find the file's floor under a robot on a stand,
+    not at its base (a floor through the arm hanging below it); a side file's own floor wins."""
+    path = tmp_path / "stand.xml"
+    path.write_text(_STAND.replace("FLOOR", floor).replace("ROOT", root))
+    m = robots.load(str(path))
+    assert m.meta.get("floor_z_m") == (None if want is None else pytest.approx(want))
+    side = tmp_path / "stand.toml"
+    side.write_text('[robot]\nmjcf = "stand.xml"\nfloor_z_m = -2.0\n')
+    assert robots.load(str(side)).meta["floor_z_m"] == -2.0
+    if want is not None:
+        (tmp_path / "plain.toml").write_text('[robot]\nmjcf = "stand.xml"\n')
+        assert robots.load(str(tmp_path / "plain.toml")).meta["floor_z_m"] == pytest.approx(want)
+
+
 def test_the_feet_are_found_by_the_tree():
     m = robots.load(BIPED)
     assert any("feet found by the tree: l_foot (left), r_foot (right)" in n for n in m.meta["notes"])

@@ -139,21 +139,26 @@ def cycle_cost(config: BusConfig) -> CycleCost:
     return bus_class(config.bus).cycle_cost(config.n, **config.driver_options())
 
 
+ADAPTER_TURNAROUND_S = 1e-3   # a USB serial adapter's delay per round trip (an FTDI at its 1 ms latency timer)
+RATE_MARGIN = 1.2             # a bus cycle's share of a loop cycle's time, inverted: the OS, the adapter
+                              # or a servo late by a fifth still leaves every cycle a new state
+
+
 def cycle_note(config: BusConfig) -> tuple[str, float]:
-    """What one cycle costs on this bus and the loop rate it allows: (sentence, Hz)."""
+    """What one cycle costs on this bus and the loop rate it holds (its wire time and a 1 ms
+    adapter per round trip, with RATE_MARGIN to spare): (sentence, Hz)."""
     cls = bus_class(config.bus)
     cost = cycle_cost(config)
     wire = wire_time_s(cost, config.baud, cls.bits_per_byte, config.return_delay_us * 1e-6)
-    rate = 1.0 / wire if wire > 0 else math.inf
+    cycle = wire + cost.round_trips * ADAPTER_TURNAROUND_S
+    rate = 1.0 / (RATE_MARGIN * cycle) if cycle > 0 else math.inf
     baud = f"{config.baud / 1e6:g} Mbaud" if config.baud >= 1_000_000 else f"{config.baud} baud"
     text = (f"{config.bus} at {baud}: {config.n} servos, {cost.how}: {cost.tx_bytes + cost.rx_bytes} bytes, "
             f"{wire * 1e3:.1f} ms on the wire")
     if config.return_delay_us:
         text += f" (return delays {cost.replies} × {config.return_delay_us:g} µs included)"
     text += f", {cost.round_trips} round trip{'s' if cost.round_trips > 1 else ''} through the adapter; "
-    text += f"bus updates at ≤ {rate:.0f} Hz"
-    if cost.round_trips > 1:
-        text += f" (≤ {1.0 / (wire + cost.round_trips * 1e-3):.0f} Hz behind a 1 ms USB adapter)"
+    text += f"a loop of ≤ {rate:.0f} Hz gets a new state every cycle (a 1 ms USB adapter, a fifth to spare)"
     faster = [b for b in cls.bauds if b > config.baud]
     if config.return_delay_us or faster:
         tips = []

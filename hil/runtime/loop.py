@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_protocol.buses.bus_board import BusConfig
+from firmware_protocol.buses.bus_board import RATE_MARGIN, BusConfig
 from firmware_protocol.protocol_errors import LinkLostError
 from firmware_protocol.messages import LINK_TIMEOUT_S, BoardState, Capability
 from hil import board_config, calibration_files, robots
@@ -103,7 +103,7 @@ def link_notes(rejected: int, stale: int, deadlines: int, rate_hz: float, round_
                      "writing to the port")
     if deadlines > 100 and stale > STALE_SHARE * deadlines:
         trips = sorted(round_trip_ms or [])
-        holds = (f"; about {1e3 / (1.2 * trips[len(trips) // 2]):.0f} Hz would hold (its round trip is "
+        holds = (f"; about {1e3 / (RATE_MARGIN * trips[len(trips) // 2]):.0f} Hz would hold (its round trip is "
                  f"{trips[len(trips) // 2]:.2f} ms)") if trips else ""
         notes.append(f"{stale} of {deadlines} cycles ({100 * stale / deadlines:.0f} %) had no new STATE from the "
                      f"board: the link does not keep up with {rate_hz:g} Hz{holds}; lower --rate")

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from firmware_protocol.buses.bus_board import RATE_MARGIN
 from firmware_protocol.link import Link
 from hil.errors import HilError
 from hil.runtime.cpu_idle import read_kernel_file as read
@@ -186,7 +187,7 @@ def _port_short(floor: dict, port: dict | None) -> str | None:
     if median <= period_ms:
         return None
     return (f"the port's round trip ({median:.2f} ms median) is longer than one cycle at {floor['rate_hz']:g} Hz "
-            f"({period_ms:.2f} ms): every cycle would act on a stale state; about {1e3 / (1.2 * median):.0f} Hz "
+            f"({period_ms:.2f} ms): every cycle would act on a stale state; about {1e3 / (RATE_MARGIN * median):.0f} Hz "
             "would hold (--rate)")
 
 

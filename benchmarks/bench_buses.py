@@ -5,6 +5,10 @@ board state machine), measured against each bus's emulator on a pty with pacing 
 the host's own work is timed (thread CPU time: waits in select() cost none). Baseline, same run:
 our own protocol's cycle (CMD_POS encode + STATE decode) over `Link` to the hil board emulator.
 
+Also: what servos on transmissions add to a cycle (firmware_protocol.servo_mix: goals mixed,
+readings and speeds solved back), for a 30-joint robot with ToddlerBot's transmissions (a waist
+differential, eight gear trains), beside that bus cycle.
+
 Run: `python benchmarks/bench_buses.py [--cycles N]`
 """
 
@@ -20,6 +24,7 @@ import numpy as np
 from firmware_protocol.buses import BUSES, bus_class
 from firmware_protocol.buses.bus_board import BusBoard, cycle_note
 from firmware_protocol.buses.servo_bus import wire_time_s
+from firmware_protocol.servo_mix import ServoMix
 from firmware_protocol.link import Link
 from hil import board_config, emulator_launch, robots
 
@@ -86,6 +91,22 @@ def baseline_row(model, cycles: int) -> dict:
             "round_trips": 1, "cpu_us": cpu * 1e6}
 
 
+def mix_us(n: int = 30, rounds: int = 3000) -> float:
+    """Thread CPU per cycle of a mix's work: goals mixed, readings and speeds solved back."""
+    matrix = np.eye(n)
+    matrix[0:2, 0:2] = [[2.4, -1.714], [2.4, 1.714]]     # a differential's two gears
+    for k in range(2, 10):
+        matrix[k, k] = -1.167                            # gear trains
+    mix = ServoMix.of(matrix, np.zeros(n))
+    q = np.linspace(-0.5, 0.5, n)
+    t0 = time.thread_time()
+    for _ in range(rounds):
+        s = mix.servo_angles(q)
+        mix.joint_angles(s)
+        mix.joint_rates(s)
+    return (time.thread_time() - t0) / rounds * 1e6
+
+
 def main() -> int:
     cycles = int(sys.argv[sys.argv.index("--cycles") + 1]) if "--cycles" in sys.argv else 400
     model = robots.load("humanoid17")
@@ -96,6 +117,7 @@ def main() -> int:
     for r in [base, *rows]:
         print(f"{r['bus']:<16} {r['baud']:>9} {r['bytes']:>6} {r['wire_ms']:>8.2f} {r['rate_hz']:>6.0f} "
               f"{r['round_trips']:>6} {r['cpu_us']:>8.0f} {r['cpu_us'] / base['cpu_us']:>6.1f}")
+    print(f"servos on transmissions, {30} joints: the mix adds {mix_us():.0f} µs of host CPU per cycle")
     if "--json" in sys.argv:
         print(json.dumps([base, *rows]))
     return 0

@@ -471,12 +471,16 @@ def _joint_ranges(config: BusConfig, model) -> tuple[np.ndarray, np.ndarray]:
     home = np.clip(np.asarray(model.home, dtype=np.float64), lower, upper)
     for k in mixed:
         row, at_home = matrix[k], float(matrix[k] @ home + offset[k])
-        up = float(np.sum(np.maximum(row * (lower - home), row * (upper - home))))
-        down = float(np.sum(np.maximum(-row * (lower - home), -row * (upper - home))))
-        share = min(1.0, (servo_hi[k] - at_home) / up if up > 0 else 1.0, (at_home - servo_lo[k]) / down if down > 0 else 1.0)
-        turned = row != 0.0
-        lower[turned] = home[turned] + max(share, 0.0) * (lower[turned] - home[turned])
-        upper[turned] = home[turned] + max(share, 0.0) * (upper[turned] - home[turned])
+        # each joint's side of home that raises the servo's angle shrinks by one share, the side
+        # that lowers it by the other: a gear train's joint is bounded exactly through its ratio
+        raises_hi, raises_lo = row > 0.0, row < 0.0
+        up = float(np.sum(row * np.where(raises_hi, upper - home, lower - home)))
+        down = float(np.sum(row * np.where(raises_hi, home - lower, home - upper)))
+        grow = min(1.0, (servo_hi[k] - at_home) / up) if up > 0 else 1.0
+        fall = min(1.0, (at_home - servo_lo[k]) / down) if down > 0 else 1.0
+        grow, fall = max(grow, 0.0), max(fall, 0.0)
+        upper = np.where(raises_hi, home + grow * (upper - home), np.where(raises_lo, home + fall * (upper - home), upper))
+        lower = np.where(raises_hi, home + fall * (lower - home), np.where(raises_lo, home + grow * (lower - home), lower))
     return lower, upper
 
 

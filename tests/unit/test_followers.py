@@ -222,6 +222,12 @@ def test_a_gear_trains_output_is_planned_and_its_servos_gear_follows(tmp_path):
     assert felt.joint(1).kp_nm_per_rad == pytest.approx(usual.kp_nm_per_rad / 0.857143 ** 2)
     assert felt.joint(1).torque_limit_nm == pytest.approx(usual.torque_limit_nm / 0.857143)
     assert felt.joint(0).kp_nm_per_rad == pytest.approx(usual.kp_nm_per_rad)
+    # a narrower range of the gear's servo bounds the yaw exactly through the ratio, each side its own
+    import dataclasses
+
+    gear = dataclasses.replace(bus.joints[1], min_rad=np.radians(-100), max_rad=np.radians(40))
+    narrowed = board_config.within_config(m, dataclasses.replace(bus, joints=(bus.joints[0], gear, bus.joints[2])))
+    assert np.degrees([narrowed.lower[1], narrowed.upper[1]]) == pytest.approx([40 * -0.857143, -100 * -0.857143])
     every = tmp_path / "every.urdf"
     every.write_text(_GEARED.replace('<mimic joint="yaw_servo" multiplier="-0.857143"/>', ""))
     unfolded = urdf.build(str(every))

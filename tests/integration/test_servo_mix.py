@@ -48,6 +48,7 @@ def test_a_differentials_servos_are_told_both_joints_and_read_back_as_them():
     board, emu, config = _connected(model)
     try:
         assert [j.name for j in config.joints][:2] == ["act1", "act2"] and config.mix is not None
+        assert any("over a bus each servo is told its gear's angle from both" in n for n in model.meta["notes"])
         board.enable()
         q = model.home.copy()
         q[model.joint_index("yaw")], q[model.joint_index("roll")] = 0.3, -0.2

@@ -249,6 +249,7 @@ def parse(data: dict, model, path: str = "board config") -> BusConfig:
     extra["role"] = role
     joints = tuple(by_name[n] for n in slots)
     if mix is not None:
+        _home_within_geared_ranges(joints, mix, model, path)
         extra["mix"] = mix
     if "servo" in data:   # the kit's servos as a physics model (hil.robots.servos): checked now
         servo_table(model, data["servo"], str(path))
@@ -294,6 +295,19 @@ def _slots(by_name: dict, model, path: str) -> tuple[list[str], ServoMix | None]
         raise InputError(f"{path}: the servos on {', '.join(geared)} do not tell the joints they turn apart (their "
                          "transmissions turn them together the same way); map another servo")
     return order, ServoMix.of(matrix, offset)
+
+
+def _home_within_geared_ranges(joints, mix: ServoMix, model, path: str) -> None:
+    """A servo on a transmission whose range leaves out the angle the robot's home gives it would
+    leave its joints no room about home (hil.board_config.within_config narrows them to a box
+    about home inside the servo's range): refused, naming the servo, its range and that angle."""
+    at_home = mix.servo_angles(np.asarray(model.home, dtype=np.float64))
+    for k in mix.mixed():
+        j = joints[k]
+        if not j.min_rad - 1e-9 <= at_home[k] <= j.max_rad + 1e-9:
+            raise InputError(f"{path}: {j.name} (servo {j.servo_id}) ranges over [{math.degrees(j.min_rad):.1f}, "
+                             f"{math.degrees(j.max_rad):.1f}]°, but the robot's home turns it to "
+                             f"{math.degrees(at_home[k]):.1f}°: widen its min_deg/max_deg to take that in")
 
 
 def _options(data: dict, bus: str, owners: dict, path: str) -> dict:

@@ -294,6 +294,11 @@ def test_a_hand_written_map_puts_servos_on_a_differentials_gears_and_checks_they
         board_config.parse(_on_gears(m, [{"name": "yaw"}, {"name": "roll"}] + rows[1:]), m, "gears.toml")
     with pytest.raises(InputError, match=r"'wheel' is not a joint .*or a transmission's.*act1"):
         board_config.parse(_on_gears(m, rows[:3] + [{"name": "wheel"}]), m, "gears.toml")
+    # a gear's range that leaves out where home turns it (0° here) would leave its joints no room
+    with pytest.raises(InputError, match=r"act1 \(servo 3\) ranges over \[10.0, 170.0\]°, but the robot's home "
+                                         r"turns it to 0.0°"):
+        board_config.parse(_on_gears(m, rows[:2] + [{"name": "act1", "min_deg": 10, "max_deg": 170}] + rows[3:]), m,
+                           "gears.toml")
 
 
 @pytest.mark.usefixtures("own_robot_cache")

@@ -63,6 +63,10 @@ class ServoMix:
     def joint_rates(self, sd: np.ndarray) -> np.ndarray:
         return self._inverse @ np.asarray(sd, dtype=np.float64)
 
+    def matrix_t_times(self, forces: np.ndarray) -> np.ndarray:
+        """The joints' torques from the servos' (virtual work: τ = Mᵀ · f)."""
+        return self._m.T @ np.asarray(forces, dtype=np.float64)
+
     def driven_by(self, on: np.ndarray) -> np.ndarray:
         """Which joints are held, given which servos have their torque on: a joint is held where
         every servo that turns it is."""

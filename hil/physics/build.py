@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from firmware_protocol.servo_mix import ServoMix
+
 from hil.errors import InputError
 from hil.kinematics.rotations import matrix_quaternion
 from hil.robots.model import SOLE_FRAMES, one_bound_each
@@ -55,10 +57,10 @@ class PhysicsModel:
     ctrl_of_joint: np.ndarray | None = None   # the actuator of each hil joint (None: the i-th drives joint i)
     floor_geom: int = -1       # the floor's geom, -1 without one
     source: str = "built from hil's model"   # what MuJoCo simulates, said in the run's physics report
-    # an actuator on a transmission's input (a gear, a linkage's plate) is told gain · q + offset of
-    # the hil joint it turns (None: 1 and 0, the joint's own)
-    ctrl_gain: np.ndarray | None = None
-    ctrl_offset: np.ndarray | None = None
+    # actuators on a transmission's input (a gear, a linkage's plate, a differential's bevel gear)
+    # are told their own angle from the hil joints they turn, as a bus's servos are
+    # (firmware_protocol.servo_mix; None: each actuator its joint's angle)
+    ctrl_mix: ServoMix | None = None
     # the followers' qpos, their leaders (hil joints), multipliers and offsets, second leaders and
     # multipliers (a differential's gear; else the first again, times 0): `set_joints`
     followers: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
@@ -76,10 +78,6 @@ class PhysicsModel:
         n = len(self.qpos_of_joint)
         if self.ctrl_of_joint is None:
             self.ctrl_of_joint = np.arange(n, dtype=np.int64)
-        if self.ctrl_gain is None:
-            self.ctrl_gain = np.ones(n)
-        if self.ctrl_offset is None:
-            self.ctrl_offset = np.zeros(n)
 
 
 def _add_inertial(body, mass: float, com, inertia: np.ndarray) -> None:
@@ -235,13 +233,17 @@ def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None
         m = spec.compile()
         planes = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, ground.name)]
     ctrl = np.array([act[through[i][0]] for i in range(robot.n)], dtype=np.int64)
-    gain = np.array([through[i][1] for i in range(robot.n)])
-    offset = np.array([through[i][2] for i in range(robot.n)])
+    matrix, offset = np.zeros((robot.n, robot.n)), np.array([through[i][2] for i in range(robot.n)])
+    for i in range(robot.n):
+        for lead, coefficient in through[i][1]:
+            matrix[i, lead] += coefficient
     qpos_of = np.array([m.jnt_qposadr[m.joint(j).id] for j in robot.joint_names], dtype=np.int64)
     dof_of = np.array([m.jnt_dofadr[m.joint(j).id] for j in robot.joint_names], dtype=np.int64)
     for i in range(robot.n):   # the servos in use, on the file's actuators and joints
+        if len(through[i][1]) > 1:   # a differential's gear: the servo table has its two felt together,
+            continue                 # not each apart; its actuator keeps the file's own numbers
         # (a servo's numbers are the planned joint's: on a transmission's input, g = its ratio)
-        sv, a, g = servo.joint(i), ctrl[i], gain[i]
+        sv, a, g = servo.joint(i), ctrl[i], matrix[i, i]
         dof = int(m.jnt_dofadr[m.joint(through[i][0]).id])
         m.actuator_gainprm[a, 0] = sv.kp_nm_per_rad / g ** 2
         m.actuator_biasprm[a, 1] = -sv.kp_nm_per_rad / g ** 2
@@ -260,20 +262,30 @@ def _from_its_own_file(mujoco, robot, servo, floor) -> tuple[PhysicsModel | None
             base = int(m.body_parentid[base])
     pm = PhysicsModel(m, robot.floating, qpos_of, dof_of, base, {}, home, servo, ctrl_of_joint=ctrl,
                       floor_geom=int(planes[0]) if planes else -1, source=f"its own MJCF file {path}",
-                      ctrl_gain=gain, ctrl_offset=offset, followers=_followers_in(m, robot))
+                      ctrl_mix=None if np.array_equal(matrix, np.eye(robot.n)) and not offset.any()
+                      else ServoMix.of(matrix, offset), followers=_followers_in(m, robot))
     pm.set_joints(pm.home_qpos, robot.home)
     return pm, ""
 
 
-def _servo_joints(robot, act: dict[str, int]) -> dict[int, tuple[str, float, float]]:
-    """hil joint → (the file's joint its servo's actuator pulls on, gain, offset): the joint itself
-    (1, 0), or the input of the transmission hil plans the joint as the output of (a gear, a
-    linkage's plate: input = gain · joint + offset, `urdf._gear_trains_turned_round`)."""
-    out = {i: (name, 1.0, 0.0) for i, name in enumerate(robot.joint_names) if name in act}
+def _servo_joints(robot, act: dict[str, int]) -> dict[int, tuple[str, list[tuple[int, float]], float]]:
+    """hil joint → (the file's joint its servo's actuator pulls on, [(hil joint, coefficient)], offset):
+    the joint itself ([(i, 1)], 0), the input of the transmission hil plans the joint as the output
+    of (a gear, a linkage's plate: input = gain · joint + offset, `urdf._gear_trains_turned_round`),
+    or a differential's bevel gear in the slot of one of the two joints it turns (both, with their
+    ratios: hil.board_config puts a bus's servos the same way)."""
+    out = {i: (name, [(i, 1.0)], 0.0) for i, name in enumerate(robot.joint_names) if name in act}
     inputs = robot.meta.get("transmission_inputs", {})
+    gears = robot.meta.get("differential_inputs", {})
     for f in robot.followers:
-        if f.leader not in out and f.name in act and inputs.get(f.name) == robot.joint_names[f.leader]:
-            out[f.leader] = (f.name, f.multiplier, f.offset)
+        if f.name not in act:
+            continue
+        if f.leader2 < 0 and f.leader not in out and inputs.get(f.name) == robot.joint_names[f.leader]:
+            out[f.leader] = (f.name, [(f.leader, f.multiplier)], f.offset)
+        elif f.leader2 >= 0 and f.name in gears:
+            free = [lead for lead, _ in sorted(f.leaders()) if lead not in out]
+            if free:
+                out[free[0]] = (f.name, f.leaders(), f.offset)
     return out
 
 

@@ -43,7 +43,7 @@ class PhysicsPlant(Plant):
         self.n = len(pm.qpos_of_joint)
         self.brakes = brakes
         self.act = pm.ctrl_of_joint   # each hil joint's actuator (a file's own may come in another order)
-        self.gain, self.offset = pm.ctrl_gain, pm.ctrl_offset   # … or its transmission's input's
+        self.mix = pm.ctrl_mix   # … or its transmission's input's, told its own angle
         self.kp = self.m.actuator_gainprm[self.act, 0].copy()
         self.limit = self.m.actuator_forcerange[self.act, 1].copy()
         servo = pm.servo
@@ -104,7 +104,7 @@ class PhysicsPlant(Plant):
 
     def _ctrl(self, q: np.ndarray) -> np.ndarray:
         """The actuators' targets for the joints' angles q (through a transmission where one is)."""
-        return self.gain * q + self.offset
+        return q if self.mix is None else self.mix.servo_angles(q)
 
     # ------------------------------------------------------------------ time
     def advance(self, now: float) -> None:
@@ -128,7 +128,8 @@ class PhysicsPlant(Plant):
         pm = self.pm
         self.q = d.qpos[pm.qpos_of_joint].copy()
         self.qd = d.qvel[pm.dof_of_joint].copy()
-        self.effort = d.actuator_force[self.act] * self.gain   # at the joint: a transmission's ratio times its input's
+        force = d.actuator_force[self.act]   # at the joints: through the transmissions, Mᵀ · the inputs' (virtual work)
+        self.effort = force if self.mix is None else self.mix.matrix_t_times(force)
         if pm.floating and not self.on_stand:
             self._judge(now)
         if self.world_block is not None and now - self.published_at >= 1.0 / WORLD_HZ:
@@ -165,7 +166,8 @@ class PhysicsPlant(Plant):
                 "model": self.pm.source}
 
     def _speed_limits(self) -> None:
-        s = np.abs(self.d.qvel[self.pm.dof_of_joint])
+        qd = self.d.qvel[self.pm.dof_of_joint]
+        s = np.abs(qd if self.mix is None else self.mix.servo_rates(qd))   # each actuator's own speed
         k = np.clip((self.line_zero - s) / self.line_span, 0.0, 1.0)   # 1 up to full speed, 0 at zero torque
         k = np.where(self.line_of, k, 1.0)
         self.m.actuator_forcerange[self.act, 0] = -self.limit * k

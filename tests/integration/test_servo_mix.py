@@ -102,4 +102,5 @@ def test_a_differential_in_physics_over_a_bus_goes_where_the_motion_says(tmp_pat
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and "motion 'turn' done" in r.stdout, r.stdout + r.stderr
     data, _ = load_recording(str(rec))
-    assert np.degrees(data["q_meas"][-1]) == pytest.approx([25.0, -10.0, 0.0], abs=1.5)
+    # (simulated from its own file, whose tendons let roll give 0.03 rad about what the gears say)
+    assert np.degrees(data["q_meas"][-1]) == pytest.approx([25.0, -10.0, 0.0], abs=2.0)

@@ -306,14 +306,19 @@ def test_a_differentials_torques_are_its_outputs_to_give(tmp_path):
 
 
 def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
-    """Built from hil's model (the file's actuators are on the gears, which hil does not plan): the
-    gears' servos, as the outputs feel them, hold the outputs; a tendon per gear holds the gear
-    where the outputs put it."""
+    """Built from hil's model (as for a robot from a URDF with hil's two-joint mimics): the gears'
+    servos, as the outputs feel them, hold the outputs; a tendon per gear holds the gear where the
+    outputs put it."""
+    import copy
+
     from hil.physics.build import build
     from hil.physics.physics_plant import PhysicsPlant
 
     m, _, _ = _differential(tmp_path)
+    m = copy.copy(m)
+    m.meta = {k: v for k, v in m.meta.items() if k != "mjcf"}   # (no file of its own to simulate)
     pm = build(m, floor=False)   # (the waist hangs from its torso, fixed where hil's base is: no floor under it)
+    assert pm.source == "built from hil's model"
     mm = pm.model
     start = np.array([-0.2, 0.25, 0.1])   # powered up there: each gear where both outputs put it
     placed = PhysicsPlant(build(m, floor=False), initial=start)   # (a plant sets its model's servo gains)
@@ -328,3 +333,31 @@ def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
     assert np.allclose(plant.q, target, atol=0.01)
     for f in m.followers:
         assert plant.d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] == pytest.approx(f.angle(plant.q), abs=1e-3)
+
+
+def test_physics_from_its_own_file_drives_a_differentials_gears_with_both_outputs(tmp_path):
+    """From the file itself (its tendons, its position actuators on the gears): each gear's
+    actuator is told its own angle from both outputs, as a bus's servo is, and the outputs' torques
+    are the gears' through their ratios (Mᵀ f). The file's tendons hold roll within 0.03 rad of what
+    the gears say (its backlash), yaw within 0.001."""
+    from hil.physics.build import build
+    from hil.physics.physics_plant import PhysicsPlant
+
+    m, _, _ = _differential(tmp_path)
+    pm = build(m, floor=False)
+    mm = pm.model
+    assert pm.source.startswith("its own MJCF file") and pm.ctrl_mix is not None
+    assert [mm.joint(int(mm.actuator_trnid[a, 0])).name for a in pm.ctrl_of_joint] == ["act1", "act2", "hip"]
+    plant = PhysicsPlant(pm)
+    target = np.array([0.4, -0.3, 0.2])
+    plant.advance(0.0)
+    plant.drive(target, np.ones(m.n, dtype=bool))
+    for k in range(1, 301):
+        plant.advance(0.01 * k)
+    gears = {f.name: f for f in m.followers}
+    for name in ("act1", "act2"):   # each gear where both outputs' targets put it
+        assert plant.d.qpos[mm.jnt_qposadr[mm.joint(name).id]] == pytest.approx(gears[name].angle(target), abs=0.02)
+    assert abs(plant.q[0] - target[0]) < 0.01 and abs(plant.q[1] - target[1]) < 0.035 and abs(plant.q[2] - 0.2) < 0.01
+    force = plant.d.actuator_force[pm.ctrl_of_joint]
+    assert plant.effort == pytest.approx([2.400004 * (force[0] + force[1]), 1.714284 * (force[1] - force[0]), force[2]],
+                                         rel=1e-5, abs=1e-9)

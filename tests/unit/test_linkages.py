@@ -305,6 +305,18 @@ def test_a_differentials_torques_are_its_outputs_to_give(tmp_path):
         assert np.allclose(inverse_dynamics(m, q, qd, qdd), want, atol=1e-10)
 
 
+def _driven_for_3_s(pm, target: np.ndarray):
+    """A plant of `pm` driven to `target`, every joint's torque on, for three seconds."""
+    from hil.physics.physics_plant import PhysicsPlant
+
+    plant = PhysicsPlant(pm)
+    plant.advance(0.0)
+    plant.drive(target, np.ones(len(target), dtype=bool))
+    for k in range(1, 301):
+        plant.advance(0.01 * k)
+    return plant
+
+
 def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
     """Built from hil's model (as for a robot from a URDF with hil's two-joint mimics): the gears'
     servos, as the outputs feel them, hold the outputs; a tendon per gear holds the gear where the
@@ -324,12 +336,8 @@ def test_physics_turns_a_differentials_gears_with_its_outputs(tmp_path):
     placed = PhysicsPlant(build(m, floor=False), initial=start)   # (a plant sets its model's servo gains)
     for f in m.followers:
         assert placed.d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] == pytest.approx(f.angle(start), abs=1e-12)
-    plant = PhysicsPlant(pm)
     target = np.array([0.4, -0.3, 0.2])
-    plant.advance(0.0)
-    plant.drive(target, np.ones(m.n, dtype=bool))
-    for k in range(1, 301):
-        plant.advance(0.01 * k)
+    plant = _driven_for_3_s(pm, target)
     assert np.allclose(plant.q, target, atol=0.01)
     for f in m.followers:
         assert plant.d.qpos[mm.jnt_qposadr[mm.joint(f.name).id]] == pytest.approx(f.angle(plant.q), abs=1e-3)
@@ -341,19 +349,14 @@ def test_physics_from_its_own_file_drives_a_differentials_gears_with_both_output
     are the gears' through their ratios (Mᵀ f). The file's tendons hold roll within 0.03 rad of what
     the gears say (its backlash), yaw within 0.001."""
     from hil.physics.build import build
-    from hil.physics.physics_plant import PhysicsPlant
 
     m, _, _ = _differential(tmp_path)
     pm = build(m, floor=False)
     mm = pm.model
     assert pm.source.startswith("its own MJCF file") and pm.ctrl_mix is not None
     assert [mm.joint(int(mm.actuator_trnid[a, 0])).name for a in pm.ctrl_of_joint] == ["act1", "act2", "hip"]
-    plant = PhysicsPlant(pm)
     target = np.array([0.4, -0.3, 0.2])
-    plant.advance(0.0)
-    plant.drive(target, np.ones(m.n, dtype=bool))
-    for k in range(1, 301):
-        plant.advance(0.01 * k)
+    plant = _driven_for_3_s(pm, target)
     gears = {f.name: f for f in m.followers}
     for name in ("act1", "act2"):   # each gear where both outputs' targets put it
         assert plant.d.qpos[mm.jnt_qposadr[mm.joint(name).id]] == pytest.approx(gears[name].angle(target), abs=0.02)

@@ -31,13 +31,15 @@ def _connected(model):
     return BusBoard.connect(emu.path, config, expect_joints=model.n), emu, config
 
 
-def _held_at(board: BusBoard, q: np.ndarray, seconds: float = 6.0) -> np.ndarray:
-    """Stream q until the board reads it back (within 0.5°) or `seconds` pass; the last reading."""
+def _held_at(board: BusBoard, q: np.ndarray, seconds: float = 10.0) -> np.ndarray:
+    """Stream q until the board reads it back (within 0.1°: the servos at their goals, not on their
+    way, where a gear's angle is its joints' error times its ratios) or `seconds` pass; the last
+    reading."""
     end, s = time.monotonic() + seconds, None
     while time.monotonic() < end:
         board.send_positions(q)
         s = board.poll()
-        if s is not None and np.max(np.abs(s.q - q)) < np.radians(0.5):
+        if s is not None and np.max(np.abs(s.q - q)) < np.radians(0.1):
             break
         time.sleep(0.003)
     return s.q
